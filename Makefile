@@ -1,0 +1,37 @@
+# acp-pipes: everything runs from the checkout's own virtual environment.
+# Nothing is assumed installed beyond python3, make and the package registries.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+OUT    := out
+
+.PHONY: install demo test bench lint clean tools
+
+install: $(STAMP) tools
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,dev]'
+	touch $@
+
+# Graphviz's `dot` renders acp-align's graphs; the Python package only writes DOT.
+tools:
+	@command -v dot >/dev/null 2>&1 || scripts/install-system-deps
+
+demo: install
+	@scripts/demo
+
+test: install
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python -m bench
+
+lint: install
+	$(BIN)/ruff check acp_pipes tests bench
+
+clean:
+	rm -rf $(OUT) .pytest_cache .hypothesis

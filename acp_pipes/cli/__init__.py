@@ -1,0 +1,1 @@
+"""One module per executable (``acp-frame`` is ``acp_pipes.cli.frame``), all on one runner."""

@@ -1,0 +1,228 @@
+"""The one CLI runner every acp-pipes tool stands on.
+
+It owns what must be the same in every tool, so no tool gets it subtly different:
+``[FILE ...]`` with ``-`` for stdin and ``.gz`` read transparently, ``-o FILE``,
+``--help`` with an example pipeline, ``--version``, diagnostics on stderr only, and the
+exit statuses of the stream contract:
+
+====  =====================================================
+0     ok
+1     a difference or divergence was found (align, replay)
+2     usage error or unusable input
+130   interrupted (SIGINT)
+====  =====================================================
+
+A broken pipe downstream (``acp-frame big.jsonl | head``) ends the tool quietly with 0.
+A tool raises ``InputError``/``UsageError`` for bad input and returns its exit status;
+anything else escaping a tool is a bug, reported in one line (set ``ACP_PIPES_DEBUG=1``
+for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from acp_pipes import __version__
+from acp_pipes.jsonl import STDIN, InputError, Line, display_name, read_lines
+
+EXIT_OK = 0
+EXIT_DIFFERENT = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """Wrong arguments, or input of the wrong kind for this tool."""
+
+
+@dataclass
+class Context:
+    """What a tool's ``run`` gets besides its parsed arguments."""
+
+    prog: str
+    files: list[str]
+    out: BinaryIO
+    err: BinaryIO | None = None
+    warnings: int = field(default=0)
+
+    def lines(self) -> Iterator[Line]:
+        """The lines of every input file in order (stdin when none was named)."""
+        for path in self.files:
+            yield from read_lines(path)
+
+    def warn(self, message: str, source: str | None = None, line: int = 0) -> None:
+        """A diagnostic on stderr, ``prog: SOURCE:LINE: message``; never on stdout."""
+        self.warnings += 1
+        where = ""
+        if source is not None:
+            where = f"{source}:{line}: " if line else f"{source}: "
+        print(f"{self.prog}: {where}{message}", file=sys.stderr, flush=True)
+
+    def note(self, message: str) -> None:
+        """Informational stderr line (progress, where the output went)."""
+        print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Tool:
+    """A tool's declaration: its name, help text, arguments and body.
+
+    ``example`` is a real pipeline shown at the end of ``--help``. ``takes_files`` adds
+    the ``[FILE ...]`` positional; ``takes_output`` adds ``-o FILE``.
+    """
+
+    prog: str
+    summary: str
+    example: str
+    run: Callable[[argparse.Namespace, Context], int]
+    configure: Callable[[argparse.ArgumentParser], None] | None = None
+    description: str = ""
+    takes_files: bool = True
+    takes_output: bool = True
+
+    def parser(self) -> argparse.ArgumentParser:
+        epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
+        epilog += (
+            "\n\nexit status: 0 ok, 1 a difference found, 2 usage or unusable input, "
+            "130 interrupted"
+        )
+        p = argparse.ArgumentParser(
+            prog=self.prog,
+            description=self.summary + ("\n\n" + self.description if self.description else ""),
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if self.takes_files:
+            p.add_argument(
+                "files",
+                nargs="*",
+                metavar="FILE",
+                help="input files (default: stdin; '-' is stdin; .gz is read transparently)",
+            )
+        if self.takes_output:
+            p.add_argument(
+                "-o", "--output", metavar="FILE", help="write to FILE instead of stdout"
+            )
+        p.add_argument(
+            "--version", action="version", version=f"{self.prog} (acp-pipes) {__version__}"
+        )
+        if self.configure:
+            self.configure(p)
+        return p
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Parse ``argv``, run the tool, map every outcome to an exit status."""
+        parser = self.parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # argparse: --help/--version (0) or usage error (2)
+            return int(e.code or 0)
+        files = list(getattr(args, "files", None) or [STDIN])
+        out: BinaryIO | None = None
+        opened = False
+        try:
+            target = getattr(args, "output", None) if self.takes_output else None
+            if target and target != STDIN:
+                try:
+                    out = open(target, "wb")  # noqa: SIM115 - closed below
+                except OSError as e:
+                    raise UsageError(f"cannot write {target}: {e.strerror or e}") from None
+                opened = True
+            else:
+                out = sys.stdout.buffer
+            ctx = Context(prog=self.prog, files=files, out=out)
+            status = self.run(args, ctx)
+            out.flush()
+            return status
+        except InputError as e:
+            _say(self.prog, str(e))
+            _flush_quietly(out)
+            return EXIT_USAGE
+        except UsageError as e:
+            _say(self.prog, str(e))
+            _flush_quietly(out)
+            return EXIT_USAGE
+        except BrokenPipeError:
+            _silence_stdout()
+            return EXIT_OK
+        except KeyboardInterrupt:
+            _flush_quietly(out)
+            return EXIT_INTERRUPTED
+        except Exception as e:  # a bug, not the user's input
+            if os.environ.get("ACP_PIPES_DEBUG"):
+                traceback.print_exc()
+            _say(self.prog, f"internal error: {type(e).__name__}: {e} "
+                 "(set ACP_PIPES_DEBUG=1 for a traceback)")
+            _flush_quietly(out)
+            return EXIT_USAGE
+        finally:
+            if opened and out is not None:
+                try:
+                    out.close()
+                except OSError:
+                    pass
+
+
+def run(tool: Tool, argv: Sequence[str] | None = None) -> None:
+    """Entry point for console scripts: run ``tool`` and exit with its status."""
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN) if hasattr(signal, "SIGPIPE") else None
+    sys.exit(tool.main(argv))
+
+
+def not_built(prog: str, summary: str) -> Tool:
+    """A placeholder for a tool that is declared but not implemented yet (exit 2)."""
+
+    def _run(args: argparse.Namespace, ctx: Context) -> int:
+        raise UsageError("not built yet in this version of acp-pipes")
+
+    return Tool(prog=prog, summary=summary, example=f"{prog} --help", run=_run)
+
+
+def _say(prog: str, message: str) -> None:
+    try:
+        print(f"{prog}: {message}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
+def _flush_quietly(out: BinaryIO | None) -> None:
+    if out is None:
+        return
+    try:
+        out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    except OSError:
+        pass
+
+
+def _silence_stdout() -> None:
+    """After EPIPE, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+__all__ = [
+    "EXIT_DIFFERENT",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Context",
+    "InputError",
+    "Tool",
+    "UsageError",
+    "display_name",
+    "not_built",
+    "run",
+]

@@ -1,0 +1,122 @@
+"""Record I/O at the edges: opening inputs, reading lines with their numbers, writing JSONL.
+
+Every tool reads JSONL the same way, so a bad line is reported the same way everywhere:
+``InputError`` carries the source name and the 1-based line number, and readers yield
+what came before it untouched. Lines are bytes without the final LF (a CR before the LF
+is kept: it belongs to the line).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import orjson
+
+GZIP_MAGIC = b"\x1f\x8b"
+STDIN = "-"
+
+
+class InputError(Exception):
+    """Unusable input, reported as ``SOURCE:LINE: message`` (line 0: the whole source)."""
+
+    def __init__(self, source: str, line: int, message: str):
+        super().__init__(message)
+        self.source = source
+        self.line = line
+        self.message = message
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One input line: where it came from, and its bytes without the LF."""
+
+    source: str
+    number: int
+    raw: bytes
+    terminated: bool = True  # False for a last line that had no LF
+
+
+def display_name(path: str) -> str:
+    return "stdin" if path == STDIN else path
+
+
+def open_source(path: str) -> BinaryIO:
+    """Open a path (``-`` is stdin) for binary reading, gunzipping ``.gz`` transparently.
+
+    Compression is detected by its magic bytes, not the name, so ``zcat``-less pipes
+    such as ``cat log.jsonl.gz | acp-frame`` work too.
+    """
+    if path == STDIN:
+        raw: BinaryIO = sys.stdin.buffer
+    else:
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        except OSError as e:
+            raise InputError(path, 0, f"cannot open: {e.strerror or e}") from None
+    reader = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
+    try:
+        head = reader.peek(2)[:2]
+    except OSError as e:
+        raise InputError(display_name(path), 0, f"cannot read: {e.strerror or e}") from None
+    if head == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[return-value]
+    return reader
+
+
+def iter_lines(stream: BinaryIO, source: str) -> Iterator[Line]:
+    """Yield the lines of a binary stream, numbered from 1, without their LF."""
+    number = 0
+    try:
+        for chunk in stream:
+            number += 1
+            if chunk.endswith(b"\n"):
+                yield Line(source, number, chunk[:-1])
+            else:
+                yield Line(source, number, chunk, terminated=False)
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise InputError(source, number + 1, f"cannot read: {e}") from None
+
+
+def read_lines(path: str) -> Iterator[Line]:
+    """Open ``path`` and yield its lines; the file is closed when the iterator ends."""
+    source = display_name(path)
+    stream = open_source(path)
+    try:
+        yield from iter_lines(stream, source)
+    finally:
+        if path != STDIN:
+            stream.close()
+
+
+def parse_line(line: Line) -> Any:
+    """Parse a line as JSON, raising InputError naming the source and line."""
+    try:
+        return orjson.loads(line.raw)
+    except orjson.JSONDecodeError as e:
+        what = "torn last line (no LF)" if not line.terminated else "not JSON"
+        raise InputError(line.source, line.number, f"{what}: {e}") from None
+
+
+def dumps(record: Any) -> bytes:
+    """One JSONL line (with its LF). Key order is the record's own: tools build records
+    in a fixed order, so the same input gives byte-identical output."""
+    return orjson.dumps(record) + b"\n"
+
+
+def write_records(records: Iterable[Any], out: BinaryIO) -> int:
+    """Write records as JSONL; returns how many were written."""
+    n = 0
+    write = out.write
+    for record in records:
+        write(orjson.dumps(record) + b"\n")
+        n += 1
+    return n

@@ -1,0 +1,140 @@
+"""The wire log: what acp-tee writes, every frame of both directions, byte-exact.
+
+A wire log is a header line then one record per frame, in receipt order::
+
+    {"format":"acp-pipes/wire","version":1,"recorder":"acp-tee (acp-pipes) 0.1.0",
+     "argv":["my-agent","--acp"],"started":"2026-11-30T17:15:28.123456Z","clock":"system",
+     "host":{"os":"linux","arch":"x86_64","cwd":"/home/me","pid":4242},"env":{}}
+    {"seq":0,"t":1764522928123456789,"dir":"c2a","raw":"{\"jsonrpc\":\"2.0\",...}"}
+
+``raw`` holds the frame's bytes without the final LF (a CR before it is kept) as a JSON
+string when they are UTF-8, else ``raw_b64`` holds them base64-encoded. Optional marks:
+``nolf: true`` for a last frame that ended without LF; ``redacted: true`` with ``hash``,
+the canonical hash of the frame *as sent*, when secrets were replaced in ``raw``
+(see :mod:`acp_pipes.redact`), so replay still matches a live client's frame.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from acp_pipes import __version__
+from acp_pipes.streams import VERSIONS, WIRE
+
+C2A = "c2a"  # client -> agent
+A2C = "a2c"  # agent -> client
+DIRECTIONS = (C2A, A2C)
+
+
+def make_clock(spec: str) -> Callable[[], int]:
+    """A receipt clock in ns since the epoch from a ``--clock`` value.
+
+    ``system`` reads the wall clock; ``epoch`` pins every time to 0 and ``nanos:N`` to N,
+    so two recordings of the same deterministic session are byte-identical files.
+    """
+    if spec == "system":
+        return time.time_ns
+    if spec == "epoch":
+        return lambda: 0
+    if spec.startswith("nanos:"):
+        try:
+            fixed = int(spec[6:])
+        except ValueError:
+            raise ValueError(f"--clock nanos:N needs an integer, got {spec!r}") from None
+        if fixed < 0:
+            raise ValueError("--clock nanos:N needs N >= 0")
+        return lambda: fixed
+    raise ValueError(f"--clock must be system, epoch or nanos:N, got {spec!r}")
+
+
+def iso_time(ns: int) -> str:
+    """RFC 3339 UTC with microseconds, from ns since the epoch."""
+    dt = datetime.fromtimestamp(ns // 1000 / 1e6, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def header(
+    argv: Sequence[str],
+    *,
+    started_ns: int,
+    clock: str = "system",
+    host: bool = True,
+    env: dict[str, str] | None = None,
+    keep_secrets: bool = False,
+) -> dict[str, Any]:
+    """The wire log header. Environment variables appear only when named by the user."""
+    h: dict[str, Any] = {
+        "format": WIRE,
+        "version": VERSIONS[WIRE],
+        "recorder": f"acp-tee (acp-pipes) {__version__}",
+        "argv": list(argv),
+        "started": iso_time(started_ns),
+        "clock": clock,
+    }
+    if host:
+        h["host"] = {
+            "os": platform.system().lower(),
+            "arch": platform.machine(),
+            "cwd": os.getcwd(),
+            "pid": os.getpid(),
+        }
+    h["env"] = dict(env or {})
+    if keep_secrets:
+        h["secrets"] = "kept"
+    return h
+
+
+def frame_record(
+    seq: int,
+    t: int,
+    direction: str,
+    raw: bytes,
+    *,
+    nolf: bool = False,
+    redacted: bytes | None = None,
+    original_hash: str | None = None,
+) -> dict[str, Any]:
+    """One wire record. ``redacted`` is the logged stand-in for ``raw`` when secrets were
+    removed; ``original_hash`` is then the canonical hash of ``raw`` as sent."""
+    rec: dict[str, Any] = {"seq": seq, "t": t, "dir": direction}
+    logged = raw if redacted is None else redacted
+    key, value = encode_raw(logged)
+    rec[key] = value
+    if nolf:
+        rec["nolf"] = True
+    if redacted is not None:
+        rec["redacted"] = True
+        rec["hash"] = original_hash
+    return rec
+
+
+def encode_raw(raw: bytes) -> tuple[str, str]:
+    """``("raw", text)`` for UTF-8 bytes, ``("raw_b64", base64)`` for anything else."""
+    try:
+        return "raw", raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "raw_b64", base64.b64encode(raw).decode("ascii")
+
+
+def decode_raw(record: dict[str, Any]) -> bytes:
+    """The frame's logged bytes from a wire or frame record.
+
+    Raises ValueError when the record has neither ``raw`` nor valid ``raw_b64``.
+    """
+    raw = record.get("raw")
+    if isinstance(raw, str):
+        # surrogatepass: a JSON string may carry lone surrogates that were never UTF-8
+        return raw.encode("utf-8", "surrogatepass")
+    b64 = record.get("raw_b64")
+    if isinstance(b64, str):
+        try:
+            return base64.b64decode(b64, validate=True)
+        except ValueError as e:
+            raise ValueError(f"raw_b64 is not base64: {e}") from None
+    raise ValueError("record has no 'raw' or 'raw_b64'")

@@ -1,0 +1,109 @@
+"""The shared CLI runner: the same contract for every tool."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+
+import pytest
+
+from acp_pipes.cli.runner import Context, Tool, UsageError
+from acp_pipes.jsonl import InputError, parse_line
+from tests.conftest import run_tool, tool_argv, tool_env
+
+ALL_TOOLS = ["tee", "frame", "fold", "asr", "replay", "align", "echo-agent"]
+
+
+def _echo_lines(args, ctx: Context) -> int:
+    for line in ctx.lines():
+        if line.raw == b"bad":
+            parse_line(line)
+        ctx.out.write(line.raw + b"\n")
+    return 0
+
+
+ECHO = Tool(prog="acp-test", summary="test tool", example="acp-test x.jsonl", run=_echo_lines)
+
+
+@pytest.mark.parametrize("name", ALL_TOOLS)
+def test_every_tool_has_help_with_example_and_version(name):
+    h = run_tool(name, "--help")
+    assert h.returncode == 0, h.stderr
+    text = h.stdout.decode()
+    assert f"acp-{name}" in text and "example:" in text
+    example = text.split("example:", 1)[1]
+    assert f"acp-{name}" in example  # the example shows the tool itself in use
+    v = run_tool(name, "--version")
+    assert v.returncode == 0 and v.stdout.startswith(f"acp-{name} (acp-pipes) ".encode())
+
+
+@pytest.mark.parametrize("name", ALL_TOOLS)
+def test_unknown_option_is_usage_error(name):
+    r = run_tool(name, "--no-such-option")
+    assert r.returncode == 2
+    assert r.stdout == b""
+    assert b"usage:" in r.stderr
+
+
+def test_files_stdin_and_gz(tmp_path, capsysbinary):
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(b"1\n2\n")
+    z = tmp_path / "b.jsonl.gz"
+    z.write_bytes(gzip.compress(b"3\n"))
+    out = tmp_path / "out.jsonl"
+    assert ECHO.main([str(a), str(z), "-o", str(out)]) == 0
+    assert out.read_bytes() == b"1\n2\n3\n"
+
+
+def test_input_error_names_file_and_line_and_keeps_earlier_output(tmp_path, capsys):
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(b"1\n2\nbad\n4\n")
+    out = tmp_path / "out.jsonl"
+    assert ECHO.main([str(a), "-o", str(out)]) == 2
+    assert out.read_bytes() == b"1\n2\n"  # what was read before the bad line is kept
+    err = capsys.readouterr().err
+    assert f"acp-test: {a}:3: not JSON" in err
+
+
+def test_missing_file_is_usage_error(tmp_path, capsys):
+    assert ECHO.main([str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl: cannot open" in capsys.readouterr().err
+
+
+def test_usage_error_exit_2(capsys):
+    def boom(args, ctx):
+        raise UsageError("expected frames, got an ASR stream")
+
+    t = Tool(prog="acp-t", summary="s", example="acp-t", run=boom)
+    assert t.main([]) == 2
+    assert "acp-t: expected frames, got an ASR stream" in capsys.readouterr().err
+
+
+def test_internal_error_has_no_traceback(capsys, monkeypatch):
+    monkeypatch.delenv("ACP_PIPES_DEBUG", raising=False)
+
+    def boom(args, ctx):
+        raise RuntimeError("bug")
+
+    t = Tool(prog="acp-t", summary="s", example="acp-t", run=boom)
+    assert t.main([]) == 2
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: bug" in err and "Traceback" not in err
+
+
+def test_input_error_str():
+    assert str(InputError("f.jsonl", 7, "not JSON")) == "f.jsonl:7: not JSON"
+    assert str(InputError("f.jsonl", 0, "cannot open")) == "f.jsonl: cannot open"
+
+
+def test_broken_pipe_ends_quietly():
+    """`acp-x big | head -1` ends with no traceback on stderr."""
+    proc = subprocess.Popen(
+        ["sh", "-c", " ".join(tool_argv("frame", "--help")) + " | head -c 1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=tool_env(),
+    )
+    out, err = proc.communicate(timeout=60)
+    assert out == b"u"
+    assert b"Traceback" not in err and b"BrokenPipe" not in err
