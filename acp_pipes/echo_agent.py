@@ -1,0 +1,710 @@
+"""A deterministic ACP v2 agent that echoes prompts, for demos, tests and benchmarks.
+
+Every other tool needs a live agent whose output is a pure function of its input bytes:
+no clock, no randomness, every ID from a counter. This one speaks ACP v2 (schema
+v2.0.0-alpha.9, protocol version 2, ASR-700) over newline-delimited JSON-RPC.
+
+Turn order for ``session/prompt`` (why: the v2 ``PromptResponse`` only acknowledges that
+the user message was inserted, carries its ``messageId``, and "does not indicate that the
+agent has finished"; the v2 prompt lifecycle sends it as soon as the prompt is accepted
+and reports everything else through ``session/update``; so the response comes first and
+the turn ends with the idle ``state_update``)::
+
+    response {messageId: "msg-user-<t>"}
+    user_message          the prompt, with that messageId (ASR-713)
+    state_update          running
+    plan_update           plan-<t>: echo in_progress, tool pending
+    agent_message_chunk   x1..3, messageId "msg-agent-<t>", concatenating to "Echo: <text>"
+    tool_call_update      call-<t>, name "echo", status pending
+    tool_call_update      in_progress
+    tool_call_content_chunk x1..2  (the tool output, the prompt text)
+    tool_call_update      completed, rawOutput
+    plan_update           plan-<t>: both entries completed
+    usage_update          used = characters exchanged so far in the session
+    state_update          idle, stopReason end_turn
+
+``<t>`` is the turn number within the session, so two sessions fed the same prompts
+produce the same updates. Special prompts (the first text block starts with):
+
+- ``/permission``: before running the tool, send ``session/request_permission`` (subject:
+  the tool call), report ``requires_action``, and wait for the client's response; then
+  ``running`` and the tool runs (selected ``allow``) or fails (any other outcome).
+- ``/elicit``: before the agent message, send ``elicitation/create`` (form mode, one
+  string field ``answer``), report ``requires_action`` and wait; an accepted answer is
+  appended to the echo as `` [answer: <answer>]``.
+- ``/fail``: the tool call fails (``failed``, with content and rawOutput); the turn still
+  ends with ``end_turn``.
+- ``/error``: the turn ends right after ``running`` with ``idle``, ``stopReason: error``.
+
+Agent-to-client requests take integer ids 1, 2, 3, ... per connection, so a scripted
+client can answer them without reading the agent's output (see ``client_session``).
+
+While a turn waits for the client, later prompts for the same session are queued and run
+when it ends. ``session/cancel`` ends a waiting turn at once (tool ``cancelled``, idle
+``cancelled``); the late response to its request is then ignored, as the v2 state rules
+ask. Since the agent is otherwise synchronous, ``session/cancel`` on an idle session is a
+no-op. ``session/close`` cancels a waiting turn the same way, answers queued prompts with
+-32800, and responds; the session's history is kept, so ``session/resume`` (with
+``replayFrom: {type: "start"}``) can replay it as whole-entity upserts, followed by the
+current-state ``state_update`` and then the response. ``session/list`` lists every
+session of the connection.
+
+JSON-RPC: a line that is not JSON gets -32700 (id null); a value that is not a request,
+notification or response gets -32600; an unknown method -32601 (unknown notifications are
+ignored); bad params -32602; an unknown session -32002. Batches (JSON arrays) are
+answered with one array of responses, after the updates they caused. Blank lines are
+skipped. Responses to requests the agent did not send (or no longer waits for) are
+ignored and reported to the optional ``warn`` callback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO
+
+import orjson
+
+from acp_pipes import __version__
+
+__all__ = [
+    "AGENT_NAME",
+    "PROTOCOL_VERSION",
+    "EchoAgent",
+    "client_session",
+    "echo_agent",
+    "serve",
+]
+
+AGENT_NAME = "acp-echo-agent"
+PROTOCOL_VERSION = 2
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+REQUEST_CANCELLED = -32800
+RESOURCE_NOT_FOUND = -32002
+
+PERMISSION_OPTIONS = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+]
+ELICIT_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "title": "Answer"}},
+    "required": ["answer"],
+}
+
+_dumps = orjson.dumps
+_INIT_RESULT = {
+    "protocolVersion": PROTOCOL_VERSION,
+    "info": {"name": AGENT_NAME, "title": "ACP echo agent", "version": __version__},
+    # {} = the baseline session methods: new, list, resume, close, prompt, cancel, update.
+    "capabilities": {"session": {}},
+}
+_RUNNING = {"sessionUpdate": "state_update", "state": "running"}
+_REQUIRES_ACTION = {"sessionUpdate": "state_update", "state": "requires_action"}
+_IDLE = {"sessionUpdate": "state_update", "state": "idle"}
+_CONTEXT_SIZE = 200_000
+
+
+def _response(rid: Any, result: Any) -> bytes:
+    return b'{"jsonrpc":"2.0","id":' + _dumps(rid) + b',"result":' + _dumps(result) + b"}"
+
+
+def _error(rid: Any, code: int, message: str) -> bytes:
+    return (
+        b'{"jsonrpc":"2.0","id":'
+        + _dumps(rid)
+        + b',"error":'
+        + _dumps({"code": code, "message": message})
+        + b"}"
+    )
+
+
+def _request(rid: int, method: str, params: dict) -> bytes:
+    return _dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+def _split(text: str, parts: int) -> list[str]:
+    """Split text into at most ``parts`` non-empty pieces that concatenate to it."""
+    if not text:
+        return []
+    size = -(-len(text) // parts)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _prompt_text(prompt: list) -> str:
+    """The text of a prompt: its text blocks joined by newlines (other blocks ignored)."""
+    texts = [b.get("text", "") for b in prompt if isinstance(b, dict) and b.get("type") == "text"]
+    return "\n".join(t for t in texts if isinstance(t, str))
+
+
+def _flags(text: str) -> frozenset[str]:
+    """The leading ``/words`` of a prompt: ``"/elicit /permission hi"`` has two."""
+    flags = []
+    for word in text.split():
+        if not word.startswith("/"):
+            break
+        flags.append(word)
+    return frozenset(flags)
+
+
+class _Session:
+    __slots__ = ("sid", "cwd", "prefix", "turns", "history", "used", "closed", "turn", "queue")
+
+    def __init__(self, sid: str, cwd: str):
+        self.sid = sid
+        self.cwd = cwd
+        # The session/update envelope up to the update object, built once per session.
+        self.prefix = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+            + _dumps(sid)
+            + b',"update":'
+        )
+        self.turns = 0
+        self.history: list[dict] = []  # final whole-entity upserts, for replay on resume
+        self.used = 0
+        self.closed = False
+        self.turn: _Turn | None = None  # a turn waiting for the client
+        self.queue: deque = deque()  # prompts received while a turn waits
+
+    def update(self, upd: dict) -> bytes:
+        return self.prefix + _dumps(upd) + b"}}"
+
+
+class _Turn:
+    """A turn in progress; kept while it waits for the client, to resume where it paused."""
+
+    __slots__ = (
+        "n",
+        "text",
+        "echo",
+        "flags",
+        "fail",
+        "tool",
+        "tool_at",
+        "plan_at",
+        "stage",
+        "request_id",
+    )
+
+    def __init__(self, n: int, text: str):
+        self.n = n
+        self.text = text
+        self.echo = "Echo: " + text
+        self.flags = _flags(text)
+        self.fail = "echo failed" if "/fail" in self.flags else ""
+        self.tool: dict | None = None  # the tool call as first announced
+        self.tool_at = 0  # where the tool call and the plan sit in the session history
+        self.plan_at = 0
+        self.stage = ""  # "elicit" or "permission" while waiting
+        self.request_id = 0
+
+
+class EchoAgent:
+    """The agent's state for one connection. ``feed`` takes one input line and returns
+    the frames to send (bytes, no LF), in order."""
+
+    def __init__(self, warn: Callable[[int, str], None] | None = None):
+        self.sessions: dict[str, _Session] = {}
+        self.session_count = 0
+        self.request_count = 0
+        self.waiting: dict[Any, _Session] = {}  # agent request id -> session whose turn waits
+        self.warn = warn
+        self.line = 0
+
+    # -- input ------------------------------------------------------------------------
+
+    def feed(self, line: bytes) -> list[bytes]:
+        self.line += 1
+        if not line.strip():
+            return []
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if self._valid_json(line):
+                # Valid JSON orjson cannot hold (an integer beyond 64 bits): not a usable id.
+                return [_error(None, INVALID_REQUEST, "Invalid Request: number out of range")]
+            return [_error(None, PARSE_ERROR, "Parse error")]
+        out: list[bytes] = []
+        if isinstance(msg, list):
+            if not msg:
+                return [_error(None, INVALID_REQUEST, "Invalid Request: empty batch")]
+            replies: list[bytes] = []
+            for item in msg:
+                self._message(item, out, replies)
+            if replies:
+                out.append(b"[" + b",".join(replies) + b"]")
+            return out
+        self._message(msg, out, out)
+        return out
+
+    @staticmethod
+    def _valid_json(line: bytes) -> bool:
+        def reject(name: str) -> Any:
+            raise ValueError(name)
+
+        try:
+            json.loads(line, parse_constant=reject)
+        except ValueError:
+            return False
+        return True
+
+    def _message(self, msg: Any, out: list[bytes], replies: list[bytes]) -> None:
+        """Handle one JSON-RPC message: updates and requests go to ``out``, the direct
+        response to ``replies`` (the same list unless inside a batch)."""
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            replies.append(_error(self._id_of(msg), INVALID_REQUEST, "Invalid Request"))
+            return
+        method = msg.get("method")
+        has_id = "id" in msg
+        rid = msg.get("id")
+        if has_id and rid is not None and type(rid) not in (str, int):
+            replies.append(_error(None, INVALID_REQUEST, "Invalid Request: bad id"))
+            return
+        if method is None:
+            if has_id and ("result" in msg or "error" in msg):
+                self._client_response(rid, msg, out)
+                return
+            replies.append(_error(rid if has_id else None, INVALID_REQUEST, "Invalid Request"))
+            return
+        if not isinstance(method, str):
+            replies.append(_error(rid if has_id else None, INVALID_REQUEST, "Invalid Request"))
+            return
+        params = msg.get("params")
+        if params is None:
+            params = {}
+        if not has_id:
+            if method == "session/cancel" and isinstance(params, dict):
+                self._cancel(params.get("sessionId"), out)
+            return  # other notifications (e.g. $/cancel_request) need nothing from us
+        handler = self._methods.get(method)
+        if handler is None:
+            replies.append(_error(rid, METHOD_NOT_FOUND, f"Method not found: {method}"))
+            return
+        if not isinstance(params, dict):
+            replies.append(_error(rid, INVALID_PARAMS, "Invalid params: expected an object"))
+            return
+        handler(self, rid, params, out, replies)
+
+    @staticmethod
+    def _id_of(msg: Any) -> Any:
+        if isinstance(msg, dict):
+            rid = msg.get("id")
+            if type(rid) in (str, int):
+                return rid
+        return None
+
+    def _session(self, rid: Any, params: dict, replies: list[bytes]) -> _Session | None:
+        sid = params.get("sessionId")
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None:
+            replies.append(_error(rid, RESOURCE_NOT_FOUND, f"Session not found: {sid}"))
+        return s
+
+    # -- methods ----------------------------------------------------------------------
+
+    def _initialize(self, rid, params, out, replies) -> None:
+        replies.append(_response(rid, _INIT_RESULT))
+
+    def _new(self, rid, params, out, replies) -> None:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not cwd.startswith("/"):
+            replies.append(_error(rid, INVALID_PARAMS, "Invalid params: cwd must be absolute"))
+            return
+        self.session_count += 1
+        sid = f"sess-{self.session_count}"
+        self.sessions[sid] = _Session(sid, cwd)
+        replies.append(_response(rid, {"sessionId": sid}))
+
+    def _list(self, rid, params, out, replies) -> None:
+        cwd = params.get("cwd")
+        sessions = [
+            {"sessionId": s.sid, "cwd": s.cwd}
+            for s in self.sessions.values()
+            if cwd is None or s.cwd == cwd
+        ]
+        replies.append(_response(rid, {"sessions": sessions}))
+
+    def _resume(self, rid, params, out, replies) -> None:
+        s = self._session(rid, params, replies)
+        if s is None:
+            return
+        replay = params.get("replayFrom")
+        if replay is not None and (not isinstance(replay, dict) or replay.get("type") != "start"):
+            replies.append(_error(rid, INVALID_PARAMS, "Invalid params: unsupported replayFrom"))
+            return
+        s.closed = False
+        if replay is not None:
+            out.extend(s.update(u) for u in s.history)
+        # The current-state snapshot comes after any replay and before the response.
+        out.append(s.update(_REQUIRES_ACTION if s.turn is not None else _IDLE))
+        replies.append(_response(rid, {}))
+
+    def _close(self, rid, params, out, replies) -> None:
+        s = self._session(rid, params, replies)
+        if s is None:
+            return
+        if s.turn is not None:
+            self._end_waiting(s, out)
+        while s.queue:
+            qid, _ = s.queue.popleft()
+            out.append(_error(qid, REQUEST_CANCELLED, "Request cancelled: session closed"))
+        s.closed = True
+        replies.append(_response(rid, {}))
+
+    def _prompt(self, rid, params, out, replies) -> None:
+        s = self._session(rid, params, replies)
+        if s is None:
+            return
+        prompt = params.get("prompt")
+        if not isinstance(prompt, list):
+            replies.append(_error(rid, INVALID_PARAMS, "Invalid params: prompt must be an array"))
+            return
+        if s.closed:
+            replies.append(_error(rid, RESOURCE_NOT_FOUND, f"Session closed: {s.sid}"))
+            return
+        if s.turn is not None:
+            s.queue.append((rid, prompt))
+            return
+        self._start_turn(s, rid, prompt, out, replies)
+
+    _methods: dict[str, Callable] = {
+        "initialize": _initialize,
+        "session/new": _new,
+        "session/list": _list,
+        "session/resume": _resume,
+        "session/close": _close,
+        "session/prompt": _prompt,
+    }
+
+    # -- the turn ---------------------------------------------------------------------
+
+    def _start_turn(self, s: _Session, rid: Any, prompt: list, out, replies) -> None:
+        s.turns += 1
+        n = s.turns
+        text = _prompt_text(prompt)
+        user_id = f"msg-user-{n}"
+        replies.append(_response(rid, {"messageId": user_id}))
+        user = {"sessionUpdate": "user_message", "messageId": user_id, "content": prompt}
+        s.history.append(user)
+        out.append(s.update(user))
+        out.append(s.update(_RUNNING))
+        s.used += len(text)
+        turn = _Turn(n, text)
+        if "/error" in turn.flags:
+            self._finish(s, turn, out, "error")
+            return
+        plan = self._plan(n, "in_progress", "pending")
+        turn.plan_at = len(s.history)
+        s.history.append(plan)
+        out.append(s.update(plan))
+        if "/elicit" in turn.flags:
+            self._wait(s, turn, "elicit", out)
+            return
+        self._echo(s, turn, out)
+
+    def _echo(self, s: _Session, turn: _Turn, out: list[bytes]) -> None:
+        """Stream the agent message, then announce the tool call (and maybe ask first)."""
+        n = turn.n
+        agent_id = f"msg-agent-{n}"
+        update = s.update
+        for piece in _split(turn.echo, 3):
+            out.append(
+                update(
+                    {
+                        "sessionUpdate": "agent_message_chunk",
+                        "messageId": agent_id,
+                        "content": {"type": "text", "text": piece},
+                    }
+                )
+            )
+        s.history.append(
+            {
+                "sessionUpdate": "agent_message",
+                "messageId": agent_id,
+                "content": [{"type": "text", "text": turn.echo}],
+            }
+        )
+        s.used += len(turn.echo)
+        tool = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": f"call-{n}",
+            "name": "echo",
+            "title": "Echo the prompt",
+            "kind": "other",
+            "status": "pending",
+            "rawInput": {"text": turn.text},
+        }
+        turn.tool = tool
+        turn.tool_at = len(s.history)
+        s.history.append(tool)
+        out.append(update(tool))
+        if "/permission" in turn.flags:
+            self._wait(s, turn, "permission", out)
+            return
+        self._run_tool(s, turn, out)
+
+    def _run_tool(self, s: _Session, turn: _Turn, out: list[bytes]) -> None:
+        call_id = f"call-{turn.n}"
+        update = s.update
+        out.append(
+            update(
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call_id,
+                    "status": "in_progress",
+                }
+            )
+        )
+        if turn.fail:
+            final = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "status": "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": turn.fail}}],
+                "rawOutput": {"error": turn.fail},
+            }
+            out.append(update(final))
+            self._settle_tool(s, turn, final)
+            self._finish(s, turn, out, "end_turn", "cancelled")
+            return
+        content = []
+        for piece in _split(turn.text, 2):
+            item = {"type": "content", "content": {"type": "text", "text": piece}}
+            content.append(item)
+            out.append(
+                update(
+                    {
+                        "sessionUpdate": "tool_call_content_chunk",
+                        "toolCallId": call_id,
+                        "content": item,
+                    }
+                )
+            )
+        final = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call_id,
+            "status": "completed",
+            "rawOutput": {"text": turn.text},
+        }
+        out.append(update(final))
+        final["content"] = content
+        self._settle_tool(s, turn, final)
+        self._finish(s, turn, out, "end_turn", "completed")
+
+    @staticmethod
+    def _settle_tool(s: _Session, turn: _Turn, final: dict) -> None:
+        """Fold the tool call's final patch into its history entry (a whole upsert)."""
+        tool = dict(turn.tool)  # type: ignore[arg-type]
+        tool.update(final)
+        s.history[turn.tool_at] = tool
+
+    @staticmethod
+    def _plan(n: int, echo: str, tool: str) -> dict:
+        return {
+            "sessionUpdate": "plan_update",
+            "plan": {
+                "type": "items",
+                "planId": f"plan-{n}",
+                "entries": [
+                    {"content": "Echo the prompt", "priority": "high", "status": echo},
+                    {"content": "Run the echo tool", "priority": "medium", "status": tool},
+                ],
+            },
+        }
+
+    def _finish(
+        self, s: _Session, turn: _Turn, out: list[bytes], stop: str, tool_status: str = ""
+    ) -> None:
+        """End the turn: final plan, usage, idle; then run the next queued prompt."""
+        if stop == "error":
+            idle = {
+                "sessionUpdate": "state_update",
+                "state": "idle",
+                "stopReason": "error",
+                "error": {"code": -32603, "message": "Internal error: /error requested"},
+            }
+        else:
+            echo_status = "completed" if turn.tool is not None else "cancelled"
+            plan = self._plan(turn.n, echo_status, tool_status)
+            s.history[turn.plan_at] = plan
+            out.append(s.update(plan))
+            out.append(
+                s.update({"sessionUpdate": "usage_update", "used": s.used, "size": _CONTEXT_SIZE})
+            )
+            idle = {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop}
+        out.append(s.update(idle))
+        s.turn = None
+        while s.queue and s.turn is None:
+            qid, prompt = s.queue.popleft()
+            # A queued prompt's response goes out with the updates: its request is done.
+            self._start_turn(s, qid, prompt, out, out)
+
+    # -- waiting for the client ---------------------------------------------------------
+
+    def _wait(self, s: _Session, turn: _Turn, stage: str, out: list[bytes]) -> None:
+        self.request_count += 1
+        rid = self.request_count
+        turn.stage = stage
+        turn.request_id = rid
+        s.turn = turn
+        self.waiting[rid] = s
+        if stage == "permission":
+            call = {k: v for k, v in turn.tool.items() if k != "sessionUpdate"}  # type: ignore[union-attr]
+            params = {
+                "sessionId": s.sid,
+                "title": "Run the echo tool?",
+                "subject": {"type": "tool_call", "toolCall": call},
+                "options": PERMISSION_OPTIONS,
+            }
+            out.append(_request(rid, "session/request_permission", params))
+        else:
+            params = {
+                "sessionId": s.sid,
+                "mode": "form",
+                "message": "What should the echo add?",
+                "requestedSchema": ELICIT_SCHEMA,
+            }
+            out.append(_request(rid, "elicitation/create", params))
+        out.append(s.update(_REQUIRES_ACTION))
+
+    def _client_response(self, rid: Any, msg: dict, out: list[bytes]) -> None:
+        s = self.waiting.pop(rid, None) if type(rid) in (str, int) else None
+        if s is None or s.turn is None or s.turn.request_id != rid:
+            if self.warn:
+                self.warn(
+                    self.line, f"response to unknown request id {_dumps(rid).decode()}, ignored"
+                )
+            return
+        turn = s.turn
+        result = msg.get("result")
+        result = result if isinstance(result, dict) else {}
+        out.append(s.update(_RUNNING))
+        s.turn = None
+        if turn.stage == "elicit":
+            content = result.get("content")
+            if result.get("action") == "accept" and isinstance(content, dict):
+                answer = content.get("answer")
+                if isinstance(answer, str):
+                    turn.echo += f" [answer: {answer}]"
+            self._echo(s, turn, out)
+            return
+        outcome = result.get("outcome")
+        allowed = (
+            isinstance(outcome, dict)
+            and outcome.get("outcome") == "selected"
+            and outcome.get("optionId") == "allow"
+        )
+        if not allowed:
+            turn.fail = "permission rejected"
+        self._run_tool(s, turn, out)
+
+    def _cancel(self, sid: Any, out: list[bytes]) -> None:
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is not None and s.turn is not None:
+            self._end_waiting(s, out)
+
+    def _end_waiting(self, s: _Session, out: list[bytes]) -> None:
+        """End a waiting turn as cancelled: close its tool call, then report idle."""
+        turn = s.turn
+        assert turn is not None
+        self.waiting.pop(turn.request_id, None)
+        if turn.tool is not None:
+            final = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": f"call-{turn.n}",
+                "status": "cancelled",
+            }
+            out.append(s.update(final))
+            self._settle_tool(s, turn, final)
+        self._finish(s, turn, out, "cancelled", "cancelled")
+
+
+def echo_agent(
+    lines: Iterable[bytes], warn: Callable[[int, str], None] | None = None
+) -> Iterator[bytes]:
+    """The agent as a pure iterator: client lines (bytes, LF optional) in, agent frames
+    (bytes without LF) out. Lazy: a line is read only after the frames of the previous
+    one were taken, so a live client can answer the agent's requests."""
+    agent = EchoAgent(warn)
+    feed = agent.feed
+    for line in lines:
+        yield from feed(line)
+
+
+def serve(inp: BinaryIO, out: BinaryIO, warn: Callable[[int, str], None] | None = None) -> None:
+    """Serve one connection: read client lines from ``inp``, write each agent frame to
+    ``out`` with one write and a flush, so a proxy in between sees whole frames."""
+    write = out.write
+    flush = out.flush
+    for frame in echo_agent(inp, warn):
+        write(frame + b"\n")
+        flush()
+
+
+# -- a scripted client ------------------------------------------------------------------
+
+
+def client_session(
+    prompts: int,
+    *,
+    text: str = "hello",
+    permission_every: int | None = None,
+    elicit_every: int | None = None,
+    cwd: str = "/tmp/acp-echo",
+    reject: bool = False,
+) -> Iterator[bytes]:
+    """Yield the client frames (bytes without LF) of one session with ``prompts`` prompts:
+    initialize, session/new, the prompts, session/close.
+
+    Prompt ``i`` (1-based) says ``"<text> <i>"``; every ``permission_every``-th prompt
+    starts with ``/permission`` and is followed by the client's answer (``allow``, or
+    ``reject`` when ``reject``), and every ``elicit_every``-th with ``/elicit`` and an
+    accepted answer (a prompt that is both elicits first). The answers can be written in
+    advance because the agent numbers its requests 1, 2, 3, ...
+
+    >>> [f[:40] for f in client_session(1)][1]
+    b'{"jsonrpc":"2.0","id":1,"method":"sessio'
+    """
+    yield _request(
+        0,
+        "initialize",
+        {
+            "protocolVersion": PROTOCOL_VERSION,
+            "info": {"name": "acp-pipes-client", "version": __version__},
+            "capabilities": {},
+        },
+    )
+    yield _request(1, "session/new", {"cwd": cwd, "mcpServers": []})
+    sid = "sess-1"
+    agent_requests = 0
+    for i in range(1, prompts + 1):
+        elicit = bool(elicit_every) and i % elicit_every == 0  # type: ignore[operator]
+        permission = bool(permission_every) and i % permission_every == 0  # type: ignore[operator]
+        body = f"{text} {i}"
+        if permission:
+            body = f"/permission {body}"
+        if elicit:
+            body = f"/elicit {body}"
+        yield _request(
+            i + 1,
+            "session/prompt",
+            {
+                "sessionId": sid,
+                "prompt": [{"type": "text", "text": body}],
+            },
+        )
+        if elicit:
+            agent_requests += 1
+            yield _response(agent_requests, {"action": "accept", "content": {"answer": f"yes {i}"}})
+        if permission:
+            agent_requests += 1
+            option = "reject" if reject else "allow"
+            yield _response(
+                agent_requests, {"outcome": {"outcome": "selected", "optionId": option}}
+            )
+    yield _request(prompts + 2, "session/close", {"sessionId": sid})
