@@ -1,8 +1,83 @@
-"""`acp-frame`: Classify and hash the frames of a wire log or a bare ACP JSONL stream."""
+"""`acp-frame`: classify and hash the frames of a wire log or a bare ACP JSONL stream."""
 
-from acp_pipes.cli.runner import not_built, run
+from __future__ import annotations
 
-TOOL = not_built("acp-frame", "Classify and hash the frames of a wire log or a bare ACP JSONL stream.")
+import argparse
+import sys
+
+import orjson
+
+from acp_pipes.cli.runner import Context, Tool, UsageError, run
+from acp_pipes.frame import read_frames
+
+DESCRIPTION = """\
+Reads wire logs (acp-tee -o), frames streams (re-framed, idempotently) or bare ACP JSONL
+(one JSON-RPC message a line; needs --dir, which streams with a header ignore), and writes
+a frames header per input stream and one record per frame: seq, t, dir, raw|raw_b64,
+[nolf], [redacted], kind, method, id, sessionId, size, hash.
+
+A frame that is not JSON or not JSON-RPC is reported on stderr (FILE:LINE) and kept as an
+invalid_json / not_jsonrpc frame; a broken wire record (a torn last line) is reported and
+skipped. Both exit 0. Input of the wrong kind, or a bare stream without --dir, exits 2.
+
+--summary prints what the recording holds instead: header, counts by direction, kind,
+method, session and update kind, sizes, time span, redactions, invalid lines, the
+negotiated protocol version. See docs/acp-frame.md."""
+
+EXAMPLE = """\
+acp-frame wire.jsonl | acp-fold | acp-asr
+acp-frame --dir c2a client.jsonl > client.frames.jsonl
+acp-frame --summary wire.jsonl.gz
+"""
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dir", choices=("c2a", "a2c"), dest="direction",
+                   help="direction of a bare ACP JSONL stream (c2a: client to agent)")
+    p.add_argument("--summary", action="store_true",
+                   help="print a summary of each stream instead of the frames")
+    p.add_argument("--format", choices=("json", "table"), dest="fmt",
+                   help="--summary output: json (default when not a terminal) or table")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    ctx_warn = ctx.warn
+
+    if args.fmt and not args.summary:
+        raise UsageError("--format goes with --summary")
+    if args.summary:
+        from acp_pipes.summary import run_summary
+
+        fmt = args.fmt or ("table" if _isatty(ctx.out) else "json")
+        return run_summary(ctx, args.direction, fmt)
+
+    def warn(source: str, line: int, message: str) -> None:
+        ctx_warn(message, source, line)
+
+    write = ctx.out.write
+    dumps = orjson.dumps
+    nl = orjson.OPT_APPEND_NEWLINE
+    for path in ctx.files:
+        for rec in read_frames(path, direction=args.direction, warn=warn, headers=True):
+            write(dumps(rec, option=nl))
+    return 0
+
+
+def _isatty(out) -> bool:
+    try:
+        return out is sys.stdout.buffer and out.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+TOOL = Tool(
+    prog="acp-frame",
+    summary="Classify and hash the frames of a wire log or a bare ACP JSONL stream.",
+    description=DESCRIPTION,
+    example=EXAMPLE,
+    run=_run,
+    configure=configure,
+)
 
 
 def main() -> None:

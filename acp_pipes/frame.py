@@ -1,0 +1,383 @@
+"""Framing: classify and hash every frame of a wire log, a frames stream or bare ACP JSONL.
+
+This is the contract between ``acp-frame`` and everything downstream (fold, asr,
+replay, align). A frames stream is a header then one record per frame::
+
+    {"format":"acp-pipes/frames","version":1,"source":<wire log header | null>}
+    {"seq":0,"t":1764522928123456789,"dir":"c2a","raw":"{...}","kind":"request",
+     "method":"initialize","id":0,"size":123,"hash":"blake3:..."}
+
+Record fields, in this order (optional ones only when they apply):
+
+``seq``, ``t``, ``dir``
+    From the wire record. A bare stream counts ``seq`` from 0 and has ``t: null``.
+``raw`` | ``raw_b64``, ``nolf``, ``redacted``
+    As in the wire record (see :mod:`acp_pipes.wire`): the bytes as logged.
+``kind``
+    ``request`` (``method`` and ``id``), ``notification`` (``method``, no ``id``),
+    ``response`` (``result`` and ``id``), ``error`` (``error`` and ``id``),
+    ``invalid_json`` (the bytes are not one JSON text), ``not_jsonrpc`` (valid JSON that
+    is not a JSON-RPC 2.0 message: no ``"jsonrpc":"2.0"``, a batch array, an id that is
+    not a string/number/null, both or neither of ``result``/``error``, ...).
+``method``
+    Of requests and notifications; of responses and errors, the method of the request
+    they answer, when that request was seen (a response travelling a2c answers a request
+    that travelled c2a and vice versa; ids match by JSON type and value, so ``1`` and
+    ``"1"`` differ).
+``id``
+    The JSON-RPC id as sent (string, number or null), for requests, responses, errors.
+``sessionId``
+    ``params.sessionId`` when it is a string; for a response, ``result.sessionId``
+    (session/new, session/fork) and otherwise, like for errors, the sessionId of the
+    request it answers. Absent when the frame names no session.
+``size``
+    Bytes as sent, without the LF (a CR before it counts).
+``hash``
+    ``blake3:<hex>``, the canonical hash (blake3 of RFC 8785) of the parsed JSON, also for
+    ``not_jsonrpc``. A redacted frame carries the wire record's ``hash`` (of the original
+    as sent; never recomputed from the redacted bytes; ``null`` if the wire record lacks
+    it). Bytes with no canonical form (not JSON, or JSON with no JCS form such as a lone
+    surrogate or an integer beyond the double range) get ``blake3-raw:<hex>``, the blake3
+    of the bytes themselves: the distinct prefix keeps the two identities from mixing.
+
+Several streams back to back (in one file or over several files) each start with their
+header, and each gives a frames header of its own; request/response matching restarts
+with each stream.
+
+Bad input, defined outcomes: a frame that is not JSON or not JSON-RPC is reported to
+``warn(source, line, message)`` and kept as an ``invalid_json``/``not_jsonrpc`` frame. A
+wire record that is itself broken (its log line is not JSON, e.g. a torn last line after a
+crash, or lacks ``seq``/``dir``/``raw``) is reported and skipped; what came before it is
+kept. A stream of the wrong kind (an ASR stream, folded entities, a newer version) raises
+``InputError``. A bare stream without a direction raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import blake3
+import orjson
+
+from acp_pipes import canonical
+from acp_pipes.jsonl import InputError, Line, display_name, read_lines
+from acp_pipes.streams import ASR, FRAMES, VERSIONS, WIRE, describe, header_format
+from acp_pipes.wire import A2C, C2A, DIRECTIONS
+
+__all__ = [
+    "KINDS",
+    "RAW_HASH_PREFIX",
+    "Framer",
+    "frames",
+    "frames_header",
+    "raw_hash",
+    "read_frames",
+]
+
+KINDS = ("request", "response", "error", "notification", "invalid_json", "not_jsonrpc")
+RAW_HASH_PREFIX = "blake3-raw:"
+
+#: Requests still waiting for an answer, per direction; the oldest are forgotten beyond
+#: this, so a log full of unanswered requests still frames in flat memory.
+MAX_PENDING = 1 << 16
+
+Warn = Callable[[str, int, str], None]
+
+_OTHER = {C2A: A2C, A2C: C2A}
+_loads = orjson.loads
+_JSONDecodeError = orjson.JSONDecodeError
+_hash_raw = getattr(canonical, "hash_raw", None)
+
+
+def _hash_raw_fallback(raw: bytes | str) -> tuple[Any, str | None]:
+    value = canonical.parse_json(raw)
+    try:
+        return value, canonical.canonical_hash(value)
+    except canonical.CanonicalError:
+        return value, None
+
+
+if _hash_raw is None:  # pragma: no cover - canonical always has it today
+    _hash_raw = _hash_raw_fallback
+
+
+def raw_hash(raw: bytes) -> str:
+    """``blake3-raw:<hex>``: the identity of bytes that have no canonical JSON form."""
+    return RAW_HASH_PREFIX + blake3.blake3(raw).hexdigest()
+
+
+def frames_header(source: dict[str, Any] | None) -> dict[str, Any]:
+    """The frames stream header; ``source`` is the wire log header (None: bare stream)."""
+    return {"format": FRAMES, "version": VERSIONS[FRAMES], "source": source}
+
+
+def _no_warn(source: str, line: int, message: str) -> None:
+    pass
+
+
+def _not_jsonrpc(value: Any) -> str:
+    """Why a parsed value is not a JSON-RPC 2.0 message (for the diagnostic)."""
+    if isinstance(value, list):
+        return "a batch (JSON array)" if value else "an empty JSON array"
+    if not isinstance(value, dict):
+        return f"a JSON {type(value).__name__.replace('str', 'string')}, not an object"
+    if value.get("jsonrpc") != "2.0":
+        return 'no "jsonrpc": "2.0"'
+    if "method" in value and not isinstance(value["method"], str):
+        return "method is not a string"
+    if "id" in value and not _is_id(value["id"]):
+        return "id is not a string, number or null"
+    if "result" in value and "error" in value:
+        return "both result and error"
+    if "method" not in value and "id" not in value:
+        return "neither a method nor an id"
+    return "neither a method nor a result or error"
+
+
+def _is_id(x: Any) -> bool:
+    return x is None or (x.__class__ in (str, int, float))
+
+
+class Framer:
+    """Frames one stream: turns wire records into frame records, matching responses to
+    the requests they answer. One per stream; ``frame`` is the per-frame hot path."""
+
+    __slots__ = ("pending", "source", "warn")
+
+    def __init__(self, source: str = "-", warn: Warn | None = None):
+        self.source = source
+        self.warn = warn or _no_warn
+        self.pending: dict[str, dict[tuple[type, Any], tuple[str, Any]]] = {C2A: {}, A2C: {}}
+
+    def frame(self, rec: dict[str, Any], line: int = 0) -> dict[str, Any] | None:
+        """The frame record for one wire (or frame) record; None, reported, if the record
+        itself is broken (no valid seq/dir/raw)."""
+        seq = rec.get("seq")
+        t = rec.get("t")
+        d = rec.get("dir")
+        if seq.__class__ is not int or not (t is None or t.__class__ is int) or d not in _OTHER:
+            self.warn(self.source, line, "not a wire record (needs seq, t, dir), skipped")
+            return None
+        out: dict[str, Any] = {"seq": seq, "t": t, "dir": d}
+        r = rec.get("raw")
+        if r.__class__ is str:
+            out["raw"] = r
+            if r.isascii():
+                b = r
+                size = len(r)
+            else:
+                b = r.encode("utf-8", "surrogatepass")
+                size = len(b)
+        else:
+            r = rec.get("raw_b64")
+            try:
+                b = base64.b64decode(r, validate=True)
+            except (TypeError, ValueError):
+                self.warn(self.source, line, "wire record has no raw or valid raw_b64, skipped")
+                return None
+            out["raw_b64"] = r
+            size = len(b)
+        if rec.get("nolf") is True:
+            out["nolf"] = True
+        redacted = rec.get("redacted") is True
+        if redacted:
+            out["redacted"] = True
+        try:
+            value, h = _hash_raw(b)
+        except ValueError as e:  # canonical.ParseError
+            self.warn(self.source, line, f"not JSON: {e}")
+            out["kind"] = "invalid_json"
+            out["size"] = size
+            out["hash"] = rec.get("hash") if redacted else raw_hash(
+                b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
+            return out
+        sid = None
+        if value.__class__ is dict and value.get("jsonrpc") == "2.0":
+            method = value.get("method")
+            if method is not None:
+                if method.__class__ is not str:
+                    kind = None
+                elif "id" in value:
+                    rid = value["id"]
+                    if _is_id(rid):
+                        kind = "request"
+                        out["kind"] = kind
+                        out["method"] = method
+                        out["id"] = rid
+                        params = value.get("params")
+                        if params.__class__ is dict:
+                            sid = params.get("sessionId")
+                            if sid.__class__ is not str:
+                                sid = None
+                        pend = self.pending[d]
+                        pend[(rid.__class__, rid)] = (method, sid)
+                        if len(pend) > MAX_PENDING:
+                            del pend[next(iter(pend))]
+                    else:
+                        kind = None
+                else:
+                    kind = "notification"
+                    out["kind"] = kind
+                    out["method"] = method
+                    params = value.get("params")
+                    if params.__class__ is dict:
+                        sid = params.get("sessionId")
+                        if sid.__class__ is not str:
+                            sid = None
+            elif "id" in value and _is_id(value["id"]) and (("result" in value) != ("error" in value)):
+                rid = value["id"]
+                kind = "response" if "result" in value else "error"
+                out["kind"] = kind
+                asked = self.pending[_OTHER[d]].pop((rid.__class__, rid), None)
+                if asked is not None:
+                    out["method"] = asked[0]
+                    sid = asked[1]
+                out["id"] = rid
+                if kind == "response":
+                    result = value["result"]
+                    if result.__class__ is dict:
+                        s = result.get("sessionId")
+                        if s.__class__ is str:
+                            sid = s
+            else:
+                kind = None
+        else:
+            kind = None
+        if kind is None:
+            self.warn(self.source, line, f"not JSON-RPC: {_not_jsonrpc(value)}")
+            out["kind"] = "not_jsonrpc"
+        elif sid is not None:
+            out["sessionId"] = sid
+        out["size"] = size
+        if redacted:
+            out["hash"] = rec.get("hash")
+        elif h is None:
+            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
+        else:
+            out["hash"] = h
+        return out
+
+
+def frames(
+    records: Iterable[dict[str, Any]], *, source: str = "-", warn: Warn | None = None
+) -> Iterator[dict[str, Any]]:
+    """Wire records (or frame records, re-framed) -> frame records, one stream."""
+    framer = Framer(source, warn)
+    frame = framer.frame
+    for rec in records:
+        out = frame(rec)
+        if out is not None:
+            yield out
+
+
+def read_frames(
+    path: str | Path,
+    *,
+    direction: str | None = None,
+    warn: Warn | None = None,
+    headers: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """Frame records from a wire log, a frames stream or a bare ACP JSONL stream.
+
+    ``direction`` ("c2a"/"a2c") is needed for a bare stream and ignored for streams with a
+    header. With ``headers=True`` each stream's frames header is yielded before its
+    frames (what ``acp-frame`` writes). ``.gz`` and ``-`` (stdin) work.
+    """
+    path = str(path)
+    yield from frame_lines(read_lines(path), display_name(path),
+                           direction=direction, warn=warn, headers=headers)
+
+
+def frame_lines(
+    lines: Iterable[Line],
+    source: str,
+    *,
+    direction: str | None = None,
+    warn: Warn | None = None,
+    headers: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """:func:`read_frames` over already-read lines of one source."""
+    if direction is not None and direction not in DIRECTIONS:
+        raise ValueError(f"direction must be c2a or a2c, got {direction!r}")
+    warn = warn or _no_warn
+    loads = _loads
+    JSONDecodeError = _JSONDecodeError
+    mode = None  # None: before the first stream; WIRE/FRAMES: records; "bare": ACP lines
+    framer = Framer(source, warn)
+    frame = framer.frame
+    seq = 0
+    for line in lines:
+        raw = line.raw
+        number = line.number
+        if mode is WIRE:
+            try:
+                rec = loads(raw)
+            except JSONDecodeError as e:
+                what = "torn last line (no LF)" if not line.terminated else "not JSON"
+                warn(source, number, f"{what}, wire record skipped: {e}")
+                continue
+            if rec.__class__ is dict and "dir" in rec:
+                out = frame(rec, number)
+                if out is not None:
+                    yield out
+                continue
+            fmt = header_format(rec)
+            if fmt is None:
+                warn(source, number, "not a wire record (needs seq, t, dir), skipped")
+                continue
+        else:
+            if mode is None and not raw.strip():
+                continue
+            try:
+                rec = loads(raw)
+            except JSONDecodeError:
+                rec = None
+            fmt = header_format(rec) if rec.__class__ is dict else None
+            if fmt is None:
+                if mode is None:
+                    if direction is None:
+                        raise InputError(
+                            source, 0,
+                            "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c",
+                        )
+                    mode = "bare"
+                    seq = 0
+                    if headers:
+                        yield frames_header(None)
+                if not raw.strip():  # blank lines do not frame in ndjson
+                    continue
+                key, text = _encode(raw)
+                wire = {"seq": seq, "t": None, "dir": direction, key: text}
+                if not line.terminated:
+                    wire["nolf"] = True
+                seq += 1
+                out = frame(wire, number)
+                if out is not None:
+                    yield out
+                continue
+        # a header: the next stream starts here
+        where = 0 if number == 1 else number
+        if fmt == ASR or fmt not in (WIRE, FRAMES):
+            raise InputError(source, where,
+                             f"expected a wire log or ACP JSONL, got {describe(fmt)}")
+        version = rec.get("version")
+        if version.__class__ is not int or version > VERSIONS[fmt] or version < 1:
+            raise InputError(source, where,
+                             f"{describe(fmt)} of version {version!r}; this version reads "
+                             f"up to {VERSIONS[fmt]}")
+        framer = Framer(source, warn)
+        frame = framer.frame
+        mode = WIRE  # frame records are wire records plus fields: both frame the same way
+        if headers:
+            src = rec if fmt == WIRE else rec.get("source")
+            yield frames_header(src if isinstance(src, dict) else None)
+
+
+def _encode(raw: bytes) -> tuple[str, str]:
+    try:
+        return "raw", raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "raw_b64", base64.b64encode(raw).decode("ascii")
