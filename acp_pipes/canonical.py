@@ -1,11 +1,50 @@
-"""Identity of JSON values: ``blake3:<hex>`` of the RFC 8785 (JCS) canonical form.
+"""Identity of JSON values: ``blake3:<hex>`` of their RFC 8785 (JCS) canonical form.
 
-(First version: correct via ``rfc8785``; a fast path follows.)
+The reference is ``rfc8785.dumps`` (:func:`reference_bytes`). :func:`canonical_bytes`
+returns the same bytes faster: ``orjson.dumps(..., OPT_SORT_KEYS)`` already writes JCS for
+strings (it escapes exactly ``"``, ``\\`` and U+0000..U+001F, with ``\\b \\t \\n \\f \\r``
+and lowercase ``\\u00xx``; everything else is raw UTF-8, U+007F and U+2028 included),
+integers and literals. It differs from JCS in three places, each detected and repaired:
+
+- floats: orjson writes ``1.0``, ``1e+16``, ``-0.0``; JCS writes ECMAScript
+  Number::toString (``1``, ``10000000000000000``, ``0``). A type scan of the value finds
+  floats (and non-finite ones, which orjson would silently write as ``null``); they are
+  then formatted here (:func:`jcs_number`) and spliced in as ``orjson.Fragment``.
+- key order: orjson sorts keys by code point, JCS by UTF-16 code unit. The two disagree
+  only between U+E000..U+FFFF and non-BMP characters, so only output holding both UTF-8
+  lead bytes EE/EF and F0..F4 is re-sorted (by UTF-16) here.
+- integers beyond +-(2**53-1): ``OPT_STRICT_INTEGER`` makes orjson refuse them and the
+  value goes to the reference path.
+
+Anything else (subclasses of the JSON types, other objects) takes the reference path.
+``tests/test_canonical.py`` checks fast == reference byte for byte over the JSON domain.
+
+Outside what ``rfc8785`` accepts, the behaviour is defined here:
+
+- Integers outside +-(2**53-1) are what JCS reads them as, IEEE doubles: the nearest
+  double, written as ECMAScript would (``2**64`` -> ``18446744073709552000``; ``2**53``
+  and ``2**53 + 1`` share a form). Integers beyond the double range have no form.
+- No form (:class:`CanonicalError`, a ValueError): NaN and infinities (including JSON
+  numbers such as ``1e400`` that overflow a double), strings with lone surrogates
+  (JCS requires I-JSON, i.e. valid Unicode), non-string keys, non-JSON objects, and
+  nesting deeper than the interpreter's recursion limit allows (~900 levels).
+  :func:`hash_raw` turns this into a ``None`` hash, never an exception.
+- Duplicate keys in a JSON text: the last one wins (as in orjson and the json module),
+  so such a text has the identity of its de-duplicated value.
+
+Caveat: ``uuid.UUID``, ``enum.Enum`` members and ``orjson.Fragment`` are not JSON values;
+the scan routes them to the reference path (CanonicalError). Pass JSON values only.
+
+>>> canonical_bytes({"b": [1.0, 2**64, "\\u2028"], "a": -0.0})
+b'{"a":0,"b":[1,18446744073709552000,"\\xe2\\x80\\xa8"]}'
+>>> hash_raw(b'{"x": 1e400}')[1] is None
+True
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import blake3
@@ -14,11 +53,14 @@ import rfc8785
 
 __all__ = [
     "CanonicalError",
+    "HASH_PREFIX",
     "ParseError",
     "canonical_bytes",
     "canonical_hash",
     "hash_raw",
+    "jcs_number",
     "parse_json",
+    "reference_bytes",
 ]
 
 HASH_PREFIX = "blake3:"
@@ -33,25 +75,182 @@ class CanonicalError(ValueError):
     """A JSON value with no JCS form (lone surrogate, non-finite number, ...)."""
 
 
+# ---------------------------------------------------------------------------- parsing
+
+_DIGITS_ONLY = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+_LONG_INT = b"0" * 19  # orjson reads integer literals outside [-2**63, 2**64) as floats
+
+
 def _reject_constant(name: str) -> Any:
     raise ParseError(f"{name} is not JSON")
 
 
-def parse_json(raw: bytes | str) -> Any:
-    """Parse one JSON text (UTF-8); orjson first, the stdlib for what orjson refuses."""
+def _stdlib_loads(raw: bytes | bytearray | memoryview | str) -> Any:
+    """The json module, kept to JSON: UTF-8 only, no BOM, no NaN/Infinity literals."""
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8")
+    text.encode("utf-8")  # a str holding raw surrogates is not Unicode text
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def _parse(raw: bytes | bytearray | memoryview | str) -> tuple[Any, int]:
+    """Parse, and tell what the scan found (so :func:`hash_raw` scans once)."""
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as first:
+        # orjson refuses some JSON: lone-surrogate escapes, numbers that overflow a double.
         try:
-            text = raw.decode("utf-8") if not isinstance(raw, str) else raw
-            text.encode("utf-8")
-            return json.loads(text, parse_constant=_reject_constant)
+            return _stdlib_loads(raw), _FOREIGN
         except (ValueError, RecursionError) as e:
             raise ParseError(str(first)) from e
+    kind = _scan(value)
+    if kind == _FLOATS:
+        data = raw.encode() if isinstance(raw, str) else bytes(raw)
+        if _LONG_INT in data.translate(_DIGITS_ONLY):
+            # A float here may be a big integer orjson rounded: the json module keeps it.
+            return _stdlib_loads(raw), _FOREIGN
+    return value, kind
+
+
+def parse_json(raw: bytes | bytearray | memoryview | str) -> Any:
+    """Parse one JSON text (UTF-8), as the json module would; raise ParseError if not JSON.
+
+    orjson parses first; the json module takes over for the JSON orjson refuses or
+    rounds: lone-surrogate escapes (``"\\ud800"`` -> a str holding U+D800), numbers that
+    overflow a double (``1e400`` -> ``inf``) and integers beyond 64 bits (kept exact).
+    NaN/Infinity literals, a BOM, non-UTF-8 bytes and nesting beyond 1024 levels are
+    rejected.
+    """
+    return _parse(raw)[0]
+
+
+# ------------------------------------------------------------------------- canonical
+
+_PLAIN, _FLOATS, _FOREIGN = 0, 1, 2
+_NoneType = type(None)
+
+
+def _scan(value: Any) -> int:
+    """_PLAIN if orjson writes ``value`` as JCS, _FLOATS if floats need repair, else _FOREIGN."""
+    t = type(value)
+    if t is dict:
+        items = value.values()
+    elif t is list or t is tuple:
+        items = value
+    elif t is str or t is int or t is bool or t is _NoneType:
+        return _PLAIN
+    elif t is float:
+        return _FLOATS
+    else:
+        return _FOREIGN
+    kind = _PLAIN
+    for x in items:
+        t = type(x)
+        if t is str or t is int or t is bool or t is _NoneType:
+            continue
+        if t is dict or t is list or t is tuple:
+            k = _scan(x)
+            if k == _FOREIGN:
+                return k
+            kind |= k
+        elif t is float:
+            kind = _FLOATS
+        else:
+            return _FOREIGN
+    return kind
+
+
+def jcs_number(n: int | float) -> str:
+    """A number as JCS writes it: ECMAScript Number::toString of its nearest double.
+
+    >>> [jcs_number(x) for x in (1.0, -0.0, 1e21, 1e-7, 1e-6, 2**53 + 1, 0.1 + 0.2)]
+    ['1', '0', '1e+21', '1e-7', '0.000001', '9007199254740992', '0.30000000000000004']
+    """
+    if type(n) is not float:
+        if -_SAFE_INT <= n <= _SAFE_INT:
+            return str(int(n))
+        try:
+            n = float(n)
+        except OverflowError:
+            raise CanonicalError(f"integer {n} is beyond the double range") from None
+    if not math.isfinite(n):
+        raise CanonicalError(f"{n} has no JSON form")
+    if n == 0:
+        return "0"
+    r = repr(n)  # shortest round-trip digits, as ECMAScript picks them
+    if "e" not in r:  # repr is positional for 1e-4 <= |n| < 1e16: so is ECMAScript
+        return r[:-2] if r.endswith(".0") else r
+    mantissa, exp = r.split("e")
+    sign = ""
+    if mantissa[0] == "-":
+        sign, mantissa = "-", mantissa[1:]
+    digits = mantissa.replace(".", "")
+    k, e = len(digits), int(exp) + 1  # value = 0.digits * 10**e
+    if k <= e <= 21:
+        s = digits + "0" * (e - k)
+    elif 0 < e <= 21:
+        s = digits[:e] + "." + digits[e:]
+    elif -6 < e <= 0:
+        s = "0." + "0" * -e + digits
+    else:
+        s = digits[0] + ("." + digits[1:] if k > 1 else "") + f"e{e - 1:+d}"
+    return sign + s
+
+
+def _utf16_key(item: tuple[str, Any]) -> bytes:
+    return item[0].encode("utf-16-be")
+
+
+def _repaired(value: Any, utf16: bool) -> Any:
+    """``value`` with numbers pre-written as JCS; with ``utf16``, objects in JCS key order."""
+    t = type(value)
+    if t is float or t is int:
+        return orjson.Fragment(jcs_number(value))
+    if t is dict:
+        items = value.items()
+        if utf16:
+            items = sorted(items, key=_utf16_key)
+        return {k: _repaired(v, utf16) for k, v in items}
+    if t is list or t is tuple:
+        return [_repaired(v, utf16) for v in value]
+    return value
+
+
+def _misordered(out: bytes) -> bool:
+    """Could code-point and UTF-16 key order differ here? (U+E000..U+FFFF with non-BMP)"""
+    return (b"\xee" in out or b"\xef" in out) and (
+        b"\xf0" in out or b"\xf1" in out or b"\xf2" in out or b"\xf3" in out or b"\xf4" in out
+    )
+
+
+_SORTED = orjson.OPT_SORT_KEYS
+_SORTED_STRICT = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+
+
+def _canonical(value: Any, kind: int) -> bytes:
+    if kind == _FOREIGN:
+        return reference_bytes(value)
+    try:
+        if kind == _PLAIN:
+            out = orjson.dumps(value, option=_SORTED_STRICT)
+        else:
+            out = orjson.dumps(_repaired(value, False), option=_SORTED)
+        if not out.isascii() and _misordered(out):
+            out = orjson.dumps(_repaired(value, True))
+    except orjson.JSONEncodeError:  # big integer, lone surrogate, key not str, deep
+        return reference_bytes(value)
+    return out
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The JCS (RFC 8785) form of a JSON value; raise CanonicalError if it has none."""
+    try:
+        return _canonical(value, _scan(value))
+    except RecursionError:
+        raise CanonicalError("nested too deeply for a canonical form") from None
 
 
 def _prepare(value: Any) -> Any:
-    """Unsafe integers become the nearest double, as JCS reads every number."""
+    """Integers beyond +-(2**53-1) become the nearest double, as JCS reads every number."""
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -69,25 +268,34 @@ def _prepare(value: Any) -> Any:
 
 
 def reference_bytes(value: Any) -> bytes:
-    """The reference JCS form: ``rfc8785`` after the documented integer rule."""
+    """The reference JCS form: ``rfc8785.dumps`` after the big-integer rule above."""
     try:
         return rfc8785.dumps(_prepare(value))
     except rfc8785.CanonicalizationError as e:
         raise CanonicalError(str(e)) from None
+    except RecursionError:
+        raise CanonicalError("nested too deeply for a canonical form") from None
 
 
-canonical_bytes = reference_bytes
+def _digest(data: bytes) -> str:
+    return HASH_PREFIX + blake3.blake3(data).hexdigest()
 
 
 def canonical_hash(value: Any) -> str:
-    """``blake3:<hex>`` of the JCS form of ``value``; raises CanonicalError."""
-    return HASH_PREFIX + blake3.blake3(canonical_bytes(value)).hexdigest()
+    """``blake3:<hex>`` of the JCS form of ``value``; raise CanonicalError if it has none."""
+    return _digest(canonical_bytes(value))
 
 
-def hash_raw(raw: bytes | str) -> tuple[Any, str | None]:
-    """Parse one JSON text and hash it: ``(value, hash)``, hash None if it has no JCS form."""
-    value = parse_json(raw)
+def hash_raw(raw: bytes | bytearray | memoryview | str) -> tuple[Any, str | None]:
+    """Parse one JSON text and hash it, the per-frame call: ``(value, "blake3:<hex>")``.
+
+    The hash is None when the text is JSON but has no JCS form (see the module notes);
+    ParseError when it is not JSON. Cheaper than parse_json + canonical_hash: one scan.
+    """
+    value, kind = _parse(raw)
     try:
-        return value, canonical_hash(value)
+        return value, _digest(_canonical(value, kind))
     except CanonicalError:
+        return value, None
+    except RecursionError:
         return value, None
