@@ -24,11 +24,13 @@ the turn ends with the idle ``state_update``)::
     state_update          idle, stopReason end_turn
 
 ``<t>`` is the turn number within the session, so two sessions fed the same prompts
-produce the same updates. Special prompts (the first text block starts with):
+produce the same updates. Special prompts (the leading ``/words`` of the text; they
+combine, e.g. ``/elicit /permission hi``):
 
 - ``/permission``: before running the tool, send ``session/request_permission`` (subject:
   the tool call), report ``requires_action``, and wait for the client's response; then
-  ``running`` and the tool runs (selected ``allow``) or fails (any other outcome).
+  ``running`` and the tool runs (selected ``allow``) or fails without running (any
+  other outcome).
 - ``/elicit``: before the agent message, send ``elicitation/create`` (form mode, one
   string field ``answer``), report ``requires_action`` and wait; an accepted answer is
   appended to the echo as `` [answer: <answer>]``.
@@ -115,17 +117,20 @@ def _response(rid: Any, result: Any) -> bytes:
 
 
 def _error(rid: Any, code: int, message: str) -> bytes:
-    return (
-        b'{"jsonrpc":"2.0","id":'
-        + _dumps(rid)
-        + b',"error":'
-        + _dumps({"code": code, "message": message})
-        + b"}"
-    )
+    error = _dumps({"code": code, "message": message})
+    return b'{"jsonrpc":"2.0","id":' + _dumps(rid) + b',"error":' + error + b"}"
 
 
 def _request(rid: int, method: str, params: dict) -> bytes:
     return _dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+def _upsert(kind: str, key: str, ident: str, content: Any) -> dict:
+    return {"sessionUpdate": kind, key: ident, "content": content}
+
+
+def _tool_patch(call_id: str, status: str, **fields: Any) -> dict:
+    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status, **fields}
 
 
 def _split(text: str, parts: int) -> list[str]:
@@ -178,17 +183,8 @@ class _Session:
 class _Turn:
     """A turn in progress; kept while it waits for the client, to resume where it paused."""
 
-    __slots__ = (
-        "n",
-        "text",
-        "echo",
-        "flags",
-        "fail",
-        "tool",
-        "tool_at",
-        "plan_at",
-        "stage",
-        "request_id",
+    __slots__ = tuple(
+        "n text echo flags fail rejected tool tool_at plan_at stage request_id".split()
     )
 
     def __init__(self, n: int, text: str):
@@ -197,6 +193,7 @@ class _Turn:
         self.echo = "Echo: " + text
         self.flags = _flags(text)
         self.fail = "echo failed" if "/fail" in self.flags else ""
+        self.rejected = False  # permission refused: the tool fails without running
         self.tool: dict | None = None  # the tool call as first announced
         self.tool_at = 0  # where the tool call and the plan sit in the session history
         self.plan_at = 0
@@ -348,11 +345,13 @@ class EchoAgent:
         s = self._session(rid, params, replies)
         if s is None:
             return
-        if s.turn is not None:
-            self._end_waiting(s, out)
+        # Prompts queued behind a waiting turn were never inserted: refuse them first, so
+        # ending the turn does not start them.
         while s.queue:
             qid, _ = s.queue.popleft()
             out.append(_error(qid, REQUEST_CANCELLED, "Request cancelled: session closed"))
+        if s.turn is not None:
+            self._end_waiting(s, out)
         s.closed = True
         replies.append(_response(rid, {}))
 
@@ -389,7 +388,7 @@ class EchoAgent:
         text = _prompt_text(prompt)
         user_id = f"msg-user-{n}"
         replies.append(_response(rid, {"messageId": user_id}))
-        user = {"sessionUpdate": "user_message", "messageId": user_id, "content": prompt}
+        user = _upsert("user_message", "messageId", user_id, prompt)
         s.history.append(user)
         out.append(s.update(user))
         out.append(s.update(_RUNNING))
@@ -413,22 +412,10 @@ class EchoAgent:
         agent_id = f"msg-agent-{n}"
         update = s.update
         for piece in _split(turn.echo, 3):
-            out.append(
-                update(
-                    {
-                        "sessionUpdate": "agent_message_chunk",
-                        "messageId": agent_id,
-                        "content": {"type": "text", "text": piece},
-                    }
-                )
-            )
-        s.history.append(
-            {
-                "sessionUpdate": "agent_message",
-                "messageId": agent_id,
-                "content": [{"type": "text", "text": turn.echo}],
-            }
-        )
+            chunk = {"type": "text", "text": piece}
+            out.append(update(_upsert("agent_message_chunk", "messageId", agent_id, chunk)))
+        whole = [{"type": "text", "text": turn.echo}]
+        s.history.append(_upsert("agent_message", "messageId", agent_id, whole))
         s.used += len(turn.echo)
         tool = {
             "sessionUpdate": "tool_call_update",
@@ -451,23 +438,11 @@ class EchoAgent:
     def _run_tool(self, s: _Session, turn: _Turn, out: list[bytes]) -> None:
         call_id = f"call-{turn.n}"
         update = s.update
-        out.append(
-            update(
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": call_id,
-                    "status": "in_progress",
-                }
-            )
-        )
+        if not turn.rejected:
+            out.append(update(_tool_patch(call_id, "in_progress")))
         if turn.fail:
-            final = {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
-                "status": "failed",
-                "content": [{"type": "content", "content": {"type": "text", "text": turn.fail}}],
-                "rawOutput": {"error": turn.fail},
-            }
+            content = [{"type": "content", "content": {"type": "text", "text": turn.fail}}]
+            final = _tool_patch(call_id, "failed", content=content, rawOutput={"error": turn.fail})
             out.append(update(final))
             self._settle_tool(s, turn, final)
             self._finish(s, turn, out, "end_turn", "cancelled")
@@ -476,21 +451,8 @@ class EchoAgent:
         for piece in _split(turn.text, 2):
             item = {"type": "content", "content": {"type": "text", "text": piece}}
             content.append(item)
-            out.append(
-                update(
-                    {
-                        "sessionUpdate": "tool_call_content_chunk",
-                        "toolCallId": call_id,
-                        "content": item,
-                    }
-                )
-            )
-        final = {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call_id,
-            "status": "completed",
-            "rawOutput": {"text": turn.text},
-        }
+            out.append(update(_upsert("tool_call_content_chunk", "toolCallId", call_id, item)))
+        final = _tool_patch(call_id, "completed", rawOutput={"text": turn.text})
         out.append(update(final))
         final["content"] = content
         self._settle_tool(s, turn, final)
@@ -601,6 +563,7 @@ class EchoAgent:
         )
         if not allowed:
             turn.fail = "permission rejected"
+            turn.rejected = True
         self._run_tool(s, turn, out)
 
     def _cancel(self, sid: Any, out: list[bytes]) -> None:
@@ -614,11 +577,7 @@ class EchoAgent:
         assert turn is not None
         self.waiting.pop(turn.request_id, None)
         if turn.tool is not None:
-            final = {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": f"call-{turn.n}",
-                "status": "cancelled",
-            }
+            final = _tool_patch(f"call-{turn.n}", "cancelled")
             out.append(s.update(final))
             self._settle_tool(s, turn, final)
         self._finish(s, turn, out, "cancelled", "cancelled")
@@ -670,15 +629,9 @@ def client_session(
     >>> [f[:40] for f in client_session(1)][1]
     b'{"jsonrpc":"2.0","id":1,"method":"sessio'
     """
-    yield _request(
-        0,
-        "initialize",
-        {
-            "protocolVersion": PROTOCOL_VERSION,
-            "info": {"name": "acp-pipes-client", "version": __version__},
-            "capabilities": {},
-        },
-    )
+    info = {"name": "acp-pipes-client", "version": __version__}
+    init = {"protocolVersion": PROTOCOL_VERSION, "info": info, "capabilities": {}}
+    yield _request(0, "initialize", init)
     yield _request(1, "session/new", {"cwd": cwd, "mcpServers": []})
     sid = "sess-1"
     agent_requests = 0
@@ -690,21 +643,13 @@ def client_session(
             body = f"/permission {body}"
         if elicit:
             body = f"/elicit {body}"
-        yield _request(
-            i + 1,
-            "session/prompt",
-            {
-                "sessionId": sid,
-                "prompt": [{"type": "text", "text": body}],
-            },
-        )
+        prompt = [{"type": "text", "text": body}]
+        yield _request(i + 1, "session/prompt", {"sessionId": sid, "prompt": prompt})
         if elicit:
             agent_requests += 1
             yield _response(agent_requests, {"action": "accept", "content": {"answer": f"yes {i}"}})
         if permission:
             agent_requests += 1
-            option = "reject" if reject else "allow"
-            yield _response(
-                agent_requests, {"outcome": {"outcome": "selected", "optionId": option}}
-            )
+            outcome = {"outcome": "selected", "optionId": "reject" if reject else "allow"}
+            yield _response(agent_requests, {"outcome": outcome})
     yield _request(prompts + 2, "session/close", {"sessionId": sid})

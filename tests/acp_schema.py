@@ -1,0 +1,148 @@
+"""Validate ACP frames against the official v2 schema (v2.0.0-alpha.9, unstable, ASR-700).
+
+The schema's unions (``AgentResponse``'s ``result`` is an anyOf of every response type,
+and ``CloseSessionResponse`` is ``{}``) accept almost any result, so a frame is checked
+twice: against its JSON-RPC union (``AgentRequest``/``AgentResponse``/
+``AgentNotification`` or the ``Client*`` ones), and its payload against the per-method
+definition the schema marks with ``x-method`` and ``x-side``. Open "other" variants
+would also accept a misspelt ``sessionUpdate``, so ``FrameChecker`` refuses kinds the
+schema does not name.
+
+    from tests.acp_schema import check_conversation
+    client_kinds, agent_kinds = check_conversation(client_frames, agent_frames)
+    # raises jsonschema.ValidationError or AssertionError on the first bad frame
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+REPO = Path(__file__).resolve().parents[1]
+_CANDIDATES = (
+    REPO / "schemas" / "acp",  # vendored copy
+    REPO.parent / "shared" / "acp-schema",  # the shared checkout next to the repo
+)
+REVISION = "v2.0.0-alpha.9"
+
+
+def schema_path(revision: str = REVISION, name: str = "schema.unstable.json") -> Path:
+    for base in _CANDIDATES:
+        path = base / revision / name
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"ACP schema {revision}/{name} not found under {_CANDIDATES}")
+
+
+@cache
+def load_schema(revision: str = REVISION) -> dict:
+    return json.loads(schema_path(revision).read_text(encoding="utf-8"))
+
+
+@cache
+def validator(name: str, revision: str = REVISION) -> jsonschema.Draft202012Validator:
+    """A validator for ``$defs[name]`` that resolves the schema's internal references."""
+    root = load_schema(revision)
+    if name not in root["$defs"]:
+        raise KeyError(f"no $defs.{name} in ACP schema {revision}")
+    return jsonschema.Draft202012Validator({"$defs": root["$defs"], "$ref": f"#/$defs/{name}"})
+
+
+@cache
+def method_def(method: str, side: str, kind: str, revision: str = REVISION) -> str:
+    """The $defs name of a method's ``Request`` or ``Response`` (``kind``) payload.
+
+    ``side`` is the schema's ``x-side``: the side that handles the method ("agent" for
+    ``session/prompt``, "client" for ``session/request_permission`` and notifications
+    the agent sends).
+    """
+    defs = load_schema(revision)["$defs"]
+    names = [
+        n
+        for n, d in defs.items()
+        if d.get("x-method") == method and d.get("x-side") == side and n.endswith(kind)
+    ]
+    if len(names) != 1:
+        raise KeyError(f"{method} ({side}, {kind}): expected one definition, got {names}")
+    return names[0]
+
+
+@cache
+def session_update_kinds(revision: str = REVISION) -> frozenset[str]:
+    """The ``sessionUpdate`` values the schema names (its "other" catch-all excluded)."""
+    kinds = set()
+    for variant in load_schema(revision)["$defs"]["SessionUpdate"]["anyOf"]:
+        const = variant.get("properties", {}).get("sessionUpdate", {}).get("const")
+        if const:
+            kinds.add(const)
+    return frozenset(kinds)
+
+
+class FrameChecker:
+    """Checks the frames one side sends. It remembers the methods of the requests it saw
+    from the other side (``note_request``) to check each response against its method's
+    response type; ``check_conversation`` wires two of them together."""
+
+    def __init__(self, side: str, revision: str = REVISION):
+        assert side in ("agent", "client")
+        self.side = side
+        self.revision = revision
+        self.prefix = "Agent" if side == "agent" else "Client"
+        self.peer_requests: dict[Any, str] = {}  # request ids the other side sent -> method
+
+    def note_request(self, frame: dict) -> None:
+        if "method" in frame and "id" in frame:
+            self.peer_requests[json.dumps(frame["id"])] = frame["method"]
+
+    def __call__(self, frame: Any) -> str:
+        """Validate one frame this side sent; returns what it was ("response initialize",
+        "request session/request_permission", "notification session/update", "error")."""
+        if isinstance(frame, list):
+            assert frame, "empty batch"
+            return "batch[" + ",".join(self(item) for item in frame) + "]"
+        assert isinstance(frame, dict), f"frame is not an object: {frame!r}"
+        assert frame.get("jsonrpc") == "2.0", f"jsonrpc must be '2.0': {frame!r}"
+        handler = "client" if self.side == "agent" else "agent"  # who handles what we send
+        if "method" in frame and "id" in frame:
+            validator(self.prefix + "Request", self.revision).validate(frame)
+            name = method_def(frame["method"], handler, "Request", self.revision)
+            validator(name, self.revision).validate(frame.get("params"))
+            return "request " + frame["method"]
+        if "method" in frame:
+            validator(self.prefix + "Notification", self.revision).validate(frame)
+            method = frame["method"]
+            name = method_def(method, handler, "Notification", self.revision)
+            validator(name, self.revision).validate(frame.get("params"))
+            if method == "session/update":
+                kind = frame["params"]["update"]["sessionUpdate"]
+                assert kind in session_update_kinds(self.revision), f"unknown update {kind!r}"
+            return "notification " + method
+        validator(self.prefix + "Response", self.revision).validate(frame)
+        if "error" in frame:
+            assert set(frame) == {"jsonrpc", "id", "error"}, frame
+            return "error"
+        assert set(frame) == {"jsonrpc", "id", "result"}, frame
+        method = self.peer_requests.get(json.dumps(frame["id"]))
+        assert method is not None, f"response to an id never requested: {frame['id']!r}"
+        validator(method_def(method, self.side, "Response", self.revision), self.revision).validate(
+            frame["result"]
+        )
+        return "response " + method
+
+
+def check_conversation(
+    client_frames: list[Any], agent_frames: list[Any], revision: str = REVISION
+) -> tuple[list[str], list[str]]:
+    """Validate both sides of a conversation (parsed frames, each side in its own order;
+    request ids must be unique per side). Returns the kind of each frame, per side."""
+    agent, client = FrameChecker("agent", revision), FrameChecker("client", revision)
+    for frames, peer in ((client_frames, agent), (agent_frames, client)):
+        for frame in frames:
+            for item in frame if isinstance(frame, list) else [frame]:
+                if isinstance(item, dict):
+                    peer.note_request(item)
+    return [client(f) for f in client_frames], [agent(f) for f in agent_frames]
