@@ -1,8 +1,96 @@
-"""`acp-tee`: Record an ACP session: a stdio proxy that forwards every byte untouched and logs every frame."""
+"""`acp-tee`: record an ACP session: a stdio proxy that forwards every byte untouched and
+logs every frame (a thin layer over :func:`acp_pipes.tee.record`)."""
 
-from acp_pipes.cli.runner import not_built, run
+from __future__ import annotations
 
-TOOL = not_built("acp-tee", "Record an ACP session: a stdio proxy that forwards every byte untouched and logs every frame.")
+import argparse
+import os
+import time
+
+from acp_pipes.cli.runner import Context, Tool, UsageError, run
+from acp_pipes.tee import record
+from acp_pipes.wire import make_clock
+
+DESCRIPTION = """\
+Put acp-tee where the agent command goes: it starts AGENT, passes the client's stdin to
+it and its stdout back, byte for byte, and writes every frame of both directions to a
+wire log (format: acp_pipes/wire.py; read it with acp-frame). The agent's stderr passes
+through, unrecorded. The exit status is the agent's (128+N if signal N killed it;
+127 if AGENT cannot be found, 126 if it cannot be run). SIGINT, SIGTERM and SIGHUP are
+passed on to the agent.
+
+Without -o the log goes to acp-tee-<UTC time>-<pid>.jsonl in the current directory (the
+path is said on stderr). In editor settings give -o an absolute path: editors start
+agents in a directory of their choosing. The log is created mode 0600; an existing file
+is overwritten. If it cannot be written, the session goes on and acp-tee says so on
+stderr, once.
+
+Secrets: the values of the env and headers of every MCP server in a request's
+mcpServers are logged as "<redacted>" (the record keeps the hash of the frame as sent,
+so replay still matches); --keep-secrets logs them as sent. The agent always gets the
+frames as sent."""
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="WIRE.jsonl",
+                   help="the wire log (default: acp-tee-<time>-<pid>.jsonl here)")
+    p.add_argument("--clock", default="system", metavar="system|epoch|nanos:N",
+                   help="receipt times: the wall clock (default), or pinned to 0 / N so "
+                        "two recordings of a deterministic session are identical files")
+    p.add_argument("--capture-env", action="append", default=[], metavar="NAME",
+                   help="record this environment variable in the header (repeatable; "
+                        "an unset one is recorded as null); none by default")
+    p.add_argument("--no-host", action="store_true",
+                   help="leave host os/arch/cwd/pid out of the header")
+    p.add_argument("--keep-secrets", action="store_true",
+                   help="log MCP server env/headers values as sent (default: redacted)")
+    p.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- AGENT [ARGS ...]",
+                   help="the agent command and its arguments")
+
+
+def default_log_path() -> str:
+    """``acp-tee-<UTC time>-<pid>.jsonl`` in the current directory, never clobbering."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return os.path.abspath(f"acp-tee-{stamp}-{os.getpid()}.jsonl")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    agent = list(args.agent)
+    if agent and agent[0] == "--":
+        agent = agent[1:]
+    if not agent:
+        raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
+    try:
+        make_clock(args.clock)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    log_path = args.output
+    if not log_path:
+        log_path = default_log_path()
+        ctx.note(f"no -o given: recording to {log_path}")
+    return record(
+        agent,
+        log_path,
+        clock=args.clock,
+        host=not args.no_host,
+        capture_env=args.capture_env,
+        keep_secrets=args.keep_secrets,
+        warn=ctx.note,
+    )
+
+
+TOOL = Tool(
+    prog="acp-tee",
+    summary="Record an ACP session: a stdio proxy that forwards every byte untouched and "
+            "logs every frame.",
+    example="acp-tee -o /tmp/session.jsonl -- acp-echo-agent < client.jsonl > agent.jsonl\n"
+            "acp-frame /tmp/session.jsonl | head",
+    run=_run,
+    configure=configure,
+    description=DESCRIPTION,
+    takes_files=False,
+    takes_output=False,
+)
 
 
 def main() -> None:

@@ -1,0 +1,137 @@
+"""Keep MCP credentials out of wire logs, without changing what replay matches on.
+
+ACP clients hand the agent its MCP servers in the params of session requests
+(``session/new``, ``session/resume``, ``session/fork`` in v2; also ``session/load`` in
+v1): ``mcpServers`` is an array of server configurations whose ``env`` (stdio
+transport) and ``headers`` (http, and sse in v1) are arrays of ``{name, value}``, and
+those values are API keys and bearer tokens. A wire log is a file people share, so
+acp-tee logs such frames with every ``env``/``headers`` value replaced by
+:data:`PLACEHOLDER`, keeping the names so the log still says what was configured.
+
+Why this shape:
+
+- The match is by *place*, not by method: any request (or batch member) whose
+  ``params.mcpServers`` is an array has its servers' ``env``/``headers`` redacted, so a
+  method added later, a v1 ``session/load`` or an ``other`` transport is covered too.
+  An ``env``/``headers`` given as a JSON object (``{"NAME": "value"}``, a shape some
+  clients use) has every value replaced.
+- ``args``, ``url`` and ``command`` are left as sent: they name what runs and where, and
+  are what a reader of the log needs; a credential passed on a command line or in a URL
+  is not recognised (use ``--keep-secrets`` consciously, or keep such logs private).
+- The caller keeps the canonical hash of the frame *as sent*
+  (:func:`acp_pipes.canonical.canonical_hash`), so replay still matches the live
+  client's frame although the logged bytes differ.
+- The bytes forwarded to the agent are never touched: this module only computes the
+  logged stand-in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["PLACEHOLDER", "redact", "redact_value"]
+
+PLACEHOLDER = "<redacted>"
+_MARK = b"mcpServers"
+_SECRET_FIELDS = ("env", "headers")
+
+
+def redact(raw: bytes) -> tuple[bytes | None, str | None]:
+    """``(logged_bytes, original_hash)`` for one frame (bytes without LF).
+
+    ``(None, None)`` when there is nothing to redact: the frame does not mention
+    ``mcpServers``, is not JSON, or carries no secret value. Otherwise the redacted frame
+    serialised compactly with orjson, and the canonical hash of the frame as sent (None
+    if it has no canonical form, e.g. a lone surrogate). A trailing CR is kept.
+    """
+    if _MARK not in raw:  # the cheap check that keeps the per-frame path fast
+        return None, None
+    from acp_pipes.canonical import CanonicalError, ParseError, canonical_hash, parse_json
+
+    try:
+        value = parse_json(raw)
+    except (ParseError, UnicodeDecodeError, RecursionError):
+        return None, None
+    redacted, changed = redact_value(value)
+    if not changed:
+        return None, None
+    try:
+        original_hash: str | None = canonical_hash(value)
+    except CanonicalError:
+        original_hash = None
+    out = _dumps(redacted)
+    if raw.endswith(b"\r"):
+        out += b"\r"
+    return out, original_hash
+
+
+def redact_value(message: Any) -> tuple[Any, bool]:
+    """A copy of a JSON-RPC message (or batch) with MCP secrets replaced, and whether
+    anything was. The input is not modified."""
+    if isinstance(message, list):
+        changed = False
+        out = []
+        for item in message:
+            r, c = redact_value(item)
+            out.append(r)
+            changed |= c
+        return (out, True) if changed else (message, False)
+    if not isinstance(message, dict):
+        return message, False
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return message, False
+    servers = params.get("mcpServers")
+    if not isinstance(servers, list):
+        return message, False
+    changed = False
+    new_servers = []
+    for server in servers:
+        s, c = _redact_server(server)
+        new_servers.append(s)
+        changed |= c
+    if not changed:
+        return message, False
+    return {**message, "params": {**params, "mcpServers": new_servers}}, True
+
+
+def _redact_server(server: Any) -> tuple[Any, bool]:
+    if not isinstance(server, dict):
+        return server, False
+    changed = False
+    out = server
+    for field in _SECRET_FIELDS:
+        entries = server.get(field)
+        new: Any
+        if isinstance(entries, list):
+            new = []
+            hit = False
+            for e in entries:
+                if isinstance(e, dict) and "value" in e and e["value"] != PLACEHOLDER:
+                    e = {**e, "value": PLACEHOLDER}
+                    hit = True
+                new.append(e)
+        elif isinstance(entries, dict):
+            hit = any(v != PLACEHOLDER for v in entries.values())
+            new = {k: PLACEHOLDER for k in entries}
+        else:
+            continue
+        if hit:
+            if out is server:
+                out = dict(server)
+            out[field] = new
+            changed = True
+    return out, changed
+
+
+def _dumps(value: Any) -> bytes:
+    import orjson
+
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # an integer beyond 64 bits, which orjson cannot write
+        import json
+
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "surrogatepass"
+        )
