@@ -1,0 +1,132 @@
+"""MCP secret redaction for wire logs: pure-function properties."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_pipes.canonical import canonical_hash, parse_json
+from acp_pipes.redact import PLACEHOLDER, redact, redact_value
+
+
+def _new(servers, method="session/new", **extra) -> bytes:
+    params = {"cwd": "/w", "mcpServers": servers, **extra}
+    return orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+
+
+STDIO = {
+    "type": "stdio",
+    "name": "files",
+    "command": "/usr/bin/mcp-files",
+    "args": ["--token-file", "/etc/tok"],
+    "env": [{"name": "API_KEY", "value": "sk-live-123"}, {"name": "LANG", "value": "C"}],
+}
+HTTP = {
+    "type": "http",
+    "name": "web",
+    "url": "https://mcp.example/v1",
+    "headers": [{"name": "Authorization", "value": "Bearer abc.def"}],
+}
+
+
+def test_values_replaced_names_kept_rest_untouched():
+    raw = _new([STDIO, HTTP])
+    logged, h = redact(raw)
+    assert logged is not None
+    assert b"sk-live-123" not in logged and b"Bearer abc.def" not in logged
+    msg = orjson.loads(logged)
+    stdio, http = msg["params"]["mcpServers"]
+    assert stdio["env"] == [
+        {"name": "API_KEY", "value": PLACEHOLDER},
+        {"name": "LANG", "value": PLACEHOLDER},
+    ]
+    assert http["headers"] == [{"name": "Authorization", "value": PLACEHOLDER}]
+    # args, url, command are kept as sent (a choice: they say what runs and where)
+    assert stdio["args"] == STDIO["args"] and stdio["command"] == STDIO["command"]
+    assert http["url"] == HTTP["url"]
+    assert h == canonical_hash(parse_json(raw))
+    assert h != canonical_hash(parse_json(logged))
+
+
+def test_every_method_carrying_mcp_servers_is_covered():
+    for method in ("session/new", "session/resume", "session/fork", "session/load", "x/future"):
+        logged, _ = redact(_new([STDIO], method=method, sessionId="s"))
+        assert logged is not None and b"sk-live-123" not in logged, method
+
+
+def test_sse_acp_other_and_object_form():
+    sse = {"type": "sse", "name": "s", "url": "https://x", "headers": [{"name": "K", "value": "v1"}]}
+    acp = {"type": "acp", "name": "a", "serverId": "srv-1"}
+    other = {"type": "_custom", "name": "o", "env": {"TOKEN": "v2"}, "headers": {"X-Key": "v3"}}
+    logged, _ = redact(_new([sse, acp, other]))
+    assert logged is not None
+    for secret in (b"v1", b"v2", b"v3"):
+        assert secret not in logged
+    servers = orjson.loads(logged)["params"]["mcpServers"]
+    assert servers[1] == acp
+    assert servers[2]["env"] == {"TOKEN": PLACEHOLDER}
+
+
+def test_nothing_to_redact_gives_none():
+    assert redact(b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{}}') == (None, None)
+    assert redact(_new([])) == (None, None)
+    assert redact(_new([{"type": "http", "name": "w", "url": "https://x"}])) == (None, None)
+    assert redact(b'{"mcpServers": not json') == (None, None)
+    assert redact(b"\xff mcpServers") == (None, None)
+    # a response mentioning mcpServers outside params is left alone
+    assert redact(b'{"jsonrpc":"2.0","id":1,"result":{"mcpServers":[{"env":[{"name":"a","value":"b"}]}]}}') == (None, None)
+
+
+def test_batch_and_trailing_cr():
+    single = orjson.loads(_new([STDIO]))
+    raw = orjson.dumps([single, {"jsonrpc": "2.0", "method": "x"}]) + b"\r"
+    logged, h = redact(raw)
+    assert logged is not None and logged.endswith(b"\r")
+    assert b"sk-live-123" not in logged
+    assert h == canonical_hash(parse_json(raw))
+
+
+def test_input_value_not_mutated():
+    msg = orjson.loads(_new([STDIO]))
+    before = orjson.dumps(msg)
+    redact_value(msg)
+    assert orjson.dumps(msg) == before
+
+
+def test_big_integer_id_still_redacted():
+    raw = _new([STDIO]).replace(b'"id":1', b'"id":123456789012345678901234567890')
+    logged, h = redact(raw)
+    assert logged is not None and b"123456789012345678901234567890" in logged
+    assert b"sk-live-123" not in logged and h is not None
+
+
+_name = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=8)
+_secret = st.text(st.characters(codec="utf-8"), min_size=6, max_size=20).map(lambda s: "S3CR3T" + s)
+_pairs = st.lists(st.fixed_dictionaries({"name": _name, "value": _secret}), max_size=3)
+_server = st.one_of(
+    st.fixed_dictionaries({"type": st.just("stdio"), "name": _name, "command": st.just("/bin/x"),
+                           "args": st.lists(_name, max_size=2), "env": _pairs}),
+    st.fixed_dictionaries({"type": st.sampled_from(["http", "sse"]), "name": _name,
+                           "url": st.just("https://x"), "headers": _pairs}),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_server, min_size=1, max_size=4),
+       st.sampled_from(["session/new", "session/resume", "session/fork", "session/load"]))
+def test_no_secret_survives_and_hash_is_of_the_original(servers, method):
+    raw = _new(servers, method=method)
+    logged, h = redact(raw)
+    secrets = [p["value"] for s in servers for p in s.get("env", []) + s.get("headers", [])]
+    if not secrets:
+        assert logged is None
+        return
+    assert logged is not None
+    assert h == canonical_hash(parse_json(raw))
+    out = orjson.loads(logged)
+    assert "S3CR3T" not in orjson.dumps(out).decode()
+    # names survive, in order; everything outside env/headers values is unchanged
+    strip = lambda srv: {k: ([p["name"] for p in v] if k in ("env", "headers") else v)  # noqa: E731
+                         for k, v in srv.items()}
+    assert [strip(s) for s in out["params"]["mcpServers"]] == [strip(s) for s in servers]
