@@ -102,7 +102,10 @@ def _parse(raw: bytes | bytearray | memoryview | str) -> tuple[Any, int]:
             return _stdlib_loads(raw), _FOREIGN
         except (ValueError, RecursionError) as e:
             raise ParseError(str(first)) from e
-    kind = _scan(value)
+    try:
+        kind = _scan(value)
+    except RecursionError:  # orjson nests to 1024 levels, deeper than the scan may go
+        return value, _FOREIGN
     if kind == _FLOATS:
         data = raw.encode() if isinstance(raw, str) else bytes(raw)
         if _LONG_INT in data.translate(_DIGITS_ONLY):
@@ -271,7 +274,7 @@ def reference_bytes(value: Any) -> bytes:
     """The reference JCS form: ``rfc8785.dumps`` after the big-integer rule above."""
     try:
         return rfc8785.dumps(_prepare(value))
-    except rfc8785.CanonicalizationError as e:
+    except (rfc8785.CanonicalizationError, UnicodeError) as e:  # a surrogate in a key
         raise CanonicalError(str(e)) from None
     except RecursionError:
         raise CanonicalError("nested too deeply for a canonical form") from None
