@@ -188,7 +188,8 @@ class Framer:
         try:
             value, h = _hash_raw(b)
         except ValueError as e:  # canonical.ParseError
-            self.warn(self.source, line, f"not JSON: {e}")
+            why = "not UTF-8" if "raw_b64" in out else str(e)
+            self.warn(self.source, line, f"not JSON: {why}")
             out["kind"] = "invalid_json"
             out["size"] = size
             out["hash"] = rec.get("hash") if redacted else raw_hash(

@@ -1,0 +1,259 @@
+"""What a recording holds, at a glance: ``acp-frame --summary``.
+
+One summary per stream, built in one pass over its frames in memory that does not grow
+with the log (counters keyed by direction, kind, method, session and update kind; the
+list of invalid lines is capped at :data:`MAX_LINES`)::
+
+    {"source":"wire.jsonl","format":"acp-pipes/wire",
+     "header":{"recorder":...,"argv":[...],"started":...,"clock":...,"host":{...}},
+     "frames":42,"directions":{"c2a":7,"a2c":35},"kinds":{"request":9,...},
+     "methods":{"session/prompt":{"request":2,"response":2}, ...},
+     "sessions":{"sess-1":38},"updates":{"agent_message_chunk":6,...},
+     "bytes":{"c2a":1234,"a2c":5678},
+     "largest":{"seq":12,"dir":"a2c","size":812,"kind":"notification","method":"session/update"},
+     "time":{"first":...,"last":...,"duration_s":0.25},
+     "redacted":0,"protocolVersion":{"requested":2,"agreed":2},
+     "problems":{"count":1,"lines":[{"line":17,"message":"not JSON: ..."}]}}
+
+``problems`` holds every diagnostic of the stream (frames that are not JSON or not
+JSON-RPC, skipped broken wire records) with its line number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import orjson
+
+from acp_pipes.streams import FRAMES
+from acp_pipes.wire import iso_time
+
+__all__ = ["MAX_LINES", "Summary", "render_table", "summaries"]
+
+#: How many diagnostics a summary lists by line (all are counted).
+MAX_LINES = 20
+
+_HEADER_KEYS = ("recorder", "argv", "started", "clock", "host")
+
+
+class Summary:
+    """Counters over one stream's frames; ``add`` per frame, ``problem`` per diagnostic."""
+
+    def __init__(self, source: str, header: dict[str, Any] | None):
+        self.source = source
+        wire = header.get("source") if header and header.get("format") == FRAMES else header
+        self.header = (
+            {k: wire[k] for k in _HEADER_KEYS if k in wire} if isinstance(wire, dict) else None
+        )
+        self.format = wire.get("format") if isinstance(wire, dict) else None
+        self.frames = 0
+        self.directions: dict[str, int] = {}
+        self.kinds: dict[str, int] = {}
+        self.methods: dict[str, dict[str, int]] = {}
+        self.sessions: dict[str, int] = {}
+        self.updates: dict[str, int] = {}
+        self.bytes: dict[str, int] = {}
+        self.largest: dict[str, Any] | None = None
+        self.first: int | None = None
+        self.last: int | None = None
+        self.redacted = 0
+        self.requested: Any = None
+        self.agreed: Any = None
+        self.problem_count = 0
+        self.problem_lines: list[dict[str, Any]] = []
+
+    def add(self, f: dict[str, Any]) -> None:
+        self.frames += 1
+        d = f["dir"]
+        kind = f["kind"]
+        size = f["size"]
+        self.directions[d] = self.directions.get(d, 0) + 1
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        self.bytes[d] = self.bytes.get(d, 0) + size
+        method = f.get("method")
+        if method is not None:
+            per = self.methods.setdefault(method, {})
+            per[kind] = per.get(kind, 0) + 1
+        sid = f.get("sessionId")
+        if sid is not None:
+            self.sessions[sid] = self.sessions.get(sid, 0) + 1
+        if self.largest is None or size > self.largest["size"]:
+            self.largest = {"seq": f["seq"], "dir": d, "size": size, "kind": kind}
+            if method is not None:
+                self.largest["method"] = method
+        t = f.get("t")
+        if t is not None:
+            if self.first is None or t < self.first:
+                self.first = t
+            if self.last is None or t > self.last:
+                self.last = t
+        if f.get("redacted"):
+            self.redacted += 1
+        if method == "session/update" and kind == "notification":
+            upd = _param(f, "params", "update")
+            name = upd.get("sessionUpdate") if isinstance(upd, dict) else None
+            if isinstance(name, str):
+                self.updates[name] = self.updates.get(name, 0) + 1
+        elif method == "initialize":
+            if kind == "request":
+                self.requested = _param(f, "params", "protocolVersion")
+            elif kind == "response":
+                self.agreed = _param(f, "result", "protocolVersion")
+
+    def problem(self, line: int, message: str) -> None:
+        self.problem_count += 1
+        if len(self.problem_lines) < MAX_LINES:
+            self.problem_lines.append({"line": line, "message": message})
+
+    def as_dict(self) -> dict[str, Any]:
+        duration = None
+        if self.first is not None and self.last is not None:
+            duration = (self.last - self.first) / 1e9
+        return {
+            "source": self.source,
+            "format": self.format or "bare",
+            "header": self.header,
+            "frames": self.frames,
+            "directions": self.directions,
+            "kinds": self.kinds,
+            "methods": dict(sorted(self.methods.items())),
+            "sessions": self.sessions,
+            "updates": dict(sorted(self.updates.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "bytes": self.bytes,
+            "largest": self.largest,
+            "time": {"first": self.first, "last": self.last, "duration_s": duration},
+            "redacted": self.redacted,
+            "protocolVersion": {"requested": self.requested, "agreed": self.agreed},
+            "problems": {"count": self.problem_count, "lines": self.problem_lines},
+        }
+
+
+def _param(f: dict[str, Any], outer: str, key: str) -> Any:
+    """``value[outer][key]`` of a frame's JSON (re-parsed: only a few frames need it)."""
+    raw = f.get("raw")
+    if raw is None:
+        return None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    inner = value.get(outer) if isinstance(value, dict) else None
+    return inner.get(key) if isinstance(inner, dict) else None
+
+
+def summaries(
+    records: Iterable[dict[str, Any]], source: str
+) -> tuple[Iterator[dict[str, Any]], Callable[[str, int, str], None]]:
+    """Summaries (as dicts) of the streams in ``records`` (frames with their headers, as
+    :func:`acp_pipes.frame.read_frames` yields with ``headers=True``), and the ``warn``
+    callback to pass to the reader so diagnostics land in the current stream's summary."""
+    state: dict[str, Summary | None] = {"cur": None}
+
+    def warn(src: str, line: int, message: str) -> None:
+        cur = state["cur"]
+        if cur is not None:
+            cur.problem(line, message)
+
+    def gen() -> Iterator[dict[str, Any]]:
+        for rec in records:
+            if "format" in rec:
+                if state["cur"] is not None:
+                    yield state["cur"].as_dict()
+                state["cur"] = Summary(source, rec)
+            else:
+                state["cur"].add(rec)  # type: ignore[union-attr]
+        if state["cur"] is not None:
+            yield state["cur"].as_dict()
+
+    return gen(), warn
+
+
+def render_table(s: dict[str, Any]) -> str:
+    """A summary as aligned text, for a terminal."""
+    rows: list[tuple[str, str]] = [("source", s["source"]), ("format", s["format"])]
+    h = s["header"] or {}
+    for k in _HEADER_KEYS:
+        if k in h:
+            v = h[k]
+            if k == "argv":
+                v = " ".join(v) if isinstance(v, list) else v
+            elif isinstance(v, dict):
+                v = ", ".join(f"{a}={b}" for a, b in v.items())
+            rows.append((k, str(v)))
+    pv = s["protocolVersion"]
+    rows.append(("protocol version", f"requested {pv['requested']}, agreed {pv['agreed']}"))
+    t = s["time"]
+    if t["first"] is not None:
+        rows.append(("time", f"{iso_time(t['first'])} .. {iso_time(t['last'])} "
+                             f"({t['duration_s']:.3f} s)"))
+    rows.append(("frames", str(s["frames"])))
+    rows.append(("redacted", str(s["redacted"])))
+    lg = s["largest"]
+    if lg:
+        rows.append(("largest frame", f"seq {lg['seq']} {lg['dir']} {lg['size']} B "
+                                      f"{lg['kind']} {lg.get('method', '')}".rstrip()))
+    out = [_kv(rows)]
+
+    dirs = [d for d in ("c2a", "a2c") if d in s["directions"]]
+    out.append(_grid(["direction", "frames", "bytes"],
+                     [[d, s["directions"].get(d, 0), s["bytes"].get(d, 0)] for d in dirs]))
+    out.append(_grid(["kind", "frames"], [[k, n] for k, n in s["kinds"].items()]))
+    kinds = ["request", "response", "error", "notification"]
+    out.append(_grid(["method", *kinds],
+                     [[m, *(per.get(k, 0) for k in kinds)] for m, per in s["methods"].items()]))
+    if s["sessions"]:
+        out.append(_grid(["session", "frames"], [[k, n] for k, n in s["sessions"].items()]))
+    if s["updates"]:
+        out.append(_grid(["sessionUpdate", "frames"], [[k, n] for k, n in s["updates"].items()]))
+    p = s["problems"]
+    if p["count"]:
+        lines = [[ln["line"], ln["message"]] for ln in p["lines"]]
+        more = p["count"] - len(lines)
+        if more:
+            lines.append(["...", f"{more} more"])
+        out.append(_grid(["line", f"problems ({p['count']})"], lines))
+    return "\n\n".join(out) + "\n"
+
+
+def _kv(rows: list[tuple[str, str]]) -> str:
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(w)}  {v}" for k, v in rows)
+
+
+def _grid(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers, *[[str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    numeric = [all(str(r[i]).isdigit() for r in rows) and i > 0 for i in range(len(headers))]
+
+    def fmt(r: list[str]) -> str:
+        return "  ".join(c.rjust(w) if numeric[i] else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+
+    return "\n".join([fmt(cells[0]), fmt(["-" * w for w in widths]), *map(fmt, cells[1:])])
+
+
+def run_summary(ctx: Any, direction: str | None, fmt: str) -> int:
+    """``acp-frame --summary``: one summary per input stream, JSON lines or tables."""
+    from acp_pipes.frame import read_frames
+    from acp_pipes.jsonl import display_name
+
+    write = ctx.out.write
+    first = True
+    for path in ctx.files:
+        source = display_name(path)
+        holder: dict[str, Any] = {}
+
+        def warn(src: str, line: int, message: str, _h: dict[str, Any] = holder) -> None:
+            ctx.warn(message, src, line)
+            _h["warn"](src, line, message)
+
+        records = read_frames(path, direction=direction, warn=warn, headers=True)
+        gen, holder["warn"] = summaries(records, source)
+        for s in gen:
+            if fmt == "json":
+                write(orjson.dumps(s, option=orjson.OPT_APPEND_NEWLINE))
+            else:
+                write((("" if first else "\n") + render_table(s)).encode("utf-8"))
+            first = False
+    return 0
