@@ -141,10 +141,16 @@ def _split(text: str, parts: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def _is_block(block: Any) -> bool:
+    """Enough of a ContentBlock to echo it back schema-valid: a type, and text if text."""
+    if not isinstance(block, dict) or not isinstance(kind := block.get("type"), str):
+        return False
+    return kind != "text" or isinstance(block.get("text"), str)
+
+
 def _prompt_text(prompt: list) -> str:
     """The text of a prompt: its text blocks joined by newlines (other blocks ignored)."""
-    texts = [b.get("text", "") for b in prompt if isinstance(b, dict) and b.get("type") == "text"]
-    return "\n".join(t for t in texts if isinstance(t, str))
+    return "\n".join(b["text"] for b in prompt if b["type"] == "text")
 
 
 def _flags(text: str) -> frozenset[str]:
@@ -360,8 +366,9 @@ class EchoAgent:
         if s is None:
             return
         prompt = params.get("prompt")
-        if not isinstance(prompt, list):
-            replies.append(_error(rid, INVALID_PARAMS, "Invalid params: prompt must be an array"))
+        if not isinstance(prompt, list) or not all(map(_is_block, prompt)):
+            message = "Invalid params: prompt must be an array of content blocks"
+            replies.append(_error(rid, INVALID_PARAMS, message))
             return
         if s.closed:
             replies.append(_error(rid, RESOURCE_NOT_FOUND, f"Session closed: {s.sid}"))

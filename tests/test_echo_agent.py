@@ -3,6 +3,7 @@ ACP v2 schema (v2.0.0-alpha.9, ASR-700), output bytes a pure function of input b
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -21,10 +22,14 @@ from tests.acp_schema import FrameChecker, check_conversation
 REPO = Path(__file__).resolve().parents[1]
 HELLO = REPO / "examples" / "hello"
 AGENT = [sys.executable, "-m", "acp_pipes.cli.echo_agent"]
+# Without PYTHONUNBUFFERED, so the agent's own flushes are what the live-pipe test checks.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 
 
 def run_agent(client: bytes, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*AGENT, *args], input=client, capture_output=True, cwd=REPO, timeout=60)
+    return subprocess.run(
+        [*AGENT, *args], input=client, capture_output=True, cwd=REPO, env=ENV, timeout=60
+    )
 
 
 def stream(frames) -> bytes:
@@ -166,6 +171,7 @@ def test_two_runs_are_byte_identical():
     client = stream(client_session(40, permission_every=3, elicit_every=7, text="déjà vu"))
     a, b = run_agent(client), run_agent(client)
     assert a.returncode == b.returncode == 0
+    assert a.stderr == b""  # every scripted answer matched a request the agent made
     assert a.stdout == b.stdout and len(a.stdout) > 10_000
 
 
@@ -228,7 +234,12 @@ def test_agent_waits_for_the_answer_on_a_live_pipe():
     """The request is flushed before the agent blocks on stdin: a client that answers only
     after reading it gets the rest of the turn (a missing flush would hang, not pass)."""
     proc = subprocess.Popen(
-        [*AGENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+        [*AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=ENV,
     )
     guard = threading.Timer(30, proc.kill)
     guard.start()
@@ -314,6 +325,23 @@ def test_fail_and_error_prompts():
     ]
     assert updates(agent)[-1]["error"]["code"] == -32603
     assert by_id(agent, 3)["result"] == {"messageId": "msg-user-2"}
+
+
+def test_prompt_text_is_the_text_blocks_joined_and_bad_blocks_are_refused():
+    link = {"type": "resource_link", "uri": "file:///w/a.py", "name": "a.py"}
+    blocks = [{"type": "text", "text": "one"}, link, {"type": "text", "text": "two"}]
+    bad = [[1], [{"type": "text"}], [{"text": "no type"}]]
+    lines = [*OPEN, req(2, "session/prompt", sessionId="sess-1", prompt=blocks)]
+    lines += [req(3 + i, "session/prompt", sessionId="sess-1", prompt=p) for i, p in enumerate(bad)]
+    agent = frames_of(run_agent(stream(lines)).stdout)
+    checker = FrameChecker("agent")  # only the agent side: the client frames are bad
+    for line in lines:
+        checker.note_request(orjson.loads(line))
+    for frame in agent:
+        checker(frame)
+    assert updates(agent, "user_message")[0]["content"] == blocks
+    assert updates(agent, "tool_call_update")[0]["rawInput"] == {"text": "one\ntwo"}
+    assert [by_id(agent, 3 + i)["error"]["code"] for i in range(3)] == [-32602] * 3
 
 
 # -- sessions ---------------------------------------------------------------------------
