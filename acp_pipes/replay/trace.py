@@ -1,0 +1,671 @@
+"""Byte-exact replay of a recorded ACP session (a wire log or frames) against a live peer.
+
+The trace is indexed once: every frame's bytes decoded, the client frames' matching hashes
+computed (the frames' own hashes unless ``--ignore``/``--remap-ids`` normalise), and the
+agent frames grouped into *bursts*: each recorded client (c2a) frame owns the agent (a2c)
+frames that follow it up to the next client frame, and the a2c frames before the first
+client frame form the prelude. Replay as the agent (:func:`replay_agent`) is then one
+loop: read a client line, match it, write its burst with one write and one flush.
+
+Matching: a live frame matches a recorded one when their bytes are equal (a fast path:
+equal bytes have equal canonical hashes) or their canonical hashes are equal after the
+declared normalisers (:mod:`acp_pipes.normalize`), so a client that reorders keys or
+spaces differently is accepted. ``--match order`` expects the client frames in recorded
+order; ``--match any`` takes, for a client frame, the earliest not yet served recorded
+client frame with the same hash (first in, first out per hash) and writes the burst that
+frame owns. A blank client line is skipped unless it is the frame expected.
+
+Replay never runs tools, never touches the file system on the agent's behalf and never
+starts a process: agent-initiated requests (``session/request_permission``,
+``elicitation/create``, ``fs/*``, ``terminal/*``) are written as recorded, and the
+client's answers are matched like any other client frame.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import orjson
+
+from acp_pipes.canonical import CanonicalError, ParseError, hash_raw, parse_json
+from acp_pipes.frame import Framer, frame_lines, raw_hash
+from acp_pipes.jsonl import InputError, Line, display_name, read_lines
+from acp_pipes.normalize import IGNORED, Normalizer
+from acp_pipes.replay.ids import id_key, id_span
+from acp_pipes.replay.report import nearest
+from acp_pipes.streams import FRAMES, VERSIONS, WIRE, describe, header_format
+from acp_pipes.wire import A2C, C2A
+
+__all__ = [
+    "ReplayOptions",
+    "ReplayResult",
+    "Trace",
+    "emit",
+    "live_hash",
+    "load_trace",
+    "replay_agent",
+    "trace_format",
+]
+
+Report = Callable[[dict[str, Any]], None]
+
+
+# -- the trace ---------------------------------------------------------------------------
+
+
+@dataclass
+class Trace:
+    """A recorded session, indexed: frame records and their bytes, in recorded order."""
+
+    frames: list[dict[str, Any]]
+    raws: list[bytes]
+    header: dict[str, Any] | None = None
+    source: str = "-"
+
+    @classmethod
+    def of(cls, frames: Iterable[dict[str, Any]], source: str = "-") -> Trace:
+        """A trace from frame records (e.g. :func:`acp_pipes.frame.frames` output); wire
+        records without ``hash`` are framed first."""
+        recs: list[dict[str, Any]] = []
+        raws: list[bytes] = []
+        framer = None
+        for rec in frames:
+            if "hash" not in rec or "kind" not in rec:
+                framer = framer or Framer(source)
+                rec = framer.frame(rec)
+                if rec is None:
+                    continue
+            recs.append(rec)
+            raws.append(_raw_bytes(rec))
+        return cls(recs, raws, None, source)
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    @property
+    def cut(self) -> str | None:
+        """Why the recording looks cut off mid-session (None when it looks complete): a
+        last frame without LF, or requests that were never answered."""
+        if self.frames and self.frames[-1].get("nolf"):
+            return "its last frame has no LF"
+        open_ = {C2A: {}, A2C: {}}
+        other = {C2A: A2C, A2C: C2A}
+        for f in self.frames:
+            kind = f.get("kind")
+            if kind == "request":
+                open_[f["dir"]][id_key(f.get("id"))] = f
+            elif kind in ("response", "error"):
+                open_[other[f["dir"]]].pop(id_key(f.get("id")), None)
+        waiting = [*open_[C2A].values(), *open_[A2C].values()]
+        if waiting:
+            first = min(waiting, key=lambda f: f["seq"])
+            return (f"{len(waiting)} recorded request(s) never answered, the first "
+                    f"{first.get('method')} (seq {first['seq']}, {first['dir']})")
+        return None
+
+
+def _raw_bytes(rec: dict[str, Any]) -> bytes:
+    r = rec.get("raw")
+    if r.__class__ is str:
+        return r.encode("utf-8", "surrogatepass")
+    import base64
+
+    return base64.b64decode(rec["raw_b64"])
+
+
+def trace_format(path: str) -> str | None:
+    """The stream format a trace file starts with (see :mod:`acp_pipes.streams`); None
+    for a bare ACP JSONL stream or an empty file."""
+    lines = read_lines(path)
+    try:
+        for line in lines:
+            if line.raw.strip():
+                try:
+                    return header_format(orjson.loads(line.raw))
+                except orjson.JSONDecodeError:
+                    return None
+        return None
+    finally:
+        lines.close()
+
+
+def load_trace(
+    path: str,
+    *,
+    lines: Iterable[Line] | None = None,
+    warn: Callable[[str, int, str], None] | None = None,
+) -> Trace:
+    """Read and index a trace: a frames stream (hashes taken from its records) or a wire
+    log (framed and hashed once by :mod:`acp_pipes.frame`). One stream per trace.
+
+    Raises InputError for anything else (a bare ACP stream has only one direction; an
+    ASR stream is replayed by :mod:`acp_pipes.replay.asr`).
+    """
+    source = display_name(path)
+    it = iter(lines if lines is not None else read_lines(path))
+    first = None
+    for line in it:
+        if line.raw.strip():
+            first = line
+            break
+    if first is None:
+        raise InputError(source, 0, "empty trace: expected a wire log or frames")
+    try:
+        head = orjson.loads(first.raw)
+    except orjson.JSONDecodeError:
+        head = None
+    fmt = header_format(head)
+    if fmt not in (WIRE, FRAMES):
+        raise InputError(source, first.number,
+                         f"expected a wire log (acp-tee) or frames (acp-frame), got "
+                         f"{describe(fmt)}" + ("" if fmt else ": a trace needs both directions"))
+    version = head.get("version")
+    if version.__class__ is not int or not 1 <= version <= VERSIONS[fmt]:
+        raise InputError(source, first.number, f"{describe(fmt)} of version {version!r}; "
+                         f"this version reads up to {VERSIONS[fmt]}")
+    wire_header = head if fmt == WIRE else head.get("source")
+    if fmt == WIRE:
+        frames = _one_stream(frame_lines(itertools.chain([first], it), source, warn=warn,
+                                         headers=True), source)
+        trace = Trace.of(frames, source)
+    else:
+        trace = _read_frames_stream(it, source, warn)
+    trace.header = wire_header if isinstance(wire_header, dict) else None
+    return trace
+
+
+def _one_stream(frames: Iterable[dict[str, Any]], source: str) -> Iterable[dict[str, Any]]:
+    headers = 0
+    for rec in frames:
+        if "format" in rec:
+            headers += 1
+            if headers > 1:
+                raise InputError(source, 0, "a trace is one recorded session, but this "
+                                 "file holds several streams; split it first")
+            continue
+        yield rec
+
+
+def _read_frames_stream(lines: Iterable[Line], source: str, warn) -> Trace:
+    """Frame records as acp-frame wrote them: their hashes are used as they are; a
+    record without them is framed again."""
+    recs: list[dict[str, Any]] = []
+    raws: list[bytes] = []
+    append = recs.append
+    append_raw = raws.append
+    loads = orjson.loads
+    framer = Framer(source, warn)
+    for line in lines:
+        b = line.raw
+        try:
+            rec = loads(b)
+        except orjson.JSONDecodeError as e:
+            if warn is not None:
+                what = "torn last line (no LF)" if not line.terminated else "not JSON"
+                warn(source, line.number, f"{what}, frame record skipped: {e}")
+            continue
+        if rec.__class__ is not dict or "hash" not in rec or "kind" not in rec:
+            if header_format(rec) is not None:
+                raise InputError(source, line.number, "a trace is one recorded session, "
+                                 "but this file holds several streams; split it first")
+            if rec.__class__ is not dict:
+                if warn is not None:
+                    warn(source, line.number, "not a frame record, skipped")
+                continue
+            rec = framer.frame(rec, line.number)
+            if rec is None:
+                continue
+        r = rec.get("raw")
+        if r.__class__ is str:
+            raw = r.encode("utf-8", "surrogatepass")
+        else:
+            try:
+                raw = _raw_bytes(rec)
+            except (KeyError, ValueError, TypeError):
+                if warn is not None:
+                    warn(source, line.number, "frame record has no raw or raw_b64, skipped")
+                continue
+        if rec.get("dir") not in (C2A, A2C):
+            if warn is not None:
+                warn(source, line.number, "frame record has no dir c2a/a2c, skipped")
+            continue
+        append(rec)
+        append_raw(raw)
+    return Trace(recs, raws, None, source)
+
+
+# -- offline emit ------------------------------------------------------------------------
+
+
+def emit(trace: Trace, direction: str, out: BinaryIO) -> int:
+    """Write the recorded bytes of one direction verbatim, each frame + LF (a last frame
+    recorded without LF stays without). Returns the number of frames written.
+
+    >>> import io
+    >>> t = Trace.of([{"seq": 0, "t": 0, "dir": "c2a", "raw": '{"a":1}'},
+    ...               {"seq": 1, "t": 0, "dir": "a2c", "raw": '{"b":2}', "nolf": True}])
+    >>> buf = io.BytesIO(); emit(t, "a2c", buf), buf.getvalue()
+    (1, b'{"b":2}')
+    """
+    chunks = []
+    add = chunks.append
+    n = 0
+    for rec, raw in zip(trace.frames, trace.raws, strict=True):
+        if rec["dir"] == direction:
+            add(raw)
+            add(b"" if rec.get("nolf") else b"\n")
+            n += 1
+            if len(chunks) >= 8192:
+                out.write(b"".join(chunks))
+                chunks.clear()
+    out.write(b"".join(chunks))
+    out.flush()
+    return n
+
+
+# -- hashing live frames -----------------------------------------------------------------
+
+
+def live_hash(raw: bytes, normalizer: Normalizer, drop_id: bool) -> tuple[Any, str]:
+    """``(value, matching hash)`` of a live frame, computed as acp-frame computes the
+    recorded one: the canonical hash, or ``blake3-raw:`` of the bytes when they have no
+    canonical form (value is then None)."""
+    if normalizer.identity and not drop_id:
+        try:
+            value, h = hash_raw(raw)
+        except ParseError:
+            return None, raw_hash(raw)
+        return value, h if h is not None else raw_hash(raw)
+    try:
+        value = parse_json(raw)
+    except ParseError:
+        return None, raw_hash(raw)
+    try:
+        return value, normalizer.hash(value, drop_id=drop_id)
+    except CanonicalError:
+        return value, raw_hash(raw)
+
+
+# -- replay as the agent -----------------------------------------------------------------
+
+
+@dataclass
+class ReplayOptions:
+    """How to replay; the defaults replay byte-exact, in order, as fast as possible."""
+
+    match: str = "order"  # "order" | "any"
+    pace: str = "fast"  # "fast" | "recorded"
+    ignore: Sequence[str] = ()  # --ignore JSON pointers (acp_pipes.normalize)
+    remap_ids: bool = False
+    remap_log: BinaryIO | None = None  # JSONL: recorded id, live id, dir, seq
+    report: Report | None = None  # one dict per diagnostic (the CLI prints JSON lines)
+    timeout: float = 10.0  # --client: how long to wait for the agent's frames
+    strict: bool = False  # --client: stop at the first difference (exit 1)
+    sleep: Callable[[float], None] = time.sleep
+
+    def normalizer(self) -> Normalizer:
+        return Normalizer.from_pointers(list(self.ignore))
+
+
+@dataclass
+class ReplayResult:
+    """What happened: ``status`` is ``ok``, or the event that stopped the replay
+    (``miss``, ``trace_ended``, ``trace_cut``, ``client_ended``); ``consumed`` client
+    frames of ``total`` were matched; ``reports`` are the diagnostics emitted."""
+
+    status: str
+    consumed: int
+    total: int
+    reports: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class _Plan:
+    """The trace indexed for replay as the agent (see the module docstring)."""
+
+    def __init__(self, trace: Trace, norm: Normalizer, remap: bool) -> None:
+        frames, raws = trace.frames, trace.raws
+        self.trace = trace
+        self.c2a: list[int] = []  # frame index of each client frame
+        self.hashes: list[str | None] = []
+        self.bursts: list[Any] = []  # per client frame: bytes, or parts to splice
+        self.ranges: list[tuple[int, int]] = []  # per client frame: a2c frame indices
+        self.by_raw: dict[bytes, str | None] = {}  # recorded bytes -> matching hash
+        self.exact: list[bool] = []  # per client frame: equal bytes imply a match
+        self.req_keys: set[bytes] = set()  # recorded ids of client requests (remap)
+        identity = norm.identity and not remap
+        c2a_idx = [i for i, f in enumerate(frames) if f["dir"] == C2A]
+        for i in c2a_idx:
+            f = frames[i]
+            h = f.get("hash") if identity else norm.hash_frame(f, drop_id=remap)
+            self.c2a.append(i)
+            self.hashes.append(h)
+            exact = not f.get("redacted")  # redacted: the logged bytes were not sent
+            self.exact.append(exact)
+            if exact:
+                self.by_raw.setdefault(raws[i], h)
+            if remap and f.get("kind") == "request":
+                self.req_keys.add(id_key(f.get("id")))
+        bounds = [*c2a_idx, len(frames)]
+        self.prelude_range = (0, bounds[0])
+        self.prelude = _burst(trace, self.req_keys, 0, bounds[0], remap)
+        for k in range(len(c2a_idx)):
+            lo, hi = bounds[k] + 1, bounds[k + 1]
+            self.ranges.append((lo, hi))
+            self.bursts.append(_burst(trace, self.req_keys, lo, hi, remap))
+
+
+def _burst(trace: Trace, req_keys: set[bytes], lo: int, hi: int, remap: bool) -> Any:
+    """The bytes of a2c frames lo..hi, each + LF; with ``remap``, a list of constant
+    parts and ``(recorded id key, recorded token)`` places where a live id is spliced."""
+    frames, raws = trace.frames, trace.raws
+    parts: list[Any] = []
+    chunk: list[bytes] = []
+    for j in range(lo, hi):
+        raw = raws[j]
+        f = frames[j]
+        tail = b"" if f.get("nolf") else b"\n"
+        if remap and f.get("kind") in ("response", "error"):
+            key = id_key(f.get("id"))
+            span = id_span(raw) if key in req_keys else None
+            if span is not None:
+                chunk.append(raw[: span[0]])
+                parts.append(b"".join(chunk))
+                chunk = []
+                parts.append((key, raw[span[0] : span[1]]))
+                chunk.append(raw[span[1] :])
+                chunk.append(tail)
+                continue
+        chunk.append(raw)
+        chunk.append(tail)
+    parts.append(b"".join(chunk))
+    return parts[0] if len(parts) == 1 else parts
+
+
+def _render(burst: Any, ids: dict[bytes, bytes]) -> bytes:
+    if burst.__class__ is bytes:
+        return burst
+    return b"".join(p if p.__class__ is bytes else ids.get(p[0], p[1]) for p in burst)
+
+
+def _describe_frame(f: dict[str, Any]) -> dict[str, Any]:
+    d = {"seq": f.get("seq"), "method": f.get("method"), "hash": f.get("hash")}
+    if "id" in f:
+        d["id"] = f["id"]
+    return d
+
+
+def _normalised(value: Any, norm: Normalizer, drop_id: bool) -> Any:
+    value = norm.apply(value)
+    if drop_id and isinstance(value, dict) and "id" in value:
+        value = {**value, "id": IGNORED}
+    return value
+
+
+class _AgentReplay:
+    """One replay as the agent; see :func:`replay_agent`."""
+
+    def __init__(self, trace: Trace, out: BinaryIO, options: ReplayOptions) -> None:
+        self.opt = options
+        self.norm = options.normalizer()
+        self.remap = options.remap_ids
+        self.plan = _Plan(trace, self.norm, self.remap)
+        self.out = out
+        self.ids: dict[bytes, bytes] = {}  # recorded client request id -> live id token
+        self.reports: list[dict[str, Any]] = []
+        self.consumed = 0
+
+    # diagnostics
+    def say(self, event: dict[str, Any]) -> None:
+        self.reports.append(event)
+        if self.opt.report is not None:
+            self.opt.report(event)
+
+    def received(self, raw: bytes, value: Any, h: str) -> dict[str, Any]:
+        d: dict[str, Any] = {"method": None, "id": None, "hash": h}
+        if isinstance(value, dict):
+            m = value.get("method")
+            d["method"] = m if isinstance(m, str) else None
+            d["id"] = value.get("id")
+        elif value is None:
+            d["error"] = "not JSON"
+        return d
+
+    def miss(self, k: int | None, raw: bytes, value: Any, h: str, candidates: list[int]) -> dict:
+        plan = self.plan
+        frames = plan.trace.frames
+        event: dict[str, Any] = {"event": "miss", "tool": "acp-replay"}
+        if k is not None:
+            exp = _describe_frame(frames[plan.c2a[k]])
+            exp["hash"] = plan.hashes[k]
+            event["expected"] = exp
+        event["received"] = self.received(raw, value, h)
+        event["consumed"] = self.consumed
+        event["total"] = len(plan.c2a)
+        if value is not None:
+            got = _normalised(value, self.norm, self.remap)
+            method = event["received"]["method"]
+            order = ([k] if k is not None else []) + [
+                c for c in candidates if c != k and frames[plan.c2a[c]].get("method") == method
+            ]
+            best = nearest(got, ((c, self._recorded_value(c)) for c in order))
+            if best is not None:
+                c, diff = best
+                near = _describe_frame(frames[plan.c2a[c]])
+                near["hash"] = plan.hashes[c]
+                event["nearest"] = near
+                event["diff"] = diff
+        return event
+
+    def _recorded_value(self, k: int) -> Any:
+        raw = self.plan.trace.raws[self.plan.c2a[k]]
+        try:
+            return _normalised(parse_json(raw), self.norm, self.remap)
+        except ParseError:
+            return None
+
+    def note_ids(self, k: int, raw: bytes) -> None:
+        """Remember the live id of a client request matched to recorded frame ``k``."""
+        f = self.plan.trace.frames[self.plan.c2a[k]]
+        if f.get("kind") != "request":
+            return
+        span = id_span(raw)
+        if span is None:
+            return
+        token = raw[span[0] : span[1]]
+        self.ids[id_key(f.get("id"))] = token
+        if self.opt.remap_log is not None:
+            self.opt.remap_log.write(orjson.dumps({
+                "recorded": f.get("id"), "live": orjson.loads(token),
+                "dir": C2A, "seq": f.get("seq")}) + b"\n")
+
+    # writing
+    def write_burst(self, k: int | None, arrived: float) -> None:
+        plan = self.plan
+        burst = plan.prelude if k is None else plan.bursts[k]
+        if self.opt.pace == "recorded":
+            lo, hi = plan.prelude_range if k is None else plan.ranges[k]
+            self.paced(k, lo, hi, arrived)
+            return
+        data = _render(burst, self.ids)
+        if data:
+            self.out.write(data)
+            self.out.flush()
+
+    def paced(self, k: int | None, lo: int, hi: int, arrived: float) -> None:
+        """Write frames lo..hi one at a time, each at its recorded offset from the client
+        frame that owns them (from the first frame for the prelude)."""
+        plan = self.plan
+        frames = plan.trace.frames
+        anchor_t = frames[plan.c2a[k]].get("t") if k is not None else (
+            frames[lo].get("t") if lo < hi else None)
+        for j in range(lo, hi):
+            t = frames[j].get("t")
+            if anchor_t is not None and t is not None:
+                delay = arrived + (t - anchor_t) / 1e9 - time.monotonic()
+                if delay > 0:
+                    self.opt.sleep(delay)
+            part = _burst(plan.trace, plan.req_keys, j, j + 1, self.remap)
+            self.out.write(_render(part, self.ids))
+            self.out.flush()
+
+    def run(self, client_in: BinaryIO) -> ReplayResult:
+        plan = self.plan
+        n = len(plan.c2a)
+        any_mode = self.opt.match == "any"
+        queues: dict[str | None, deque[int]] = {}
+        if any_mode:
+            for k, h in enumerate(plan.hashes):
+                queues.setdefault(h, deque()).append(k)
+        by_raw = plan.by_raw
+        exact = plan.exact
+        hashes = plan.hashes
+        raws = plan.trace.raws
+        c2a = plan.c2a
+        norm, remap = self.norm, self.remap
+        ids_on = remap
+        pacing = self.opt.pace == "recorded"
+        bursts = plan.bursts
+        out = self.out
+        write, flush = out.write, out.flush
+        ids = self.ids
+        served = 0 if not any_mode else None
+        self.write_burst(None, time.monotonic())
+        if n == 0:
+            return self.finish(client_in)
+        for line in client_in:
+            raw = line[:-1] if line.endswith(b"\n") else line
+            if any_mode:
+                h = by_raw.get(raw)
+                value = None
+                if h is None:
+                    value, h = live_hash(raw, norm, remap)
+                q = queues.get(h)
+                if not q:
+                    if not raw.strip():
+                        continue
+                    if value is None:
+                        value, h = live_hash(raw, norm, remap)
+                    return self.stop_unmatched(None, raw, value, h, queues)
+                k = q.popleft()
+            else:
+                k = served
+                if not (exact[k] and raw == raws[c2a[k]]):
+                    value, h = live_hash(raw, norm, remap)
+                    if h != hashes[k]:
+                        if not raw.strip():
+                            continue
+                        return self.stop_unmatched(k, raw, value, h, None)
+                served += 1
+            self.consumed += 1
+            if ids_on:
+                self.note_ids(k, raw)
+            if pacing:
+                self.write_burst(k, time.monotonic())
+            else:
+                b = bursts[k]
+                data = b if b.__class__ is bytes else _render(b, ids)
+                if data:
+                    write(data)
+                    flush()
+            if self.consumed == n:
+                return self.finish(client_in)
+        return self.client_ended()
+
+    def stop_unmatched(self, k, raw, value, h, queues) -> ReplayResult:
+        plan = self.plan
+        if queues is not None:  # any: expected = the earliest client frame not yet served
+            left = sorted(q[0] for q in queues.values() if q)
+            k = left[0] if left else None
+            candidates = sorted(c for q in queues.values() for c in q)
+        else:
+            candidates = list(range(k, len(plan.c2a))) + list(range(0, k))
+        event = self.miss(k, raw, value, h, candidates)
+        self.say(event)
+        return ReplayResult("miss", self.consumed, len(plan.c2a), self.reports)
+
+    def finish(self, client_in: BinaryIO) -> ReplayResult:
+        """Every recorded client frame was served: a cut trace says so at once (the client
+        may be waiting for an answer that was never recorded); otherwise the client may
+        only end its input."""
+        n = len(self.plan.c2a)
+        cut = self.plan.trace.cut
+        if cut is not None:
+            self.say({"event": "trace_cut", "tool": "acp-replay", "consumed": self.consumed,
+                      "total": n, "message": f"the trace ends here: it was cut off "
+                      f"mid-session ({cut}); replayed up to the cut"})
+            return ReplayResult("trace_cut", self.consumed, n, self.reports)
+        for line in client_in:
+            raw = line.rstrip(b"\r\n")
+            if not raw.strip():
+                continue
+            value, h = live_hash(raw, self.norm, self.remap)
+            self.say({"event": "trace_ended", "tool": "acp-replay", "consumed": self.consumed,
+                      "total": n, "received": self.received(raw, value, h),
+                      "message": "the client sent more than was recorded: the trace ends "
+                      "here (cut off mid-session?)"})
+            return ReplayResult("trace_ended", self.consumed, n, self.reports)
+        return ReplayResult("ok", self.consumed, n, self.reports)
+
+    def client_ended(self) -> ReplayResult:
+        plan = self.plan
+        n = len(plan.c2a)
+        event: dict[str, Any] = {"event": "client_ended", "tool": "acp-replay",
+                                 "consumed": self.consumed, "total": n,
+                                 "message": "the client closed its output before the "
+                                 "recorded session ended"}
+        if self.opt.match == "order" and self.consumed < n:
+            k = self.consumed
+            exp = _describe_frame(plan.trace.frames[plan.c2a[k]])
+            exp["hash"] = plan.hashes[k]
+            event["expected"] = exp
+        self.say(event)
+        return ReplayResult("client_ended", self.consumed, n, self.reports)
+
+
+def replay_agent(
+    trace_frames: Trace | Iterable[dict[str, Any]],
+    client_in: BinaryIO,
+    out: BinaryIO,
+    options: ReplayOptions | None = None,
+) -> ReplayResult:
+    """Act as the recorded agent: read the live client's frames from ``client_in`` and
+    write the recorded agent bytes to ``out``, flushing after each burst.
+
+    A synthetic two-frame recording, replayed to a client that orders its keys
+    differently (accepted: matching is by canonical hash) gets the recorded bytes:
+
+    >>> import io
+    >>> wire = [
+    ...     {"seq": 0, "t": 0, "dir": "c2a", "raw": '{"jsonrpc":"2.0","id":1,"method":"ping"}'},
+    ...     {"seq": 1, "t": 0, "dir": "a2c", "raw": '{"jsonrpc":"2.0", "id":1, "result":{}}'},
+    ... ]
+    >>> out = io.BytesIO()
+    >>> client = io.BytesIO(b'{"method":"ping","id":1,"jsonrpc":"2.0"}\\n')
+    >>> replay_agent(wire, client, out).status
+    'ok'
+    >>> out.getvalue() == wire[1]["raw"].encode() + b"\\n"
+    True
+
+    A client frame that matches nothing stops the replay with a report:
+
+    >>> r = replay_agent(wire, io.BytesIO(b'{"jsonrpc":"2.0","id":1,"method":"pong"}\\n'),
+    ...                  io.BytesIO())
+    >>> r.status, r.reports[0]["expected"]["method"], r.reports[0]["diff"][0]["path"]
+    ('miss', 'ping', '/method')
+    """
+    trace = trace_frames if isinstance(trace_frames, Trace) else Trace.of(trace_frames)
+    opts = options or ReplayOptions()
+    if opts.match not in ("order", "any"):
+        raise ValueError(f"match must be order or any, got {opts.match!r}")
+    if opts.pace not in ("fast", "recorded"):
+        raise ValueError(f"pace must be fast or recorded, got {opts.pace!r}")
+    return _AgentReplay(trace, out, opts).run(client_in)
