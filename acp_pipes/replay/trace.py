@@ -93,15 +93,19 @@ class Trace:
         last frame without LF, or requests that were never answered."""
         if self.frames and self.frames[-1].get("nolf"):
             return "its last frame has no LF"
-        open_ = {C2A: {}, A2C: {}}
-        other = {C2A: A2C, A2C: C2A}
+        # counted, not paired in order: a scripted client may answer before it is asked
+        unanswered: dict[tuple[str, bytes], list[dict[str, Any]]] = {}
+        answers: dict[tuple[str, bytes], int] = {}
         for f in self.frames:
             kind = f.get("kind")
             if kind == "request":
-                open_[f["dir"]][id_key(f.get("id"))] = f
+                unanswered.setdefault((f["dir"], id_key(f.get("id"))), []).append(f)
             elif kind in ("response", "error"):
-                open_[other[f["dir"]]].pop(id_key(f.get("id")), None)
-        waiting = [*open_[C2A].values(), *open_[A2C].values()]
+                key = (A2C if f["dir"] == C2A else C2A, id_key(f.get("id")))
+                answers[key] = answers.get(key, 0) + 1
+        waiting = []
+        for key, asked in unanswered.items():
+            waiting.extend(asked[answers.get(key, 0):])
         if waiting:
             first = min(waiting, key=lambda f: f["seq"])
             return (f"{len(waiting)} recorded request(s) never answered, the first "
