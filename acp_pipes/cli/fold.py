@@ -1,8 +1,46 @@
-"""`acp-fold`: Fold ACP v2 frames into one record per entity when it becomes final."""
+"""`acp-fold`: fold ACP v2 frames into one record per entity when it becomes final."""
 
-from acp_pipes.cli.runner import not_built, run
+from __future__ import annotations
 
-TOOL = not_built("acp-fold", "Fold ACP v2 frames into one record per entity when it becomes final.")
+import argparse
+
+from acp_pipes.cli.runner import Context, Tool, UsageError, run
+from acp_pipes.fold import ProtocolVersionError, fold_paths
+from acp_pipes.jsonl import write_records
+
+DESCRIPTION = """\
+Reads wire logs (acp-tee) or frames (acp-frame); each is one ACP connection. Applies
+ACP v2's patch rule per session and entity (omitted unchanged, null clears, a value
+replaces, a chunk appends, full content replaces what chunks built; _meta key by key)
+and writes a fold stream: a header, then session events and one record per entity when
+it becomes final (ASR-704..706), in timeline order. Format: docs/acp-fold.md.
+A recording that negotiated ACP v1 is refused (exit 2): the mapping is for v2."""
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--snapshots", action="store_true",
+                   help="also write partial snapshots of open entities at each checkpoint "
+                        "(state running/requires_action, permission and elicitation "
+                        "requests); the final record supersedes them")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    try:
+        records = fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn)
+        write_records(records, ctx.out)
+    except ProtocolVersionError as e:
+        raise UsageError(str(e)) from None
+    return 0
+
+
+TOOL = Tool(
+    prog="acp-fold",
+    summary="Fold ACP v2 frames into one record per entity when it becomes final.",
+    example="acp-fold wire.jsonl | acp-asr -o streams/",
+    run=_run,
+    configure=configure,
+    description=DESCRIPTION,
+)
 
 
 def main() -> None:

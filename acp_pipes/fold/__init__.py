@@ -1,0 +1,23 @@
+"""acp-fold's library: ACP v2 frames in, one record per entity when it becomes final.
+
+See docs/acp-fold.md for the record format. :func:`fold` is the pure core (frame
+records of one connection in, fold records out); :func:`fold_paths` reads wire logs or
+frames streams and yields a fold stream per connection, header first.
+"""
+
+from __future__ import annotations
+
+from acp_pipes.fold.core import KEEP_FINAL, MAX_HELD, Folder, ProtocolVersionError
+from acp_pipes.fold.source import FOLD_VERSION, fold, fold_header, fold_paths, read_source
+
+__all__ = [
+    "FOLD_VERSION",
+    "KEEP_FINAL",
+    "MAX_HELD",
+    "Folder",
+    "ProtocolVersionError",
+    "fold",
+    "fold_header",
+    "fold_paths",
+    "read_source",
+]

@@ -1,0 +1,562 @@
+"""The fold: frame records of one ACP v2 connection in, entity records out (ASR-704..706).
+
+:class:`Folder` keeps, per session, the entities that are still open and a *timeline*:
+every entity and event in the order ACP first showed it (its timeline position, the
+``seq`` of its first frame). An entity's record is made when the entity becomes final
+(ASR-705) and leaves the timeline once everything before it has left, so the output is
+in timeline order: a prompt comes before the tool calls of its turn although the tool
+calls finish first. At the end of a turn an open tool call leaves as a non-final record
+(the call, without a result) so one dangling call cannot hold the session back;
+``--snapshots`` does that for every open entity at each checkpoint (ASR-705's crash
+safety). A timeline longer than :data:`MAX_HELD` releases its head the same way, so
+memory stays bounded by the entities open at once.
+
+Finals are dropped once written; a short LRU (:data:`KEEP_FINAL`) keeps recent final
+values so a late patch (ASR-706) folds onto the whole entity; an older one folds onto an
+empty entity and says so (``basis: "patch"``). History an agent replays (session/resume
+with ``replayFrom``, or into a fork) folds in a namespace of its own, from empty, and is
+final when the replay ends; acp-asr compares it with what it already wrote (ASR-717).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import Any
+
+from acp_pipes.fold.entities import EVENTS, UPDATES, Entity, apply_update
+from acp_pipes.fold.patch import patch_fields
+
+__all__ = ["KEEP_FINAL", "MAX_HELD", "Folder", "ProtocolVersionError"]
+
+MAX_HELD = 4096
+KEEP_FINAL = 256
+TERMINAL_TOOL = frozenset({"completed", "failed", "cancelled"})
+TERMINAL_COMPACTION = TERMINAL_TOOL
+OPEN_TOOL = frozenset({"pending", "in_progress"})
+#: Final at the next idle or requires_action, at close, or at stop (ASR-705).
+TURN_SCOPED = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
+                         "plan", "terminal"})
+_SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume",
+                    "session/close", "session/prompt"})
+
+Warn = Callable[[str], None]
+
+
+class ProtocolVersionError(ValueError):
+    """The recording negotiated an ACP protocol version this mapping does not cover."""
+
+
+def rpc_id_str(rid: Any) -> str:
+    """A JSON-RPC id as a string (ASR-716: ``<n>:<id>``)."""
+    if isinstance(rid, str):
+        return rid
+    if isinstance(rid, bool) or rid is None:
+        return "null" if rid is None else str(rid).lower()
+    if isinstance(rid, float) and rid.is_integer():
+        return str(int(rid))
+    return str(rid)
+
+
+class _Session:
+    __slots__ = ("sid", "open", "replay_open", "replaying", "replay_kind", "timeline",
+                 "info", "closed")
+
+    def __init__(self, sid: str):
+        self.sid = sid
+        self.open: dict[tuple[str, Any], Entity] = {}
+        self.replay_open: dict[tuple[str, Any], Entity] = {}
+        self.replaying = False
+        self.replay_kind = ""
+        self.timeline: deque = deque()
+        self.info: dict[str, Any] = {}
+        self.closed = False
+
+
+class Folder:
+    """Folds one connection. ``feed(frame)`` and ``finish()`` return the records to
+    write, in order."""
+
+    def __init__(self, connection: int = 0, *, snapshots: bool = False,
+                 warn: Warn | None = None):
+        self.conn = connection
+        self.snapshots = snapshots
+        self.warn = warn or (lambda msg: None)
+        self.sessions: dict[str, _Session] = {}
+        self.c2a: dict[tuple[type, Any], tuple[str, dict, int, int | None, Any]] = {}
+        self.a2c: dict[tuple[type, Any], tuple[str, Any]] = {}
+        self.elicitations: dict[Any, str] = {}
+        self.finals: OrderedDict = OrderedDict()
+        self.forks_pending = 0
+        self.init_version: Any = None
+        self.out: list[dict] = []
+
+    # -- entry points -----------------------------------------------------------------
+
+    def feed(self, seq: int, t: int | None, direction: str, msg: Any) -> list[dict]:
+        """Fold one parsed frame; returns the records it completes."""
+        self.out = out = []
+        if msg.__class__ is not dict:
+            return out
+        method = msg.get("method")
+        if method is not None:
+            if "id" in msg:
+                self._request(seq, t, direction, msg, method)
+            elif direction == "a2c":
+                if method == "session/update":
+                    self._update(seq, t, msg.get("params"))
+                elif method == "elicitation/complete":
+                    self._elicitation_complete(seq, t, msg.get("params"))
+        elif "id" in msg:
+            self._response(seq, t, direction, msg)
+        return out
+
+    def finish(self) -> list[dict]:
+        """The recorder stops: every open entity is written as it stands (ASR-705)."""
+        self.out = []
+        if self.init_version is not None and self.init_version != 2:
+            raise ProtocolVersionError(self._v1_message(self.init_version))
+        for key, (method, params, seq, t, extra) in list(self.c2a.items()):
+            if method == "session/resume" and extra is not None:
+                self._lifecycle_ready(extra, None)
+        self.c2a.clear()
+        for sess in self.sessions.values():
+            self._end_replay(sess, "stop")
+            self._finalize_all(sess, "stop")
+            self._flush(sess, force=True)
+        return self.out
+
+    # -- requests and responses ---------------------------------------------------------
+
+    def _request(self, seq, t, direction, msg, method) -> None:
+        rid = msg["id"]
+        params = msg.get("params")
+        if params.__class__ is not dict:
+            params = {}
+        if direction == "c2a":
+            if method not in _SETUP:
+                return
+            extra = None
+            sid = params.get("sessionId")
+            if method == "session/prompt" and isinstance(sid, str):
+                sess = self._session(sid)
+                if sess.replaying and sess.replay_kind == "fork":
+                    self._end_replay(sess, "prompt")
+                prompt = params.get("prompt")
+                ent = Entity("user_message", None, sid, seq, t)
+                ent.origin = "prompt"
+                ent.value["content"] = list(prompt) if isinstance(prompt, list) else []
+                ent.frames.append(seq)
+                sess.timeline.append(ent)
+                extra = ent
+            elif method == "session/resume" and isinstance(sid, str):
+                sess = self._session(sid)
+                replay = params.get("replayFrom") is not None
+                ev = self._event(sess, seq, t, {
+                    "ev": "session", "op": "resume", "session": sid,
+                    **_roots(params), "replayFrom": params.get("replayFrom")}, ready=False)
+                if replay:
+                    sess.replaying = True
+                    sess.replay_kind = "resume"
+                extra = ev
+            elif method == "session/fork":
+                self.forks_pending += 1
+            self.c2a[(rid.__class__, rid)] = (method, params, seq, t, extra)
+        else:
+            sid = params.get("sessionId")
+            if method == "session/request_permission" and isinstance(sid, str):
+                ent = self._open_request(sid, seq, t, "permission",
+                                         f"{self.conn}:{rpc_id_str(rid)}", params)
+                self.a2c[(rid.__class__, rid)] = ("permission", ent)
+            elif method == "elicitation/create" and isinstance(sid, str):
+                eid = params.get("elicitationId")
+                key = eid if isinstance(eid, str) else f"{self.conn}:{rpc_id_str(rid)}"
+                ent = self._open_request(sid, seq, t, "elicitation", key, params)
+                ent.value["idSource"] = "native" if isinstance(eid, str) else "derived"
+                if isinstance(eid, str):
+                    self.elicitations[eid] = sid
+                self.a2c[(rid.__class__, rid)] = ("elicitation", ent)
+            # an elicitation before any session (request scope) is not recorded (ASR-734)
+            if self.snapshots and isinstance(sid, str) and sid in self.sessions:
+                self._flush(self.sessions[sid], force=True)
+
+    def _open_request(self, sid, seq, t, kind, key, params) -> Entity:
+        sess = self._session(sid)
+        ent = Entity(kind, key, sid, seq, t, replayed=False)
+        ent.value.update((k, v) for k, v in params.items() if k != "sessionId")
+        ent.frames.append(seq)
+        sess.open[(kind, key)] = ent
+        sess.timeline.append(ent)
+        return ent
+
+    def _response(self, seq, t, direction, msg) -> None:
+        rid = msg["id"]
+        k = (rid.__class__, rid)
+        if direction == "c2a":  # the client answers the agent
+            asked = self.a2c.pop(k, None)
+            if asked is None:
+                return
+            kind, ent = asked
+            ent.frames.append(seq)
+            if "result" in msg:
+                ent.value["outcome" if kind == "permission" else "response"] = msg["result"]
+            else:
+                ent.value["error"] = msg.get("error")
+            sess = self.sessions[ent.session]
+            sess.open.pop((kind, ent.key), None)
+            self._finalize(ent, "response")
+            self._flush(sess)
+            return
+        asked = self.c2a.pop(k, None)
+        if asked is None:
+            return
+        method, params, rseq, rt, extra = asked
+        ok = "result" in msg
+        result = msg.get("result") if ok else None
+        if result.__class__ is not dict:
+            result = {}
+        frames = [rseq, seq]
+        if method == "initialize":
+            if not ok:
+                return
+            version = result.get("protocolVersion")
+            self.init_version = version
+            if version != 2:
+                raise ProtocolVersionError(self._v1_message(version))
+            rec = {"ev": "initialize", "protocolVersion": version,
+                   "agent": result.get("info"), "client": params.get("info"),
+                   "frames": frames, "t": rt}
+            self.out.append(rec)
+        elif method in ("session/new", "session/fork"):
+            if method == "session/fork":
+                self.forks_pending = max(0, self.forks_pending - 1)
+            sid = result.get("sessionId")
+            if not ok or not isinstance(sid, str):
+                return
+            sess = self._session(sid)
+            rec = {"ev": "session", "op": "new" if method == "session/new" else "fork",
+                   "session": sid, **_roots(params)}
+            if method == "session/fork":
+                rec["from"] = params.get("sessionId")
+                sess.replaying = True
+                sess.replay_kind = "fork"
+            rec["frames"] = frames
+            rec["t"] = rt
+            rec["pos"] = rseq
+            self.out.append(rec)  # before anything of the session leaves its timeline
+        elif method == "session/resume":
+            sess = self.sessions.get(params.get("sessionId"))
+            if sess is None:
+                return
+            self._end_replay(sess, "replay")
+            self._lifecycle_ready(extra, seq, ok)
+            if ok:
+                sess.closed = False
+            self._flush(sess)
+        elif method == "session/close":
+            sess = self.sessions.get(params.get("sessionId"))
+            if sess is None or not ok:
+                return
+            self._end_replay(sess, "close")
+            self._finalize_all(sess, "close")
+            self._event(sess, seq, t, {"ev": "session", "op": "close", "session": sess.sid,
+                                       "frames": frames, "t": rt})
+            sess.closed = True
+            self._flush(sess, force=True)
+        elif method == "session/prompt":
+            ent: Entity = extra
+            if ent is None:
+                return
+            sess = self.sessions[ent.session]
+            mid = result.get("messageId")
+            if not ok or not isinstance(mid, str):
+                ent.dead = True  # ACP: the message was not inserted; no record
+                self._flush(sess)
+                return
+            ent.frames.append(seq)
+            self._adopt_prompt(sess, ent, mid)
+            self._flush(sess)
+
+    def _adopt_prompt(self, sess: _Session, ent: Entity, mid: str) -> None:
+        """The prompt gets its messageId; a user_message with that ID is the same
+        entity (ASR-713): it takes the prompt's timeline position."""
+        ent.key = mid
+        ent.value = {"messageId": mid, **ent.value}
+        key = ("user_message", mid)
+        other = sess.open.get(key)
+        if other is not None and other is not ent:
+            other.dead = True
+            ent.frames = sorted(set(ent.frames) | set(other.frames))
+            ent.value = dict(other.value)
+            ent.chunked = other.chunked
+            ent.final = other.final
+        sess.open[key] = ent
+
+    @staticmethod
+    def _lifecycle_ready(ev: dict | None, seq: int | None, ok: bool = True) -> None:
+        """A resume's record is kept for its response: it is written only if the resume
+        succeeded (or the recording ends first)."""
+        if ev is None:
+            return
+        if not ok:
+            ev["_failed"] = True
+        elif seq is not None:
+            ev["frames"].append(seq)
+        ev["_ready"] = True
+
+    # -- updates ------------------------------------------------------------------------
+
+    def _update(self, seq: int, t: int | None, params: Any) -> None:
+        if params.__class__ is not dict:
+            return
+        sid = params.get("sessionId")
+        upd = params.get("update")
+        if not isinstance(sid, str) or upd.__class__ is not dict:
+            return
+        sess = self._session(sid)
+        kind = upd.get("sessionUpdate")
+        spec = UPDATES.get(kind) if isinstance(kind, str) else None
+        if spec is not None:
+            ekind, id_field, how = spec
+            if how == "plan":
+                plan = upd.get("plan")
+                key = plan.get("planId") if isinstance(plan, dict) else None
+            else:
+                key = upd.get(id_field)
+            if isinstance(key, str) and not (how == "plan" and not isinstance(plan, dict)):
+                self._fold(sess, seq, t, ekind, key, how, upd, id_field)
+                return
+            self.warn(f"{kind} without a string {id_field}: kept as an audit record")
+        rec = {"ev": "update", "session": sid, "kind": kind if isinstance(kind, str) else None,
+               "update": upd, "frames": [seq], "t": t, "replayed": sess.replaying}
+        if kind == "session_info_update":
+            patch_fields(sess.info, upd, frozenset({"sessionUpdate"}))
+            rec["folded"] = dict(sess.info)
+        self._event(sess, seq, t, rec)
+        if kind == "state_update":
+            state = upd.get("state")
+            if state in ("idle", "requires_action") and not sess.replaying:
+                self._turn_end(sess, state)
+            elif self.snapshots and not sess.replaying:
+                self._flush(sess, force=True)
+        if len(sess.timeline) > MAX_HELD:
+            self._flush(sess, cap=True)
+
+    def _fold(self, sess, seq, t, kind, key, how, upd, id_field) -> None:
+        table = sess.replay_open if sess.replaying else sess.open
+        k = (kind, key)
+        ent = table.get(k)
+        if ent is None:
+            ent = Entity(kind, key, sess.sid, seq, t, replayed=sess.replaying)
+            if not sess.replaying:
+                old = self.finals.pop((sess.sid, kind, key), None)
+                if old is not None:  # a change after final (ASR-706)
+                    ent.value = old[0]
+                    ent.chunked = old[1]
+                    ent.frames = list(old[2])
+                    ent.origin = old[3]
+                    ent.output = old[4]
+                    ent.after_final = True
+                elif (sess.sid, kind, key) in self._final_ids:
+                    ent.after_final = True
+                    ent.basis = "patch"
+            if how != "plan":
+                ent.value[id_field] = key
+            table[k] = ent
+            sess.timeline.append(ent)
+        ent.frames.append(seq)
+        problem = apply_update(ent, how, upd, id_field)
+        if problem:
+            self.warn(f"{kind} {key}: {problem}")
+        if kind == "tool_call" and ent.value.get("status") in TERMINAL_TOOL:
+            if not sess.replaying:
+                del table[k]
+                self._finalize(ent, "status")
+                self._flush(sess)
+        elif kind == "compaction" and ent.value.get("status") in TERMINAL_COMPACTION:
+            if not sess.replaying:
+                del table[k]
+                self._finalize(ent, "status")
+                self._flush(sess)
+        elif kind == "subagent":
+            # written at first sight, before any child traffic (ASR-721); later updates
+            # supersede it
+            if not sess.replaying:
+                del table[k]
+                self._finalize(ent, "update")
+                self._flush(sess)
+
+    def _elicitation_complete(self, seq, t, params) -> None:
+        if params.__class__ is not dict:
+            return
+        sid = self.elicitations.get(params.get("elicitationId"))
+        if sid is None:
+            return
+        sess = self._session(sid)
+        self._event(sess, seq, t, {"ev": "update", "session": sid,
+                                   "kind": "elicitation_complete", "method":
+                                   "elicitation/complete", "update": params,
+                                   "frames": [seq], "t": t, "replayed": False})
+        self._flush(sess)
+
+    # -- finality -----------------------------------------------------------------------
+
+    def _turn_end(self, sess: _Session, state: str) -> None:
+        """idle or requires_action: messages, plans and terminals are final (ASR-705);
+        at idle a tool call left with status other or a vendor value ends too."""
+        for k, ent in list(sess.open.items()):
+            if ent.kind in TURN_SCOPED and (ent.key is not None):
+                del sess.open[k]
+                self._finalize(ent, state)
+            elif state == "idle" and ent.kind == "tool_call":
+                st = ent.value.get("status")
+                if st is not None and st not in OPEN_TOOL:
+                    del sess.open[k]
+                    self._finalize(ent, "turn_end")
+        self._flush(sess, turn_end=state == "idle")
+
+    def _finalize_all(self, sess: _Session, why: str) -> None:
+        for ent in list(sess.open.values()):
+            self._finalize(ent, why)
+        sess.open.clear()
+
+    def _end_replay(self, sess: _Session, why: str) -> None:
+        if not sess.replaying:
+            return
+        for ent in sess.replay_open.values():
+            self._finalize(ent, "replay")
+        sess.replay_open.clear()
+        sess.replaying = False
+        self._event(sess, -1, None, {"ev": "session", "op": "replay_end", "session": sess.sid,
+                                     "kind": sess.replay_kind, "frames": [], "t": None})
+        sess.replay_kind = ""
+
+    @property
+    def _final_ids(self) -> set:
+        return self.__dict__.setdefault("_fids", set())
+
+    def _finalize(self, ent: Entity, why: str) -> None:
+        if ent.dead:
+            return
+        if ent.key is None:  # a prompt never answered: not inserted, no record
+            ent.dead = True
+            return
+        ent.final = True
+        ent.why = why
+        rec = self._record(ent, True, why)
+        if not ent.replayed:
+            fk = (ent.session, ent.kind, ent.key)
+            self.finals[fk] = (ent.value, ent.chunked, ent.frames, ent.origin, ent.output)
+            if len(self.finals) > KEEP_FINAL:
+                self.finals.popitem(last=False)
+        if ent.released:
+            self.out.append(rec)
+        else:
+            ent.ready = rec
+
+    def _record(self, ent: Entity, final: bool, why: str) -> dict:
+        value = dict(ent.value)
+        for f in ("content", "summary"):
+            if isinstance(value.get(f), list):
+                value[f] = list(value[f])
+        rec: dict[str, Any] = {
+            "ev": "entity", "session": ent.session, "entity": ent.kind, "id": ent.key,
+            "final": final, "why": why, "pos": ent.pos, "t": ent.t,
+            "replayed": ent.replayed}
+        if ent.kind == "terminal":
+            if ent.output is not None:
+                value["output"] = {"data": base64.b64encode(bytes(ent.output)).decode()}
+        if ent.kind in ("user_message", "agent_message", "agent_thought", "session_message",
+                        "compaction", "terminal", "tool_call"):
+            rec["assembly"] = "chunks" if ent.chunked else "folded"
+        if ent.origin:
+            rec["origin"] = ent.origin
+        if ent.after_final:
+            rec["afterFinal"] = True
+            if ent.basis != "full":
+                rec["basis"] = ent.basis
+        rec["value"] = value
+        rec["frames"] = list(ent.frames)
+        return rec
+
+    def _event(self, sess: _Session, seq: int, t, rec: dict, ready: bool = True) -> dict:
+        rec.setdefault("frames", [seq] if seq >= 0 else [])
+        rec["_ready"] = ready
+        sess.timeline.append(rec)
+        if ready:
+            self._flush(sess)
+        return rec
+
+    def _flush(self, sess: _Session, *, force: bool = False, turn_end: bool = False,
+               cap: bool = False) -> None:
+        """Write what has reached the head of the session's timeline. ``force`` releases
+        open entities as partial records; ``turn_end`` releases open tool calls (their
+        call is written, the result follows when they end); ``cap`` releases the head
+        while the timeline is longer than MAX_HELD."""
+        tl = sess.timeline
+        out = self.out
+        while tl:
+            item = tl[0]
+            if item.__class__ is dict:
+                if not item["_ready"] and not force:
+                    break
+                tl.popleft()
+                if item.pop("_failed", None):
+                    continue
+                item.pop("_ready", None)
+                out.append(item)
+                continue
+            ent: Entity = item
+            if ent.dead or ent.released:
+                tl.popleft()
+                continue
+            if ent.ready is not None:
+                tl.popleft()
+                out.append(ent.ready)
+                ent.ready = None
+                ent.released = True
+                self._final_ids.add((ent.session, ent.kind, ent.key))
+                continue
+            if ent.key is None and not (force or cap):
+                break  # a prompt waiting for its messageId
+            release = force or (cap and len(tl) > MAX_HELD) or (
+                turn_end and ent.kind == "tool_call")
+            if not release:
+                break
+            tl.popleft()
+            if ent.key is None:
+                continue
+            ent.released = True
+            out.append(self._record(ent, False, "turn_end" if turn_end else "snapshot"))
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _session(self, sid: str) -> _Session:
+        sess = self.sessions.get(sid)
+        if sess is None:
+            sess = self.sessions[sid] = _Session(sid)
+            if self.forks_pending:
+                sess.replaying = True  # history replayed into a fork before its response
+                sess.replay_kind = "fork"
+        return sess
+
+    @staticmethod
+    def _v1_message(version: Any) -> str:
+        return (f"this recording negotiated ACP protocol version {version!r}; the ACP->ASR "
+                "mapping covers ACP v2 (schema 2.0.0-alpha.9, protocol version 2) only")
+
+
+def _roots(params: dict) -> dict:
+    """cwd, additionalDirectories and MCP server names/types; never their configuration
+    (environment, headers, arguments can hold credentials: ASR-712)."""
+    out: dict[str, Any] = {"cwd": params.get("cwd")}
+    dirs = params.get("additionalDirectories")
+    out["additionalDirectories"] = [d for d in dirs if isinstance(d, str)] if isinstance(
+        dirs, list) else []
+    servers = params.get("mcpServers")
+    if isinstance(servers, list):
+        out["mcpServers"] = [
+            {k: s[k] for k in ("name", "type") if isinstance(s.get(k), str)}
+            for s in servers if isinstance(s, dict)]
+    return out

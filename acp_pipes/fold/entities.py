@@ -1,0 +1,159 @@
+"""What each ACP v2 ``session/update`` kind folds into: entity kind, key, and how.
+
+An entity is one thing ACP identifies by a stable ID within a session (a message, a
+tool call, a plan, ...). ``UPDATES`` maps each ``sessionUpdate`` value to
+``(entity kind, id field, how)`` where ``how`` is ``upsert`` (patch the fields),
+``chunk`` (append one block to the content), ``plan`` (a whole snapshot) or ``bytes``
+(append terminal output). Kinds not listed here are session events, not entities.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from acp_pipes.fold.patch import append_block, patch_fields, patch_meta
+
+__all__ = ["CONTENT_FIELD", "EVENTS", "UPDATES", "Entity", "apply_update"]
+
+UPDATES: dict[str, tuple[str, str, str]] = {
+    "user_message": ("user_message", "messageId", "upsert"),
+    "user_message_chunk": ("user_message", "messageId", "chunk"),
+    "agent_message": ("agent_message", "messageId", "upsert"),
+    "agent_message_chunk": ("agent_message", "messageId", "chunk"),
+    "agent_thought": ("agent_thought", "messageId", "upsert"),
+    "agent_thought_chunk": ("agent_thought", "messageId", "chunk"),
+    "session_message": ("session_message", "messageId", "upsert"),
+    "session_message_chunk": ("session_message", "messageId", "chunk"),
+    "tool_call_update": ("tool_call", "toolCallId", "upsert"),
+    "tool_call_content_chunk": ("tool_call", "toolCallId", "chunk"),
+    "terminal_update": ("terminal", "terminalId", "upsert"),
+    "terminal_output_chunk": ("terminal", "terminalId", "bytes"),
+    "compaction_update": ("compaction", "compactionId", "upsert"),
+    "compaction_summary_chunk": ("compaction", "compactionId", "chunk"),
+    "plan_update": ("plan", "planId", "plan"),
+    "subagent_update": ("subagent", "sessionId", "upsert"),
+}
+
+#: Session-level updates the fold passes on as events (the rest of the known kinds).
+EVENTS = frozenset({
+    "state_update", "usage_update", "config_option_update", "session_info_update",
+    "available_commands_update", "notice", "plan_removed",
+})
+
+#: Which field holds an entity's chunk-built content.
+CONTENT_FIELD = {"compaction": "summary"}
+
+#: Kinds whose text chunks concatenate into one block (tool call content items do not:
+#: each chunk is one ToolCallContent item).
+_CONCAT = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
+                     "compaction"})
+#: ACP: "omission or null retains a known value" for these (SessionMessage[Chunk]).
+_KEEP_ON_NULL = {"session_message": ("senderSessionId", "recipientSessionId")}
+_SKIP = frozenset({"sessionUpdate"})
+
+
+class Entity:
+    """One entity being folded: its value so far and where it came from."""
+
+    __slots__ = ("kind", "key", "session", "pos", "t", "frames", "value", "chunked",
+                 "replayed", "released", "final", "ready", "dead", "origin", "basis",
+                 "output", "after_final", "why")
+
+    def __init__(self, kind: str, key: Any, session: str, pos: int, t: int | None,
+                 replayed: bool = False):
+        self.kind = kind
+        self.key = key
+        self.session = session
+        self.pos = pos
+        self.t = t
+        self.frames: list[int] = []
+        self.value: dict[str, Any] = {}
+        self.chunked = False  # the current content came (at least partly) from chunks
+        self.replayed = replayed
+        self.released = False  # a record for it has left the timeline already
+        self.final = False
+        self.ready: dict | None = None  # its final record, waiting for its turn
+        self.dead = False  # dropped (a prompt that was refused); skipped in the timeline
+        self.origin: str | None = None  # "prompt" for a session/prompt message
+        self.basis = "full"  # "patch": re-opened after final without the final state
+        self.output: bytearray | None = None  # terminal output bytes
+        self.after_final = False
+        self.why = ""
+
+
+def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
+    """Fold one update into ``ent`` (ACP's patch rule, ASR-704). Returns a problem to
+    report, or None."""
+    kind = ent.kind
+    value = ent.value
+    if how == "upsert":
+        skip = _SKIP | {id_field}
+        cfield = CONTENT_FIELD.get(kind, "content")
+        if cfield in upd:
+            ent.chunked = False  # full content replaces what chunks built ([] resets)
+        if kind == "terminal" and "output" in upd:
+            out = upd["output"]
+            if out is None:
+                ent.output = None
+            elif isinstance(out, dict) and isinstance(out.get("data"), str):
+                data = _b64(out["data"])
+                if data is None:
+                    return "terminal output is not base64"
+                ent.output = bytearray(data)
+                ent.chunked = False
+            skip = skip | {"output"}
+        patch_fields(value, upd, skip, keep_on_null=_KEEP_ON_NULL.get(kind, ()))
+        if kind == "tool_call" and value.get("content") == [] and "content" in upd:
+            value.pop("content")  # ACP: both null and [] clear a tool call's collection
+        return None
+    if how == "chunk":
+        block = upd.get("content")
+        if block is None:
+            return "chunk without content"
+        cfield = CONTENT_FIELD.get(kind, "content")
+        content = value.get(cfield)
+        if not isinstance(content, list):
+            content = []
+        else:
+            content = list(content)
+        append_block(content, block, kind in _CONCAT)
+        value[cfield] = content
+        ent.chunked = True
+        if kind == "session_message":  # a chunk may name sender and recipient too
+            for k in ("senderSessionId", "recipientSessionId"):
+                if upd.get(k) is not None:
+                    value[k] = upd[k]
+        return None
+    if how == "bytes":
+        data = _b64(upd.get("data"))
+        if data is None:
+            return "terminal output chunk is not base64"
+        if ent.output is None:
+            ent.output = bytearray()
+        ent.output += data
+        ent.chunked = True
+        return None
+    if how == "plan":  # each plan_update is a full snapshot of the plan
+        plan = upd.get("plan")
+        meta = value.get("_meta")
+        if "_meta" in upd:
+            meta = patch_meta(meta, upd["_meta"])
+        if isinstance(plan.get("_meta"), dict):
+            meta = patch_meta(meta, plan["_meta"])
+        value.clear()
+        value.update((k, v) for k, v in plan.items() if k != "_meta")
+        if meta:
+            value["_meta"] = meta
+        return None
+    return f"unknown fold {how!r}"
+
+
+def _b64(s: Any) -> bytes | None:
+    if not isinstance(s, str):
+        return None
+    try:
+        return base64.b64decode(s, validate=True)
+    except (binascii.Error, ValueError):
+        return None
