@@ -362,3 +362,16 @@ def test_fast_path_does_not_need_the_reference(monkeypatch):
         assert canonical_bytes(frame) == rfc8785.dumps(frame)
     with pytest.raises(AssertionError):
         canonical_bytes({"big": 2**64})
+
+
+@pytest.mark.parametrize("pad", [0, 2000])  # both sides of hash_raw's short-text check
+@pytest.mark.parametrize("value", [
+    1.0, -1e5, 2**64, [0.5], {"a": {"b": [1, -2.5e-7]}}, {"\ue000": 1, "\U0001f600": 2},
+    {"s": "1:2.5, [3e4", "n": 7}, {"big": 123456789012345678901234567890, "f": 1.5},
+])
+def test_hash_raw_float_and_order_checks_on_short_and_long_texts(value, pad):
+    framed = {"pad": "x" * pad, "v": value} if pad else value
+    raw = json.dumps(framed, separators=(",", ":")).encode()
+    parsed, digest = hash_raw(raw)
+    assert same(parsed, json.loads(raw))
+    assert digest == "blake3:" + blake3.blake3(reference_bytes(json.loads(raw))).hexdigest()
