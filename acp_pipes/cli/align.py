@@ -1,8 +1,226 @@
-"""`acp-align`: Align two or more recordings and show where they parted ways."""
+"""`acp-align`: where two runs parted ways, exact at any size, as ops, diff or graph."""
 
-from acp_pipes.cli.runner import not_built, run
+from __future__ import annotations
 
-TOOL = not_built("acp-align", "Align two or more recordings and show where they parted ways.")
+import argparse
+import os
+import sys
+
+import orjson
+
+from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
+from acp_pipes.jsonl import STDIN, InputError, dumps
+
+DESCRIPTION = """\
+Aligns two recordings step by step with an exact longest common subsequence (Myers'
+O((N+M)D) algorithm, linear memory) and shows where they parted ways. Inputs: traces
+(wire logs from acp-tee, frames streams from acp-frame, bare ACP JSONL with --dir) or ASR
+streams. A trace step is (direction, canonical hash of the message); an ASR step is
+(record type, canonical hash of the record without its bookkeeping fields: seq, id, ts,
+tsSource, observedAt, native, supersedes, parent, copiedFrom).
+
+--format ops (default): JSONL, one op per aligned step:
+  {"op":"equal"|"only-a"|"only-b","a":INDEX|null,"b":INDEX|null,
+   "dir"|"type", "kind", "method", "hash"}
+--format diff: a unified diff (-U N context), one line per step: direction arrow and a
+  short summary (method, prompt text, update kind). json: counts, LCS length, edit
+  distance and the first divergence with both steps described. dot / svg: a divergence
+  graph (svg needs Graphviz's dot program).
+
+Three or more inputs draw one divergence tree (a prefix tree, shared runs of steps
+merged; formats dot, svg, json). --lineage STREAM... draws the sessions of ASR streams:
+forks, subagents, resumes (formats dot, svg, json).
+
+--max-cost D bounds the edit distance searched per subproblem: past it the split is a
+heuristic, the result may not be minimal, and it is marked "approximate" (ops, json,
+diff, graph title) with a note on stderr. Without it the alignment is always exact.
+
+Exit status: 0 the runs are equal, 1 they differ, 2 usage or unusable input.
+See docs/acp-align.md."""
+
+EXAMPLE = """\
+acp-align run1.jsonl run2.jsonl --format diff
+acp-align run1.jsonl run2.jsonl --ignore /params/sessionId --ignore '/result/*Id' --format json
+acp-align run.jsonl --session sess-1 --session sess-2 --format diff
+acp-align runs/*.jsonl --format svg -o tree.svg
+acp-align --lineage parent.asr.jsonl child.asr.jsonl --format svg -o lineage.svg
+"""
+
+FORMATS = ("ops", "diff", "json", "dot", "svg")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, dest="fmt",
+                   help="output: ops (JSONL, default for two inputs), diff, json, dot, svg "
+                   "(json for three or more inputs, dot for --lineage)")
+    p.add_argument("-U", "--context", type=int, default=3, metavar="N",
+                   help="--format diff: N steps of context around each change (default 3)")
+    p.add_argument("--ignore", action="append", default=[], metavar="POINTER",
+                   help="JSON pointer (RFC 6901, '*' matches any key or index) of a volatile "
+                   "field to leave out before hashing; repeatable (same meaning as in "
+                   "acp-replay)")
+    p.add_argument("--session", action="append", default=[], metavar="ID",
+                   help="align only session ID of an input; give it once per input "
+                   "(once: for every input). One file with two --session aligns two "
+                   "sessions of one recording")
+    p.add_argument("--max-cost", type=int, metavar="D",
+                   help="bound the edit distance searched; past it the result is "
+                   "approximate (marked so). Default: unbounded, always exact")
+    p.add_argument("--dir", choices=("c2a", "a2c"), dest="direction",
+                   help="direction of bare ACP JSONL inputs (streams with a header ignore it)")
+    p.add_argument("--lineage", action="store_true",
+                   help="draw the session lineage of ASR streams (forks, subagents, resumes)")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    files = list(ctx.files)
+    if files.count(STDIN) > 1:
+        raise UsageError("stdin ('-') can be only one of the inputs")
+    if args.context < 0:
+        raise UsageError("-U must be at least 0")
+    if args.max_cost is not None and args.max_cost < 1:
+        raise UsageError("--max-cost must be at least 1")
+    spooled = None
+    if STDIN in files:
+        from acp_pipes.align.steps import spool_stdin
+
+        spooled = spool_stdin()
+    try:
+        paths = [spooled if f == STDIN else f for f in files]
+        names = ["stdin" if f == STDIN else f for f in files]
+        if args.lineage:
+            return _lineage(args, ctx, paths, names)
+        return _align(args, ctx, paths, names)
+    finally:
+        if spooled:
+            os.unlink(spooled)
+
+
+def _lineage(args, ctx: Context, paths, names) -> int:
+    from acp_pipes.align.graph import lineage_graph
+    from acp_pipes.align.steps import read_lineage
+
+    fmt = args.fmt or "dot"
+    if fmt not in ("dot", "svg", "json"):
+        raise UsageError(f"--lineage writes dot, svg or json, not {fmt}")
+    streams = []
+    for path, name in zip(paths, names, strict=True):
+        streams.extend(read_lineage(path, name))
+    g = lineage_graph(streams)
+    if fmt == "json":
+        rec = {
+            "sessions": [{"session": n, "label": d.get("label", "")} for n, d in g.nodes(data=True)],
+            "edges": [{"from": u, "to": v, "kind": d.get("kind")} for u, v, d in g.edges(data=True)],
+        }
+        ctx.out.write(dumps(rec))
+        return EXIT_OK
+    _write_graph(ctx, g, fmt)
+    return EXIT_OK
+
+
+def _align(args, ctx: Context, paths, names) -> int:
+    from acp_pipes.align.steps import StepTable, load_steps
+    from acp_pipes.normalize import Normalizer
+
+    sessions = list(args.session)
+    if len(paths) == 1 and len(sessions) == 2:
+        paths, names = paths * 2, names * 2
+    if len(paths) < 2:
+        raise UsageError("needs two inputs to align (or one input with two --session)")
+    if sessions and len(sessions) not in (1, len(paths)):
+        raise UsageError(f"--session: give it once, or once per input ({len(paths)})")
+    if len(sessions) == 1:
+        sessions = sessions * len(paths)
+    try:
+        normalizer = Normalizer.from_pointers(args.ignore)
+    except ValueError as e:
+        raise UsageError(f"--ignore: {e}") from None
+
+    def warn(source: str, line: int, message: str) -> None:
+        ctx.warn(message, source, line)
+
+    table = StepTable()
+    runs = [
+        load_steps(path, table, normalizer=normalizer,
+                   session=sessions[i] if sessions else None, warn=warn,
+                   source=names[i], direction=args.direction)
+        for i, path in enumerate(paths)
+    ]
+    kinds = {r.kind for r in runs}
+    if len(kinds) > 1:
+        raise UsageError("cannot align a trace with an ASR stream: give inputs of one kind")
+    if len(runs) > 2:
+        return _nway(args, ctx, runs, table)
+    return _pair(args, ctx, runs[0], runs[1], table)
+
+
+def _pair(args, ctx: Context, a, b, table) -> int:
+    from acp_pipes.align import render
+    from acp_pipes.align.myers import align
+
+    al = align(a.seq, b.seq, args.max_cost)
+    if al.approximate:
+        ctx.note(f"approximate: the edit distance passed --max-cost {args.max_cost}; the "
+                 "alignment is valid but may not be minimal")
+    fmt = args.fmt or "ops"
+    out = ctx.out
+    if fmt == "ops":
+        dumps_ = orjson.dumps
+        nl = orjson.OPT_APPEND_NEWLINE
+        write = out.write
+        for rec in render.ops(al, a, b, table):
+            write(dumps_(rec, option=nl))
+    elif fmt == "diff":
+        if al.distance:
+            for line in render.diff_lines(al, a, b, table, args.context):
+                out.write(line.encode("utf-8") + b"\n")
+    elif fmt == "json":
+        out.write(dumps(render.summary(al, a, b, table)))
+    else:
+        from acp_pipes.align.graph import pair_graph
+
+        _write_graph(ctx, pair_graph(al, a, b, table), fmt)
+    return EXIT_OK if al.distance == 0 else EXIT_DIFFERENT
+
+
+def _nway(args, ctx: Context, runs, table) -> int:
+    from acp_pipes.align.graph import build_tree, tree_graph, tree_json
+
+    fmt = args.fmt or "json"
+    if fmt not in ("dot", "svg", "json"):
+        raise UsageError(f"three or more inputs draw a tree: --format dot, svg or json, not {fmt}")
+    tree = build_tree(runs)
+    if fmt == "json":
+        rec = tree_json(runs, table, tree)
+        ctx.out.write(dumps(rec))
+        return EXIT_OK if rec["equal"] else EXIT_DIFFERENT
+    _write_graph(ctx, tree_graph(runs, table, tree), fmt)
+    from acp_pipes.align.graph import _first_branch
+
+    return EXIT_OK if _first_branch(tree) is None else EXIT_DIFFERENT
+
+
+def _write_graph(ctx: Context, g, fmt: str) -> None:
+    from acp_pipes.align.graph import DotMissing, to_dot, to_svg
+
+    src = to_dot(g)
+    if fmt == "dot":
+        ctx.out.write(src.encode("utf-8"))
+        return
+    try:
+        ctx.out.write(to_svg(src))
+    except DotMissing as e:
+        raise UsageError(str(e)) from None
+
+
+TOOL = Tool(
+    prog="acp-align",
+    summary="Align two or more recordings and show where they parted ways.",
+    description=DESCRIPTION,
+    example=EXAMPLE,
+    run=_run,
+    configure=configure,
+)
 
 
 def main() -> None:
