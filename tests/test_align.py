@@ -1,0 +1,287 @@
+"""acp-align through the real executable: echo-agent recordings made with acp-tee."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acp_pipes.echo_agent import client_session
+from tests.conftest import run_tool, tool_argv, tool_env
+
+
+def record(tmp: Path, name: str, client: list[bytes]) -> Path:
+    """Run the echo agent under acp-tee, fed ``client``; returns the wire log."""
+    wire = tmp / f"{name}.wire.jsonl"
+    proc = subprocess.run(
+        tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                  *tool_argv("echo-agent")),
+        input=b"".join(line + b"\n" for line in client),
+        capture_output=True, env=tool_env(), timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return wire
+
+
+def changed(client: list[bytes], old: bytes, new: bytes) -> list[bytes]:
+    out = [line.replace(old, new) for line in client]
+    assert out != client
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("align")
+    base = list(client_session(3))
+    shifted = []
+    for line in base:  # the same session with other JSON-RPC ids
+        msg = orjson.loads(line)
+        msg["id"] += 100
+        shifted.append(orjson.dumps(msg))
+    return {
+        "a": record(tmp, "a", base),
+        "a2": record(tmp, "a2", base),
+        "b": record(tmp, "b", changed(base, b'"hello 2"', b'"bye 2"')),
+        "c": record(tmp, "c", changed(base, b'"hello 3"', b'"ciao 3"')),
+        "ids": record(tmp, "ids", shifted),
+        "tmp": tmp,
+    }
+
+
+def align(*args: str, **kw) -> subprocess.CompletedProcess:
+    return run_tool("align", *map(str, args), **kw)
+
+
+def test_identical_recordings_exit_0(runs):
+    p = align(runs["a"], runs["a2"])
+    assert p.returncode == 0, p.stderr
+    ops = [orjson.loads(line) for line in p.stdout.splitlines()]
+    assert ops and all(op["op"] == "equal" for op in ops)
+    assert [op["a"] for op in ops] == [op["b"] for op in ops] == list(range(len(ops)))
+    p = align(runs["a"], runs["a2"], "--format", "diff")
+    assert (p.returncode, p.stdout) == (0, b"")
+
+
+def test_changed_prompt_first_divergence(runs):
+    p = align(runs["a"], runs["b"], "--format", "json")
+    assert p.returncode == 1, p.stderr
+    s = orjson.loads(p.stdout)
+    first = s["first_divergence"]
+    # initialize, session/new, prompt 1 are the first three client frames
+    assert first["step_a"]["method"] == first["step_b"]["method"] == "session/prompt"
+    assert first["step_a"]["summary"] == 'session/prompt "hello 2"'
+    assert first["step_b"]["summary"] == 'session/prompt "bye 2"'
+    assert first["a"] == first["b"]
+    assert s["counts"]["only-a"] == s["counts"]["only-b"] > 0
+    assert s["lcs"] == s["counts"]["equal"]
+    assert s["distance"] == s["counts"]["only-a"] + s["counts"]["only-b"]
+    assert s["approximate"] is False
+
+
+def test_ops_reconstruct_b(runs):
+    """The ops stream is a valid edit script over the real recordings."""
+    p = align(runs["a"], runs["b"])
+    assert p.returncode == 1
+    ops = [orjson.loads(line) for line in p.stdout.splitlines()]
+    frames_b = [orjson.loads(x) for x in run_tool("frame", str(runs["b"])).stdout.splitlines()][1:]
+    frames_a = [orjson.loads(x) for x in run_tool("frame", str(runs["a"])).stdout.splitlines()][1:]
+    rebuilt = [frames_a[o["a"]]["hash"] if o["op"] == "equal" else frames_b[o["b"]]["hash"]
+               for o in ops if o["op"] != "only-a"]
+    assert rebuilt == [f["hash"] for f in frames_b]
+    for o in ops:
+        if o["op"] == "equal":
+            assert frames_a[o["a"]]["hash"] == frames_b[o["b"]]["hash"] == o["hash"]
+
+
+def test_diff_is_readable(runs):
+    p = align(runs["a"], runs["b"], "--format", "diff", "-U", "1")
+    assert p.returncode == 1
+    text = p.stdout.decode()
+    assert text.startswith(f"--- {runs['a']}\n+++ {runs['b']}\n@@ -")
+    assert '-→ session/prompt "hello 2"' in text
+    assert '+→ session/prompt "bye 2"' in text
+    assert "user_message" in text and "←" in text
+
+
+def test_ignore_makes_runs_with_other_ids_equal(runs):
+    assert align(runs["a"], runs["ids"], "--format", "json").returncode == 1
+    p = align(runs["a"], runs["ids"], "--ignore", "/id", "--format", "json")
+    assert p.returncode == 0, p.stdout
+    assert orjson.loads(p.stdout)["distance"] == 0
+
+
+def test_dot_renders_with_real_graphviz(runs):
+    p = align(runs["a"], runs["b"], "--format", "dot")
+    assert p.returncode == 1
+    dot = p.stdout.decode()
+    assert "first divergence" in dot and "shared step" in dot
+    assert "blake3" not in dot  # labels say what happened, not hashes
+    svg = subprocess.run(["dot", "-Tsvg"], input=p.stdout, capture_output=True, check=True).stdout
+    assert svg.lstrip().startswith(b"<?xml") and b"<svg" in svg and svg.rstrip().endswith(b"</svg>")
+    assert b"bye 2" in svg
+    p = align(runs["a"], runs["b"], "--format", "svg")
+    assert p.returncode == 1 and p.stdout.rstrip().endswith(b"</svg>")
+
+
+def test_svg_without_dot_is_a_clear_error(runs, tmp_path):
+    env = tool_env()
+    env["PATH"] = str(tmp_path)  # an empty directory: no dot
+    p = subprocess.run(tool_argv("align", str(runs["a"]), str(runs["b"]), "--format", "svg"),
+                       capture_output=True, env=env)
+    assert p.returncode == 2
+    assert p.stdout == b""
+    err = p.stderr.decode()
+    assert "dot" in err and "apt-get install graphviz" in err and "Traceback" not in err
+
+
+def test_three_way_tree(runs):
+    p = align(runs["a"], runs["b"], runs["c"], "--format", "json")
+    assert p.returncode == 1, p.stderr
+    t = orjson.loads(p.stdout)
+    root = t["tree"]
+    assert root["runs"] == ["A", "B", "C"] and root["length"] > 0
+    # they part at prompt 2: B alone, A and C together
+    branches = {tuple(c["runs"]): c for c in root["children"]}
+    assert set(branches) == {("A", "C"), ("B",)}
+    assert branches[("B",)]["first_step"]["summary"] == 'session/prompt "bye 2"'
+    ac = branches[("A", "C")]
+    assert ac["first_step"]["summary"] == 'session/prompt "hello 2"'
+    # then A and C part at prompt 3
+    sub = {tuple(c["runs"]): c for c in ac["children"]}
+    assert sub[("A",)]["first_step"]["summary"] == 'session/prompt "hello 3"'
+    assert sub[("C",)]["first_step"]["summary"] == 'session/prompt "ciao 3"'
+    fd = t["first_divergence"]
+    assert fd["index"] == root["length"]
+    assert sorted(b["runs"] for b in fd["branches"]) == [["A", "C"], ["B"]]
+    dot = align(runs["a"], runs["b"], runs["c"], "--format", "dot").stdout
+    assert b"A, C" in dot and b"first divergence" in dot and b"ciao 3" in dot
+    svg = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, check=True).stdout
+    assert b"</svg>" in svg
+
+
+def test_three_identical_runs_exit_0(runs):
+    p = align(runs["a"], runs["a2"], runs["a"], "--format", "json")
+    assert p.returncode == 0
+    assert orjson.loads(p.stdout)["first_divergence"] is None
+
+
+def test_max_cost_marks_approximate(tmp_path):
+    """A reversed trace needs a large D: a small --max-cost is flagged, never silent."""
+    msgs = [orjson.dumps({"jsonrpc": "2.0", "method": "n", "params": {"i": i}}) for i in range(30)]
+    fwd, rev = tmp_path / "fwd.jsonl", tmp_path / "rev.jsonl"
+    fwd.write_bytes(b"".join(m + b"\n" for m in msgs))
+    rev.write_bytes(b"".join(m + b"\n" for m in reversed(msgs)))
+    p = align(fwd, rev, "--dir", "c2a", "--max-cost", "2", "--format", "json")
+    assert p.returncode == 1
+    assert orjson.loads(p.stdout)["approximate"] is True
+    assert b"approximate" in p.stderr
+    p = align(fwd, rev, "--dir", "c2a", "--max-cost", "2")
+    ops = [orjson.loads(line) for line in p.stdout.splitlines()]
+    assert ops and all(op.get("approximate") is True for op in ops)
+    p = align(fwd, rev, "--dir", "c2a", "--format", "json")
+    s = orjson.loads(p.stdout)
+    assert s["approximate"] is False and s["lcs"] == 1
+
+
+def test_two_sessions_of_one_recording(tmp_path):
+    """--session twice: two sessions multiplexed on one connection, aligned."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+         "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+         "params": {"sessionId": "s2", "prompt": [{"type": "text", "text": "hi"}]}},
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s2"}},
+    ]
+    path = tmp_path / "mux.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    p = align(path, "--dir", "c2a", "--session", "s1", "--session", "s2", "--ignore",
+              "/params/sessionId", "--ignore", "/id", "--format", "json")
+    s = orjson.loads(p.stdout)
+    assert p.returncode == 1, p.stderr
+    assert (s["a"]["session"], s["b"]["session"]) == ("s1", "s2")
+    assert s["counts"] == {"equal": 1, "only-a": 0, "only-b": 1}
+    assert s["first_divergence"]["step_b"]["method"] == "session/cancel"
+
+
+# -- ASR streams --------------------------------------------------------------------------
+
+
+def asr(session: str, records: list[dict], **header) -> bytes:
+    head = {"type": "header", "asr": "1.0", "sessionId": session, **header}
+    out = [head]
+    for n, r in enumerate(records):
+        out.append({"seq": n, "id": f"{session}-r{n}", "ts": f"2026-10-26T14:30:{n:02}Z",
+                    "tsSource": "recorder", **r})
+    return b"".join(orjson.dumps(x) + b"\n" for x in out)
+
+
+def msg(role: str, text: str) -> dict:
+    return {"type": "message", "role": role, "content": [{"type": "text", "text": text}]}
+
+
+def test_asr_streams_align_on_content_not_bookkeeping(tmp_path):
+    a = tmp_path / "a.asr.jsonl"
+    b = tmp_path / "b.asr.jsonl"
+    a.write_bytes(asr("s1", [msg("user", "hi"), msg("assistant", "Echo: hi")]))
+    b.write_bytes(asr("s9", [{"type": "state", "state": "running"}, msg("user", "hi"),
+                             msg("assistant", "Echo: hi")]))
+    p = align(a, b, "--format", "json")
+    s = orjson.loads(p.stdout)
+    assert p.returncode == 1, p.stderr
+    assert s["lcs"] == 2 and s["counts"]["only-b"] == 1
+    assert s["first_divergence"]["step_b"]["type"] == "state"
+    ops = [orjson.loads(x) for x in align(a, b).stdout.splitlines()]
+    assert [o["op"] for o in ops] == ["only-b", "equal", "equal"]
+    assert ops[1]["type"] == "message" and ops[1]["kind"] == "user"
+
+
+def test_lineage_of_a_fork_and_a_subagent(tmp_path):
+    parent = asr("s1", [msg("user", "plan the release"),
+                        {"type": "subagent", "childSession": "s2", "callId": "call_1"},
+                        {"type": "state", "state": "resumed"}],
+                 agent={"name": "org.example.agent"})
+    child = asr("s2", [msg("user", "check the changelog")],
+                lineage={"spawnedBy": {"session": "s1", "evidence": "native_field"}})
+    fork = asr("s3", [msg("user", "try another way")],
+               lineage={"forkedFrom": {"session": "s1", "evidence": "native_field"},
+                        "inherits": {"mode": "copied", "from": "s1",
+                                     "evidence": "native_field"}})
+    path = tmp_path / "all.asr.jsonl"
+    path.write_bytes(parent + child)  # two streams back to back in one file
+    other = tmp_path / "fork.asr.jsonl"
+    other.write_bytes(fork)
+    p = align("--lineage", path, other, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    g = orjson.loads(p.stdout)
+    assert {s["session"] for s in g["sessions"]} == {"s1", "s2", "s3"}
+    edges = {(e["from"], e["to"], e["kind"]) for e in g["edges"]}
+    assert ("s1", "s3", "fork") in edges
+    assert ("s1", "s2", "subagent") in edges
+    assert ("s1", "s1", "resume") in edges
+    dot = align("--lineage", path, other).stdout
+    assert b"fork" in dot and b"subagent" in dot and b"plan the release" in dot
+    svg = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, check=True).stdout
+    assert b"</svg>" in svg and b"s3" in svg
+
+
+def test_bad_input_names_file_and_line(tmp_path):
+    a = tmp_path / "a.asr.jsonl"
+    a.write_bytes(asr("s1", [msg("user", "hi")]) + b"{not json\n")
+    p = align(a, a)
+    assert p.returncode == 2
+    assert f"{a}:3:".encode() in p.stderr and b"Traceback" not in p.stderr
+    p = align(a)
+    assert p.returncode == 2 and b"two inputs" in p.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert align(empty, empty).returncode == 2
+
+
+def test_stdin_is_one_input(runs):
+    data = Path(runs["a"]).read_bytes()
+    p = align("-", runs["a2"], "--format", "json", input=data)
+    assert p.returncode == 0, p.stderr
+    assert orjson.loads(p.stdout)["a"]["source"] == "stdin"
