@@ -1,8 +1,96 @@
-"""`acp-asr`: Convert ACP v2 recordings into ASR streams, one per ACP session."""
+"""`acp-asr`: convert ACP v2 recordings into ASR streams, one per ACP session."""
 
-from acp_pipes.cli.runner import not_built, run
+from __future__ import annotations
 
-TOOL = not_built("acp-asr", "Convert ACP v2 recordings into ASR streams, one per ACP session.")
+import argparse
+import sys
+
+from acp_pipes.asr.mapping import Converter, V1Error
+from acp_pipes.asr.output import Spool
+from acp_pipes.cli.runner import Context, Tool, UsageError, run
+from acp_pipes.fold import ProtocolVersionError, fold_paths
+
+DESCRIPTION = """\
+Reads wire logs (acp-tee), frames (acp-frame) or folded entities (acp-fold) and runs the
+missing stages in-process. Writes one ASR stream per ACP session (ASR-701): with
+-o DIR as DIR/<sessionId>.asr.jsonl (the ID percent-encoded), otherwise all streams back
+to back on stdout. Converting the same input twice gives the same bytes: times come from
+the recording, never the clock. A recording cut off mid-session still converts (open
+entities are written as they stand, ASR-705); an update kind this version does not know
+is kept as an audit record (ASR-710). A recording that negotiated ACP v1 is refused
+(exit 2): the mapping is for ACP v2. --validate checks ASR streams instead (exit 1 and
+one line per problem when invalid). Format and every choice: docs/asr.md."""
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="write DIR/<sessionId>.asr.jsonl per session (default: stdout)")
+    p.add_argument("--session", metavar="ID", help="write only the stream of session ID")
+    p.add_argument("--agent-name", metavar="NAME",
+                   help="agent.name to record: the registry or reverse-DNS name the agent is "
+                        "known by (default: org.agent-session.acp.<label>, ASR-703)")
+    p.add_argument("--secret-field", action="append", default=[], metavar="NAME",
+                   help="also treat form field NAME as secret in elicitation answers")
+    p.add_argument("--keep-field", action="append", default=[], metavar="NAME",
+                   help="record form field NAME even when the schema marks it secret")
+    p.add_argument("--snapshots", action="store_true",
+                   help="also write partial snapshots at checkpoints (ASR-705)")
+    p.add_argument("--validate", action="store_true",
+                   help="validate ASR streams (FILE...) instead of converting")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    if args.validate:
+        from acp_pipes.asr.validate import validate_paths
+
+        problems = 0
+        for line in validate_paths(ctx.files):
+            problems += 1
+            print(line, file=sys.stderr, flush=True)
+        return 1 if problems else 0
+    conv = Converter(agent_name=args.agent_name, secret_fields=args.secret_field,
+                     keep_fields=args.keep_field)
+    spool = Spool(only=args.session)
+    progress = sys.stderr.isatty() and len(ctx.files) > 1
+    try:
+        for i, path in enumerate(ctx.files):
+            if progress:
+                print(f"\racp-asr: {i + 1}/{len(ctx.files)} {path}"[:120], end="",
+                      file=sys.stderr, flush=True)
+            records = fold_paths([path], snapshots=args.snapshots, warn=ctx.warn,
+                                 connection=conv.conn + (1 if i else 0))
+            feed = conv.feed
+            add = spool.add
+            for rec in records:
+                pairs = feed(rec)
+                if pairs:
+                    add(pairs)
+        if progress:
+            print(file=sys.stderr)
+    except (ProtocolVersionError, V1Error) as e:
+        raise UsageError(str(e)) from None
+    headers = conv.headers()
+    if args.session is not None and args.session not in headers:
+        raise UsageError(f"no session {args.session!r} in the input")
+    if args.output:
+        try:
+            spool.write_dir(args.output, headers)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
+    else:
+        spool.write_to(ctx.out, headers)
+    return 0
+
+
+TOOL = Tool(
+    prog="acp-asr",
+    summary="Convert ACP v2 recordings into ASR streams, one per ACP session.",
+    example="acp-asr wire.jsonl -o streams/\nacp-asr --validate streams/*.asr.jsonl",
+    run=_run,
+    configure=configure,
+    description=DESCRIPTION,
+    takes_output=False,
+)
 
 
 def main() -> None:

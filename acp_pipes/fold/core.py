@@ -357,6 +357,7 @@ class Folder:
                     ent.frames = list(old[2])
                     ent.origin = old[3]
                     ent.output = old[4]
+                    ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
                     ent.after_final = True
                 elif (sess.sid, kind, key) in self._final_ids:
                     ent.after_final = True
@@ -447,7 +448,8 @@ class Folder:
         rec = self._record(ent, True, why)
         if not ent.replayed:
             fk = (ent.session, ent.kind, ent.key)
-            self.finals[fk] = (ent.value, ent.chunked, ent.frames, ent.origin, ent.output)
+            self.finals[fk] = (ent.value, ent.chunked, ent.frames, ent.origin, ent.output,
+                                ent.pos, ent.t)
             if len(self.finals) > KEEP_FINAL:
                 self.finals.popitem(last=False)
         if ent.released:

@@ -1,0 +1,87 @@
+"""The ASR stream as acp-pipes writes it: header, record envelope, losses, names.
+
+Every field choice the mapping leaves open is documented in docs/asr.md, marked
+"(acp-pipes choice)"; this module holds the constants those choices name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from acp_pipes import __version__
+from acp_pipes.wire import iso_time
+
+__all__ = [
+    "ALWAYS_LOST",
+    "ASR_VERSION",
+    "AUDIT_PREFIX",
+    "FALLBACK_PREFIX",
+    "SOURCE",
+    "agent_name",
+    "header",
+    "record_id",
+    "ts_fields",
+]
+
+ASR_VERSION = "1.0"
+SOURCE = {"format": "acp", "formatVersion": "2.0.0-alpha.9"}  # ASR-700
+AUDIT_PREFIX = "org.agent-session.acp/"  # ASR-710
+FALLBACK_PREFIX = "org.agent-session.acp."  # ASR-703
+#: Losses that apply to every stream a recorder writes (ASR-722).
+ALWAYS_LOST = ("message.author", "inference", "usage", "timestamps")
+LOSS_ORDER = ("tool_result.content", "message.author", "inference", "usage", "timestamps",
+              "reasoning", "_org.agent-session.acp/tool_status_transitions",
+              "revision_history")
+#: Record fields that are not the record's content: two records whose other fields are
+#: equal say the same thing (ASR-717's duplicate test).
+ENVELOPE = frozenset({"seq", "id", "ts", "tsSource", "observedAt", "native", "supersedes",
+                      "copiedFrom", "assembly", "origin"})
+
+_LABEL = re.compile(r"[^a-z0-9]+")
+
+
+def agent_name(info_name: Any, configured: str | None = None) -> str:
+    """ASR-703: a configured (registry or reverse-DNS) name, else the reserved fallback
+    ``org.agent-session.acp.<label>``."""
+    if configured:
+        return configured
+    label = _LABEL.sub("-", str(info_name or "").lower()).strip("-") or "unknown"
+    return FALLBACK_PREFIX + label
+
+
+def record_id(seq: int) -> str:
+    """``r<seq>``, as in the mapping's own example record (acp-pipes choice)."""
+    return f"r{seq}"
+
+
+def ts_fields(t: int | None, replayed: bool) -> dict[str, str]:
+    """ASR-707: live records carry ``ts`` (receipt of the entity's first update) with
+    ``tsSource: recorder``; replayed history carries ``observedAt`` only."""
+    if t is None:
+        return {}
+    if replayed:
+        return {"observedAt": iso_time(t)}
+    return {"ts": iso_time(t), "tsSource": "recorder"}
+
+
+def header(sid: str, *, agent: dict, roots: list[dict], losses: set[str],
+           lineage: dict | None, connections: list[int]) -> dict:
+    h: dict[str, Any] = {
+        "type": "header",
+        "asr": ASR_VERSION,
+        "sessionId": sid,
+        "agent": agent,
+        "workspace": {"roots": roots},
+        "producer": {
+            "name": "acp-pipes",
+            "version": __version__,
+            "method": "recorder",
+            "source": dict(SOURCE),
+            "lossy": [x for x in LOSS_ORDER if x in losses],
+        },
+    }
+    if lineage:
+        h["lineage"] = lineage
+    h["native"] = {"connections": connections}
+    return h

@@ -1,0 +1,434 @@
+"""Fold records -> ASR record bodies, one builder per ACP entity or event kind.
+
+A builder returns ``[(key, body), ...]``: ``key`` identifies the ASR entity (for
+duplicates, ASR-717, and superseding, ASR-706; None for events, which are never
+duplicates) and ``body`` is the record without its envelope (seq, id, times, native),
+which :mod:`acp_pipes.asr.mapping` adds. Each builder quotes the rule it implements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp_pipes.asr.model import AUDIT_PREFIX
+from acp_pipes.asr.paths import path_ref
+
+__all__ = ["Ctx", "audit", "entity_bodies", "event_bodies"]
+
+TOOL_FINAL = frozenset({"completed", "failed", "cancelled"})
+TOOL_OPEN = frozenset({"pending", "in_progress"})
+REDACTED = "<redacted>"
+
+
+@dataclass
+class Ctx:
+    """What a builder needs from its stream and the options."""
+
+    sid: str
+    roots: list
+    losses: set
+    conn: int = 0
+    secret_fields: frozenset = frozenset()
+    keep_fields: frozenset = frozenset()
+    compaction_through: dict = field(default_factory=dict)
+    last_context: str | None = None
+
+
+def _meta(body: dict, value: dict) -> dict:
+    m = value.get("_meta")
+    if isinstance(m, dict) and m:
+        body["_meta"] = m  # ASR-708: folded key by key by the fold
+    return body
+
+
+def _partial(body: dict, final: bool, has_status: bool) -> dict:
+    """ASR-705 snapshots: ``status: partial`` where the type has a status, else a
+    capture state saying the record is partial (acp-pipes choice)."""
+    if not final:
+        if has_status:
+            body["status"] = "partial"
+        else:
+            body.setdefault("capture", {})["record"] = {"state": "partial"}
+    return body
+
+
+# -- messages -------------------------------------------------------------------------
+
+
+def _message(rec: dict, ctx: Ctx) -> list:
+    kind = rec["entity"]
+    v = rec["value"]
+    mid = rec["id"]
+    final = rec["final"]
+    content = v.get("content") if isinstance(v.get("content"), list) else []
+    if kind == "agent_thought":
+        # a reasoning-only message: one reasoning part with the thought's text; non-text
+        # blocks are a declared loss (ASR-722 "reasoning")
+        texts = []
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
+                texts.append(b["text"])
+            else:
+                ctx.losses.add("reasoning")
+        body = {"type": "message", "messageId": mid, "role": "assistant",
+                "content": [{"type": "reasoning", "text": "".join(texts)}]}
+        key = ("thought", mid)
+    elif kind == "session_message":
+        sender = v.get("senderSessionId")
+        recipient = v.get("recipientSessionId")
+        if recipient != ctx.sid:
+            # the sending side (or a side ACP does not name): ASR-735 -> ASR-710
+            return [(("session_message", mid), audit("session_message", v))]
+        body = {"type": "message", "messageId": mid, "role": "user", "author": "agent",
+                "origin": "inter_session"}
+        if isinstance(sender, str):
+            body["from"] = {"session": sender}
+        body["recipients"] = [{"actor": {"session": recipient}}]
+        body["content"] = content
+        key = ("inter_session", mid)
+    else:
+        role = "user" if kind == "user_message" else "assistant"
+        body = {"type": "message", "messageId": mid, "role": role}
+        if rec.get("origin") == "prompt":
+            body["origin"] = "prompt"  # ASR-713; never author: human
+        body["content"] = content
+        key = (role, mid)
+    if "assembly" in rec:
+        body["assembly"] = rec["assembly"]  # ASR-704
+    return [(key, _partial(_meta(body, v), final, False))]
+
+
+# -- tool calls ------------------------------------------------------------------------
+
+
+def _tool(rec: dict, ctx: Ctx) -> list:
+    v = rec["value"]
+    cid = rec["id"]
+    final = rec["final"]
+    ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
+    call: dict[str, Any] = {"type": "tool_call", "callId": cid, "callIdSource": "native"}
+    if isinstance(v.get("name"), str):
+        call["name"] = v["name"]
+    else:
+        call["capture"] = {"name": {"state": "absent"}}
+    for f in ("title", "kind"):
+        if f in v:
+            call[f] = v[f]
+    if "rawInput" in v:
+        call["input"] = v["rawInput"]
+    if isinstance(v.get("locations"), list):
+        locs = []
+        for loc in v["locations"]:
+            if isinstance(loc, dict):
+                loc = dict(loc)
+                loc["path"] = path_ref(loc.get("path"), ctx.roots)  # ASR-711
+            locs.append(loc)
+        call["locations"] = locs
+    out = [(("tool_call", cid), _meta(call, v))]
+    status = v.get("status")
+    if not final:
+        return out
+    why = rec.get("why")
+    content = v.get("content") if isinstance(v.get("content"), list) else []
+    ended = status in TOOL_FINAL or (
+        why == "turn_end" and status is not None and status not in TOOL_OPEN)
+    if ended and (status in TOOL_FINAL or content or "rawOutput" in v):
+        out.append((("tool_result", cid), _result(cid, status, v, content)))
+        ctx.losses.add("tool_result.content")
+    # ASR-715: diffs in the final content become file changes
+    fc_status = {"completed": "applied", "failed": "failed", "cancelled": "unknown"}.get(
+        status, "proposed") if ended or why in ("close", "stop", "replay") else None
+    if fc_status is not None:
+        n = 0
+        for item in content:
+            if isinstance(item, dict) and item.get("type") == "diff":
+                out.append((("file_change", cid, n), _file_change(cid, item, fc_status, ctx)))
+                n += 1
+    return out
+
+
+def _result(cid: str, status: Any, v: dict, content: list) -> dict:
+    """ASR-714: display content from {type: content}, raw from rawOutput, no content."""
+    st = "unknown" if status == "other" else status  # table: other -> unknown, vendor kept
+    body: dict[str, Any] = {"type": "tool_result", "callId": cid, "status": st,
+                            "linkage": "exact"}
+    display = [i.get("content") for i in content
+               if isinstance(i, dict) and i.get("type") == "content"]
+    if display:
+        body["displayContent"] = display
+    if "rawOutput" in v:
+        body["raw"] = v["rawOutput"]
+    terms = [i.get("terminalId") for i in content
+             if isinstance(i, dict) and i.get("type") == "terminal"]
+    if terms:
+        body["exec"] = {"terminalId": terms[-1]}
+    other = [i for i in content if not (isinstance(i, dict) and i.get("type") in (
+        "content", "diff", "terminal"))]
+    if other:  # ACP: preserve content types we do not understand
+        body["otherContent"] = other
+    body["capture"] = {"content": {"state": "absent"}}
+    return body
+
+
+def _file_change(cid: str, diff: dict, status: str, ctx: Ctx) -> dict:
+    changes = []
+    for ch in diff.get("changes") or ():
+        if not isinstance(ch, dict):
+            continue
+        c: dict[str, Any] = {"op": ch.get("operation")}
+        c["path"] = path_ref(ch.get("path"), ctx.roots)
+        if "oldPath" in ch:
+            c["oldPath"] = path_ref(ch["oldPath"], ctx.roots)
+        for f in ("fileType", "mimeType"):
+            if ch.get(f) is not None:
+                c[f] = ch[f]
+        changes.append(c)
+    body: dict[str, Any] = {"type": "file_change", "cause": {"callId": cid}, "changes": changes}
+    patch = diff.get("patch")
+    if isinstance(patch, dict) and isinstance(patch.get("text"), str):
+        body["patch"] = {"format": patch.get("format", "git_patch"), "text": patch["text"]}
+        body["precision"] = "hunks"
+    else:
+        body["precision"] = "unknown"
+    body["status"] = status
+    return _meta(body, diff)
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+def _permission(rec: dict, ctx: Ctx) -> list:
+    """ASR-716."""
+    v = rec["value"]
+    body: dict[str, Any] = {"type": "permission", "requestId": rec["id"], "idSource": "derived"}
+    for f in ("title", "description", "options"):
+        if v.get(f) is not None:
+            body[f] = v[f]
+    subj = v.get("subject")
+    if isinstance(subj, dict):
+        if subj.get("type") == "tool_call" and isinstance(subj.get("toolCall"), dict):
+            body["subject"] = {"callId": subj["toolCall"].get("toolCallId")}
+        elif subj.get("type") == "command":
+            body["subject"] = {"command": subj.get("command")}
+        else:
+            body["subject"] = {"native": subj}
+    outcome = v.get("outcome")
+    if isinstance(outcome, dict) and isinstance(outcome.get("outcome"), dict):
+        outcome = outcome["outcome"]  # the response result wraps the outcome
+    if isinstance(outcome, dict):
+        body["status"] = "resolved"
+        oc = outcome.get("outcome")
+        if oc == "selected":
+            oid = outcome.get("optionId")
+            body["selectedOptionId"] = oid
+            for opt in v.get("options") or ():
+                if isinstance(opt, dict) and opt.get("optionId") == oid:
+                    body["decision"] = opt.get("kind")  # ASR-709: unchanged
+                    break
+        elif oc == "cancelled":
+            body["decision"] = "cancelled"
+        elif isinstance(oc, str):
+            body["decision"] = oc
+    elif "error" in v:
+        body["status"] = "failed"
+    else:
+        body["status"] = "pending"
+    return [(("permission", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
+
+
+_ACTION = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
+
+
+def _elicitation(rec: dict, ctx: Ctx) -> list:
+    """ASR-734 (secret form answers are not recorded)."""
+    v = rec["value"]
+    body: dict[str, Any] = {"type": "input_request", "requestId": rec["id"],
+                            "idSource": v.get("idSource", "derived")}
+    if isinstance(v.get("toolCallId"), str):
+        body["callId"] = v["toolCallId"]
+    body["mode"] = v.get("mode")
+    for f in ("message", "requestedSchema", "url"):
+        if f in v:
+            body[f] = v[f]
+    resp = v.get("response")
+    if isinstance(resp, dict):
+        action = resp.get("action")
+        body["status"] = _ACTION.get(action, action)
+        if action == "accept" and v.get("mode") == "form" and isinstance(
+                resp.get("content"), dict):
+            answer, hidden = redact_answer(resp["content"], v.get("requestedSchema"), ctx)
+            body["response"] = answer
+            if hidden:
+                body["capture"] = {"response": {"state": "redacted", "fields": hidden}}
+    elif "error" in v:
+        body["status"] = "failed"
+    else:
+        body["status"] = "pending"
+    return [(("input_request", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
+
+
+def secret_fields(schema: Any) -> list[str]:
+    """Form fields the requested schema marks as secret. ACP (alpha.9) has no marker of
+    its own and says form mode is for non-sensitive data; we honour the markers a schema
+    can carry: ``format: "password"`` (a custom StringFormat, which ACP preserves),
+    JSON Schema's ``writeOnly: true``, and a ``_meta`` key named ``secret``, ``password``
+    or ``sensitive`` (or ending in ``/secret`` etc.) set to true (acp-pipes choice)."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return []
+    out = []
+    for name, p in props.items():
+        if not isinstance(p, dict):
+            continue
+        meta = p.get("_meta") if isinstance(p.get("_meta"), dict) else {}
+        marked = p.get("format") == "password" or p.get("writeOnly") is True or any(
+            v is True and k.replace(".", "/").rsplit("/", 1)[-1].lower()
+            in ("secret", "password", "sensitive") for k, v in meta.items())
+        if marked:
+            out.append(name)
+    return out
+
+
+def redact_answer(content: dict, schema: Any, ctx: Ctx) -> tuple[dict, list[str]]:
+    hide = (set(secret_fields(schema)) | set(ctx.secret_fields)) - set(ctx.keep_fields)
+    hidden = sorted(k for k in content if k in hide)
+    if not hidden:
+        return content, []
+    return {k: (REDACTED if k in hide else v) for k, v in content.items()}, hidden
+
+
+# -- plans, terminals, compactions, subagents --------------------------------------------
+
+
+def _plan(rec: dict, ctx: Ctx) -> list:
+    v = rec["value"]
+    body: dict[str, Any] = {"type": "plan", "planId": rec["id"], "planType": v.get("type")}
+    for k, x in v.items():
+        if k not in ("type", "planId", "_meta"):
+            body[k] = x
+    return [(("plan", rec["id"]), _partial(_meta(body, v), rec["final"], False))]
+
+
+def _terminal(rec: dict, ctx: Ctx) -> list:
+    v = rec["value"]
+    body: dict[str, Any] = {"type": "terminal", "terminalId": rec["id"]}
+    if "command" in v:
+        body["command"] = v["command"]
+    if "cwd" in v:
+        body["cwd"] = path_ref(v["cwd"], ctx.roots)
+    ex = v.get("exitStatus")
+    if isinstance(ex, dict):
+        if ex.get("exitCode") is not None:
+            body["exitCode"] = ex["exitCode"]
+        if ex.get("signal") is not None:
+            body["signal"] = ex["signal"]
+        body["status"] = "exited"
+    else:
+        body["status"] = "running"
+    out = v.get("output")
+    if isinstance(out, dict) and isinstance(out.get("data"), str):
+        body["output"] = {"blob": out["data"], "encoding": "base64",
+                          "assembly": rec.get("assembly", "folded")}
+    return [(("terminal", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
+
+
+def _compaction(rec: dict, ctx: Ctx) -> list:
+    """ASR-719; replaces.throughId by this mapping's convention: the last
+    context-participating record written before the compaction was first seen."""
+    v = rec["value"]
+    cid = rec["id"]
+    body: dict[str, Any] = {"type": "compaction", "compactionId": cid, "kind": "summary",
+                            "status": v.get("status")}
+    summary = v.get("summary")
+    if isinstance(summary, list) and summary:
+        body["summary"] = summary
+        body["assembly"] = rec.get("assembly", "folded")
+    else:
+        body["capture"] = {"summary": {"state": "absent"}}
+    if cid not in ctx.compaction_through:
+        ctx.compaction_through[cid] = ctx.last_context
+    if ctx.compaction_through[cid] is not None:
+        body["replaces"] = {"throughId": ctx.compaction_through[cid]}
+    if v.get("error") is not None:
+        body["error"] = v["error"]
+    return [(("compaction", cid), _partial(_meta(body, v), rec["final"], True))]
+
+
+def _subagent(rec: dict, ctx: Ctx) -> list:
+    """ASR-721: the association, in the parent's stream."""
+    v = rec["value"]
+    body: dict[str, Any] = {"type": "subagent", "childSession": rec["id"]}
+    for f in ("title", "description", "state", "capabilities"):
+        if f in v:
+            body[f] = v[f]
+    return [(("subagent", rec["id"]), _meta(body, v))]
+
+
+BUILDERS = {
+    "user_message": _message, "agent_message": _message, "agent_thought": _message,
+    "session_message": _message, "tool_call": _tool, "permission": _permission,
+    "elicitation": _elicitation, "plan": _plan, "terminal": _terminal,
+    "compaction": _compaction, "subagent": _subagent,
+}
+
+
+def entity_bodies(rec: dict, ctx: Ctx) -> list:
+    build = BUILDERS.get(rec.get("entity"))
+    if build is None:
+        return [(None, audit(str(rec.get("entity")), rec.get("value")))]
+    return build(rec, ctx)
+
+
+# -- events -----------------------------------------------------------------------------
+
+
+def audit(kind: str, payload: Any) -> dict:
+    """ASR-710: an audit-only record with the update in native.record."""
+    return {"type": AUDIT_PREFIX + kind, "native": {"record": payload}}
+
+
+def event_bodies(rec: dict, ctx: Ctx) -> list:
+    kind = rec.get("kind")
+    u = rec.get("update") if isinstance(rec.get("update"), dict) else {}
+    if kind == "state_update" and isinstance(u.get("state"), str):
+        body: dict[str, Any] = {"type": "state", "state": u["state"]}
+        for f in ("stopReason", "error", "usage"):
+            if u.get(f) is not None:
+                body[f] = u[f]
+        return [(None, _meta(body, u))]
+    if kind == "usage_update" and "used" in u and "size" in u:
+        body = {"type": "usage_summary", "scope": "session", "cumulative": True,
+                "includesChildren": None, "contextWindow": {"used": u["used"], "size": u["size"]}}
+        cost = u.get("cost")
+        if isinstance(cost, dict):
+            body["cost"] = {"amount": cost.get("amount"), "currency": cost.get("currency")}
+        return [(None, _meta(body, u))]  # ASR-720
+    if kind == "session_info_update":
+        folded = rec.get("folded") or {}
+        return [(None, _meta({"type": "session_info", "title": folded.get("title")}, u))]
+    if kind == "config_option_update" and isinstance(u.get("configOptions"), list):
+        body = {"type": "config_change", "options": u["configOptions"]}
+        for opt in u["configOptions"]:
+            if not isinstance(opt, dict):
+                continue
+            if opt.get("category") == "model" and "currentValue" in opt:
+                body["model"] = {"id": opt["currentValue"]}
+            elif opt.get("category") == "mode" and "currentValue" in opt:
+                body["mode"] = opt["currentValue"]
+        return [(None, _meta(body, u))]
+    if kind == "notice" and isinstance(u.get("title"), str):
+        # message with a derived ID (acp-pipes choice: notice:<n>:<seq>), ASR-730
+        frames = rec.get("frames") or [0]
+        mid = f"notice:{ctx.conn}:{frames[0]}"
+        content = [{"type": "text", "text": u["title"]}]
+        if isinstance(u.get("description"), str):
+            content.append({"type": "text", "text": u["description"]})
+        body = {"type": "message", "messageId": mid, "idSource": "derived", "role": "system",
+                "author": "harness", "origin": "notice", "audience": "user",
+                "content": content}
+        if u.get("severity") is not None:
+            body["severity"] = u["severity"]
+        return [(("notice", mid), _meta(body, u))]
+    name = kind if isinstance(kind, str) and kind else "unknown"
+    return [(None, audit(name, u))]
