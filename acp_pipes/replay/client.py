@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from acp_pipes import __version__
 from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.replay.ids import id_key, id_span, splice_id
 from acp_pipes.replay.report import pointer_diff
@@ -65,8 +66,9 @@ class _Log:
         self.lock = threading.Lock()
         self.seq = 0
         if out is not None:
-            out.write(orjson.dumps(header(argv, started_ns=self.clock(), clock=clock_spec,
-                                          host=host)) + b"\n")
+            head = header(argv, started_ns=self.clock(), clock=clock_spec, host=host)
+            head["recorder"] = f"acp-replay --client (acp-pipes) {__version__}"
+            out.write(orjson.dumps(head) + b"\n")
             out.flush()
 
     def frame(self, direction: str, raw: bytes, nolf: bool) -> int:
@@ -224,13 +226,13 @@ class _Driver:
                 if token is not None:
                     raw = splice_id(raw, token)
             nolf = bool(f.get("nolf"))
+            self.log.frame(C2A, raw, nolf)  # logged before it is sent: the answer follows it
             try:
                 stdin.write(raw if nolf else raw + b"\n")
                 stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
                 status = "agent_exited"
                 break
-            self.log.frame(C2A, raw, nolf)
             sent += 1
             last = time.monotonic()
             prev_t = t

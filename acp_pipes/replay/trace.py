@@ -110,7 +110,36 @@ class Trace:
             first = min(waiting, key=lambda f: f["seq"])
             return (f"{len(waiting)} recorded request(s) never answered, the first "
                     f"{first.get('method')} (seq {first['seq']}, {first['dir']})")
+        busy = self._busy_sessions()
+        if busy:
+            sid, state = busy[0]
+            return f"session {sid} is still {state} (ACP v2 state_update) at the end"
         return None
+
+
+    def _busy_sessions(self) -> list[tuple[str, str]]:
+        """ACP v2 sessions whose last ``state_update`` is not ``idle``: a turn was under
+        way when the recording stopped (v2 answers a prompt before the turn ends, so
+        no request is left open)."""
+        sessions = {f["sessionId"] for f in self.frames if "sessionId" in f}
+        busy = []
+        for f, raw in zip(reversed(self.frames), reversed(self.raws), strict=True):
+            if not sessions:
+                break
+            sid = f.get("sessionId")
+            if sid not in sessions or f.get("method") != "session/update" \
+                    or b"state_update" not in raw:
+                continue
+            try:
+                update = orjson.loads(raw)["params"]["update"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue
+            if not isinstance(update, dict) or update.get("sessionUpdate") != "state_update":
+                continue
+            sessions.discard(sid)
+            if update.get("state") != "idle":
+                busy.append((sid, str(update.get("state"))))
+        return sorted(busy)
 
 
 def _raw_bytes(rec: dict[str, Any]) -> bytes:

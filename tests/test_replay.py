@@ -1,0 +1,311 @@
+"""acp-replay on traces, as a tool over real pipes: the recorded bytes come back exactly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import REPO, run_tool, tool_argv, tool_env
+
+CLIENTS = REPO / "tests" / "clients"
+
+PROMPTS = 1000
+
+
+def frames_of(wire_log: bytes) -> list[dict]:
+    return [orjson.loads(x) for x in wire_log.splitlines()[1:]]
+
+
+def lines(data: bytes) -> list[bytes]:
+    return data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory) -> dict:
+    """A 1000-prompt echo session (every 10th asks permission, every 25th elicits),
+    recorded by acp-tee over real pipes, turn by turn (the lockstep client waits for each
+    answer, as an editor does); also framed by acp-frame."""
+    d = tmp_path_factory.mktemp("replay")
+    client = run_tool("echo-agent", "--client-session", str(PROMPTS), "--permission-every",
+                      "10", "--elicit-every", "25").stdout
+    script = d / "client.jsonl"
+    script.write_bytes(client)
+    wire = d / "wire.jsonl"
+    rec = subprocess.run(
+        [sys.executable, str(CLIENTS / "lockstep_client.py"), str(script), "--",
+         *tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                    *tool_argv("echo-agent"))],
+        capture_output=True, env=tool_env(), check=True)
+    frames = d / "frames.jsonl"
+    framed = run_tool("frame", str(wire), "-o", str(frames))
+    assert framed.returncode == 0, framed.stderr
+    return {"dir": d, "client": client, "script": script, "agent": rec.stdout, "wire": wire,
+            "frames": frames}
+
+
+def replay(*args: str, input: bytes) -> subprocess.CompletedProcess:
+    return run_tool("replay", *args, input=input)
+
+
+def report(proc: subprocess.CompletedProcess) -> dict:
+    """The one JSON line a stopped replay writes on stderr."""
+    out = [ln for ln in proc.stderr.splitlines() if ln.startswith(b"{")]
+    assert len(out) == 1, proc.stderr
+    return orjson.loads(out[0])
+
+
+def test_an_interactive_client_gets_the_recorded_bytes_of_1000_prompts(session):
+    assert session["agent"].count(b'"method":"session/request_permission"') == PROMPTS // 10
+    assert session["agent"].count(b'"method":"elicitation/create"') == PROMPTS // 25
+    # the lockstep client waits for each answer: it would hang (or fail) on a missing one
+    p = subprocess.run(
+        [sys.executable, str(CLIENTS / "lockstep_client.py"), str(session["script"]), "--",
+         *tool_argv("replay", str(session["wire"]))],
+        capture_output=True, env=tool_env(), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == session["agent"]
+    assert p.stderr == b""
+
+
+@pytest.mark.parametrize("trace", ["wire", "frames"])
+def test_replay_1000_prompts_gives_the_recorded_bytes(session, trace):
+    p = replay(str(session[trace]), input=session["client"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == session["agent"]
+    assert p.stderr == b""
+
+
+def test_emit_writes_each_direction_verbatim(session):
+    a2c = run_tool("replay", "--emit", "a2c", str(session["wire"]))
+    c2a = run_tool("replay", "--emit", "c2a", str(session["frames"]))
+    assert a2c.returncode == c2a.returncode == 0
+    assert a2c.stdout == session["agent"]
+    assert c2a.stdout == session["client"]
+
+
+def test_a_client_that_reorders_keys_and_spacing_is_accepted(session):
+    permuted = b"".join(
+        orjson.dumps(dict(reversed(orjson.loads(ln).items())), option=orjson.OPT_INDENT_2)
+        .replace(b"\n", b" ") + b"\n"
+        for ln in lines(session["client"]))
+    assert permuted != session["client"]
+    p = replay(str(session["frames"]), input=permuted)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == session["agent"]
+
+
+def test_a_perturbed_client_is_stopped_with_a_report(session):
+    client = lines(session["client"])
+    k = 40  # a session/prompt in the middle
+    frame = orjson.loads(client[k])
+    assert frame["method"] == "session/prompt"
+    recorded_text = frame["params"]["prompt"][0]["text"]
+    frame["params"]["prompt"][0]["text"] = "something else"
+    client[k] = orjson.dumps(frame)
+    p = replay(str(session["wire"]), input=b"\n".join(client) + b"\n")
+    assert p.returncode == 1
+    r = report(p)
+    assert r["event"] == "miss"
+    recorded = frames_of(session["wire"].read_bytes())
+    expected = [f for f in recorded if f["dir"] == "c2a"][k]
+    assert r["expected"]["seq"] == expected["seq"]
+    assert r["expected"]["method"] == "session/prompt"
+    assert r["expected"]["hash"].startswith("blake3:")
+    assert r["received"]["method"] == "session/prompt"
+    assert r["received"]["id"] == frame["id"]
+    assert r["received"]["hash"] != r["expected"]["hash"]
+    assert r["consumed"] == k
+    assert r["nearest"]["seq"] == expected["seq"]
+    assert r["diff"] == [{"op": "replace", "path": "/params/prompt/0/text",
+                          "recorded": recorded_text, "received": "something else"}]
+    # everything before the miss was replayed, byte for byte, and nothing after it
+    before = b"".join(f["raw"].encode() + b"\n"
+                      for f in recorded if f["dir"] == "a2c" and f["seq"] < expected["seq"])
+    assert p.stdout == before
+
+
+def test_remap_ids_gives_the_client_its_own_ids(session, tmp_path):
+    client = lines(session["client"])[:60]
+    shifted = []
+    for ln in client:
+        f = orjson.loads(ln)
+        if "method" in f:  # the client's own requests get other ids
+            f["id"] = f"c-{f['id']}"
+        shifted.append(orjson.dumps(f))
+    data = b"\n".join(shifted) + b"\n"
+    plain = replay(str(session["frames"]), input=data)
+    assert plain.returncode == 1 and report(plain)["event"] == "miss"
+
+    log = tmp_path / "remap.jsonl"
+    p = replay("--remap-ids", "--remap-log", str(log), str(session["frames"]), input=data)
+    assert report(p)["event"] == "client_ended"  # we sent only the first 60 frames
+    recorded = frames_of(session["frames"].read_bytes())
+    c2a = [f for f in recorded if f["dir"] == "c2a"]
+    owned_a2c = [f for f in recorded if f["dir"] == "a2c" and f["seq"] < c2a[60]["seq"]]
+    got = lines(p.stdout)
+    assert len(got) == len(owned_a2c)
+    requests = {f["id"] for f in c2a[:60] if f["kind"] == "request"}
+    for want, live in zip(owned_a2c, got, strict=True):
+        raw = want["raw"].encode()
+        if want["kind"] in ("response", "error") and want["id"] in requests:
+            # only the id token changed
+            token = b'"id":' + orjson.dumps(want["id"])
+            assert live == raw.replace(token, b'"id":' + orjson.dumps(f"c-{want['id']}"), 1)
+            assert orjson.loads(live)["id"] == f"c-{want['id']}"
+        else:
+            assert live == raw  # the agent's own requests keep their ids
+    entries = [orjson.loads(x) for x in log.read_bytes().splitlines()]
+    assert entries[0] == {"recorded": 0, "live": "c-0", "dir": "c2a", "seq": c2a[0]["seq"]}
+    assert len(entries) == len(requests)
+
+
+def test_client_mode_against_the_echo_agent_reproduces_the_recording(session, tmp_path):
+    out = tmp_path / "rerun.jsonl"
+    p = run_tool("replay", "--client", str(session["frames"]), "-o", str(out), "--clock",
+                 "epoch", "--no-host", "--", *tool_argv("echo-agent"))
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == b""
+    rerun = out.read_bytes().splitlines()
+    recorded = session["wire"].read_bytes().splitlines()
+    assert orjson.loads(rerun[0])["format"] == "acp-pipes/wire"
+    assert rerun[1:] == recorded[1:]  # every record, byte for byte, in the same order
+
+
+def test_client_mode_reports_differences_and_strict_stops(session, tmp_path):
+    wire = session["wire"].read_bytes().splitlines()
+    at = next(i for i, x in enumerate(wire) if b'\\"sessionId\\":\\"sess-1\\"}' in x)
+    f = orjson.loads(wire[at])
+    assert f["dir"] == "a2c"  # the session/new response
+    f["raw"] = f["raw"].replace("sess-1", "sess-9")
+    wire[at] = orjson.dumps(f)
+    trace = tmp_path / "edited.jsonl"
+    trace.write_bytes(b"\n".join(wire[:200]) + b"\n")
+    argv = ["--client", str(trace), "--timeout", "5", "--", *tool_argv("echo-agent")]
+    p = run_tool("replay", *argv)
+    assert p.returncode == 0
+    events = [orjson.loads(x) for x in p.stderr.splitlines()]
+    assert events[0]["event"] == "differs"
+    assert events[0]["seq"] == f["seq"]
+    assert {"op": "replace", "path": "/result/sessionId", "recorded": "sess-9",
+            "received": "sess-1"} in events[0]["diff"]
+    strict = run_tool("replay", "--strict", *argv)
+    assert strict.returncode == 1
+    assert [orjson.loads(x)["event"] for x in strict.stderr.splitlines()] == ["differs"]
+
+
+def _wire(tmp_path: Path, frames: list[tuple[str, str]], name: str = "t.jsonl") -> Path:
+    head = {"format": "acp-pipes/wire", "version": 1, "recorder": "test", "argv": [],
+            "started": "1970-01-01T00:00:00.000000Z", "clock": "epoch", "env": {}}
+    recs = [head] + [{"seq": i, "t": i * 1000, "dir": d, "raw": r}
+                     for i, (d, r) in enumerate(frames)]
+    path = tmp_path / name
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    return path
+
+
+def _req(i, method, **params):
+    return orjson.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).decode()
+
+
+def _res(i, **result):
+    return orjson.dumps({"jsonrpc": "2.0", "id": i, "result": result}).decode()
+
+
+def test_match_any_serves_interleaved_requests(tmp_path):
+    trace = _wire(tmp_path, [
+        ("a2c", '{"jsonrpc":"2.0","method":"hello"}'),  # before the first client frame
+        ("c2a", _req(1, "session/list")),
+        ("a2c", _res(1, sessions=[])),
+        ("c2a", _req(2, "session/new", cwd="/a")),
+        ("a2c", _req(7, "session/request_permission", sessionId="s")),
+        ("c2a", _res(7, outcome={"outcome": "cancelled"})),
+        ("a2c", _res(2, sessionId="s")),
+    ])
+    live = [_req(2, "session/new", cwd="/a"), _req(1, "session/list"),
+            _res(7, outcome={"outcome": "cancelled"})]
+    data = "".join(x + "\n" for x in live).encode()
+    ordered = replay(str(trace), input=data)
+    assert ordered.returncode == 1
+    assert report(ordered)["expected"]["method"] == "session/list"
+    p = replay("--match", "any", str(trace), input=data)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == (b'{"jsonrpc":"2.0","method":"hello"}\n'
+                        + _req(7, "session/request_permission", sessionId="s").encode() + b"\n"
+                        + _res(1, sessions=[]).encode() + b"\n"
+                        + _res(2, sessionId="s").encode() + b"\n")
+
+
+def test_a_cut_trace_replays_up_to_the_cut_and_says_so(session, tmp_path):
+    wire = session["wire"].read_bytes().splitlines()
+    # cut in the middle of a turn: the prompt's updates stop half way
+    recs = [orjson.loads(x) for x in wire[1:]]
+    prompt = next(i for i, r in enumerate(recs) if r["dir"] == "c2a" and '"hello 5"' in r["raw"])
+    cut = wire[: 1 + prompt + 6]
+    trace = tmp_path / "cut.jsonl"
+    trace.write_bytes(b"\n".join(cut) + b"\n")
+    p = replay(str(trace), input=session["client"])
+    assert p.returncode == 1
+    r = report(p)
+    assert r["event"] == "trace_cut"
+    assert "cut off" in r["message"]
+    assert r["consumed"] == sum(1 for x in cut[1:] if orjson.loads(x)["dir"] == "c2a")
+    assert p.stdout == run_tool("replay", "--emit", "a2c", str(trace)).stdout
+    assert p.stdout and session["agent"].startswith(p.stdout)
+    # an interactive client waiting for the rest of the turn is not left hanging
+    waiting = subprocess.run(
+        [sys.executable, str(CLIENTS / "lockstep_client.py"), str(session["script"]), "--",
+         *tool_argv("replay", str(trace))],
+        capture_output=True, env=tool_env(), timeout=60)
+    assert waiting.returncode == 1  # the "agent" ended before answering everything
+    assert waiting.stdout == p.stdout
+    assert report(waiting)["event"] == "trace_cut"
+
+    # cut cleanly between turns: the client sending more is told the trace ended
+    end = max(i for i, r in enumerate(recs[:prompt]) if r["dir"] == "a2c")
+    trace.write_bytes(b"\n".join(wire[: 1 + end + 1]) + b"\n")
+    p = replay(str(trace), input=session["client"])
+    assert p.returncode == 1
+    r = report(p)
+    assert r["event"] == "trace_ended"
+    assert r["received"]["method"] == "session/prompt"
+    assert "more than was recorded" in r["message"]
+
+
+def test_ignore_pointers_match_modulo_volatile_values(session):
+    client = session["client"].replace(b'"cwd":"/tmp/acp-echo"', b'"cwd":"/home/x"')
+    assert client != session["client"]
+    assert replay(str(session["frames"]), input=client).returncode == 1
+    p = replay("--ignore", "/params/cwd", str(session["frames"]), input=client)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == session["agent"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], b"exactly one TRACE"),
+    (["-"], b"cannot be stdin"),
+    (["--remap-log", "x.jsonl", "T"], b"needs --remap-ids"),
+    (["--ignore", "params", "T"], b"JSON pointer"),
+    (["--client", "T"], b"needs the agent command"),
+    (["T", "--", "agent"], b"only used with --client"),
+])
+def test_usage_errors_exit_2(session, args, message):
+    args = [str(session["wire"]) if a == "T" else a for a in args]
+    p = run_tool("replay", *args, input=b"")
+    assert p.returncode == 2
+    assert message in p.stderr
+
+
+def test_input_of_the_wrong_kind_exits_2(session, tmp_path):
+    bare = tmp_path / "bare.jsonl"
+    bare.write_bytes(session["client"][:500])
+    p = run_tool("replay", str(bare), input=b"")
+    assert p.returncode == 2
+    assert b"bare.jsonl:1: expected a wire log (acp-tee) or frames" in p.stderr
+    missing = run_tool("replay", str(tmp_path / "nope.jsonl"), input=b"")
+    assert missing.returncode == 2 and b"nope.jsonl: cannot open" in missing.stderr
+    agent = run_tool("replay", "--client", str(session["wire"]), "--", str(tmp_path / "no-agent"))
+    assert agent.returncode == 2 and b"cannot start" in agent.stderr
