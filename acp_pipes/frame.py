@@ -55,15 +55,16 @@ kept. A stream of the wrong kind (an ASR stream, folded entities, a newer versio
 from __future__ import annotations
 
 import base64
+import gzip
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import blake3
 import orjson
 
 from acp_pipes import canonical
-from acp_pipes.jsonl import InputError, Line, display_name, read_lines
+from acp_pipes.jsonl import STDIN, InputError, Line, display_name, open_source
 from acp_pipes.streams import ASR, FRAMES, VERSIONS, WIRE, describe, header_format
 from acp_pipes.wire import A2C, C2A, DIRECTIONS
 
@@ -71,6 +72,8 @@ __all__ = [
     "KINDS",
     "RAW_HASH_PREFIX",
     "Framer",
+    "frame_chunks",
+    "frame_lines",
     "frames",
     "frames_header",
     "raw_hash",
@@ -87,6 +90,7 @@ MAX_PENDING = 1 << 16
 Warn = Callable[[str, int, str], None]
 
 _OTHER = {C2A: A2C, A2C: C2A}
+BARE = "bare"
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
 _hash_raw = getattr(canonical, "hash_raw", None)
@@ -137,8 +141,13 @@ def _not_jsonrpc(value: Any) -> str:
     return "neither a method nor a result or error"
 
 
+_ID_TYPES = (str, int, float)
+#: Key layouts of wire records written by acp-tee that need no redaction handling.
+_PLAIN_LAYOUTS = frozenset({("seq", "t", "dir", "raw"), ("seq", "t", "dir", "raw_b64")})
+
+
 def _is_id(x: Any) -> bool:
-    return x is None or (x.__class__ in (str, int, float))
+    return x is None or (x.__class__ in _ID_TYPES)
 
 
 class Framer:
@@ -152,19 +161,30 @@ class Framer:
         self.warn = warn or _no_warn
         self.pending: dict[str, dict[tuple[type, Any], tuple[str, Any]]] = {C2A: {}, A2C: {}}
 
-    def frame(self, rec: dict[str, Any], line: int = 0) -> dict[str, Any] | None:
+    def frame(
+        self, rec: dict[str, Any], line: int = 0, into: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
         """The frame record for one wire (or frame) record; None, reported, if the record
-        itself is broken (no valid seq/dir/raw)."""
+        itself is broken (no valid seq/dir/raw). A wire record in the plain layout
+        (seq, t, dir, raw|raw_b64) is extended in place and returned, saving a copy per
+        frame: pass a copy if you keep ``rec``. ``into`` says the record is in the plain
+        layout: the added fields (kind ... hash) go there instead, and ``into`` is
+        returned (how the CLI writes a frame without encoding its raw bytes again)."""
         seq = rec.get("seq")
         t = rec.get("t")
         d = rec.get("dir")
         if seq.__class__ is not int or not (t is None or t.__class__ is int) or d not in _OTHER:
             self.warn(self.source, line, "not a wire record (needs seq, t, dir), skipped")
             return None
-        out: dict[str, Any] = {"seq": seq, "t": t, "dir": d}
+        plain = into is not None or tuple(rec) in _PLAIN_LAYOUTS
+        if plain:
+            out = rec if into is None else into
+        else:
+            out = {"seq": seq, "t": t, "dir": d}
         r = rec.get("raw")
         if r.__class__ is str:
-            out["raw"] = r
+            if not plain:
+                out["raw"] = r
             if r.isascii():
                 b = r
                 size = len(r)
@@ -178,17 +198,19 @@ class Framer:
             except (TypeError, ValueError):
                 self.warn(self.source, line, "wire record has no raw or valid raw_b64, skipped")
                 return None
-            out["raw_b64"] = r
+            if not plain:
+                out["raw_b64"] = r
             size = len(b)
-        if rec.get("nolf") is True:
-            out["nolf"] = True
-        redacted = rec.get("redacted") is True
-        if redacted:
-            out["redacted"] = True
+        redacted = False
+        if not plain:
+            if rec.get("nolf") is True:
+                out["nolf"] = True
+            if rec.get("redacted") is True:
+                out["redacted"] = redacted = True
         try:
             value, h = _hash_raw(b)
         except ValueError as e:  # canonical.ParseError
-            why = "not UTF-8" if "raw_b64" in out else str(e)
+            why = "not UTF-8" if b.__class__ is bytes and r is rec.get("raw_b64") else str(e)
             self.warn(self.source, line, f"not JSON: {why}")
             out["kind"] = "invalid_json"
             out["size"] = size
@@ -196,57 +218,44 @@ class Framer:
                 b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
             return out
         sid = None
+        kind = None
         if value.__class__ is dict and value.get("jsonrpc") == "2.0":
             method = value.get("method")
             if method is not None:
-                if method.__class__ is not str:
-                    kind = None
-                elif "id" in value:
-                    rid = value["id"]
-                    if _is_id(rid):
-                        kind = "request"
-                        out["kind"] = kind
-                        out["method"] = method
-                        out["id"] = rid
-                        params = value.get("params")
-                        if params.__class__ is dict:
-                            sid = params.get("sessionId")
-                            if sid.__class__ is not str:
-                                sid = None
-                        pend = self.pending[d]
-                        pend[(rid.__class__, rid)] = (method, sid)
-                        if len(pend) > MAX_PENDING:
-                            del pend[next(iter(pend))]
-                    else:
-                        kind = None
-                else:
-                    kind = "notification"
-                    out["kind"] = kind
-                    out["method"] = method
+                if method.__class__ is str:
                     params = value.get("params")
                     if params.__class__ is dict:
                         sid = params.get("sessionId")
                         if sid.__class__ is not str:
                             sid = None
-            elif "id" in value and _is_id(value["id"]) and (("result" in value) != ("error" in value)):
+                    if "id" not in value:
+                        kind = out["kind"] = "notification"
+                        out["method"] = method
+                    else:
+                        rid = value["id"]
+                        if rid is None or rid.__class__ in _ID_TYPES:
+                            kind = out["kind"] = "request"
+                            out["method"] = method
+                            out["id"] = rid
+                            pend = self.pending[d]
+                            pend[(rid.__class__, rid)] = (method, sid)
+                            if len(pend) > MAX_PENDING:
+                                del pend[next(iter(pend))]
+            elif "id" in value and (("result" in value) is not ("error" in value)):
                 rid = value["id"]
-                kind = "response" if "result" in value else "error"
-                out["kind"] = kind
-                asked = self.pending[_OTHER[d]].pop((rid.__class__, rid), None)
-                if asked is not None:
-                    out["method"] = asked[0]
-                    sid = asked[1]
-                out["id"] = rid
-                if kind == "response":
-                    result = value["result"]
-                    if result.__class__ is dict:
-                        s = result.get("sessionId")
-                        if s.__class__ is str:
-                            sid = s
-            else:
-                kind = None
-        else:
-            kind = None
+                if rid is None or rid.__class__ in _ID_TYPES:
+                    kind = out["kind"] = "response" if "result" in value else "error"
+                    asked = self.pending[_OTHER[d]].pop((rid.__class__, rid), None)
+                    if asked is not None:
+                        out["method"] = asked[0]
+                        sid = asked[1]
+                    out["id"] = rid
+                    if kind == "response":
+                        result = value["result"]
+                        if result.__class__ is dict:
+                            s = result.get("sessionId")
+                            if s.__class__ is str:
+                                sid = s
         if kind is None:
             self.warn(self.source, line, f"not JSON-RPC: {_not_jsonrpc(value)}")
             out["kind"] = "not_jsonrpc"
@@ -265,11 +274,12 @@ class Framer:
 def frames(
     records: Iterable[dict[str, Any]], *, source: str = "-", warn: Warn | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Wire records (or frame records, re-framed) -> frame records, one stream."""
+    """Wire records (or frame records, re-framed) -> frame records, one stream. The
+    records given are left as they are (:meth:`Framer.frame` may extend its own)."""
     framer = Framer(source, warn)
     frame = framer.frame
     for rec in records:
-        out = frame(rec)
+        out = frame(dict(rec))
         if out is not None:
             yield out
 
@@ -280,16 +290,25 @@ def read_frames(
     direction: str | None = None,
     warn: Warn | None = None,
     headers: bool = False,
-) -> Iterator[dict[str, Any]]:
+    encode: bool = False,
+) -> Iterator[Any]:
     """Frame records from a wire log, a frames stream or a bare ACP JSONL stream.
 
     ``direction`` ("c2a"/"a2c") is needed for a bare stream and ignored for streams with a
     header. With ``headers=True`` each stream's frames header is yielded before its
-    frames (what ``acp-frame`` writes). ``.gz`` and ``-`` (stdin) work.
+    frames (what ``acp-frame`` writes). ``.gz`` and ``-`` (stdin) work. With ``encode``,
+    JSONL lines (bytes) instead of dicts (see :func:`frame_chunks`).
     """
     path = str(path)
-    yield from frame_lines(read_lines(path), display_name(path),
-                           direction=direction, warn=warn, headers=headers)
+    source = display_name(path)
+    stream = open_source(path)
+    try:
+        # the stream itself, no per-line objects: this is the hot path
+        yield from frame_chunks(stream, source, direction=direction,
+                                warn=warn, headers=headers, encode=encode)
+    finally:
+        if path != STDIN:
+            stream.close()
 
 
 def frame_lines(
@@ -300,27 +319,79 @@ def frame_lines(
     warn: Warn | None = None,
     headers: bool = False,
 ) -> Iterator[dict[str, Any]]:
-    """:func:`read_frames` over already-read lines of one source."""
+    """:func:`read_frames` over already-read, consecutively numbered lines of one source.
+
+    Lazy: each frame is yielded right after its line was read."""
+    it = iter(lines)
+    first = next(it, None)
+    if first is None:
+        return
+    yield from frame_chunks(_with_lf(first, it), source, direction=direction, warn=warn,
+                            headers=headers, first_line=first.number)
+
+
+def _with_lf(first: Line, rest: Iterator[Line]) -> Iterator[bytes]:
+    yield first.raw + b"\n" if first.terminated else first.raw
+    for line in rest:
+        yield line.raw + b"\n" if line.terminated else line.raw
+
+
+def frame_chunks(
+    chunks: Iterable[bytes],
+    source: str,
+    *,
+    direction: str | None = None,
+    warn: Warn | None = None,
+    headers: bool = False,
+    first_line: int = 1,
+    encode: bool = False,
+) -> Iterator[Any]:
+    """:func:`read_frames` over the lines of one source as bytes *with* their LF (a last
+    line without LF is a frame without LF, or a torn wire record).
+
+    With ``encode``, yields JSONL lines (bytes with LF) instead of dicts: a wire record in
+    the plain layout, written on one line as acp-tee writes it, keeps its own bytes up to
+    ``raw`` and only the added fields are encoded, so the raw string is not escaped again.
+    """
     if direction is not None and direction not in DIRECTIONS:
         raise ValueError(f"direction must be c2a or a2c, got {direction!r}")
     warn = warn or _no_warn
     loads = _loads
+    dumps = orjson.dumps
+    NL = orjson.OPT_APPEND_NEWLINE
     JSONDecodeError = _JSONDecodeError
-    mode = None  # None: before the first stream; WIRE/FRAMES: records; "bare": ACP lines
+    mode = None  # None: before the first stream; WIRE: wire or frame records; BARE: ACP lines
     framer = Framer(source, warn)
     frame = framer.frame
     seq = 0
-    for line in lines:
-        raw = line.raw
-        number = line.number
+    number = first_line - 1
+    chunks = iter(chunks)
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except (OSError, EOFError, gzip.BadGzipFile) as e:  # a truncated .gz, a bad disk
+            raise InputError(source, number + 1, f"cannot read: {e}") from None
+        number += 1
         if mode is WIRE:
             try:
-                rec = loads(raw)
+                rec = loads(chunk)  # JSON allows the trailing LF (and a CR before it)
             except JSONDecodeError as e:
-                what = "torn last line (no LF)" if not line.terminated else "not JSON"
+                what = "torn last line (no LF)" if chunk[-1:] != b"\n" else "not JSON"
                 warn(source, number, f"{what}, wire record skipped: {e}")
                 continue
             if rec.__class__ is dict and "dir" in rec:
+                if encode:
+                    if chunk[-2:] == b"}\n" and tuple(rec) in _PLAIN_LAYOUTS:
+                        out = frame(rec, number, {})  # plain: only the added fields
+                        if out is not None:
+                            yield chunk[:-2] + b"," + dumps(out, option=NL)[1:]
+                    else:
+                        out = frame(rec, number)
+                        if out is not None:
+                            yield dumps(out, option=NL)
+                    continue
                 out = frame(rec, number)
                 if out is not None:
                     yield out
@@ -330,6 +401,8 @@ def frame_lines(
                 warn(source, number, "not a wire record (needs seq, t, dir), skipped")
                 continue
         else:
+            terminated = chunk[-1:] == b"\n"
+            raw = chunk[:-1] if terminated else chunk
             if mode is None and not raw.strip():
                 continue
             try:
@@ -344,20 +417,21 @@ def frame_lines(
                             source, 0,
                             "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c",
                         )
-                    mode = "bare"
+                    mode = BARE
                     seq = 0
                     if headers:
-                        yield frames_header(None)
+                        h = frames_header(None)
+                        yield dumps(h, option=NL) if encode else h
                 if not raw.strip():  # blank lines do not frame in ndjson
                     continue
                 key, text = _encode(raw)
                 wire = {"seq": seq, "t": None, "dir": direction, key: text}
-                if not line.terminated:
+                if not terminated:
                     wire["nolf"] = True
                 seq += 1
                 out = frame(wire, number)
                 if out is not None:
-                    yield out
+                    yield dumps(out, option=NL) if encode else out
                 continue
         # a header: the next stream starts here
         where = 0 if number == 1 else number
@@ -374,7 +448,8 @@ def frame_lines(
         mode = WIRE  # frame records are wire records plus fields: both frame the same way
         if headers:
             src = rec if fmt == WIRE else rec.get("source")
-            yield frames_header(src if isinstance(src, dict) else None)
+            h = frames_header(src if isinstance(src, dict) else None)
+            yield dumps(h, option=NL) if encode else h
 
 
 def _encode(raw: bytes) -> tuple[str, str]:

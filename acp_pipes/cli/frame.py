@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import orjson
-
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.frame import read_frames
 
@@ -55,11 +53,10 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         ctx_warn(message, source, line)
 
     write = ctx.out.write
-    dumps = orjson.dumps
-    nl = orjson.OPT_APPEND_NEWLINE
     for path in ctx.files:
-        for rec in read_frames(path, direction=args.direction, warn=warn, headers=True):
-            write(dumps(rec, option=nl))
+        for line in read_frames(path, direction=args.direction, warn=warn, headers=True,
+                                encode=True):
+            write(line)
     return 0
 
 
