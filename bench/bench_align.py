@@ -170,7 +170,8 @@ def main(quick: bool) -> str:
                  "both inputs). frame: `acp-frame A` + `acp-frame B` (CLI, same run). "
                  f"Median of {cases[0][2]} interleaved runs; RSS = peak of the process. "
                  "LCS alone: the Myers step in process, on the same step keys as difflib. "
-                 "difflib and the LCS alone run in child processes on the same step keys; difflib on the 1M case under a time cap (reading the inputs included).")
+                 "difflib and the LCS alone run in child processes on the same step keys; "
+                 "difflib on the 1M case under a time cap (reading the inputs included).")
     return "## acp-align\n\n" + table(
         ["case", "align (CLI)", "frame A + B (CLI)", "ratio", "align peak RSS",
          "frame peak RSS", "LCS found / exact", "LCS alone", "difflib.SequenceMatcher"],

@@ -208,7 +208,8 @@ def _asr_steps(lines, path, source, table, normalizer, session) -> Steps:
         try:
             h = canonical_hash(normalizer.apply(content))
         except CanonicalError as e:
-            raise InputError(line.source, line.number, f"record has no canonical form: {e}")
+            raise InputError(line.source, line.number,
+                             f"record has no canonical form: {e}") from None
         key = (rtype, h)
         step = ids.get(key)
         if step is None:
@@ -362,8 +363,9 @@ def read_lineage(path: str, source: str | None = None) -> list[dict[str, Any]]:
             streams.append(cur)
             continue
         if cur is None:
+            got = describe(header_format(rec))
             raise InputError(line.source, line.number,
-                             f"expected an ASR stream (a header line), got {describe(header_format(rec))}")
+                             f"expected an ASR stream (a header line), got {got}")
         if not isinstance(rec, dict):
             raise InputError(line.source, line.number, "an ASR record must be a JSON object")
         cur["records"] += 1

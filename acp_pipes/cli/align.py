@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import orjson
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
-from acp_pipes.jsonl import STDIN, InputError, dumps
+from acp_pipes.jsonl import STDIN, dumps
 
 DESCRIPTION = """\
 Aligns two recordings step by step with an exact longest common subsequence (Myers'
@@ -109,8 +108,10 @@ def _lineage(args, ctx: Context, paths, names) -> int:
     g = lineage_graph(streams)
     if fmt == "json":
         rec = {
-            "sessions": [{"session": n, "label": d.get("label", "")} for n, d in g.nodes(data=True)],
-            "edges": [{"from": u, "to": v, "kind": d.get("kind")} for u, v, d in g.edges(data=True)],
+            "sessions": [{"session": n, "label": d.get("label", "")}
+                         for n, d in g.nodes(data=True)],
+            "edges": [{"from": u, "to": v, "kind": d.get("kind")}
+                      for u, v, d in g.edges(data=True)],
         }
         ctx.out.write(dumps(rec))
         return EXIT_OK
