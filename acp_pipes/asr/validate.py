@@ -1,0 +1,178 @@
+"""`acp-asr --validate`: schema checks plus what a schema cannot say.
+
+Each problem is one line ``FILE:LINE: POINTER: what is wrong`` (POINTER is a JSON
+pointer into the record; empty for the record as a whole). Checked beyond the schemas:
+each stream starts with a header; ``seq`` counts 1, 2, 3, ... and ``id``s are unique;
+``supersedes`` names an earlier record of the same type; ``replaces.throughId`` and
+``lineage.inherits.localThroughId`` name records of the stream; ``copiedFrom`` names a
+record of the stream the header says it inherits from (checked when that stream is
+among the inputs); every PathRef names a declared root; the losses ASR-722 requires
+for what the stream holds are declared in ``producer.lossy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+
+from acp_pipes.asr.model import ALWAYS_LOST
+from acp_pipes.asr.schema import validator_for
+from acp_pipes.jsonl import InputError, display_name, read_lines
+
+__all__ = ["validate_paths", "validate_streams"]
+
+
+def _ptr(path: Iterable[Any]) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+class _Stream:
+    def __init__(self, header: dict, source: str, line: int):
+        self.header = header
+        self.source = source
+        self.line = line
+        self.sid = header.get("sessionId")
+        self.ids: dict[str, str] = {}  # id -> type
+        self.seq = 0
+        self.types: set[str] = set()
+        roots = (header.get("workspace") or {}).get("roots") or []
+        self.roots = {r.get("id") for r in roots if isinstance(r, dict)}
+        self.copied: list[tuple[int, dict]] = []
+        self.later: list[tuple[int, str, str]] = []  # (line, pointer, id) to check at end
+
+
+def _pathrefs(rec: dict) -> Iterator[tuple[str, Any]]:
+    t = rec.get("type")
+    if t == "tool_call":
+        for i, loc in enumerate(rec.get("locations") or ()):
+            if isinstance(loc, dict):
+                yield f"/locations/{i}/path", loc.get("path")
+    elif t == "file_change":
+        for i, ch in enumerate(rec.get("changes") or ()):
+            if isinstance(ch, dict):
+                yield f"/changes/{i}/path", ch.get("path")
+                if "oldPath" in ch:
+                    yield f"/changes/{i}/oldPath", ch["oldPath"]
+    elif t == "terminal" and "cwd" in rec:
+        yield "/cwd", rec["cwd"]
+
+
+def validate_streams(lines: Iterable[tuple[str, int, bytes]]) -> Iterator[str]:
+    """Problems, one line each, for ASR lines given as (source, line number, bytes)."""
+    streams: dict[str, _Stream] = {}
+    done: list[_Stream] = []
+    cur: _Stream | None = None
+    headless = False
+
+    def close(st: _Stream | None) -> Iterator[str]:
+        if st is None:
+            return
+        lossy = set(((st.header.get("producer") or {}).get("lossy")) or ())
+        need = set(ALWAYS_LOST)
+        if "tool_result" in st.types:
+            need.add("tool_result.content")
+        if "tool_call" in st.types:
+            need.add("_org.agent-session.acp/tool_status_transitions")
+        for loss in sorted(need - lossy):
+            yield (f"{st.source}:{st.line}: /producer/lossy: required loss {loss!r} "
+                   "is not declared (ASR-722)")
+        for line, ptr, rid in st.later:
+            if rid not in st.ids:
+                yield f"{st.source}:{line}: {ptr}: names {rid!r}, no such record in the stream"
+        done.append(st)
+
+    for source, number, raw in lines:
+        where = f"{source}:{number}"
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            yield f"{where}: : not JSON: {e}"
+            continue
+        if not isinstance(rec, dict):
+            yield f"{where}: : not a JSON object"
+            continue
+        is_header = rec.get("type") == "header"
+        if is_header:
+            yield from close(cur)
+            cur = _Stream(rec, source, number)
+            sid = cur.sid
+            if isinstance(sid, str):
+                streams[sid] = cur  # copiedFrom looks parents up by session
+            lin = (rec.get("lineage") or {}).get("inherits") or {}
+            if isinstance(lin.get("localThroughId"), str):
+                cur.later.append((number, "/lineage/inherits/localThroughId",
+                                  lin["localThroughId"]))
+        elif cur is None:
+            if not headless:
+                yield f"{where}: : a stream must start with its header"
+            headless = True
+            continue
+        v = validator_for(rec, is_header)
+        if v is None:
+            yield f"{where}: /type: unknown record type {rec.get('type')!r}"
+        else:
+            for err in sorted(v.iter_errors(rec), key=lambda e: list(e.absolute_path)):
+                msg = err.message
+                if err.validator == "not":
+                    msg = "has a forbidden shape: " + orjson.dumps(err.validator_value).decode()
+                yield f"{where}: {_ptr(err.absolute_path)}: {msg}"
+        if is_header:
+            continue
+        st = cur
+        seq = rec.get("seq")
+        if isinstance(seq, int):
+            if seq != st.seq + 1:
+                yield f"{where}: /seq: {seq} after {st.seq}: seq must count up by one"
+            st.seq = seq
+        rid = rec.get("id")
+        t = rec.get("type")
+        if isinstance(t, str):
+            st.types.add(t)
+        if isinstance(rid, str):
+            if rid in st.ids:
+                yield f"{where}: /id: duplicate id {rid!r}"
+            sup = rec.get("supersedes")
+            if sup is not None:
+                if sup not in st.ids:
+                    yield f"{where}: /supersedes: {sup!r} is not an earlier record"
+                elif st.ids[sup] != t:
+                    yield f"{where}: /supersedes: {sup!r} is a {st.ids[sup]}, not a {t}"
+            rep = (rec.get("replaces") or {}).get("throughId") if isinstance(
+                rec.get("replaces"), dict) else None
+            if rep is not None and rep not in st.ids:
+                yield f"{where}: /replaces/throughId: {rep!r} is not an earlier record"
+            st.ids[rid] = t
+        for ptr, ref in _pathrefs(rec):
+            if isinstance(ref, dict) and ref.get("root") is not None and (
+                    ref["root"] not in st.roots):
+                yield f"{where}: {ptr}/root: {ref['root']!r} is not a declared root"
+        if isinstance(rec.get("copiedFrom"), dict):
+            st.copied.append((number, rec))
+    yield from close(cur)
+    for st in done:
+        inherits = ((st.header.get("lineage") or {}).get("inherits") or {})
+        for number, rec in st.copied:
+            cf = rec["copiedFrom"]
+            where = f"{st.source}:{number}"
+            if cf.get("session") != inherits.get("from"):
+                yield (f"{where}: /copiedFrom/session: {cf.get('session')!r} is not the "
+                       "session the header inherits from")
+                continue
+            parent = streams.get(cf.get("session"))
+            if parent is not None and cf.get("id") not in parent.ids:
+                yield f"{where}: /copiedFrom/id: {cf.get('id')!r} is not a record of the parent"
+
+
+def validate_paths(paths: Iterable[str]) -> Iterator[str]:
+    def lines() -> Iterator[tuple[str, int, bytes]]:
+        for path in paths:
+            try:
+                for line in read_lines(path):
+                    if line.raw.strip():
+                        yield display_name(path), line.number, line.raw
+            except InputError as e:
+                yield display_name(path), 0, b"\x00" + str(e).encode()
+
+    yield from validate_streams(lines())
