@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
-from acp_pipes.jsonl import STDIN, display_name, read_lines
+from acp_pipes.jsonl import STDIN, display_name
 from acp_pipes.normalize import parse_pointer
 from acp_pipes.streams import ASR, header_format
 from acp_pipes.wire import make_clock
@@ -129,14 +129,16 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                          "the client's")
 
     # dispatch on the input kind, reading the first line only once (stdin works too)
-    lines = read_lines(path)
+    from acp_pipes.replay import raw_lines
+
+    lines = raw_lines(path)
     head = []
     fmt = None
-    for line in lines:
-        head.append(line)
-        if line.raw.strip():
+    for raw in lines:
+        head.append(raw)
+        if raw.strip():
             try:
-                fmt = header_format(orjson.loads(line.raw))
+                fmt = header_format(orjson.loads(raw))
             except orjson.JSONDecodeError:
                 fmt = None
             break
@@ -147,6 +149,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _run_asr(args: argparse.Namespace, ctx: Context, path: str, lines) -> int:
+    """The ASR-stream replay (``acp_pipes.replay.asr.cli_run``) gets the same arguments and
+    the input's lines as bytes, its first line included."""
     try:
         from acp_pipes.replay import asr  # type: ignore[attr-defined]
     except ImportError:

@@ -15,8 +15,8 @@ from acp_pipes.replay.trace import (
     Trace,
     emit,
     load_trace,
+    raw_lines,
     replay_agent,
-    trace_format,
 )
 
 __all__ = [
@@ -28,5 +28,5 @@ __all__ = [
     "emit",
     "load_trace",
     "replay_agent",
-    "trace_format",
+    "raw_lines",
 ]

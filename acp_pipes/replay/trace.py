@@ -23,10 +23,11 @@ client's answers are matched like any other client frame.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -34,7 +35,7 @@ import orjson
 
 from acp_pipes.canonical import CanonicalError, ParseError, hash_raw, parse_json
 from acp_pipes.frame import Framer, frame_lines, raw_hash
-from acp_pipes.jsonl import InputError, Line, display_name, read_lines
+from acp_pipes.jsonl import STDIN, InputError, Line, display_name, open_source
 from acp_pipes.normalize import IGNORED, Normalizer
 from acp_pipes.replay.ids import id_key, id_span
 from acp_pipes.replay.report import nearest
@@ -48,8 +49,8 @@ __all__ = [
     "emit",
     "live_hash",
     "load_trace",
+    "raw_lines",
     "replay_agent",
-    "trace_format",
 ]
 
 Report = Callable[[dict[str, Any]], None]
@@ -94,15 +95,23 @@ class Trace:
         if self.frames and self.frames[-1].get("nolf"):
             return "its last frame has no LF"
         # counted, not paired in order: a scripted client may answer before it is asked
-        unanswered: dict[tuple[str, bytes], list[dict[str, Any]]] = {}
-        answers: dict[tuple[str, bytes], int] = {}
+        unanswered: dict[tuple, list[dict[str, Any]]] = {}
+        answers: dict[tuple, int] = {}
+        sessions: set[str] = set()
         for f in self.frames:
             kind = f.get("kind")
+            if kind == "notification":
+                continue
             if kind == "request":
-                unanswered.setdefault((f["dir"], id_key(f.get("id"))), []).append(f)
-            elif kind in ("response", "error"):
-                key = (A2C if f["dir"] == C2A else C2A, id_key(f.get("id")))
+                rid = f.get("id")
+                unanswered.setdefault((f["dir"], rid.__class__, rid), []).append(f)
+            elif kind == "response" or kind == "error":
+                rid = f.get("id")
+                key = (A2C if f["dir"] == C2A else C2A, rid.__class__, rid)
                 answers[key] = answers.get(key, 0) + 1
+            sid = f.get("sessionId")
+            if sid is not None:
+                sessions.add(sid)
         waiting = []
         for key, asked in unanswered.items():
             waiting.extend(asked[answers.get(key, 0):])
@@ -110,18 +119,17 @@ class Trace:
             first = min(waiting, key=lambda f: f["seq"])
             return (f"{len(waiting)} recorded request(s) never answered, the first "
                     f"{first.get('method')} (seq {first['seq']}, {first['dir']})")
-        busy = self._busy_sessions()
+        busy = self._busy_sessions(sessions)
         if busy:
             sid, state = busy[0]
             return f"session {sid} is still {state} (ACP v2 state_update) at the end"
         return None
 
-
-    def _busy_sessions(self) -> list[tuple[str, str]]:
-        """ACP v2 sessions whose last ``state_update`` is not ``idle``: a turn was under
-        way when the recording stopped (v2 answers a prompt before the turn ends, so
-        no request is left open)."""
-        sessions = {f["sessionId"] for f in self.frames if "sessionId" in f}
+    def _busy_sessions(self, sessions: set[str]) -> list[tuple[str, str]]:
+        """Of ``sessions`` (those named by requests and responses), the ACP v2 sessions
+        whose last ``state_update`` is not ``idle``: a turn was under way when the
+        recording stopped (v2 answers a prompt before the turn ends, so no request is
+        left open)."""
         busy = []
         for f, raw in zip(reversed(self.frames), reversed(self.raws), strict=True):
             if not sessions:
@@ -146,68 +154,66 @@ def _raw_bytes(rec: dict[str, Any]) -> bytes:
     r = rec.get("raw")
     if r.__class__ is str:
         return r.encode("utf-8", "surrogatepass")
-    import base64
-
-    return base64.b64decode(rec["raw_b64"])
+    return base64.b64decode(rec["raw_b64"], validate=True)
 
 
-def trace_format(path: str) -> str | None:
-    """The stream format a trace file starts with (see :mod:`acp_pipes.streams`); None
-    for a bare ACP JSONL stream or an empty file."""
-    lines = read_lines(path)
+def raw_lines(path: str) -> Iterator[bytes]:
+    """The lines of a trace file as bytes (with their LF), ``-`` and ``.gz`` handled
+    (:func:`acp_pipes.jsonl.open_source`); the file is closed when the iterator ends."""
+    stream = open_source(path)
     try:
-        for line in lines:
-            if line.raw.strip():
-                try:
-                    return header_format(orjson.loads(line.raw))
-                except orjson.JSONDecodeError:
-                    return None
-        return None
+        yield from stream
+    except (OSError, EOFError) as e:
+        raise InputError(display_name(path), 0, f"cannot read: {e}") from None
     finally:
-        lines.close()
+        if path != STDIN:
+            stream.close()
 
 
 def load_trace(
     path: str,
     *,
-    lines: Iterable[Line] | None = None,
+    lines: Iterable[bytes] | None = None,
     warn: Callable[[str, int, str], None] | None = None,
 ) -> Trace:
     """Read and index a trace: a frames stream (hashes taken from its records) or a wire
     log (framed and hashed once by :mod:`acp_pipes.frame`). One stream per trace.
+    ``lines`` are the file's lines when the caller already started reading it.
 
     Raises InputError for anything else (a bare ACP stream has only one direction; an
     ASR stream is replayed by :mod:`acp_pipes.replay.asr`).
     """
     source = display_name(path)
-    it = iter(lines if lines is not None else read_lines(path))
+    numbered = enumerate(lines if lines is not None else raw_lines(path), 1)
     first = None
-    for line in it:
-        if line.raw.strip():
-            first = line
+    for number, raw in numbered:
+        if raw.strip():
+            first = (number, raw)
             break
     if first is None:
         raise InputError(source, 0, "empty trace: expected a wire log or frames")
     try:
-        head = orjson.loads(first.raw)
+        head = orjson.loads(first[1])
     except orjson.JSONDecodeError:
         head = None
     fmt = header_format(head)
     if fmt not in (WIRE, FRAMES):
-        raise InputError(source, first.number,
+        raise InputError(source, first[0],
                          f"expected a wire log (acp-tee) or frames (acp-frame), got "
                          f"{describe(fmt)}" + ("" if fmt else ": a trace needs both directions"))
     version = head.get("version")
     if version.__class__ is not int or not 1 <= version <= VERSIONS[fmt]:
-        raise InputError(source, first.number, f"{describe(fmt)} of version {version!r}; "
+        raise InputError(source, first[0], f"{describe(fmt)} of version {version!r}; "
                          f"this version reads up to {VERSIONS[fmt]}")
     wire_header = head if fmt == WIRE else head.get("source")
     if fmt == WIRE:
-        frames = _one_stream(frame_lines(itertools.chain([first], it), source, warn=warn,
-                                         headers=True), source)
+        as_lines = (Line(source, n, r[:-1], True) if r.endswith(b"\n")
+                    else Line(source, n, r, False)
+                    for n, r in itertools.chain([first], numbered))
+        frames = _one_stream(frame_lines(as_lines, source, warn=warn, headers=True), source)
         trace = Trace.of(frames, source)
     else:
-        trace = _read_frames_stream(it, source, warn)
+        trace = _read_frames_stream(numbered, source, warn)
     trace.header = wire_header if isinstance(wire_header, dict) else None
     return trace
 
@@ -224,7 +230,7 @@ def _one_stream(frames: Iterable[dict[str, Any]], source: str) -> Iterable[dict[
         yield rec
 
 
-def _read_frames_stream(lines: Iterable[Line], source: str, warn) -> Trace:
+def _read_frames_stream(numbered: Iterable[tuple[int, bytes]], source: str, warn) -> Trace:
     """Frame records as acp-frame wrote them: their hashes are used as they are; a
     record without them is framed again."""
     recs: list[dict[str, Any]] = []
@@ -232,41 +238,45 @@ def _read_frames_stream(lines: Iterable[Line], source: str, warn) -> Trace:
     append = recs.append
     append_raw = raws.append
     loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
     framer = Framer(source, warn)
-    for line in lines:
-        b = line.raw
+    dirs = (C2A, A2C)
+    for number, line in numbered:
         try:
-            rec = loads(b)
-        except orjson.JSONDecodeError as e:
+            rec = loads(line)
+        except JSONDecodeError as e:
+            if not line.strip():
+                continue
             if warn is not None:
-                what = "torn last line (no LF)" if not line.terminated else "not JSON"
-                warn(source, line.number, f"{what}, frame record skipped: {e}")
+                what = "torn last line (no LF)" if not line.endswith(b"\n") else "not JSON"
+                warn(source, number, f"{what}, frame record skipped: {e}")
             continue
-        if rec.__class__ is not dict or "hash" not in rec or "kind" not in rec:
+        try:
+            raw = rec["raw"].encode("utf-8", "surrogatepass")
+            if "hash" not in rec or "kind" not in rec or rec["dir"] not in dirs:
+                raise KeyError
+        except (KeyError, TypeError, AttributeError):
             if header_format(rec) is not None:
-                raise InputError(source, line.number, "a trace is one recorded session, "
-                                 "but this file holds several streams; split it first")
+                raise InputError(source, number, "a trace is one recorded session, "
+                                 "but this file holds several streams; split it first") from None
             if rec.__class__ is not dict:
                 if warn is not None:
-                    warn(source, line.number, "not a frame record, skipped")
+                    warn(source, number, "not a frame record, skipped")
                 continue
-            rec = framer.frame(rec, line.number)
-            if rec is None:
-                continue
-        r = rec.get("raw")
-        if r.__class__ is str:
-            raw = r.encode("utf-8", "surrogatepass")
-        else:
+            if "hash" not in rec or "kind" not in rec or "raw_b64" not in rec:
+                rec = framer.frame(rec, number)  # not framed yet: frame it here
+                if rec is None:
+                    continue
             try:
                 raw = _raw_bytes(rec)
-            except (KeyError, ValueError, TypeError):
+            except (KeyError, TypeError, ValueError):
                 if warn is not None:
-                    warn(source, line.number, "frame record has no raw or raw_b64, skipped")
+                    warn(source, number, "frame record has no valid raw_b64, skipped")
                 continue
-        if rec.get("dir") not in (C2A, A2C):
-            if warn is not None:
-                warn(source, line.number, "frame record has no dir c2a/a2c, skipped")
-            continue
+            if rec.get("dir") not in dirs:
+                if warn is not None:
+                    warn(source, number, "frame record has no dir c2a/a2c, skipped")
+                continue
         append(rec)
         append_raw(raw)
     return Trace(recs, raws, None, source)
@@ -369,8 +379,8 @@ class _Plan:
         self.trace = trace
         self.c2a: list[int] = []  # frame index of each client frame
         self.hashes: list[str | None] = []
-        self.bursts: list[Any] = []  # per client frame: bytes, or parts to splice
-        self.ranges: list[tuple[int, int]] = []  # per client frame: a2c frame indices
+        self.bursts: list[Any]  # per client frame: bytes, or parts to splice
+        self.ranges: list[tuple[int, int]]  # per client frame: its a2c frame indices
         self.by_raw: dict[bytes, str | None] = {}  # recorded bytes -> matching hash
         self.exact: list[bool] = []  # per client frame: equal bytes imply a match
         self.req_keys: set[bytes] = set()  # recorded ids of client requests (remap)
@@ -390,10 +400,15 @@ class _Plan:
         bounds = [*c2a_idx, len(frames)]
         self.prelude_range = (0, bounds[0])
         self.prelude = _burst(trace, self.req_keys, 0, bounds[0], remap)
-        for k in range(len(c2a_idx)):
-            lo, hi = bounds[k] + 1, bounds[k + 1]
-            self.ranges.append((lo, hi))
-            self.bursts.append(_burst(trace, self.req_keys, lo, hi, remap))
+        self.ranges = [(bounds[k] + 1, bounds[k + 1]) for k in range(len(c2a_idx))]
+        if remap:
+            self.bursts = [_burst(trace, self.req_keys, lo, hi, remap) for lo, hi in self.ranges]
+        else:  # the hot path: one join per burst; only a trace's last frame can lack its LF
+            join = b"\n".join
+            self.bursts = [join(raws[lo:hi]) + b"\n" if lo < hi else b""
+                           for lo, hi in self.ranges]
+            if self.bursts and frames[-1].get("nolf") and frames[-1]["dir"] == A2C:
+                self.bursts[-1] = self.bursts[-1][:-1]
 
 
 def _burst(trace: Trace, req_keys: set[bytes], lo: int, hi: int, remap: bool) -> Any:
