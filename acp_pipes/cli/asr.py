@@ -52,12 +52,16 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                      keep_fields=args.keep_field)
     spool = Spool(only=args.session)
     progress = sys.stderr.isatty() and len(ctx.files) > 1
+
+    def warn(source: str, line: int, message: str) -> None:
+        ctx.warn(message, source, line)
+
     try:
         for i, path in enumerate(ctx.files):
             if progress:
                 print(f"\racp-asr: {i + 1}/{len(ctx.files)} {path}"[:120], end="",
                       file=sys.stderr, flush=True)
-            records = fold_paths([path], snapshots=args.snapshots, warn=ctx.warn,
+            records = fold_paths([path], snapshots=args.snapshots, warn=warn,
                                  connection=conv.conn + (1 if i else 0))
             feed = conv.feed
             add = spool.add

@@ -26,7 +26,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     try:
-        records = fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn)
+        records = fold_paths(ctx.files, snapshots=args.snapshots,
+                             warn=lambda src, line, msg: ctx.warn(msg, src, line))
         write_records(records, ctx.out)
     except ProtocolVersionError as e:
         raise UsageError(str(e)) from None

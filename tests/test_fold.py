@@ -1,0 +1,219 @@
+"""acp-fold: the patch rule and finality on hand-made frames, and a property test of the
+fold against a small independent model of ACP v2's patch rule (ASR-704, 705, 708)."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_pipes.fold import fold
+from acp_pipes.fold.patch import append_block, patch_meta
+from tests.conftest import run_tool
+
+
+def frames(*msgs):
+    """Frame records (with parsed msg) for (dir, message) pairs, seq from 0."""
+    return [{"seq": i, "t": 1000 * i, "dir": d, "msg": m} for i, (d, m) in enumerate(msgs)]
+
+
+def upd(sid, **u):
+    return ("a2c", {"jsonrpc": "2.0", "method": "session/update",
+                    "params": {"sessionId": sid, "update": u}})
+
+
+def entities(records, kind=None):
+    return [r for r in records if r.get("ev") == "entity" and (kind is None or r["entity"] == kind)]
+
+
+def test_meta_patch_key_by_key():
+    """ASR-708: a present key replaces, a null key is removed, null clears all."""
+    assert patch_meta({"a": 1, "b": 2}, {"a": None, "c": 3}) == {"b": 2, "c": 3}
+    assert patch_meta({"a": 1}, None) is None
+    assert patch_meta({"a": {"x": 1}}, {"a": {"y": 2}}) == {"a": {"y": 2}}  # no deep merge
+
+
+def test_chunks_concatenate_only_like_text():
+    """ASR-704 via ASR-211: text extends text with the same other fields."""
+    c: list = []
+    append_block(c, {"type": "text", "text": "a"})
+    append_block(c, {"type": "text", "text": "b"})
+    append_block(c, {"type": "text", "text": "c", "annotations": {"priority": 1}})
+    append_block(c, {"type": "image", "data": "AA", "mimeType": "image/png"})
+    append_block(c, {"type": "text", "text": "d"})
+    assert [b.get("text") for b in c] == ["ab", "c", None, "d"]
+
+
+def test_full_content_replaces_chunks_and_empty_resets():
+    recs = list(fold(frames(
+        upd("s", sessionUpdate="agent_message_chunk", messageId="m", content={"type": "text", "text": "x"}),
+        upd("s", sessionUpdate="agent_message", messageId="m", content=[{"type": "text", "text": "whole"}]),
+        upd("s", sessionUpdate="agent_message", messageId="n", content=[{"type": "text", "text": "gone"}]),
+        upd("s", sessionUpdate="agent_message", messageId="n", content=[]),
+        upd("s", sessionUpdate="state_update", state="idle"),
+    )))
+    m, n = entities(recs)
+    assert m["value"]["content"] == [{"type": "text", "text": "whole"}] and m["assembly"] == "folded"
+    assert n["value"]["content"] == [] and m["final"] and m["why"] == "idle"
+    assert m["frames"] == [0, 1] and n["frames"] == [2, 3]
+
+
+def test_tool_call_final_on_status_and_arrays_replace_whole():
+    recs = list(fold(frames(
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", name="n", title="t",
+            locations=[{"path": "/a"}, {"path": "/b"}]),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", locations=[{"path": "/c"}],
+            title=None),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", status="completed"),
+    )))
+    (c,) = entities(recs)
+    assert c["final"] and c["why"] == "status"
+    assert c["value"]["locations"] == [{"path": "/c"}] and "title" not in c["value"]
+
+
+def test_timeline_order_and_dangling_tool_call_at_turn_end():
+    """Records leave in the order ACP first showed them; an open call leaves at idle."""
+    recs = list(fold(frames(
+        upd("s", sessionUpdate="agent_message_chunk", messageId="m", content={"type": "text", "text": "x"}),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="done", status="completed"),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="open", status="in_progress"),
+        upd("s", sessionUpdate="state_update", state="idle"),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="open", status="completed"),
+    )))
+    order = [(r.get("entity") or r.get("kind"), r.get("id"), r.get("final")) for r in recs]
+    assert order == [("agent_message", "m", True), ("tool_call", "done", True),
+                     ("tool_call", "open", False), ("state_update", None, None),
+                     ("tool_call", "open", True)]
+
+
+def test_cut_off_recording_writes_open_entities_as_they_stand():
+    recs = list(fold(frames(
+        upd("s", sessionUpdate="agent_message_chunk", messageId="m", content={"type": "text", "text": "half"}),
+    )))
+    (m,) = entities(recs)
+    assert m["final"] and m["why"] == "stop" and m["value"]["content"][0]["text"] == "half"
+
+
+def test_change_after_final_refolds_the_whole_entity():
+    """ASR-706: the late patch folds onto the final value (not onto nothing)."""
+    recs = list(fold(frames(
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", name="n", status="completed"),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", title="late"),
+    )))
+    first, second = entities(recs)
+    assert second["afterFinal"] and second["value"]["name"] == "n" and second["value"]["title"] == "late"
+    assert second["pos"] == first["pos"] == 0
+
+
+def test_memory_bounded_by_open_entities():
+    """Finals are dropped: after many finished calls only the last KEEP_FINAL values stay."""
+    from acp_pipes.fold import KEEP_FINAL, Folder
+
+    f = Folder()
+    for i in range(3000):
+        msg = upd("s", sessionUpdate="tool_call_update", toolCallId=f"c{i}", status="completed")[1]
+        f.feed(i, None, "a2c", msg)
+    sess = f.sessions["s"]
+    assert not sess.open and not sess.timeline and len(f.finals) == KEEP_FINAL
+
+
+def test_v1_recording_refused_with_a_clear_message(tmp_path):
+    wire = tmp_path / "v1.jsonl"
+    lines = [{"format": "acp-pipes/wire", "version": 1},
+             {"seq": 0, "t": 0, "dir": "c2a", "raw": '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'},
+             {"seq": 1, "t": 0, "dir": "a2c", "raw": '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}'}]
+    wire.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    for tool in ("fold", "asr"):
+        got = run_tool(tool, str(wire))
+        assert got.returncode == 2
+        assert b"protocol version 1" in got.stderr and b"v2" in got.stderr
+        assert b"Traceback" not in got.stderr
+
+
+def test_bad_line_reported_with_file_and_line(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    wire.write_bytes(b'{"format":"acp-pipes/wire","version":1}\n{oops\n')
+    got = run_tool("fold", str(wire))
+    assert got.returncode == 0
+    assert f"{wire}:2: not JSON".encode() in got.stderr
+
+
+# -- property: the fold against an independent model -----------------------------------
+
+SESSIONS = ("s1", "s2")
+KINDS = ("agent_message", "tool_call")
+IDS = ("a", "b", "c")
+texts = st.text(alphabet="xyz ", min_size=0, max_size=3)
+op = st.one_of(
+    st.tuples(st.just("idle"), st.sampled_from(SESSIONS)),
+    st.tuples(st.sampled_from(("chunk", "upsert", "clear", "reset", "meta", "title")),
+              st.sampled_from(SESSIONS), st.sampled_from(KINDS), st.sampled_from(IDS),
+              texts, st.sampled_from(("k1", "k2")), st.one_of(st.none(), st.integers(0, 3))),
+)
+
+
+def _model_block_append(content, block):
+    last = content[-1] if content else None
+    if (block["type"] == "text" and last is not None and last["type"] == "text"
+            and set(last) == {"type", "text"} and set(block) == {"type", "text"}):
+        content[-1] = {"type": "text", "text": last["text"] + block["text"]}
+    else:
+        content.append(block)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(op, min_size=1, max_size=40))
+def test_fold_matches_a_model_of_the_patch_rule(ops):
+    model: dict = {}
+    msgs = []
+    for o in ops:
+        if o[0] == "idle":
+            msgs.append(upd(o[1], sessionUpdate="state_update", state="idle"))
+            continue
+        what, sid, kind, eid, text, mkey, mval = o
+        idf = "messageId" if kind == "agent_message" else "toolCallId"
+        m = model.setdefault((sid, kind, eid), {"content": None, "meta": {}, "title": None,
+                                                "chunked": False})
+        base = {"sessionUpdate": "agent_message" if kind == "agent_message" else "tool_call_update", idf: eid}
+        if what == "chunk":
+            block = {"type": "text", "text": text}
+            item = block if kind == "agent_message" else {"type": "content", "content": block}
+            u = {"sessionUpdate": "agent_message_chunk" if kind == "agent_message"
+                 else "tool_call_content_chunk", idf: eid, "content": item}
+            c = list(m["content"] or [])
+            if kind == "agent_message":
+                _model_block_append(c, block)
+            else:
+                c.append(item)
+            m["content"], m["chunked"] = c, True
+        elif what in ("upsert", "reset", "clear"):
+            if what == "upsert":
+                block = {"type": "text", "text": text}
+                val = [block if kind == "agent_message" else {"type": "content", "content": block}]
+            else:
+                val = [] if what == "reset" else None
+            u = {**base, "content": val}
+            m["content"] = None if (val is None or (val == [] and kind == "tool_call")) else val
+            m["chunked"] = False
+        elif what == "meta":
+            u = {**base, "_meta": {mkey: mval}}
+            if mval is None:
+                m["meta"].pop(mkey, None)
+            else:
+                m["meta"][mkey] = mval
+        else:
+            u = {**base, "title": text or None}
+            m["title"] = text or None
+        msgs.append(upd(sid, **u))
+    recs = list(fold(frames(*msgs)))
+    last: dict = {}
+    for r in entities(recs):
+        if r["final"]:
+            last[(r["session"], r["entity"], r["id"])] = r
+    assert set(last) == set(model)
+    for key, m in model.items():
+        v = last[key]["value"]
+        assert v.get("content") == m["content"], key
+        assert v.get("_meta") == (m["meta"] or None), key
+        assert v.get("title") == m["title"], key
+        assert last[key]["assembly"] == ("chunks" if m["chunked"] else "folded"), key
