@@ -1,0 +1,365 @@
+"""acp-tee over real pipes: what the client and the agent see equals what is logged."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acp_pipes.canonical import canonical_hash, parse_json
+from acp_pipes.echo_agent import client_session
+from acp_pipes.redact import PLACEHOLDER
+from acp_pipes.wire import A2C, C2A, decode_raw
+from tests.conftest import tool_argv, tool_env
+
+TIMEOUT = 60  # a deadlock fails the test instead of hanging it
+
+
+def tee(*args: str, input: bytes = b"", cwd: Path | None = None, env=None,
+        timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run(tool_argv("tee", *args), input=input, capture_output=True,
+                          env=env or tool_env(), timeout=timeout, cwd=cwd)
+
+
+def agent_script(tmp_path: Path, body: str, name: str = "agent.py") -> list[str]:
+    """argv of a small Python agent written to a file (SIGPIPE restored to the default,
+    as for a non-Python agent)."""
+    path = tmp_path / name
+    path.write_text("import os, signal, sys\nsignal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
+                    + textwrap.dedent(body))
+    return [sys.executable, str(path)]
+
+
+def watchdog(p: subprocess.Popen) -> threading.Timer:
+    """Kill ``p`` after TIMEOUT so a hang fails the test instead of stalling the suite."""
+    timer = threading.Timer(TIMEOUT, p.kill)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def read_log(path: Path) -> tuple[dict, list[dict]]:
+    lines = path.read_bytes().splitlines()
+    return orjson.loads(lines[0]), [orjson.loads(x) for x in lines[1:]]
+
+
+def logged(records: list[dict], direction: str) -> bytes:
+    """The bytes of one direction as the log says they were sent."""
+    return b"".join(decode_raw(r) + (b"" if r.get("nolf") else b"\n")
+                    for r in records if r["dir"] == direction)
+
+
+def client_stream(prompts: int) -> bytes:
+    return b"".join(f + b"\n" for f in client_session(prompts))
+
+
+def echo_agent_dumping(received: Path) -> list[str]:
+    """The echo agent behind tee(1), which keeps a copy of everything the agent got."""
+    agent = " ".join(tool_argv("echo-agent"))
+    return ["sh", "-c", f'tee "$0" | {agent}', str(received)]
+
+
+# -- byte-exactness -------------------------------------------------------------------
+
+
+def test_thousand_prompt_session_client_agent_and_log_agree(tmp_path):
+    wire, received = tmp_path / "wire.jsonl", tmp_path / "received"
+    stream = client_stream(1000)
+    direct = subprocess.run(tool_argv("echo-agent"), input=stream, capture_output=True,
+                            env=tool_env(), timeout=TIMEOUT)
+    r = tee("-o", str(wire), "--", *echo_agent_dumping(received), input=stream)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == direct.stdout  # the proxy is invisible to the client
+    head, recs = read_log(wire)
+    assert head["format"] == "acp-pipes/wire" and head["argv"][0] == "sh"
+    assert [r["seq"] for r in recs] == list(range(len(recs)))
+    assert len(recs) >= 3000
+    assert logged(recs, A2C) == r.stdout
+    assert logged(recs, C2A) == received.read_bytes() == stream
+    ts = [r["t"] for r in recs]
+    assert ts == sorted(ts)  # receipt order: t never goes back as seq grows
+
+
+def test_crlf_non_utf8_and_missing_last_lf(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    data = b'{"a":1}\r\n\xff\xfe{"b":2}\n\n{"c":3}'
+    r = tee("-o", str(wire), "--", "cat", input=data)
+    assert r.returncode == 0 and r.stdout == data
+    _, recs = read_log(wire)
+    c2a = [x for x in recs if x["dir"] == C2A]
+    assert c2a[0]["raw"] == '{"a":1}\r'
+    assert "raw" not in c2a[1] and decode_raw(c2a[1]) == b'\xff\xfe{"b":2}'
+    assert c2a[2]["raw"] == ""
+    assert c2a[3] == {**c2a[3], "raw": '{"c":3}', "nolf": True}
+    assert not any(x.get("nolf") for x in c2a[:3])
+    assert logged(recs, C2A) == data and logged(recs, A2C) == data
+
+
+def test_sixteen_mib_frame(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    big = b'{"jsonrpc":"2.0","method":"x","params":{"blob":"' + b"z" * (16 << 20) + b'"}}\n'
+    data = b'{"small":1}\n' + big + b'{"small":2}\n'
+    r = tee("-o", str(wire), "--", "cat", input=data)
+    assert r.returncode == 0 and r.stdout == data
+    _, recs = read_log(wire)
+    assert len(recs) == 6
+    assert logged(recs, C2A) == data == logged(recs, A2C)
+
+
+# -- peers that fail or go away ------------------------------------------------------
+
+
+def test_agent_killed_mid_session(tmp_path):
+    wire, received = tmp_path / "w.jsonl", tmp_path / "received"
+    agent = agent_script(tmp_path, f"""
+        out = open({str(received)!r}, "wb", buffering=0)
+        for n, line in enumerate(sys.stdin.buffer, 1):
+            out.write(line)
+            os.write(1, b'{{"ack":%d}}\\n' % n)
+            if n == 5:
+                os.write(1, b'{{"torn":')  # half a frame, then death
+                os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    stream = b"".join(b'{"n":%d}\n' % i for i in range(20))
+    r = tee("-o", str(wire), "--", *agent, input=stream)
+    assert r.returncode == 128 + signal.SIGKILL
+    assert b"Traceback" not in r.stderr
+    _, recs = read_log(wire)
+    assert logged(recs, A2C) == r.stdout  # every frame the client got is in the log
+    assert r.stdout.endswith(b'{"ack":5}\n{"torn":')
+    assert recs[-1]["dir"] == A2C and recs[-1]["nolf"] is True
+    assert logged(recs, C2A).startswith(received.read_bytes())
+
+
+def test_client_closes_early(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    agent = agent_script(tmp_path, """
+        for i in range(10**6):
+            os.write(1, b'{"jsonrpc":"2.0","method":"n","params":{"i":%d}}\\n' % i)
+    """)
+    p = subprocess.Popen(tool_argv("tee", "-o", str(wire), "--", *agent), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tool_env())
+    timer = watchdog(p)
+    got = p.stdout.read(10000)
+    p.stdout.close()
+    p.stdin.close()
+    err = p.stderr.read()
+    status = p.wait(timeout=TIMEOUT)
+    timer.cancel()
+    # The agent sees the closed pipe as it would without the proxy: SIGPIPE.
+    assert status == 128 + signal.SIGPIPE
+    assert b"Traceback" not in err
+    _, recs = read_log(wire)
+    assert logged(recs, A2C).startswith(got)
+
+
+def test_agent_flood_with_slow_client_does_not_deadlock(tmp_path):
+    wire, received = tmp_path / "w.jsonl", tmp_path / "received"
+    agent = agent_script(tmp_path, f"""
+        import threading
+        def keep():
+            with open({str(received)!r}, "wb") as f:
+                for chunk in iter(lambda: os.read(0, 65536), b""):
+                    f.write(chunk)
+        t = threading.Thread(target=keep); t.start()
+        line = b'{{"jsonrpc":"2.0","method":"flood","params":{{"pad":"' + b"p" * 960 + b'"}}}}\\n'
+        block = line * 64
+        for _ in range(50 * 1024 * 1024 // len(block)):
+            os.write(1, block)
+        t.join()
+    """)
+    p = subprocess.Popen(tool_argv("tee", "-o", str(wire), "--", *agent), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, env=tool_env())
+    sent = b"".join(b'{"jsonrpc":"2.0","method":"c","params":{"i":%d}}\n' % i
+                    for i in range(100_000))
+
+    def write():
+        p.stdin.write(sent)
+        p.stdin.close()
+
+    timer = watchdog(p)
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    chunks = []
+    while True:
+        chunk = os.read(p.stdout.fileno(), 16384)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if len(chunks) % 64 == 0:
+            time.sleep(0.001)  # a slow reader
+    assert p.wait(timeout=TIMEOUT) == 0
+    timer.cancel()
+    writer.join(TIMEOUT)
+    out = b"".join(chunks)
+    assert len(out) >= 50 * 1024 * 1024 - 64 * 1024
+    _, recs = read_log(wire)
+    assert logged(recs, A2C) == out
+    assert logged(recs, C2A) == received.read_bytes() == sent
+
+
+@pytest.mark.parametrize("where", ["missing-dir", "/dev/full"])
+def test_unwritable_log_session_goes_on(tmp_path, where):
+    path = str(tmp_path / "no" / "such" / "w.jsonl") if where == "missing-dir" else where
+    if where == "/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    data = b"".join(b'{"i":%d}\n' % i for i in range(2000))
+    r = tee("-o", path, "--", "cat", input=data)
+    assert r.returncode == 0 and r.stdout == data
+    assert r.stderr.count(b"cannot write the log") == 1, r.stderr
+    assert path.encode() in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_log_is_private(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    assert tee("-o", str(wire), "--", "true").returncode == 0
+    assert stat.S_IMODE(wire.stat().st_mode) == 0o600
+    wire.write_bytes(b"old content that must go\n" * 10)
+    wire.chmod(0o644)
+    assert tee("-o", str(wire), "--", "true").returncode == 0
+    assert stat.S_IMODE(wire.stat().st_mode) == 0o600
+    assert b"old content" not in wire.read_bytes()
+
+
+def test_pinned_clock_recordings_are_byte_identical(tmp_path):
+    stream = client_stream(50)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for wire in (a, b):
+        r = tee("-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                *tool_argv("echo-agent"), input=stream)
+        assert r.returncode == 0
+    assert a.read_bytes() == b.read_bytes()
+    head, recs = read_log(a)
+    assert "host" not in head and {r["t"] for r in recs} == {0}
+    assert head["started"] == "1970-01-01T00:00:00.000000Z"
+
+
+# -- process behaviour -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_are_passed_to_the_agent(tmp_path, sig):
+    wire = tmp_path / "w.jsonl"
+    agent = agent_script(tmp_path, """
+        def bye(signum, frame):
+            os.write(1, b'{"got":%d}\\n' % signum)
+            os._exit(42)
+        signal.signal(signal.SIGTERM, bye)
+        signal.signal(signal.SIGINT, bye)
+        os.write(1, b'{"ready":true}\\n')
+        sys.stdin.buffer.read()  # a signal handler runs here; EOF ends a forgotten agent
+    """)
+    # own session: a SIGINT to the test's process group must not reach the agent directly
+    p = subprocess.Popen(tool_argv("tee", "-o", str(wire), "--", *agent), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, env=tool_env(), start_new_session=True)
+    timer = watchdog(p)
+    assert p.stdout.readline() == b'{"ready":true}\n'
+    p.send_signal(sig)
+    rest = p.stdout.read()
+    assert p.wait(timeout=TIMEOUT) == 42
+    timer.cancel()
+    assert rest == b'{"got":%d}\n' % sig
+    p.stdin.close()
+    _, recs = read_log(wire)
+    assert logged(recs, A2C) == b'{"ready":true}\n' + rest
+
+
+def test_exit_status_and_stderr_pass_through(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    agent = agent_script(tmp_path, """
+        sys.stderr.write("agent diagnostics STDERR-ONLY\\n")
+        sys.stdout.write('{"x":1}\\n')
+        sys.exit(3)
+    """)
+    r = tee("-o", str(wire), "--", *agent)
+    assert r.returncode == 3
+    assert b"agent diagnostics STDERR-ONLY" in r.stderr
+    assert r.stdout == b'{"x":1}\n'
+    assert b"STDERR-ONLY" not in wire.read_bytes()
+
+
+def test_header_env_only_named_and_host(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    env = {**tool_env(), "ACP_T_NAMED": "yes", "ACP_T_OTHER": "secret-ish"}
+    env.pop("ACP_T_UNSET", None)
+    r = tee("-o", str(wire), "--capture-env", "ACP_T_NAMED", "--capture-env", "ACP_T_UNSET",
+            "--", "true", env=env, cwd=tmp_path)
+    assert r.returncode == 0
+    head, recs = read_log(wire)
+    assert head["env"] == {"ACP_T_NAMED": "yes", "ACP_T_UNSET": None}
+    assert b"secret-ish" not in wire.read_bytes()
+    assert head["host"]["cwd"] == str(tmp_path) and head["host"]["pid"] > 0
+    assert head["argv"] == ["true"] and head["clock"] == "system" and recs == []
+
+
+# -- secrets ---------------------------------------------------------------------------
+
+
+def _secret_session(tmp_path: Path, *flags: str) -> tuple[bytes, bytes, list[dict], bytes]:
+    wire, received = tmp_path / "w.jsonl", tmp_path / "received"
+    agent = agent_script(tmp_path, f"""
+        with open({str(received)!r}, "wb") as f:
+            for line in sys.stdin.buffer:
+                f.write(line)
+                os.write(1, b'{{"jsonrpc":"2.0","id":1,"result":{{"sessionId":"s1"}}}}\\n')
+    """)
+    new = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {
+        "cwd": "/w", "mcpServers": [
+            {"type": "stdio", "name": "fs", "command": "/bin/fs", "args": ["-v"],
+             "env": [{"name": "API_KEY", "value": "sk-TOPSECRET"}]},
+            {"type": "http", "name": "web", "url": "https://x",
+             "headers": [{"name": "Authorization", "value": "Bearer TOPSECRET2"}]}]}})
+    r = tee("-o", str(wire), *flags, "--", *agent, input=new + b"\n")
+    assert r.returncode == 0
+    _, recs = read_log(wire)
+    return new, received.read_bytes(), recs, wire.read_bytes()
+
+
+def test_mcp_secrets_redacted_in_log_only(tmp_path):
+    sent, received, recs, log_bytes = _secret_session(tmp_path)
+    assert received == sent + b"\n"  # the agent got the secret
+    assert b"TOPSECRET" not in log_bytes
+    rec = recs[0]
+    assert rec["redacted"] is True and PLACEHOLDER in rec["raw"] and "API_KEY" in rec["raw"]
+    assert rec["hash"] == canonical_hash(parse_json(sent))
+
+
+def test_keep_secrets(tmp_path):
+    sent, _, recs, log_bytes = _secret_session(tmp_path, "--keep-secrets")
+    assert recs[0]["raw"].encode() == sent and "redacted" not in recs[0]
+    assert orjson.loads(log_bytes.splitlines()[0])["secrets"] == "kept"
+
+
+# -- usage -----------------------------------------------------------------------------
+
+
+def test_usage_errors_and_missing_agent(tmp_path):
+    assert tee("-o", str(tmp_path / "w"), "--").returncode == 2
+    r = tee("--clock", "sometimes", "--", "true")
+    assert r.returncode == 2 and b"--clock" in r.stderr
+    r = tee("-o", str(tmp_path / "w"), "--", str(tmp_path / "no-such-agent"))
+    assert r.returncode == 127 and b"cannot run" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_default_log_in_current_directory(tmp_path):
+    r = tee("--", "cat", input=b'{"a":1}\n', cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == b'{"a":1}\n'
+    (log,) = tmp_path.glob("acp-tee-*.jsonl")
+    assert str(log).encode() in r.stderr
+    _, recs = read_log(log)
+    assert logged(recs, C2A) == b'{"a":1}\n'
+
+
+def test_agent_args_after_double_dash_are_the_agents(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    r = tee("-o", str(wire), "--", "sh", "-c", 'printf "%s\\n" "$@"', "x", "-o", "--clock")
+    assert r.returncode == 0 and r.stdout == b"-o\n--clock\n"
