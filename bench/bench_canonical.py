@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     groups: dict[str, list[bytes]] = {}
     for kind, raw in frames:
         groups.setdefault(kind, []).append(raw)
-    rows = [(k, v) for k, v in groups.items()] + [("ALL (%d frames)" % len(frames),
+    rows = [(k, v) for k, v in groups.items()] + [(f"ALL ({len(frames)} frames)",
                                                      [r for _, r in frames])]
     print(f"{'frame':28} {'bytes':>6} {'orjson+b3':>10} {'fast':>8} {'rfc8785':>9} "
           f"{'fast/orj':>8} {'ref/fast':>8}   (us per frame, median of {args.repeat})")

@@ -272,7 +272,8 @@ def test_string_escaping_matches_jcs_for_every_code_point():
 @pytest.mark.parametrize("value", [
     math.nan, math.inf, -math.inf, [1, {"a": math.nan}], {"x": [-math.inf]},
     "\ud800", {"\udfff": 1}, ["ok", "a\udc00b"], 10**400, [-(10**309)],
-    {1: 2}, {None: 1}, {(1,): 2}, uuid.UUID(int=7), enum.Enum("E", "A").A, {"f": orjson.Fragment(b"1")},
+    {1: 2}, {None: 1}, {(1,): 2}, uuid.UUID(int=7), enum.Enum("E", "A").A,
+    {"f": orjson.Fragment(b"1")},
     b"bytes", {1, 2}, object(),
 ])
 def test_no_canonical_form_raises_canonical_error(value):
@@ -312,7 +313,7 @@ class Color(enum.IntEnum):
     RED = 1
 
 
-class Mode(str, enum.Enum):
+class Mode(enum.StrEnum):
     ASK = "ask"
 
 
@@ -326,7 +327,7 @@ def test_subclasses_and_tuples_are_their_json_type(value):
 
 def test_deep_nesting_has_a_form_or_a_clean_error():
     deep300 = b"[" * 300 + b"1.5" + b"]" * 300  # past orjson.dumps' depth limit
-    assert canonical_bytes(parse_json(deep300)) == deep300.replace(b"1.5", b"1.5")
+    assert canonical_bytes(parse_json(deep300)) == deep300 == rfc8785.dumps(parse_json(deep300))
     value, digest = hash_raw(b"[" * 1024 + b"]" * 1024)  # orjson's parse limit
     assert value is not None and (digest is None or digest.startswith("blake3:"))
 
