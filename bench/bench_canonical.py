@@ -15,6 +15,8 @@ import time
 import blake3
 import orjson
 
+from bench.common import table
+
 from acp_pipes import canonical
 
 CODE = (
@@ -115,10 +117,8 @@ def median_us(fn, items, repeat: int) -> float:
     return statistics.median(runs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=200)
-    args = ap.parse_args(argv)
+def measure(repeat: int) -> list[tuple[str, int, float, float, float]]:
+    """(frame kind, mean bytes, bare us, fast us, rfc8785 us) per kind and for all frames."""
     frames = acp_frames()
 
     def bare(raw: bytes) -> str:
@@ -135,24 +135,40 @@ def main(argv: list[str] | None = None) -> int:
 
     for raw in (r for _, r in frames):
         if fast(raw) != reference(raw):
-            print("MISMATCH", raw[:80], file=sys.stderr)
-            return 1
+            raise AssertionError(f"fast path differs from rfc8785 on {raw[:80]!r}")
 
     groups: dict[str, list[bytes]] = {}
     for kind, raw in frames:
         groups.setdefault(kind, []).append(raw)
-    rows = [(k, v) for k, v in groups.items()] + [(f"ALL ({len(frames)} frames)",
-                                                     [r for _, r in frames])]
-    print(f"{'frame':28} {'bytes':>6} {'orjson+b3':>10} {'fast':>8} {'rfc8785':>9} "
-          f"{'fast/orj':>8} {'ref/fast':>8}   (us per frame, median of {args.repeat})")
-    for kind, raws in rows:
+    groups[f"ALL ({len(frames)} frames)"] = [r for _, r in frames]
+    rows = []
+    for kind, raws in groups.items():
         size = sum(map(len, raws)) // len(raws)
-        b = median_us(bare, raws, args.repeat)
-        f = median_us(fast, raws, args.repeat)
-        r = median_us(reference, raws, max(5, args.repeat // 10))
-        print(f"{kind:28} {size:6d} {b:10.2f} {f:8.2f} {r:9.2f} {f / b:8.2f} {r / f:8.2f}")
-    return 0
+        b = median_us(bare, raws, repeat)
+        f = median_us(fast, raws, repeat)
+        r = median_us(reference, raws, max(5, repeat // 10))
+        rows.append((kind, size, b, f, r))
+    return rows
+
+
+def main(quick: bool = False) -> str:
+    """The Markdown section for ``python -m bench canonical``."""
+    repeat = 10 if quick else 200
+    rows = measure(repeat)
+    return (
+        "## Canonical hash (in-process)\n\n"
+        f"us per frame, median of {repeat} runs over realistic ACP v2 frames; baseline: "
+        "orjson.loads + orjson.dumps(OPT_SORT_KEYS) + blake3 (not JCS); reference: rfc8785.\n\n"
+        + table(
+            ["frame", "bytes", "baseline us", "fast us", "rfc8785 us", "fast/baseline",
+             "rfc8785/fast"],
+            [(k, n, f"{b:.2f}", f"{f:.2f}", f"{r:.2f}", f"{f / b:.2f}", f"{r / f:.2f}")
+             for k, n, b, f, r in rows],
+        )
+    )
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    print(main(ap.parse_args().quick))
