@@ -78,11 +78,13 @@ def open_log(path: str) -> int:
     return fd
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+def _write_all(fd: int, data: bytes) -> None:
+    n = os.write(fd, data)
+    if n < len(data):  # a pipe or a nearly full disk may take less
+        view = memoryview(data)[n:]
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
 
 
 class _Log:
@@ -122,7 +124,12 @@ class _Log:
                         rec = frame_record(seq, t, direction, raw, nolf=nolf,
                                            redacted=logged, original_hash=original_hash)
                 if rec is None:
-                    rec = frame_record(seq, t, direction, raw, nolf=nolf)
+                    try:  # the common case, inline: frame_record's shape for UTF-8
+                        rec = {"seq": seq, "t": t, "dir": direction, "raw": raw.decode()}
+                        if nolf:
+                            rec["nolf"] = True
+                    except UnicodeDecodeError:
+                        rec = frame_record(seq, t, direction, raw, nolf=nolf)
                 out.append(dumps(rec))
                 seq += 1
             self.seq = seq

@@ -18,7 +18,7 @@ import pytest
 from acp_pipes.canonical import canonical_hash, parse_json
 from acp_pipes.echo_agent import client_session
 from acp_pipes.redact import PLACEHOLDER
-from acp_pipes.wire import A2C, C2A, decode_raw
+from acp_pipes.wire import A2C, C2A, decode_raw, frame_record
 from tests.conftest import tool_argv, tool_env
 
 TIMEOUT = 60  # a deadlock fails the test instead of hanging it
@@ -102,6 +102,10 @@ def test_crlf_non_utf8_and_missing_last_lf(tmp_path):
     assert c2a[3] == {**c2a[3], "raw": '{"c":3}', "nolf": True}
     assert not any(x.get("nolf") for x in c2a[:3])
     assert logged(recs, C2A) == data and logged(recs, A2C) == data
+    # every line is exactly what acp_pipes.wire.frame_record makes of that frame
+    lines = wire.read_bytes().splitlines()[1:]
+    assert lines == [orjson.dumps(frame_record(r["seq"], r["t"], r["dir"], decode_raw(r),
+                                               nolf=r.get("nolf", False))) for r in recs]
 
 
 def test_sixteen_mib_frame(tmp_path):

@@ -1,0 +1,59 @@
+"""acp-tee overhead: the echo agent alone vs the same session through acp-tee.
+
+Workload (the seed's): one session of 1000 prompts (quick: 50) from
+``acp_pipes.echo_agent.client_session``, stdin from a file, stdout to a file. Both runs
+are whole processes as a user starts them, interleaved, medians of N. Besides the total,
+the fixed cost (``acp-tee -- true`` vs ``true``: interpreter start-up, imports, spawn) is
+measured on its own, so the per-frame figure can be given with and without it.
+"""
+
+from __future__ import annotations
+
+from bench.common import median_wall, run_cmd, side_by_side, table, tool, workdir
+
+
+def main(quick: bool) -> str:
+    from acp_pipes.echo_agent import client_session
+
+    prompts = 50 if quick else 1000
+    repeat = 3 if quick else 9
+    d = workdir("tee")
+    client = d / "client.jsonl"
+    client.write_bytes(b"".join(f + b"\n" for f in client_session(prompts)))
+    direct_out, tee_out, wire = d / "direct.out", d / "tee.out", d / "wire.jsonl"
+    agent = tool("echo-agent")
+    proxied = tool("tee", "-o", str(wire), "--", *agent)
+
+    runs = side_by_side({
+        "direct": lambda: run_cmd(agent, stdin=client, stdout=direct_out),
+        "tee": lambda: run_cmd(proxied, stdin=client, stdout=tee_out),
+        "true": lambda: run_cmd(["true"]),
+        "tee-true": lambda: run_cmd(tool("tee", "-o", str(d / "empty.jsonl"), "--", "true")),
+    }, repeat=repeat)
+    if direct_out.read_bytes() != tee_out.read_bytes():
+        raise RuntimeError("acp-tee changed the agent's output")
+    frames = sum(1 for _ in wire.open("rb")) - 1
+    base, sub = median_wall(runs["direct"]), median_wall(runs["tee"])
+    fixed = median_wall(runs["tee-true"]) - median_wall(runs["true"])
+    added = sub - base
+    rows = [
+        ["echo agent alone", f"{base * 1e3:.1f}", "", ""],
+        ["through acp-tee -o", f"{sub * 1e3:.1f}", f"{sub / base:.2f}x (+{added / base:.0%})",
+         f"{added / frames * 1e6:.1f}"],
+        ["of which fixed (start-up)", f"{fixed * 1e3:.1f}", "", ""],
+        ["per frame, without start-up", "", f"+{(added - fixed) / base:.0%}",
+         f"{(added - fixed) / frames * 1e6:.1f}"],
+    ]
+    return (
+        f"## acp-tee: recording overhead\n\n"
+        f"{prompts} prompts, {frames} frames ({client.stat().st_size} bytes in, "
+        f"{tee_out.stat().st_size} out, log {wire.stat().st_size} bytes); "
+        f"median of {repeat} interleaved runs; outputs byte-identical.\n\n"
+        + table(["run", "wall ms", "vs alone", "us/frame added"], rows)
+    )
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(main("--quick" in sys.argv))
