@@ -61,7 +61,7 @@ def rpc_id_str(rid: Any) -> str:
 
 class _Session:
     __slots__ = ("sid", "open", "replay_open", "replaying", "replay_kind", "timeline",
-                 "info", "closed")
+                 "info", "closed", "pending", "deferred", "running")
 
     def __init__(self, sid: str):
         self.sid = sid
@@ -72,6 +72,9 @@ class _Session:
         self.timeline: deque = deque()
         self.info: dict[str, Any] = {}
         self.closed = False
+        self.pending: set = set()  # this session's client requests not answered yet
+        self.deferred: tuple | None = None  # a resume waiting for earlier work to end
+        self.running = False  # the last state_update said running
 
 
 class Folder:
@@ -87,6 +90,9 @@ class Folder:
         self.c2a: dict[tuple[type, Any], tuple[str, dict, int, int | None, Any]] = {}
         self.a2c: dict[tuple[type, Any], tuple[str, Any]] = {}
         self.elicitations: dict[Any, str] = {}
+        # client answers logged before the agent's request they answer (the two
+        # directions of a proxy are read apart; a scripted client may answer early)
+        self.early: OrderedDict = OrderedDict()
         self.finals: OrderedDict = OrderedDict()
         self.forks_pending = 0
         self.init_version: Any = None
@@ -119,6 +125,9 @@ class Folder:
             raise ProtocolVersionError(self._v1_message(self.init_version))
         for key, (method, params, seq, t, extra) in list(self.c2a.items()):
             if method == "session/resume" and extra is not None:
+                sess = self.sessions.get(params.get("sessionId"))
+                if sess is not None and sess.deferred is not None:
+                    self._start_resume(sess, extra, False)
                 self._lifecycle_ready(extra, None)
         self.c2a.clear()
         for sess in self.sessions.values():
@@ -139,6 +148,22 @@ class Folder:
                 return
             extra = None
             sid = params.get("sessionId")
+            if method == "session/resume" and isinstance(sid, str):
+                sess = self._session(sid)
+                ev = {"ev": "session", "op": "resume", "session": sid, **_roots(params),
+                      "replayFrom": params.get("replayFrom"), "frames": [seq], "t": t}
+                self.c2a[(rid.__class__, rid)] = (method, params, seq, t, ev)
+                if sess.pending or sess.running:
+                    # a client that does not wait: the replay starts once the agent is
+                    # done with the session's earlier requests (clients may pipeline)
+                    sess.deferred = (ev, params.get("replayFrom") is not None,
+                                     (rid.__class__, rid))
+                else:
+                    self._start_resume(sess, ev, params.get("replayFrom") is not None)
+                sess.pending.add((rid.__class__, rid))
+                return
+            if isinstance(sid, str):
+                self._session(sid).pending.add((rid.__class__, rid))
             if method == "session/prompt" and isinstance(sid, str):
                 sess = self._session(sid)
                 if sess.replaying and sess.replay_kind == "fork":
@@ -150,16 +175,6 @@ class Folder:
                 ent.frames.append(seq)
                 sess.timeline.append(ent)
                 extra = ent
-            elif method == "session/resume" and isinstance(sid, str):
-                sess = self._session(sid)
-                replay = params.get("replayFrom") is not None
-                ev = self._event(sess, seq, t, {
-                    "ev": "session", "op": "resume", "session": sid,
-                    **_roots(params), "replayFrom": params.get("replayFrom")}, ready=False)
-                if replay:
-                    sess.replaying = True
-                    sess.replay_kind = "resume"
-                extra = ev
             elif method == "session/fork":
                 self.forks_pending += 1
             self.c2a[(rid.__class__, rid)] = (method, params, seq, t, extra)
@@ -178,8 +193,26 @@ class Folder:
                     self.elicitations[eid] = sid
                 self.a2c[(rid.__class__, rid)] = ("elicitation", ent)
             # an elicitation before any session (request scope) is not recorded (ASR-734)
+            early = self.early.pop((rid.__class__, rid), None)
+            if early is not None and (rid.__class__, rid) in self.a2c:
+                self._response(early[0], early[1], "c2a", early[2])
             if self.snapshots and isinstance(sid, str) and sid in self.sessions:
                 self._flush(self.sessions[sid], force=True)
+
+    def _start_resume(self, sess: _Session, ev: dict, replay: bool) -> None:
+        """The resume's record takes its place in the timeline (kept until the response
+        says whether it succeeded); replayed history follows it."""
+        sess.deferred = None
+        self._event(sess, -1, None, ev, ready=False)
+        if replay:
+            sess.replaying = True
+            sess.replay_kind = "resume"
+
+    def _maybe_start_deferred(self, sess: _Session) -> None:
+        if sess.deferred is not None and not sess.running and not (
+                sess.pending - {sess.deferred[2]}):
+            ev, replay, _ = sess.deferred
+            self._start_resume(sess, ev, replay)
 
     def _open_request(self, sid, seq, t, kind, key, params) -> Entity:
         sess = self._session(sid)
@@ -196,6 +229,9 @@ class Folder:
         if direction == "c2a":  # the client answers the agent
             asked = self.a2c.pop(k, None)
             if asked is None:
+                self.early[k] = (seq, t, msg)
+                if len(self.early) > 1024:
+                    self.early.popitem(last=False)
                 return
             kind, ent = asked
             ent.frames.append(seq)
@@ -212,6 +248,18 @@ class Folder:
         if asked is None:
             return
         method, params, rseq, rt, extra = asked
+        psid = params.get("sessionId")
+        psess = self.sessions.get(psid) if isinstance(psid, str) else None
+        if psess is not None:
+            psess.pending.discard(k)
+        try:
+            self._answered(seq, t, msg, method, params, rseq, rt, extra)
+        finally:
+            if psess is not None and method != "session/resume":
+                self._maybe_start_deferred(psess)
+
+    def _answered(self, seq, t, msg, method, params, rseq, rt, extra) -> None:
+        """The agent answered one of the client's requests."""
         ok = "result" in msg
         result = msg.get("result") if ok else None
         if result.__class__ is not dict:
@@ -249,6 +297,8 @@ class Folder:
             sess = self.sessions.get(params.get("sessionId"))
             if sess is None:
                 return
+            if sess.deferred is not None and sess.deferred[0] is extra:
+                self._start_resume(sess, extra, False)  # answered before it could start
             self._end_replay(sess, "replay")
             self._lifecycle_ready(extra, seq, ok)
             if ok:
@@ -336,6 +386,10 @@ class Folder:
         self._event(sess, seq, t, rec)
         if kind == "state_update":
             state = upd.get("state")
+            if not sess.replaying:
+                sess.running = state == "running"
+                if not sess.running:
+                    self._maybe_start_deferred(sess)
             if state in ("idle", "requires_action") and not sess.replaying:
                 self._turn_end(sess, state)
             elif self.snapshots and not sess.replaying:
