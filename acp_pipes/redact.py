@@ -57,7 +57,7 @@ def redact(raw: bytes) -> tuple[bytes | None, str | None]:
         return None, None
     try:
         original_hash: str | None = canonical_hash(value)
-    except CanonicalError:
+    except (CanonicalError, RecursionError):
         original_hash = None
     out = _dumps(redacted)
     if raw.endswith(b"\r"):
@@ -68,16 +68,20 @@ def redact(raw: bytes) -> tuple[bytes | None, str | None]:
 def redact_value(message: Any) -> tuple[Any, bool]:
     """A copy of a JSON-RPC message (or batch) with MCP secrets replaced, and whether
     anything was. The input is not modified."""
-    if isinstance(message, list):
+    if isinstance(message, list):  # a batch: its members are messages (one level only)
         changed = False
         out = []
         for item in message:
-            r, c = redact_value(item)
+            r, c = _redact_message(item) if isinstance(item, dict) else (item, False)
             out.append(r)
             changed |= c
         return (out, True) if changed else (message, False)
     if not isinstance(message, dict):
         return message, False
+    return _redact_message(message)
+
+
+def _redact_message(message: dict) -> tuple[Any, bool]:
     params = message.get("params")
     if not isinstance(params, dict):
         return message, False

@@ -53,6 +53,8 @@ _READ = 65536  # a pipe's default capacity; larger reads only allocate more per 
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 Warn = Callable[[str], None]
+# Logged instead of a frame naming mcpServers that redaction failed on (a bug): no leak.
+_UNREDACTABLE = b'"<redacted: frame could not be checked for secrets>"'
 
 
 def _stderr_warn(message: str) -> None:
@@ -119,7 +121,10 @@ class _Log:
                 if redact_here and b"mcpServers" in raw:
                     from acp_pipes.redact import redact
 
-                    logged, original_hash = redact(raw)
+                    try:
+                        logged, original_hash = redact(raw)
+                    except Exception:  # never log what could not be checked for secrets
+                        logged, original_hash = _UNREDACTABLE, None
                     if logged is not None:
                         rec = frame_record(seq, t, direction, raw, nolf=nolf,
                                            redacted=logged, original_hash=original_hash)
@@ -272,11 +277,21 @@ def record(
     wake_r, wake_w = os.pipe()
 
     def client_to_agent() -> None:
-        _pump(stdin_fd, agent_in, C2A, log, wake=wake_r)
+        try:
+            _pump(stdin_fd, agent_in, C2A, log, wake=wake_r)
+        except Exception as e:  # a bug: say so, and let the agent see EOF rather than hang
+            warn(f"internal error forwarding to the agent: {type(e).__name__}: {e}")
         try:
             proc.stdin.close()  # client EOF (or shutdown): the agent sees EOF too
         except OSError:
             pass
+
+    def agent_to_client() -> None:
+        try:
+            _pump(agent_out, stdout_fd, A2C, log, on_dst_gone=agent_gone_reader)
+        except Exception as e:
+            warn(f"internal error forwarding to the client: {type(e).__name__}: {e}")
+            agent_gone_reader()
 
     def agent_gone_reader() -> None:
         # The client stopped reading: let the agent see a closed pipe, as it would
@@ -287,10 +302,7 @@ def record(
             pass
 
     c2a = threading.Thread(target=client_to_agent, name="acp-tee c2a", daemon=True)
-    a2c = threading.Thread(
-        target=_pump, args=(agent_out, stdout_fd, A2C, log),
-        kwargs={"on_dst_gone": agent_gone_reader}, name="acp-tee a2c", daemon=True,
-    )
+    a2c = threading.Thread(target=agent_to_client, name="acp-tee a2c", daemon=True)
 
     saved: dict[int, object] = {}
     if forward_signals and threading.current_thread() is threading.main_thread():

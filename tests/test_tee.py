@@ -367,3 +367,49 @@ def test_agent_args_after_double_dash_are_the_agents(tmp_path):
     wire = tmp_path / "w.jsonl"
     r = tee("-o", str(wire), "--", "sh", "-c", 'printf "%s\\n" "$@"', "x", "-o", "--clock")
     assert r.returncode == 0 and r.stdout == b"-o\n--clock\n"
+
+
+# -- the library -------------------------------------------------------------------------
+
+
+def _record_through_pipes(data: bytes, wire: Path | None, argv: list[str]) -> tuple[int, bytes]:
+    from acp_pipes.tee import record
+
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.write(in_w, data)  # small: fits in the pipe
+    os.close(in_w)
+    try:
+        status = record(argv, str(wire) if wire else None, clock="epoch", host=False,
+                        stdin_fd=in_r, stdout_fd=out_w, forward_signals=False)
+    finally:
+        os.close(out_w)
+        os.close(in_r)
+    with os.fdopen(out_r, "rb") as f:
+        return status, f.read()
+
+
+def test_library_record_on_a_harness_pipes(tmp_path):
+    wire = tmp_path / "w.jsonl"
+    data = b'{"jsonrpc":"2.0","id":1,"method":"x"}\n'
+    status, out = _record_through_pipes(data, wire, ["cat"])
+    assert status == 0 and out == data
+    head, recs = read_log(wire)
+    assert head["clock"] == "epoch" and logged(recs, C2A) == data == logged(recs, A2C)
+    assert _record_through_pipes(data, None, ["cat"]) == (0, data)  # no log: a plain relay
+
+
+def test_a_frame_redaction_fails_on_is_not_logged_in_clear(tmp_path, monkeypatch):
+    import acp_pipes.redact
+
+    def broken(raw):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(acp_pipes.redact, "redact", broken)
+    wire = tmp_path / "w.jsonl"
+    data = b'{"method":"session/new","params":{"mcpServers":[{"env":[{"name":"K","value":"SECRETV"}]}]}}\n'
+    status, out = _record_through_pipes(data, wire, ["sh", "-c", "cat >/dev/null"])
+    assert status == 0 and out == b""
+    assert b"SECRETV" not in wire.read_bytes()
+    _, (rec,) = read_log(wire)
+    assert rec["redacted"] is True and rec["hash"] is None
