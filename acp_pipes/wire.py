@@ -67,12 +67,14 @@ def header(
     host: bool = True,
     env: dict[str, str] | None = None,
     keep_secrets: bool = False,
+    recorder: str = "acp-tee",
 ) -> dict[str, Any]:
-    """The wire log header. Environment variables appear only when named by the user."""
+    """The wire log header. Environment variables appear only when named by the user;
+    ``recorder`` names the program that wrote the log (acp-tee, or acp-replay --client)."""
     h: dict[str, Any] = {
         "format": WIRE,
         "version": VERSIONS[WIRE],
-        "recorder": f"acp-tee (acp-pipes) {__version__}",
+        "recorder": f"{recorder} (acp-pipes) {__version__}",
         "argv": list(argv),
         "started": iso_time(started_ns),
         "clock": clock,

@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import orjson
 
@@ -109,7 +107,7 @@ def _options(args: argparse.Namespace, remap_log):
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    agent = list(args.agent_argv)
+    agent = list(args.command)
     files = list(args.files or [])
     if len(files) != 1:
         raise UsageError("give exactly one TRACE (usage: acp-replay [OPTIONS] TRACE "
@@ -197,36 +195,14 @@ def _run_trace(args, ctx: Context, path: str, lines, agent: list[str]) -> int:
             remap_log.close()
 
 
-@dataclass
-class _ReplayTool(Tool):
-    """The shared runner, plus ``-- AGENT [ARGS...]``: split off before parsing, so an
-    option after TRACE still counts as acp-replay's own."""
-
-    agent_argv: list[str] = field(default_factory=list)
-
-    def parser(self) -> argparse.ArgumentParser:
-        p = super().parser()
-        p.set_defaults(agent_argv=self.agent_argv)
-        return p
-
-    def main(self, argv: Sequence[str] | None = None) -> int:
-        argv = list(sys.argv[1:] if argv is None else argv)
-        if "--" in argv:
-            cut = argv.index("--")
-            self.agent_argv = argv[cut + 1 :]
-            argv = argv[:cut]
-        else:
-            self.agent_argv = []
-        return super().main(argv)
-
-
-TOOL = _ReplayTool(
+TOOL = Tool(
     prog="acp-replay",
     summary=SUMMARY,
     example=EXAMPLE,
     run=_run,
     configure=configure,
     description=DESCRIPTION,
+    takes_command=True,
 )
 
 

@@ -75,7 +75,10 @@ class Tool:
     """A tool's declaration: its name, help text, arguments and body.
 
     ``example`` is a real pipeline shown at the end of ``--help``. ``takes_files`` adds
-    the ``[FILE ...]`` positional; ``takes_output`` adds ``-o FILE``.
+    the ``[FILE ...]`` positional; ``takes_output`` adds ``-o FILE``. With
+    ``takes_command``, everything after the first ``--`` is a command to run (the agent),
+    split off before parsing so options after the files still count as the tool's own;
+    it arrives as ``args.command`` (a list, empty when there was no ``--``).
     """
 
     prog: str
@@ -86,6 +89,8 @@ class Tool:
     description: str = ""
     takes_files: bool = True
     takes_output: bool = True
+    takes_command: bool = False
+    command_metavar: str = "-- AGENT [ARGS ...]"
 
     def parser(self) -> argparse.ArgumentParser:
         epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
@@ -115,15 +120,24 @@ class Tool:
         )
         if self.configure:
             self.configure(p)
+        if self.takes_command:
+            p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " " + self.command_metavar
         return p
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Parse ``argv``, run the tool, map every outcome to an exit status."""
         parser = self.parser()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        command: list[str] = []
+        if self.takes_command and "--" in argv:
+            cut = argv.index("--")
+            argv, command = argv[:cut], argv[cut + 1 :]
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:  # argparse: --help/--version (0) or usage error (2)
             return int(e.code or 0)
+        if self.takes_command:
+            args.command = command
         files = list(getattr(args, "files", None) or [STDIN])
         out: BinaryIO | None = None
         opened = False

@@ -29,7 +29,6 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from acp_pipes import __version__
 from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.replay.ids import id_key, id_span, splice_id
 from acp_pipes.replay.report import pointer_diff
@@ -66,8 +65,8 @@ class _Log:
         self.lock = threading.Lock()
         self.seq = 0
         if out is not None:
-            head = header(argv, started_ns=self.clock(), clock=clock_spec, host=host)
-            head["recorder"] = f"acp-replay --client (acp-pipes) {__version__}"
+            head = header(argv, started_ns=self.clock(), clock=clock_spec, host=host,
+                          recorder="acp-replay --client")
             out.write(orjson.dumps(head) + b"\n")
             out.flush()
 
