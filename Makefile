@@ -6,15 +6,21 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 OUT    := out
+# A real ACP client on the official TypeScript SDK, that the replay tests run against.
+NODE_STAMP := tests/clients/node_modules/.installed-stamp
 
 .PHONY: install demo test bench lint clean tools
 
-install: $(STAMP) tools
+install: $(STAMP) tools $(NODE_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,dev]'
+	touch $@
+
+$(NODE_STAMP): tests/clients/package.json tests/clients/package-lock.json
+	cd tests/clients && npm ci --silent --no-audit --no-fund
 	touch $@
 
 # Graphviz's `dot` renders acp-align's graphs; the Python package only writes DOT.
