@@ -58,7 +58,7 @@ import base64
 import gzip
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import blake3
 import orjson

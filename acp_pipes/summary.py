@@ -228,7 +228,7 @@ def _grid(headers: list[str], rows: list[list[Any]]) -> str:
 
     def fmt(r: list[str]) -> str:
         return "  ".join(c.rjust(w) if numeric[i] else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+                         for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
 
     return "\n".join([fmt(cells[0]), fmt(["-" * w for w in widths]), *map(fmt, cells[1:])])
 

@@ -213,7 +213,8 @@ def test_bad_lines_reported_and_kept_output_before_intact(tmp_path):
 
 def test_broken_wire_records_are_skipped_not_fatal():
     log = wire_log([("c2a", msg(method="a"))]) + b'{"seq":"x","dir":"c2a","raw":"{}"}\n'
-    log += b'{"seq":5,"t":1,"dir":"c2a"}\n' + orjson.dumps(frame_record(6, 2, "a2c", msg(method="b")))
+    log += b'{"seq":5,"t":1,"dir":"c2a"}\n'
+    log += orjson.dumps(frame_record(6, 2, "a2c", msg(method="b")))
     r = frame_cli(log + b"\n")
     assert r.returncode == 0
     assert [f["seq"] for f in parse_out(r.stdout)[1:]] == [0, 6]
@@ -289,8 +290,8 @@ def test_streams_back_to_back_and_several_files(tmp_path):
 
 
 def test_reframing_frames_is_idempotent():
-    log = wire_log([*echo_wire(1), ("c2a", b"\xff"), ("c2a", b"[]"),
-                    ("c2a", msg(id=9, method="m"), {"redacted": b"{}", "original_hash": "blake3:00"})])
+    red = {"redacted": b"{}", "original_hash": "blake3:00"}
+    log = wire_log([*echo_wire(1), ("c2a", b"\xff"), ("c2a", b"[]"), ("c2a", msg(id=9), red)])
     once = frame_cli(log).stdout
     assert frame_cli(once).stdout == once
     assert frame_cli(once + once).stdout == once + once
@@ -315,7 +316,7 @@ def test_summary_json_counts_computed_from_the_input(tmp_path):
     assert s["frames"] == len(log)
     assert s["directions"] == dict(Counter(d for d, *_ in log))
     logged = [(kw[0]["redacted"] if kw else raw) for _, raw, *kw in log]  # size as logged
-    assert s["bytes"] == {d: sum(len(b) for (dd, *_), b in zip(log, logged) if dd == d)
+    assert s["bytes"] == {d: sum(len(b) for (dd, *_), b in zip(log, logged, strict=True) if dd == d)
                           for d in ("c2a", "a2c")}
     updates = Counter(v["params"]["update"]["sessionUpdate"] for _, _, v in values
                       if v and v.get("method") == "session/update")
@@ -367,15 +368,37 @@ def test_summary_caps_problem_lines_and_one_per_stream():
 
 
 def test_frames_library_over_wire_records():
-    recs = [frame_record(0, 1, "c2a", msg(id="a", method="x")), frame_record(1, 2, "a2c", msg(id="a", result=1))]
+    recs = [frame_record(0, 1, "c2a", msg(id="a", method="x")),
+            frame_record(1, 2, "a2c", msg(id="a", result=1))]
+    kept = orjson.dumps(recs)
     out = list(frames(recs))
     assert [(f["kind"], f.get("method")) for f in out] == [("request", "x"), ("response", "x")]
+    assert orjson.dumps(recs) == kept  # the caller's records are left alone
+
+
+def test_wire_records_in_other_layouts_get_the_contract_order():
+    """The CLI keeps a plain wire line's own bytes; anything else is written anew."""
+    plain = orjson.dumps(frame_record(0, 1, "c2a", msg(id=1, method="a")))
+    permuted = orjson.dumps({"dir": "a2c", "raw": msg(id=1, result={}).decode(), "t": 2, "seq": 1})
+    spaced = b'{"seq": 2, "t": 3, "dir": "c2a", "raw": ' + orjson.dumps(msg(method="n").decode())
+    spaced += b"}"
+    crlf = orjson.dumps(frame_record(3, 4, "c2a", msg(method="m"))) + b"\r"
+    extra = b'{"seq":4,"t":5,"dir":"c2a","raw":"{}","future":1}'
+    data = b"\n".join([orjson.dumps(HDR), plain, permuted, spaced, crlf, extra]) + b"\n"
+    out = parse_out(frame_cli(data).stdout)[1:]
+    order = ["seq", "t", "dir", "raw", "kind"]
+    assert [list(f)[:5] for f in out] == [order] * 5
+    assert [(f["seq"], f["kind"], f.get("method")) for f in out] == [
+        (0, "request", "a"), (1, "response", "a"), (2, "notification", "n"),
+        (3, "notification", "m"), (4, "not_jsonrpc", None)]
+    assert "future" not in out[4]
 
 
 frame_bytes = st.binary(max_size=40) | st.builds(
     lambda v, cr: orjson.dumps(v) + (b"\r" if cr else b""),
     st.recursive(st.none() | st.integers(-(2**63), 2**63) | st.text(max_size=5),
-                 lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
+                 lambda c: st.lists(c, max_size=3)
+                 | st.dictionaries(st.text(max_size=3), c, max_size=3),
                  max_leaves=6),
     st.booleans(),
 )
@@ -393,10 +416,13 @@ def test_framing_gives_back_the_exact_bytes(tmp_path_factory, items, nolf):
     seen: list = []
     out = list(read_frames(p, warn=lambda *a: seen.append(a)))
     assert [decode_raw(f) for f in out] == [raw for _, raw, *_ in items]
+    # what the CLI writes (plain lines spliced, not re-encoded) is these records, exactly
+    lines = list(read_frames(p, headers=True, encode=True))
+    assert lines[1:] == [orjson.dumps(f) + b"\n" for f in out]
     assert [(f["seq"], f["dir"], f["size"]) for f in out] == [
         (i, it[0], len(it[1])) for i, it in enumerate(items)]
     assert len(seen) == sum(f["kind"] in ("invalid_json", "not_jsonrpc") for f in out)
-    for f, (_, raw, *_) in zip(out, items):
+    for f, (_, raw, *_) in zip(out, items, strict=True):
         assert ("raw" in f) == _is_utf8(raw) and ("nolf" in f) == (nolf and f is out[-1])
         assert f["hash"].startswith("blake3-raw:" if f["kind"] == "invalid_json" else "blake3:")
 
