@@ -9,7 +9,40 @@ measured on its own, so the per-frame figure can be given with and without it.
 
 from __future__ import annotations
 
-from bench.common import median_wall, run_cmd, side_by_side, table, tool, workdir
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from bench.common import Run, env, median_wall, side_by_side, table, tool, workdir
+
+_cpu: dict[int, float] = {}  # id(Run) -> CPU seconds of the process tree
+
+
+def run_cpu(argv: list[str], stdin: Path | None = None, stdout: Path | None = None) -> Run:
+    """Like bench.common.run_cmd, also keeping the CPU time (user+sys) of the whole tree,
+    which shared, noisy machines disturb far less than wall time."""
+    fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
+    fout = open(stdout, "wb") if stdout else subprocess.DEVNULL
+    try:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, stdin=fin, stdout=fout, env=env())
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+    finally:
+        for f in (fin, fout):
+            if hasattr(f, "close"):
+                f.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed")
+    r = Run(wall, usage.ru_maxrss / 1024)
+    _cpu[id(r)] = usage.ru_utime + usage.ru_stime
+    return r
+
+
+def median_cpu(runs: list[Run]) -> float:
+    return statistics.median(_cpu[id(r)] for r in runs)
 
 
 def main(quick: bool) -> str:
@@ -25,10 +58,10 @@ def main(quick: bool) -> str:
     proxied = tool("tee", "-o", str(wire), "--", *agent)
 
     runs = side_by_side({
-        "direct": lambda: run_cmd(agent, stdin=client, stdout=direct_out),
-        "tee": lambda: run_cmd(proxied, stdin=client, stdout=tee_out),
-        "true": lambda: run_cmd(["true"]),
-        "tee-true": lambda: run_cmd(tool("tee", "-o", str(d / "empty.jsonl"), "--", "true")),
+        "direct": lambda: run_cpu(agent, stdin=client, stdout=direct_out),
+        "tee": lambda: run_cpu(proxied, stdin=client, stdout=tee_out),
+        "true": lambda: run_cpu(["true"]),
+        "tee-true": lambda: run_cpu(tool("tee", "-o", str(d / "empty.jsonl"), "--", "true")),
     }, repeat=repeat)
     if direct_out.read_bytes() != tee_out.read_bytes():
         raise RuntimeError("acp-tee changed the agent's output")
@@ -36,20 +69,27 @@ def main(quick: bool) -> str:
     base, sub = median_wall(runs["direct"]), median_wall(runs["tee"])
     fixed = median_wall(runs["tee-true"]) - median_wall(runs["true"])
     added = sub - base
+    cpu_base, cpu_sub = median_cpu(runs["direct"]), median_cpu(runs["tee"])
+    cpu_fixed = median_cpu(runs["tee-true"]) - median_cpu(runs["true"])
+    cpu_added = cpu_sub - cpu_base
     rows = [
-        ["echo agent alone", f"{base * 1e3:.1f}", "", ""],
+        ["echo agent alone", f"{base * 1e3:.1f}", "", "", f"{cpu_base * 1e3:.1f}", ""],
         ["through acp-tee -o", f"{sub * 1e3:.1f}", f"{sub / base:.2f}x (+{added / base:.0%})",
-         f"{added / frames * 1e6:.1f}"],
-        ["of which fixed (start-up)", f"{fixed * 1e3:.1f}", "", ""],
+         f"{added / frames * 1e6:.1f}", f"{cpu_sub * 1e3:.1f}",
+         f"{cpu_added / frames * 1e6:.1f}"],
+        ["of which fixed (start-up)", f"{fixed * 1e3:.1f}", "", "",
+         f"{cpu_fixed * 1e3:.1f}", ""],
         ["per frame, without start-up", "", f"+{(added - fixed) / base:.0%}",
-         f"{(added - fixed) / frames * 1e6:.1f}"],
+         f"{(added - fixed) / frames * 1e6:.1f}", "",
+         f"{(cpu_added - cpu_fixed) / frames * 1e6:.1f}"],
     ]
     return (
         f"## acp-tee: recording overhead\n\n"
         f"{prompts} prompts, {frames} frames ({client.stat().st_size} bytes in, "
         f"{tee_out.stat().st_size} out, log {wire.stat().st_size} bytes); "
         f"median of {repeat} interleaved runs; outputs byte-identical.\n\n"
-        + table(["run", "wall ms", "vs alone", "us/frame added"], rows)
+        + table(["run", "wall ms", "vs alone", "us/frame added", "CPU ms", "CPU us/frame added"],
+                rows)
     )
 
 
