@@ -16,11 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import blake3
+import orjson
+
 from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, record_id, ts_fields
 from acp_pipes.asr.paths import declare_roots
 from acp_pipes.asr.records import Ctx, entity_bodies, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
 from acp_pipes.streams import FOLD
+
+_blake3 = blake3.blake3
+_dumps = orjson.dumps
+_SORT = orjson.OPT_SORT_KEYS
 
 __all__ = ["Converter", "V1Error", "convert"]
 
@@ -49,14 +56,19 @@ class _Stream:
         self.declared = False
 
 
-def _hash(body: dict) -> str:
+def _hash(body: dict) -> bytes:
+    """Identity of a record's content, for "already recorded, same content" (ASR-717).
+    Internal only (never written): blake3 of orjson's key-sorted form, which is
+    deterministic for the values a fold produces; canonical_hash where orjson cannot
+    serialise (integers beyond 64 bits)."""
     core = {k: v for k, v in body.items() if k not in ENVELOPE}
     try:
-        return canonical_hash(core)
-    except CanonicalError:
-        import orjson
-
-        return "raw:" + orjson.dumps(core, option=orjson.OPT_SORT_KEYS).hex()
+        return _blake3(_dumps(core, option=_SORT)).digest()
+    except TypeError:
+        try:
+            return canonical_hash(core).encode()
+        except CanonicalError:
+            return repr(core).encode()
 
 
 class Converter:

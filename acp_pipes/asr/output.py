@@ -26,7 +26,7 @@ SPOOL_MEMORY = 1 << 20
 
 def file_name(sid: str) -> str:
     """``<percent-encoded session ID>.asr.jsonl`` (acp-pipes choice)."""
-    return quote(sid, safe="-_~") + SUFFIX
+    return quote(sid, safe="-_~").replace(".", "%2E") + SUFFIX
 
 
 def session_from_name(name: str) -> str:

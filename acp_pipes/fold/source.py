@@ -17,7 +17,7 @@ import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.fold.core import Folder
-from acp_pipes.jsonl import InputError, display_name, read_lines
+from acp_pipes.jsonl import InputError, display_name, open_source
 from acp_pipes.streams import ASR, FOLD, FRAMES, VERSIONS, WIRE, describe, header_format
 
 __all__ = ["FOLD_VERSION", "fold", "fold_header", "fold_paths", "read_source"]
@@ -67,42 +67,56 @@ def read_source(path: str, warn: Warn) -> Iterator[tuple[str, Any, int]]:
     source = display_name(path)
     loads = orjson.loads
     mode: str | None = None
-    for line in read_lines(path):
-        try:
-            rec = loads(line.raw)
-        except orjson.JSONDecodeError as e:
-            if not line.raw.strip():
+    stream = open_source(path)
+    number = 0
+    try:
+        for raw in stream:
+            number += 1
+            try:
+                rec = loads(raw)
+            except orjson.JSONDecodeError as e:
+                if not raw.strip():
+                    continue
+                what = "torn last line (no LF)" if not raw.endswith(b"\n") else "not JSON"
+                if mode is None:
+                    raise InputError(source, number, f"{what}: {e}") from None
+                warn(source, number, f"{what}, skipped: {e}")
                 continue
-            what = "torn last line (no LF)" if not line.terminated else "not JSON"
-            if mode is None:
-                raise InputError(source, line.number, f"{what}: {e}") from None
-            warn(source, line.number, f"{what}, skipped: {e}")
-            continue
-        if mode in (WIRE, FRAMES) and rec.__class__ is dict and "dir" in rec:
-            yield "frame", rec, line.number
-            continue
-        if mode == FOLD and rec.__class__ is dict and "ev" in rec:
-            yield "fold", rec, line.number
-            continue
-        fmt = header_format(rec)
-        if fmt in (WIRE, FRAMES, FOLD):
-            version = rec.get("version")
-            if version != VERSIONS[fmt]:
-                raise InputError(source, line.number,
-                                 f"{describe(fmt)} of version {version!r}; this acp-pipes "
-                                 f"reads version {VERSIONS[fmt]}")
-            mode = fmt
-            yield "header", (fmt, rec), line.number
-            continue
-        if fmt == ASR:
-            raise InputError(source, line.number,
-                             "expected a wire log, frames or folded entities, got an ASR "
-                             "stream")
-        if mode is None:
-            raise InputError(source, line.number,
-                             "expected a wire log, frames or folded entities (a bare ACP "
-                             "stream has one direction only: record it with acp-tee)")
-        warn(source, line.number, f"not a {describe(mode)} record, skipped")
+            if rec.__class__ is dict:
+                if "dir" in rec and (mode == WIRE or mode == FRAMES):
+                    yield "frame", rec, number
+                    continue
+                if "ev" in rec and mode == FOLD:
+                    yield "fold", rec, number
+                    continue
+            mode = yield from _other(rec, mode, source, number, warn)
+    except (OSError, EOFError) as e:
+        raise InputError(source, number + 1, f"cannot read: {e}") from None
+    finally:
+        if path != "-":
+            stream.close()
+
+
+def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
+    """A line that is not a record of the current stream: a header, or a problem."""
+    fmt = header_format(rec)
+    if fmt in (WIRE, FRAMES, FOLD):
+        version = rec.get("version")
+        if version != VERSIONS[fmt]:
+            raise InputError(source, number,
+                             f"{describe(fmt)} of version {version!r}; this acp-pipes "
+                             f"reads version {VERSIONS[fmt]}")
+        yield "header", (fmt, rec), number
+        return fmt
+    if fmt == ASR:
+        raise InputError(source, number,
+                         "expected a wire log, frames or folded entities, got an ASR stream")
+    if mode is None:
+        raise InputError(source, number,
+                         "expected a wire log, frames or folded entities (a bare ACP "
+                         "stream has one direction only: record it with acp-tee)")
+    warn(source, number, f"not a {describe(mode)} record, skipped")
+    return mode
 
 
 def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
@@ -110,31 +124,20 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
     """Fold streams (header, then records) for every connection in ``paths``, in order;
     fold input passes through as it is. ``connection`` numbers the first one."""
     conn = connection
+    loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
     for path in paths:
         source = display_name(path)
         folder: Folder | None = None
+        feed = None
         last = 0
 
         def fwarn(msg: str, _s=source) -> None:
             warn(_s, last, msg)
 
-        for kind, item, number in read_source(path, warn):
-            last = number
-            if kind == "frame":
-                rec = item
-                seq = rec.get("seq")
-                d = rec.get("dir")
-                if seq.__class__ is not int or d not in ("c2a", "a2c"):
-                    warn(source, number, "not a wire record (needs seq, t, dir), skipped")
-                    continue
-                msg = parse_raw(rec)
-                if msg is None:
-                    warn(source, number, "frame is not JSON, skipped")
-                    continue
-                yield from folder.feed(seq, rec.get("t"), d, msg)  # type: ignore[union-attr]
-            elif kind == "fold":
-                yield item
-            else:
+        lines = read_source(path, warn)
+        for kind, item, number in lines:
+            if kind == "header":
                 if folder is not None:
                     yield from folder.finish()
                     folder = None
@@ -146,6 +149,34 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                 source_header = header.get("source") if fmt == FRAMES else header
                 yield fold_header(conn, source_header, snapshots)
                 folder = Folder(conn, snapshots=snapshots, warn=fwarn)
+                feed = folder.feed
                 conn += 1
+                continue
+            if kind == "fold":
+                yield item
+                continue
+            # the hot path: one wire or frames record
+            rec = item
+            last = number
+            seq = rec.get("seq")
+            d = rec.get("dir")
+            if seq.__class__ is not int or (d != "a2c" and d != "c2a"):
+                warn(source, number, "not a wire record (needs seq, t, dir), skipped")
+                continue
+            raw = rec.get("raw")
+            msg = None
+            if raw.__class__ is str:
+                try:
+                    msg = loads(raw)
+                except JSONDecodeError:
+                    msg = parse_raw(rec)
+            else:
+                msg = parse_raw(rec)
+            if msg is None:
+                warn(source, number, "frame is not JSON, skipped")
+                continue
+            out = feed(seq, rec.get("t"), d, msg)  # type: ignore[misc]
+            if out:
+                yield from out
         if folder is not None:
             yield from folder.finish()
