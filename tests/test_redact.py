@@ -56,7 +56,8 @@ def test_every_method_carrying_mcp_servers_is_covered():
 
 
 def test_sse_acp_other_and_object_form():
-    sse = {"type": "sse", "name": "s", "url": "https://x", "headers": [{"name": "K", "value": "v1"}]}
+    sse = {"type": "sse", "name": "s", "url": "https://x",
+           "headers": [{"name": "K", "value": "v1"}]}
     acp = {"type": "acp", "name": "a", "serverId": "srv-1"}
     other = {"type": "_custom", "name": "o", "env": {"TOKEN": "v2"}, "headers": {"X-Key": "v3"}}
     logged, _ = redact(_new([sse, acp, other]))
@@ -75,7 +76,9 @@ def test_nothing_to_redact_gives_none():
     assert redact(b'{"mcpServers": not json') == (None, None)
     assert redact(b"\xff mcpServers") == (None, None)
     # a response mentioning mcpServers outside params is left alone
-    assert redact(b'{"jsonrpc":"2.0","id":1,"result":{"mcpServers":[{"env":[{"name":"a","value":"b"}]}]}}') == (None, None)
+    response = (b'{"jsonrpc":"2.0","id":1,"result":'
+                b'{"mcpServers":[{"env":[{"name":"a","value":"b"}]}]}}')
+    assert redact(response) == (None, None)
 
 
 def test_batch_and_trailing_cr():

@@ -407,7 +407,8 @@ def test_a_frame_redaction_fails_on_is_not_logged_in_clear(tmp_path, monkeypatch
 
     monkeypatch.setattr(acp_pipes.redact, "redact", broken)
     wire = tmp_path / "w.jsonl"
-    data = b'{"method":"session/new","params":{"mcpServers":[{"env":[{"name":"K","value":"SECRETV"}]}]}}\n'
+    data = (b'{"method":"session/new","params":{"mcpServers":'
+            b'[{"env":[{"name":"K","value":"SECRETV"}]}]}}\n')
     status, out = _record_through_pipes(data, wire, ["sh", "-c", "cat >/dev/null"])
     assert status == 0 and out == b""
     assert b"SECRETV" not in wire.read_bytes()
