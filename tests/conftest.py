@@ -25,11 +25,34 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def run_tool(name: str, *args: str, input: bytes | None = None, **kw) -> subprocess.CompletedProcess:
+def run_tool(
+    name: str, *args: str, input: bytes | None = None, **kw
+) -> subprocess.CompletedProcess:
     """Run ``acp-<name> ARGS`` as a subprocess over real pipes; returns bytes out/err."""
     return subprocess.run(
         tool_argv(name, *args), input=input, capture_output=True, env=tool_env(), **kw
     )
+
+
+LOCKSTEP_CLIENT = REPO / "tests" / "clients" / "lockstep_client.py"
+
+
+def record_lockstep(client: list[bytes], wire: Path, agent: list[str] | None = None,
+                    tmp: Path | None = None) -> bytes:
+    """Record ``client`` (frames without LF) against ``agent`` (default: the echo agent)
+    under the real acp-tee, sent turn by turn as an editor would, so two recordings of a
+    deterministic session interleave the directions identically. Returns what the client
+    received."""
+    script = (tmp or wire.parent) / (wire.name + ".client.jsonl")
+    script.write_bytes(b"".join(line + b"\n" for line in client))
+    proc = subprocess.run(
+        [sys.executable, str(LOCKSTEP_CLIENT), str(script), "--",
+         *tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                    *(agent or tool_argv("echo-agent")))],
+        capture_output=True, env=tool_env(), timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return proc.stdout
 
 
 @pytest.fixture

@@ -9,19 +9,13 @@ import orjson
 import pytest
 
 from acp_pipes.echo_agent import client_session
-from tests.conftest import run_tool, tool_argv, tool_env
+from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 
 
 def record(tmp: Path, name: str, client: list[bytes]) -> Path:
-    """Run the echo agent under acp-tee, fed ``client``; returns the wire log."""
+    """The echo agent under acp-tee, driven turn by turn; returns the wire log."""
     wire = tmp / f"{name}.wire.jsonl"
-    proc = subprocess.run(
-        tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
-                  *tool_argv("echo-agent")),
-        input=b"".join(line + b"\n" for line in client),
-        capture_output=True, env=tool_env(), timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
+    record_lockstep(client, wire)
     return wire
 
 
