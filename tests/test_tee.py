@@ -348,6 +348,7 @@ def test_keep_secrets(tmp_path):
 
 def test_usage_errors_and_missing_agent(tmp_path):
     assert tee("-o", str(tmp_path / "w"), "--").returncode == 2
+    assert tee("-o", str(tmp_path / "w"), "cat").returncode == 2  # the agent comes after --
     r = tee("--clock", "sometimes", "--", "true")
     assert r.returncode == 2 and b"--clock" in r.stderr
     r = tee("-o", str(tmp_path / "w"), "--", str(tmp_path / "no-such-agent"))

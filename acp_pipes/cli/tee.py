@@ -44,8 +44,6 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="leave host os/arch/cwd/pid out of the header")
     p.add_argument("--keep-secrets", action="store_true",
                    help="log MCP server env/headers values as sent (default: redacted)")
-    p.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- AGENT [ARGS ...]",
-                   help="the agent command and its arguments")
 
 
 def default_log_path() -> str:
@@ -55,9 +53,7 @@ def default_log_path() -> str:
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    agent = list(args.agent)
-    if agent and agent[0] == "--":
-        agent = agent[1:]
+    agent = list(args.command)  # everything after the first '--' (the runner splits it)
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
     try:
@@ -90,6 +86,7 @@ TOOL = Tool(
     description=DESCRIPTION,
     takes_files=False,
     takes_output=False,
+    takes_command=True,
 )
 
 
