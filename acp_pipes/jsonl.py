@@ -8,7 +8,6 @@ is kept: it belongs to the line).
 
 from __future__ import annotations
 
-import gzip
 import io
 import sys
 from collections.abc import Iterable, Iterator
@@ -68,6 +67,8 @@ def open_source(path: str) -> BinaryIO:
     except OSError as e:
         raise InputError(display_name(path), 0, f"cannot read: {e.strerror or e}") from None
     if head == GZIP_MAGIC:
+        import gzip  # only for .gz input: kept off every tool's start-up path
+
         return gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[return-value]
     return reader
 
@@ -82,7 +83,7 @@ def iter_lines(stream: BinaryIO, source: str) -> Iterator[Line]:
                 yield Line(source, number, chunk[:-1])
             else:
                 yield Line(source, number, chunk, terminated=False)
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         raise InputError(source, number + 1, f"cannot read: {e}") from None
 
 

@@ -24,7 +24,6 @@ import argparse
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -171,6 +170,8 @@ class Tool:
             return EXIT_INTERRUPTED
         except Exception as e:  # a bug, not the user's input
             if os.environ.get("ACP_PIPES_DEBUG"):
+                import traceback  # only for bugs: kept off every tool's start-up path
+
                 traceback.print_exc()
             _say(self.prog, f"internal error: {type(e).__name__}: {e} "
                  "(set ACP_PIPES_DEBUG=1 for a traceback)")
