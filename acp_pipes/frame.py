@@ -161,26 +161,19 @@ class Framer:
         self.warn = warn or _no_warn
         self.pending: dict[str, dict[tuple[type, Any], tuple[str, Any]]] = {C2A: {}, A2C: {}}
 
-    def frame(
-        self, rec: dict[str, Any], line: int = 0, into: dict[str, Any] | None = None
-    ) -> dict[str, Any] | None:
+    def frame(self, rec: dict[str, Any], line: int = 0) -> dict[str, Any] | None:
         """The frame record for one wire (or frame) record; None, reported, if the record
         itself is broken (no valid seq/dir/raw). A wire record in the plain layout
         (seq, t, dir, raw|raw_b64) is extended in place and returned, saving a copy per
-        frame: pass a copy if you keep ``rec``. ``into`` says the record is in the plain
-        layout: the added fields (kind ... hash) go there instead, and ``into`` is
-        returned (how the CLI writes a frame without encoding its raw bytes again)."""
+        frame: pass a copy if you keep ``rec``."""
         seq = rec.get("seq")
         t = rec.get("t")
         d = rec.get("dir")
         if seq.__class__ is not int or not (t is None or t.__class__ is int) or d not in _OTHER:
             self.warn(self.source, line, "not a wire record (needs seq, t, dir), skipped")
             return None
-        plain = into is not None or tuple(rec) in _PLAIN_LAYOUTS
-        if plain:
-            out = rec if into is None else into
-        else:
-            out = {"seq": seq, "t": t, "dir": d}
+        plain = tuple(rec) in _PLAIN_LAYOUTS
+        out = rec if plain else {"seq": seq, "t": t, "dir": d}
         r = rec.get("raw")
         if r.__class__ is str:
             if not plain:
@@ -290,14 +283,12 @@ def read_frames(
     direction: str | None = None,
     warn: Warn | None = None,
     headers: bool = False,
-    encode: bool = False,
-) -> Iterator[Any]:
+) -> Iterator[dict[str, Any]]:
     """Frame records from a wire log, a frames stream or a bare ACP JSONL stream.
 
     ``direction`` ("c2a"/"a2c") is needed for a bare stream and ignored for streams with a
     header. With ``headers=True`` each stream's frames header is yielded before its
-    frames (what ``acp-frame`` writes). ``.gz`` and ``-`` (stdin) work. With ``encode``,
-    JSONL lines (bytes) instead of dicts (see :func:`frame_chunks`).
+    frames (what ``acp-frame`` writes). ``.gz`` and ``-`` (stdin) work.
     """
     path = str(path)
     source = display_name(path)
@@ -305,7 +296,7 @@ def read_frames(
     try:
         # the stream itself, no per-line objects: this is the hot path
         yield from frame_chunks(stream, source, direction=direction,
-                                warn=warn, headers=headers, encode=encode)
+                                warn=warn, headers=headers)
     finally:
         if path != STDIN:
             stream.close()
@@ -344,21 +335,13 @@ def frame_chunks(
     warn: Warn | None = None,
     headers: bool = False,
     first_line: int = 1,
-    encode: bool = False,
-) -> Iterator[Any]:
+) -> Iterator[dict[str, Any]]:
     """:func:`read_frames` over the lines of one source as bytes *with* their LF (a last
-    line without LF is a frame without LF, or a torn wire record).
-
-    With ``encode``, yields JSONL lines (bytes with LF) instead of dicts: a wire record in
-    the plain layout, written on one line as acp-tee writes it, keeps its own bytes up to
-    ``raw`` and only the added fields are encoded, so the raw string is not escaped again.
-    """
+    line without LF is a frame without LF, or a torn wire record)."""
     if direction is not None and direction not in DIRECTIONS:
         raise ValueError(f"direction must be c2a or a2c, got {direction!r}")
     warn = warn or _no_warn
     loads = _loads
-    dumps = orjson.dumps
-    NL = orjson.OPT_APPEND_NEWLINE
     JSONDecodeError = _JSONDecodeError
     mode = None  # None: before the first stream; WIRE: wire or frame records; BARE: ACP lines
     framer = Framer(source, warn)
@@ -382,16 +365,6 @@ def frame_chunks(
                 warn(source, number, f"{what}, wire record skipped: {e}")
                 continue
             if rec.__class__ is dict and "dir" in rec:
-                if encode:
-                    if chunk[-2:] == b"}\n" and tuple(rec) in _PLAIN_LAYOUTS:
-                        out = frame(rec, number, {})  # plain: only the added fields
-                        if out is not None:
-                            yield chunk[:-2] + b"," + dumps(out, option=NL)[1:]
-                    else:
-                        out = frame(rec, number)
-                        if out is not None:
-                            yield dumps(out, option=NL)
-                    continue
                 out = frame(rec, number)
                 if out is not None:
                     yield out
@@ -420,8 +393,7 @@ def frame_chunks(
                     mode = BARE
                     seq = 0
                     if headers:
-                        h = frames_header(None)
-                        yield dumps(h, option=NL) if encode else h
+                        yield frames_header(None)
                 if not raw.strip():  # blank lines do not frame in ndjson
                     continue
                 key, text = _encode(raw)
@@ -431,7 +403,7 @@ def frame_chunks(
                 seq += 1
                 out = frame(wire, number)
                 if out is not None:
-                    yield dumps(out, option=NL) if encode else out
+                    yield out
                 continue
         # a header: the next stream starts here
         where = 0 if number == 1 else number
@@ -448,8 +420,7 @@ def frame_chunks(
         mode = WIRE  # frame records are wire records plus fields: both frame the same way
         if headers:
             src = rec if fmt == WIRE else rec.get("source")
-            h = frames_header(src if isinstance(src, dict) else None)
-            yield dumps(h, option=NL) if encode else h
+            yield frames_header(src if isinstance(src, dict) else None)
 
 
 def _encode(raw: bytes) -> tuple[str, str]:

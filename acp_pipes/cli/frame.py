@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+
+import orjson
 
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.frame import read_frames
@@ -29,6 +32,9 @@ acp-frame --summary wire.jsonl.gz
 """
 
 
+_jsonl = functools.partial(orjson.dumps, option=orjson.OPT_APPEND_NEWLINE)
+
+
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", choices=("c2a", "a2c"), dest="direction",
                    help="direction of a bare ACP JSONL stream (c2a: client to agent)")
@@ -52,11 +58,11 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     def warn(source: str, line: int, message: str) -> None:
         ctx_warn(message, source, line)
 
-    write = ctx.out.write
+    # one buffered write per record, and the loop itself in C (writelines over map)
+    writelines = ctx.out.writelines
     for path in ctx.files:
-        for line in read_frames(path, direction=args.direction, warn=warn, headers=True,
-                                encode=True):
-            write(line)
+        writelines(map(_jsonl, read_frames(path, direction=args.direction, warn=warn,
+                                           headers=True)))
     return 0
 
 
