@@ -2,7 +2,12 @@
 
 Workload (the seed's): one session of 1000 prompts (quick: 50) from
 ``acp_pipes.echo_agent.client_session``, stdin from a file, stdout to a file. Both runs
-are whole processes as a user starts them, interleaved, medians of N. Besides the total,
+are whole processes as a user starts them, interleaved, medians of N. That piped session is the
+worst case for a proxy: the agent does almost nothing per frame, so the proxy's own
+start-up and per-frame work are the whole difference. The second workload is the same
+session driven turn by turn as an editor does (``tests/clients/lockstep_client.py``
+sends each frame once the agent has answered the previous one), which is what acp-tee
+sits in front of in real use. Besides the total,
 the fixed cost (``acp-tee -- true`` vs ``true``: interpreter start-up, imports, spawn) is
 measured on its own, so the per-frame figure can be given with and without it.
 """
@@ -45,6 +50,9 @@ def median_cpu(runs: list[Run]) -> float:
     return statistics.median(_cpu[id(r)] for r in runs)
 
 
+LOCKSTEP = Path(__file__).resolve().parents[1] / "tests" / "clients" / "lockstep_client.py"
+
+
 def main(quick: bool) -> str:
     from acp_pipes.echo_agent import client_session
 
@@ -56,12 +64,15 @@ def main(quick: bool) -> str:
     direct_out, tee_out, wire = d / "direct.out", d / "tee.out", d / "wire.jsonl"
     agent = tool("echo-agent")
     proxied = tool("tee", "-o", str(wire), "--", *agent)
+    lockstep = [tool("echo-agent")[0], str(LOCKSTEP), str(client), "--"]
 
     runs = side_by_side({
         "direct": lambda: run_cpu(agent, stdin=client, stdout=direct_out),
         "tee": lambda: run_cpu(proxied, stdin=client, stdout=tee_out),
         "true": lambda: run_cpu(["true"]),
         "tee-true": lambda: run_cpu(tool("tee", "-o", str(d / "empty.jsonl"), "--", "true")),
+        "lockstep": lambda: run_cpu(lockstep + agent, stdout=direct_out),
+        "lockstep-tee": lambda: run_cpu(lockstep + proxied, stdout=tee_out),
     }, repeat=repeat)
     if direct_out.read_bytes() != tee_out.read_bytes():
         raise RuntimeError("acp-tee changed the agent's output")
@@ -82,6 +93,13 @@ def main(quick: bool) -> str:
         ["per frame, without start-up", "", f"+{(added - fixed) / base:.0%}",
          f"{(added - fixed) / frames * 1e6:.1f}", "",
          f"{(cpu_added - cpu_fixed) / frames * 1e6:.1f}"],
+    ]
+    lock, lock_tee = median_wall(runs["lockstep"]), median_wall(runs["lockstep-tee"])
+    rows += [
+        ["turn by turn (editor-like client), alone", f"{lock * 1e3:.1f}", "", "", "", ""],
+        ["turn by turn, through acp-tee -o", f"{lock_tee * 1e3:.1f}",
+         f"{lock_tee / lock:.2f}x (+{(lock_tee - lock) / lock:.0%})",
+         f"{(lock_tee - lock) / frames * 1e6:.1f}", "", ""],
     ]
     return (
         f"## acp-tee: recording overhead\n\n"
