@@ -63,12 +63,16 @@ def _hash(body: dict) -> bytes:
     serialise (integers beyond 64 bits)."""
     core = {k: v for k, v in body.items() if k not in ENVELOPE}
     try:
-        return _blake3(_dumps(core, option=_SORT)).digest()
+        return _blake3(_dumps(core, option=_SORT)).digest(16)
     except TypeError:
         try:
             return canonical_hash(core).encode()
         except CanonicalError:
             return repr(core).encode()
+
+
+def _key(key: tuple) -> bytes:
+    return _blake3(_dumps(key)).digest(16)
 
 
 class Converter:
@@ -131,9 +135,17 @@ class Converter:
         return st
 
     def _write(self, st: _Stream, key: Any, body: dict, rec: dict, replayed: bool) -> list:
-        """Envelope and write one record, unless it repeats what the stream holds."""
-        h = _hash(body) if key is not None else None
-        prev = st.keys.get(key) if key is not None else None
+        """Envelope and write one record, unless it repeats what the stream holds.
+        Per entity only a 16-byte key digest, the record's seq and a 16-byte content
+        digest are kept, so memory per written entity is small and fixed."""
+        if key is not None:
+            key = _key(key)
+            h = _hash(body)
+            prev = st.keys.get(key)
+            if prev is not None:
+                prev = (record_id(prev[0]), prev[1])
+        else:
+            h = prev = None
         if prev is not None and prev[1] == h:
             return []  # ASR-717: already recorded, same content
         st.seq += 1
@@ -146,7 +158,8 @@ class Converter:
             parent = self.streams.get(st.parent)
             src = parent.keys.get(key) if parent is not None else None
             if src is not None:  # ASR-718: history copied into the fork
-                out["copiedFrom"] = {"session": st.parent, "id": src[0], "proof": "native_id"}
+                out["copiedFrom"] = {"session": st.parent, "id": record_id(src[0]),
+                                     "proof": "native_id"}
                 st.local_through = rid
         for k, v in body.items():
             if k != "type" and k != "native":
@@ -156,7 +169,7 @@ class Converter:
             native.update(body["native"])
         out["native"] = native  # ASR-723
         if key is not None:
-            st.keys[key] = (rid, h)
+            st.keys[key] = (st.seq, h)
         if out["type"] in CONTEXT_TYPES and out.get("origin") != "notice":
             st.ctx.last_context = rid
         return [(st.sid, out)]
