@@ -80,6 +80,19 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="--client: receipt times in the run's wire log (as acp-tee)")
     p.add_argument("--no-host", action="store_true",
                    help="--client: leave host os/arch/cwd/pid out of the wire log header")
+    # ASR streams (acp_pipes.replay.asr; docs/acp-replay.md "Replaying ASR streams")
+    p.add_argument("--session-id", metavar="ID",
+                   help="ASR stream: replay under this session id")
+    p.add_argument("--report", metavar="FILE",
+                   help="ASR stream: also write the loss report (JSON lines) to FILE")
+    p.add_argument("--wire", action="append", default=[], metavar="WIRELOG",
+                   help="ASR stream: resend the captured agent frames from the wire log(s) "
+                        "it was recorded from (one per connection, in order)")
+    p.add_argument("--serve", action="store_true",
+                   help="serve ASR streams as a read-only ACP v2 agent on stdio: "
+                        "--serve STREAM...")
+    p.add_argument("--compare", action="store_true",
+                   help="compare the context views of two ASR streams: --compare S S2")
 
 
 def _report_line(event: dict) -> None:
@@ -107,6 +120,10 @@ def _options(args: argparse.Namespace, remap_log):
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
+    if args.serve or args.compare:
+        from acp_pipes.replay import asr_cli
+
+        return asr_cli.run_files(args, ctx)
     agent = list(args.command)
     files = list(args.files or [])
     if len(files) != 1:

@@ -1,0 +1,508 @@
+"""ASR streams replayed as ACP v2 ``session/update`` notifications (ASR-724..733).
+
+What an agent sends when a client resumes the session with ``replayFrom: {"type":
+"start"}``: the history as whole-entity upserts in path order (the latest revision of each
+entity, never chunks), then ``session_info_update``, the latest session ``usage_update``
+and the current ``state_update``. Nothing is executed and no question is asked again
+(ASR-726); what the stream held that ACP replay cannot carry is counted per category of
+the seed's "Declared losses (replay)" and reported, never hidden (ASR-731).
+
+acp-pipes streams are linear (no branch records): every record is on the active path of
+the one head, in stream order. Entities are placed at their first record; a superseding
+record (``supersedes``) or a later record with the same native ID replaces the content
+(ASR-724: latest revision).
+
+    from acp_pipes.replay.asr import read_streams, Replay
+    for stream in read_streams(lines, "s.asr.jsonl"):
+        rep = Replay(stream)
+        for update in rep.updates(): ...       # session/update payloads, in order
+        rep.report()                           # {"event": "replay_losses", ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from acp_pipes.asr.model import AUDIT_PREFIX
+from acp_pipes.asr.paths import resolve
+from acp_pipes.jsonl import InputError, display_name
+from acp_pipes.streams import ASR, header_format
+
+__all__ = ["AsrStream", "Replay", "STATUS", "cli_run", "notification", "read_streams",
+           "replay_status"]
+
+#: ASR-728: tool_result.status -> ACP tool call status (a vendor value unchanged).
+STATUS = {"completed": "completed", "failed": "failed", "denied": "failed",
+          "cancelled": "cancelled", "interrupted": "cancelled", "unknown": "other"}
+#: ACP v2 states a state_update can carry; ASR's own lifecycle states (resumed, ended)
+#: are history, not a current state.
+ACP_STATES = frozenset({"running", "idle", "requires_action", "unknown"})
+#: Declared losses (replay), in the seed's order, then the ones this mapping adds.
+LOSS_ORDER = (
+    "inference", "vcs", "workspace_state", "checkpoint", "gap", "tombstone",
+    "declarations", "instructions", "config_change", "state_history", "turn_triggers",
+    "permission", "input_request", "hook", "memory_change", "delivery", "senders",
+    "conversations", "off_path", "lineage", "capture", "redaction", "timestamps",
+    # beyond the seed's list: not replayed by this mapping, so still reported
+    "diff", "location", "terminal_cwd", "notice", "inter_session", "subagent", "audit",
+    "usage_history", "revisions", "reasoning_opaque", "content_parts", "orphan",
+)
+#: Record types that are not replayed, by the category they are reported under.
+_TYPE_LOSS = {
+    "inference": "inference", "vcs": "vcs", "commit": "vcs",
+    "workspace_state": "workspace_state", "checkpoint": "checkpoint", "gap": "gap",
+    "tombstone": "tombstone", "declaration": "declarations", "instruction": "instructions",
+    "config_change": "config_change", "turn": "turn_triggers", "trigger": "turn_triggers",
+    "permission": "permission", "input_request": "input_request", "hook": "hook",
+    "memory_change": "memory_change", "delivery": "delivery", "redaction": "redaction",
+    "subagent": "subagent", "branch": "off_path", "head": "off_path",
+}
+_NOT_BLOCKS = frozenset({"reasoning", "refusal"})
+
+
+def replay_status(status: Any) -> Any:
+    """ASR-728."""
+    return STATUS.get(status, status) if isinstance(status, str) else status
+
+
+@dataclass
+class AsrStream:
+    """One ASR stream: its header and records (parsed), and where it came from."""
+
+    header: dict
+    records: list[dict] = field(default_factory=list)
+    source: str = "-"
+    line: int = 1  # the header's line number
+
+    @property
+    def session_id(self) -> str:
+        return self.header.get("sessionId")
+
+
+def read_streams(lines: Iterable[bytes], source: str) -> Iterator[AsrStream]:
+    """ASR streams from raw lines (bytes, LF optional), a header starting each. A line
+    that is not a JSON object is an InputError naming the source and line."""
+    loads = orjson.loads
+    cur: AsrStream | None = None
+    for n, raw in enumerate(lines, 1):
+        try:
+            rec = loads(raw)
+        except orjson.JSONDecodeError:
+            if not raw.strip():
+                continue
+            raise InputError(source, n, "not JSON") from None
+        if type(rec) is not dict:
+            raise InputError(source, n, "not a JSON object")
+        if rec.get("type") == "header":
+            if header_format(rec) != ASR:
+                raise InputError(source, n, "not an ASR stream header")
+            if cur is not None:
+                yield cur
+            if not isinstance(rec.get("sessionId"), str):
+                raise InputError(source, n, "ASR header without a sessionId")
+            cur = AsrStream(rec, [], source, n)
+            continue
+        if cur is None:
+            raise InputError(source, n, "expected an ASR stream header first")
+        cur.records.append(rec)
+    if cur is not None:
+        yield cur
+
+
+def notification(session_id: str, update: dict) -> bytes:
+    """One ``session/update`` notification, JSON-RPC, without LF."""
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
+                         "params": {"sessionId": session_id, "update": update}})
+
+
+def _meta(update: dict, *records: dict | None) -> dict:
+    """``_meta`` on replayed entities (ASR-708's fold, played back)."""
+    meta: dict = {}
+    for r in records:
+        if r is not None and isinstance(r.get("_meta"), dict):
+            meta.update(r["_meta"])
+    if meta:
+        update["_meta"] = meta
+    return update
+
+
+class Replay:
+    """The replay of one stream: :meth:`updates` in order, :attr:`losses` as they are
+    found (complete once :meth:`updates` is exhausted), :meth:`report` (ASR-731)."""
+
+    def __init__(self, stream: AsrStream, session_id: str | None = None):
+        self.stream = stream
+        self.session_id = session_id or stream.session_id
+        self.losses: Counter = Counter()
+        self.roots = (stream.header.get("workspace") or {}).get("roots") or []
+        self.count = 0
+        self.config_options: list | None = None  # the current config (for --serve)
+        self.title: Any = None
+
+    # -- indexing: entities at their first record, latest revision -------------------
+
+    def _index(self):
+        losses = self.losses
+        slots: list[list] = []  # [kind, latest record]
+        by_rid: dict[str, int] = {}
+        by_key: dict[tuple, int] = {}
+        results: dict[Any, dict] = {}
+        changes: dict[Any, list[int]] = {}
+        state = usage = info = None
+        header = self.stream.header
+        if header.get("lineage"):
+            losses["lineage"] += 1
+        for rec in self.stream.records:
+            t = rec.get("type")
+            if "ts" in rec or "observedAt" in rec:
+                losses["timestamps"] += 1
+            if "capture" in rec:
+                losses["capture"] += 1
+            if "copiedFrom" in rec:
+                losses["lineage"] += 1
+            if "conversationId" in rec or "conversation" in rec:
+                losses["conversations"] += 1
+            if t == "message":
+                if rec.get("origin") == "notice":
+                    losses["notice"] += 1  # ASR-730
+                    continue
+                if rec.get("origin") == "inter_session":
+                    losses["inter_session"] += 1
+                    continue
+                if rec.get("role") == "system":
+                    losses["instructions"] += 1
+                    continue
+                if "author" in rec or "from" in rec or "sender" in rec:
+                    losses["senders"] += 1
+                key = ("message", rec.get("messageId"))
+            elif t == "tool_call":
+                key = ("tool_call", rec.get("callId"))
+            elif t == "tool_result":
+                cid = rec.get("callId")
+                if cid in results:
+                    losses["revisions"] += 1
+                results[cid] = rec
+                key = ("tool_result", cid)
+                if key in by_key:
+                    continue
+            elif t == "file_change":
+                key = None
+            elif t == "plan":
+                key = ("plan", rec.get("planId"))
+            elif t == "terminal":
+                key = ("terminal", rec.get("terminalId"))
+            elif t == "compaction":
+                key = ("compaction", rec.get("compactionId"))
+            elif t == "state":
+                if rec.get("state") in ACP_STATES:
+                    if state is not None:
+                        losses["state_history"] += 1
+                    state = rec
+                else:
+                    losses["state_history"] += 1
+                continue
+            elif t == "usage_summary":
+                if (rec.get("scope", "session") == "session" and rec.get("cumulative", True)
+                        and isinstance(rec.get("contextWindow"), dict)):
+                    if usage is not None:
+                        losses["usage_history"] += 1
+                    usage = rec
+                else:
+                    losses["usage_history"] += 1
+                continue
+            elif t == "session_info":
+                if info is not None:
+                    losses["revisions"] += 1
+                info = rec
+                continue
+            elif t == "config_change":
+                losses["config_change"] += 1
+                if isinstance(rec.get("options"), list):
+                    self.config_options = rec["options"]
+                continue
+            elif isinstance(t, str) and t.startswith(AUDIT_PREFIX):
+                losses["audit"] += 1
+                continue
+            else:
+                losses[_TYPE_LOSS.get(t, "off_path" if t in ("branch", "head") else str(t))] += 1
+                continue
+            sup = rec.get("supersedes")
+            slot = by_rid.get(sup) if sup is not None else None
+            if slot is None and key is not None:
+                slot = by_key.get(key)
+            if slot is None:
+                slot = len(slots)
+                slots.append([t, rec])
+                if key is not None:
+                    by_key[key] = slot
+                if t == "file_change":
+                    cause = rec.get("cause") if isinstance(rec.get("cause"), dict) else {}
+                    changes.setdefault(cause.get("callId"), []).append(slot)
+            else:
+                losses["revisions"] += 1
+                slots[slot][1] = rec
+            rid = rec.get("id")
+            if rid is not None:
+                by_rid[rid] = slot
+        return slots, results, changes, state, usage, info
+
+    # -- updates ----------------------------------------------------------------------
+
+    def updates(self) -> Iterator[dict]:
+        """The ``session/update`` payloads, in order: history, title, usage, state."""
+        slots, results, changes, state, usage, info = self._index()
+        done_calls: set = set()
+        for kind, rec in slots:
+            if kind == "message":
+                yield from self._message(rec)
+            elif kind == "tool_call":
+                cid = rec.get("callId")
+                done_calls.add(cid)
+                yield self._tool(cid, rec, results.get(cid), changes.get(cid, ()), slots)
+            elif kind in ("tool_result", "file_change"):
+                cid = rec.get("callId") if kind == "tool_result" else (
+                    rec.get("cause") or {}).get("callId")
+                if cid in done_calls:
+                    continue
+                if not isinstance(cid, str):
+                    self.losses["orphan"] += 1  # a change no call caused: nowhere to put it
+                    continue
+                # a result or change whose call the stream does not hold: replay what it has
+                done_calls.add(cid)
+                yield self._tool(cid, None, results.get(cid), changes.get(cid, ()), slots)
+            elif kind == "plan":
+                yield self._plan(rec)
+            elif kind == "terminal":
+                yield self._terminal(rec)
+            elif kind == "compaction":
+                yield self._compaction(rec)
+        if info is not None:
+            self.title = info.get("title")
+            yield _meta({"sessionUpdate": "session_info_update", "title": info.get("title")},
+                        info)
+        if usage is not None:
+            cw = usage["contextWindow"]
+            u: dict = {"sessionUpdate": "usage_update", "used": cw.get("used"),
+                       "size": cw.get("size")}
+            cost = usage.get("cost")
+            if isinstance(cost, dict) and cost.get("amount") is not None:
+                u["cost"] = {"amount": cost["amount"], "currency": cost.get("currency")}
+            yield _meta(u, usage)
+        yield self._state(state)
+
+    def notifications(self) -> Iterator[bytes]:
+        """:meth:`updates` as JSON-RPC lines (without LF)."""
+        sid = self.session_id
+        for u in self.updates():
+            self.count += 1
+            yield notification(sid, u)
+
+    def _message(self, rec: dict) -> Iterator[dict]:
+        """Messages (table), reasoning as thoughts (ASR-727), refusals as text."""
+        mid = rec.get("messageId")
+        parts = rec.get("content") if isinstance(rec.get("content"), list) else []
+        role = rec.get("role")
+        reasoning = [p for p in parts if isinstance(p, dict) and p.get("type") == "reasoning"]
+        blocks = []
+        for p in parts:
+            if not isinstance(p, dict):
+                self.losses["content_parts"] += 1
+            elif p.get("type") == "refusal":
+                text = p.get("text", p.get("refusal"))
+                blocks.append({"type": "text", "text": text if isinstance(text, str) else ""})
+            elif p.get("type") not in _NOT_BLOCKS:
+                blocks.append(p)
+        if role == "user":
+            if reasoning:
+                self.losses["content_parts"] += len(reasoning)
+            yield _meta({"sessionUpdate": "user_message", "messageId": mid,
+                         "content": blocks}, rec)
+            return
+        if reasoning and not blocks:  # a reasoning-only message: one agent_thought
+            yield _meta({"sessionUpdate": "agent_thought", "messageId": mid,
+                         "content": [self._thought(p) for p in reasoning]}, rec)
+            return
+        for n, p in enumerate(reasoning):  # ASR-727: before the agent_message
+            yield {"sessionUpdate": "agent_thought", "messageId": f"{mid}#thought-{n}",
+                   "content": [self._thought(p)]}
+        yield _meta({"sessionUpdate": "agent_message", "messageId": mid, "content": blocks},
+                    rec)
+
+    def _thought(self, part: dict) -> dict:
+        """Text from ``reasoning.text``, else the summary segments joined by a blank line;
+        opaque reasoning and signatures are never sent."""
+        if set(part) - {"type", "text", "summary"}:
+            self.losses["reasoning_opaque"] += 1
+        text = part.get("text")
+        if not isinstance(text, str):
+            segs = part.get("summary") if isinstance(part.get("summary"), list) else []
+            text = "\n\n".join(s if isinstance(s, str) else str((s or {}).get("text", ""))
+                               for s in segs)
+        return {"type": "text", "text": text}
+
+    def _abs(self, ref: Any) -> str | None:
+        """ASR-729/711: a PathRef back to an absolute path (None: its root is redacted)."""
+        if isinstance(ref, dict):
+            return resolve(ref, self.roots)
+        return ref if isinstance(ref, str) else None
+
+    def _tool(self, cid: Any, call: dict | None, result: dict | None, change_slots,
+              slots) -> dict:
+        """``tool_call`` + paired ``tool_result`` (+ its file changes) as one upsert."""
+        u: dict = {"sessionUpdate": "tool_call_update", "toolCallId": cid}
+        if call is not None:
+            for f in ("name", "title", "kind"):
+                if f in call:
+                    u[f] = call[f]
+            if isinstance(call.get("locations"), list):
+                locs = []
+                for loc in call["locations"]:
+                    if not isinstance(loc, dict):
+                        continue
+                    path = self._abs(loc.get("path"))
+                    if path is None:
+                        self.losses["location"] += 1
+                        continue
+                    locs.append({**loc, "path": path})
+                u["locations"] = locs
+            if "input" in call:
+                u["rawInput"] = call["input"]
+        content: list = []
+        if result is not None:
+            u["status"] = replay_status(result.get("status"))  # ASR-728
+            shown = result.get("displayContent")
+            if shown is None:
+                shown = result.get("content")
+            for block in shown or ():
+                content.append({"type": "content", "content": block})
+        for slot in change_slots:
+            diff = self._diff(slots[slot][1])
+            if diff is not None:
+                content.append(diff)
+        if result is not None:
+            term = (result.get("exec") or {}).get("terminalId") if isinstance(
+                result.get("exec"), dict) else None
+            if isinstance(term, str):
+                content.append({"type": "terminal", "terminalId": term})
+            content.extend(x for x in result.get("otherContent") or () if isinstance(x, dict))
+            if "raw" in result:
+                u["rawOutput"] = result["raw"]
+        if content or result is not None:
+            u["content"] = content
+        # a dangling call (no result): no status at all, never a terminal one
+        return _meta(u, call, result)
+
+    def _diff(self, fc: dict) -> dict | None:
+        """ASR-729: a file change as diff content with absolute paths, or None (and the
+        loss counted) when a path's root is redacted."""
+        out = []
+        for ch in fc.get("changes") or ():
+            if not isinstance(ch, dict):
+                continue
+            c: dict = {"operation": ch.get("op")}
+            for f in ("path", "oldPath"):
+                if f in ch:
+                    p = self._abs(ch[f])
+                    if p is None:
+                        self.losses["diff"] += 1
+                        return None
+                    c[f] = p
+            for f in ("fileType", "mimeType"):
+                if ch.get(f) is not None:
+                    c[f] = ch[f]
+            out.append(c)
+        d: dict = {"type": "diff", "changes": out}
+        patch = fc.get("patch")
+        if isinstance(patch, dict) and isinstance(patch.get("text"), str):
+            d["patch"] = {"format": patch.get("format", "git_patch"), "text": patch["text"]}
+        return _meta(d, fc)
+
+    def _plan(self, rec: dict) -> dict:
+        plan = {"type": rec.get("planType"), "planId": rec.get("planId")}
+        for k, v in rec.items():
+            if k not in _PLAN_SKIP:
+                plan[k] = v
+        return _meta({"sessionUpdate": "plan_update", "plan": plan}, rec)
+
+    def _terminal(self, rec: dict) -> dict:
+        """ASR-726: a display-only snapshot; nothing is started."""
+        u: dict = {"sessionUpdate": "terminal_update", "terminalId": rec.get("terminalId")}
+        if "command" in rec:
+            u["command"] = rec["command"]
+        if "cwd" in rec:
+            cwd = self._abs(rec["cwd"])
+            if cwd is None:
+                self.losses["terminal_cwd"] += 1
+            else:
+                u["cwd"] = cwd
+        out = rec.get("output")
+        if isinstance(out, dict) and isinstance(out.get("blob"), str):
+            u["output"] = {"data": out["blob"]}
+        if rec.get("status") == "exited":
+            ex = {}
+            if rec.get("exitCode") is not None:
+                ex["exitCode"] = rec["exitCode"]
+            if rec.get("signal") is not None:
+                ex["signal"] = rec["signal"]
+            u["exitStatus"] = ex
+        return _meta(u, rec)
+
+    def _compaction(self, rec: dict) -> dict:
+        u: dict = {"sessionUpdate": "compaction_update", "compactionId": rec.get("compactionId"),
+                   "status": rec.get("status") or "completed"}
+        if isinstance(rec.get("summary"), list):
+            u["summary"] = [b for b in rec["summary"] if isinstance(b, dict)]
+        if rec.get("error") is not None:
+            u["error"] = rec["error"]
+        return _meta(u, rec)
+
+    def _state(self, rec: dict | None) -> dict:
+        """The current state only (table); ``unknown`` when the stream recorded none."""
+        if rec is None:
+            return {"sessionUpdate": "state_update", "state": "unknown"}
+        u: dict = {"sessionUpdate": "state_update", "state": rec["state"]}
+        for f in ("stopReason", "error", "usage"):
+            if rec.get(f) is not None:
+                u[f] = rec[f]
+        return _meta(u, rec)
+
+    # -- the report ---------------------------------------------------------------------
+
+    def report(self) -> dict:
+        """ASR-731: what the stream held that the replay does not carry. Never complete:
+        even a stream with no listed loss went through a lossy recording (ASR-617)."""
+        order = {k: i for i, k in enumerate(LOSS_ORDER)}
+        losses = dict(sorted(self.losses.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
+        out = {"event": "replay_losses", "complete": False,
+               "source": display_name(self.stream.source),
+               "sessionId": self.stream.session_id}
+        if self.session_id != self.stream.session_id:
+            out["replayedAs"] = self.session_id
+        out["records"] = len(self.stream.records)
+        out["updates"] = self.count
+        out["losses"] = losses
+        prod = self.stream.header.get("producer")
+        out["recordingLosses"] = list(prod.get("lossy") or []) if isinstance(prod, dict) else []
+        return out
+
+
+_PLAN_SKIP = frozenset({"type", "planId", "planType", "seq", "id", "ts", "tsSource",
+                        "observedAt", "native", "supersedes", "copiedFrom", "capture",
+                        "_meta", "assembly", "origin"})
+
+
+# -- the CLI body (acp-replay STREAM.asr.jsonl) ---------------------------------------------
+
+
+def cli_run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int:
+    """``acp-replay`` on an ASR stream: emit (default), ``--wire``, ``--serve``,
+    ``--compare``. ``lines`` are the input's raw lines, its first included."""
+    from acp_pipes.replay import asr_cli
+
+    return asr_cli.run(args, ctx, path, lines)

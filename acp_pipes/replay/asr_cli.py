@@ -1,0 +1,163 @@
+"""The body of ``acp-replay`` for ASR streams: emit, ``--wire``, ``--serve``,
+``--compare`` (option checks, files, reports; the work is in the library modules)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+
+import orjson
+
+from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
+from acp_pipes.jsonl import STDIN, InputError, display_name
+from acp_pipes.replay.asr import Replay, read_streams
+
+__all__ = ["run", "run_files"]
+
+
+def _stderr_line(event: dict) -> None:
+    try:
+        sys.stderr.buffer.write(orjson.dumps(event) + b"\n")
+        sys.stderr.buffer.flush()
+    except OSError:
+        pass
+
+
+class _Reports:
+    """ASR-731: every loss report as one JSON line on stderr, and in ``--report FILE``."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.items: list[dict] = []
+
+    def __call__(self, event: dict) -> None:
+        self.items.append(event)
+        _stderr_line(event)
+
+    def close(self) -> None:
+        if not self.path:
+            return
+        try:
+            with open(self.path, "wb") as f:
+                for event in self.items:
+                    f.write(orjson.dumps(event) + b"\n")
+        except OSError as e:
+            raise UsageError(f"cannot write {self.path}: {e.strerror or e}") from None
+
+
+def _open_lines(path: str):
+    from acp_pipes.replay import raw_lines
+
+    return raw_lines(path)
+
+
+def _load(path: str, lines: Iterable[bytes] | None = None) -> list:
+    streams = list(read_streams(lines if lines is not None else _open_lines(path),
+                                display_name(path)))
+    if not streams:
+        raise InputError(display_name(path), 0, "no ASR stream in this file")
+    return streams
+
+
+def run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int:
+    """``acp-replay STREAM.asr.jsonl``: the notifications on stdout (or -o)."""
+    for opt in ("emit", "client"):
+        if getattr(args, opt, None):
+            raise UsageError(f"--{opt} replays traces; {display_name(path)} is an ASR stream")
+    if getattr(args, "command", None):
+        raise UsageError("an agent command is only used with --client")
+    streams = _load(path, lines)
+    sid = getattr(args, "session_id", None)
+    if sid is not None and len(streams) > 1:
+        raise UsageError(f"--session-id: {display_name(path)} holds {len(streams)} streams; "
+                         "give a file with one")
+    wire = list(getattr(args, "wire", None) or [])
+    reports = _Reports(getattr(args, "report", None))
+    out = ctx.out
+    try:
+        for stream in streams:
+            if wire:
+                if sid is not None:
+                    raise UsageError("--wire resends the recorded bytes, which name the "
+                                     "recorded session: it does not go with --session-id")
+                _resend(stream, wire, out)
+                continue
+            rep = Replay(stream, sid)
+            buf = []
+            for frame in rep.notifications():
+                buf.append(frame)
+                if len(buf) >= 512:
+                    out.write(b"\n".join(buf) + b"\n")
+                    buf.clear()
+            if buf:
+                out.write(b"\n".join(buf) + b"\n")
+            out.flush()
+            reports(rep.report())
+    finally:
+        reports.close()
+    return EXIT_OK
+
+
+def _resend(stream, wire: list[str], out) -> None:
+    from acp_pipes.replay.asr_wire import NoCapture, captured_frames
+
+    try:
+        for frame in captured_frames(stream, wire):
+            out.write(frame + b"\n")
+    except NoCapture as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"cannot read the wire log: {e.strerror or e}") from None
+    out.flush()
+
+
+def run_files(args: argparse.Namespace, ctx) -> int:
+    """``--serve STREAM...`` and ``--compare S S2``: they take several files."""
+    files = [f for f in (args.files or []) if f]
+    if args.serve and args.compare:
+        raise UsageError("--serve and --compare do not go together")
+    if args.compare:
+        return _compare(args, ctx, files)
+    if not files:
+        raise UsageError("--serve needs at least one ASR stream (usage: acp-replay --serve "
+                         "STREAM.asr.jsonl...)")
+    if STDIN in files:
+        raise UsageError("--serve: stdin is the client's; name the stream files")
+    for opt in ("emit", "client", "wire"):
+        if getattr(args, opt, None):
+            raise UsageError(f"--{opt} does not go with --serve")
+    streams = [s for f in files for s in _load(f)]
+    sid = getattr(args, "session_id", None)
+    if sid is not None:
+        if len(streams) != 1:
+            raise UsageError("--session-id: serve one stream to rename it")
+        streams[0].header = {**streams[0].header, "sessionId": sid}
+    from acp_pipes.replay.serve import serve
+
+    reports = _Reports(getattr(args, "report", None))
+    try:
+        serve(streams, sys.stdin.buffer, ctx.out, report=reports)
+    finally:
+        reports.close()
+    return EXIT_OK
+
+
+def _compare(args, ctx, files: list[str]) -> int:
+    """ASR-732: the context views of two streams, compared; differences as JSON lines on
+    stdout, exit 1 when there is one."""
+    from acp_pipes.replay.equivalence import compare_streams
+
+    if len(files) != 2:
+        raise UsageError("--compare needs two ASR streams: acp-replay --compare S S2")
+    a, b = (_load(f) for f in files)
+    if len(a) != 1 or len(b) != 1:
+        raise UsageError("--compare: give files holding one stream each")
+    diffs = compare_streams(a[0], b[0])
+    for d in diffs:
+        ctx.out.write(orjson.dumps(d) + b"\n")
+    ctx.out.flush()
+    summary = {"event": "compare", "equivalent": not diffs, "differences": len(diffs),
+               "a": display_name(files[0]), "b": display_name(files[1])}
+    _stderr_line(summary)
+    return EXIT_DIFFERENT if diffs else EXIT_OK

@@ -1,0 +1,215 @@
+"""ASR-732: is a recorded replay equivalent to the stream it replayed?
+
+Recording a replay of stream S (``acp-replay --serve S`` resumed by a client, through
+``acp-tee`` and ``acp-asr``) gives S'. The two are equivalent when their **context views**
+at the primary head hold the same entities in the same order, with the same IDs, roles,
+content blocks, tool names (titles, kinds), inputs, mapped statuses, display content and
+file change operations, except for what the replay reports as lost (ASR-731).
+
+The context view (:func:`context_view`) is what a model's context is made of, in path
+order (an entity at its first record, with its latest revision):
+
+- messages, except notices (ASR-730), inter-session and system messages (not replayed);
+  an assistant message with reasoning beside other parts is split as replay splits it
+  (ASR-727: ``<messageId>#thought-<n>`` thoughts first); refusal parts become text;
+  a reasoning-only message is a thought whose text is its parts' text joined;
+- tool calls with their result's status mapped as a replay maps it and a recorder maps
+  it back (ASR-728: denied -> failed, interrupted -> cancelled), display content, and the
+  operations of the file changes they caused, with absolute paths (a change whose root is
+  redacted is left out: replay declares it, ASR-729);
+- compactions (status, or completed when absent; summary).
+
+:func:`compare_streams` returns the differences as dicts (empty: equivalent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from acp_pipes.asr.paths import resolve
+from acp_pipes.replay.asr import AsrStream, read_streams
+
+__all__ = ["compare_streams", "compare_views", "context_view", "load_stream"]
+
+#: A replayed status as it comes back through a recorder: ASR-728, then the recording
+#: table (other -> unknown).
+_ROUND = {"denied": "failed", "interrupted": "cancelled", "other": "unknown"}
+
+
+def _status(s: Any) -> Any:
+    return _ROUND.get(s, s) if isinstance(s, str) else s
+
+
+def _thought_text(p: dict) -> str:
+    text = p.get("text")
+    if isinstance(text, str):
+        return text
+    segs = p.get("summary") if isinstance(p.get("summary"), list) else []
+    return "\n\n".join(s if isinstance(s, str) else str((s or {}).get("text", ""))
+                       for s in segs)
+
+
+def _blocks(parts: list) -> list:
+    out = []
+    for p in parts:
+        if not isinstance(p, dict) or p.get("type") == "reasoning":
+            continue
+        if p.get("type") == "refusal":
+            text = p.get("text", p.get("refusal"))
+            out.append({"type": "text", "text": text if isinstance(text, str) else ""})
+        else:
+            out.append(p)
+    return out
+
+
+def context_view(stream: AsrStream) -> list[dict]:
+    """The stream's context view: one normalised dict per entity, in path order."""
+    roots = (stream.header.get("workspace") or {}).get("roots") or []
+    order: list[tuple[str, Any]] = []
+    latest: dict[tuple[str, Any], dict] = {}
+    by_rid: dict[str, tuple[str, Any]] = {}
+    results: dict[Any, dict] = {}
+    changes: dict[Any, list[tuple[str, Any]]] = {}
+    for rec in stream.records:
+        t = rec.get("type")
+        if t == "message":
+            if rec.get("origin") in ("notice", "inter_session") or rec.get("role") == "system":
+                continue
+            key = ("message", rec.get("messageId"))
+        elif t == "tool_call":
+            key = ("tool_call", rec.get("callId"))
+        elif t == "tool_result":
+            results[rec.get("callId")] = rec
+            if ("tool_call", rec.get("callId")) not in latest:
+                key = ("tool_call", rec.get("callId"))  # a result without its call
+                if key not in latest:
+                    order.append(key)
+                    latest[key] = {"type": "tool_call", "callId": rec.get("callId")}
+            continue
+        elif t == "file_change":
+            sup = rec.get("supersedes")
+            key = by_rid.get(sup) if sup is not None else None
+            if key is None:
+                key = ("file_change", rec.get("id") or len(latest))
+                cause = rec.get("cause") if isinstance(rec.get("cause"), dict) else {}
+                changes.setdefault(cause.get("callId"), []).append(key)
+            latest[key] = rec
+            if rec.get("id") is not None:
+                by_rid[rec["id"]] = key
+            continue
+        elif t == "compaction":
+            key = ("compaction", rec.get("compactionId"))
+        else:
+            continue
+        sup = rec.get("supersedes")
+        if sup is not None and sup in by_rid:
+            key = by_rid[sup]
+        if key not in latest:
+            order.append(key)
+        latest[key] = rec
+        if rec.get("id") is not None:
+            by_rid[rec["id"]] = key
+
+    view: list[dict] = []
+    for key in order:
+        rec = latest[key]
+        kind = key[0]
+        if kind == "message":
+            parts = rec.get("content") if isinstance(rec.get("content"), list) else []
+            mid = rec.get("messageId")
+            reasoning = [p for p in parts if isinstance(p, dict) and p.get("type") == "reasoning"]
+            blocks = _blocks(parts)
+            if rec.get("role") == "assistant" and reasoning and not blocks:
+                view.append({"entity": "thought", "id": mid,
+                             "text": "".join(_thought_text(p) for p in reasoning)})
+                continue
+            if rec.get("role") == "assistant":
+                for n, p in enumerate(reasoning):  # ASR-727
+                    view.append({"entity": "thought", "id": f"{mid}#thought-{n}",
+                                 "text": _thought_text(p)})
+            view.append({"entity": "message", "id": mid, "role": rec.get("role"),
+                         "content": blocks})
+        elif kind == "tool_call":
+            cid = rec.get("callId")
+            res = results.get(cid)
+            entry: dict = {"entity": "tool_call", "id": cid, "name": rec.get("name"),
+                           "title": rec.get("title"), "kind": rec.get("kind"),
+                           "input": rec.get("input"),
+                           "status": _status(res.get("status")) if res else None}
+            shown = None
+            if res is not None:
+                shown = res.get("displayContent")
+                if shown is None:
+                    shown = res.get("content")
+            entry["display"] = list(shown or [])
+            ops = []
+            for ck in changes.get(cid, ()):
+                op = _operations(latest[ck], roots)
+                if op is not None:
+                    ops.append(op)
+            entry["fileChanges"] = ops
+            view.append(entry)
+        else:
+            view.append({"entity": "compaction", "id": rec.get("compactionId"),
+                         "status": rec.get("status") or "completed",
+                         "summary": rec.get("summary") if isinstance(rec.get("summary"), list)
+                         else None})
+    return view
+
+
+def _operations(fc: dict, roots: list) -> dict | None:
+    """A file change's operations with absolute paths; None when a root is redacted
+    (ASR-729: the replay omits that diff and says so)."""
+    ops = []
+    for ch in fc.get("changes") or ():
+        if not isinstance(ch, dict):
+            continue
+        op: dict = {"op": ch.get("op")}
+        for f in ("path", "oldPath"):
+            if f in ch:
+                ref = ch[f]
+                p = resolve(ref, roots) if isinstance(ref, dict) else ref
+                if p is None:
+                    return None
+                op[f] = p
+        ops.append(op)
+    patch = fc.get("patch")
+    text = patch.get("text") if isinstance(patch, dict) else None
+    return {"changes": ops, "patch": text}
+
+
+def compare_views(a: list[dict], b: list[dict]) -> list[dict]:
+    """Differences between two context views, entity by entity in order."""
+    out: list[dict] = []
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x is None:
+            out.append({"op": "extra", "index": i, "entity": y["entity"], "id": y.get("id")})
+            continue
+        if y is None:
+            out.append({"op": "missing", "index": i, "entity": x["entity"], "id": x.get("id")})
+            continue
+        if x["entity"] != y["entity"] or x.get("id") != y.get("id"):
+            out.append({"op": "differs", "index": i, "field": "entity",
+                        "a": [x["entity"], x.get("id")], "b": [y["entity"], y.get("id")]})
+            continue
+        for f in sorted(set(x) | set(y)):
+            if x.get(f) != y.get(f):
+                out.append({"op": "differs", "index": i, "entity": x["entity"],
+                            "id": x.get("id"), "field": f, "a": x.get(f), "b": y.get(f)})
+    return out
+
+
+def compare_streams(a: AsrStream, b: AsrStream) -> list[dict]:
+    """ASR-732: the differences between two streams' context views (empty: equivalent)."""
+    return compare_views(context_view(a), context_view(b))
+
+
+def load_stream(lines: Iterable[bytes], source: str = "-") -> AsrStream:
+    """The one stream in ``lines`` (a convenience for scripts and tests)."""
+    streams = list(read_streams(lines, source))
+    if len(streams) != 1:
+        raise ValueError(f"{source}: expected one ASR stream, got {len(streams)}")
+    return streams[0]

@@ -1,0 +1,179 @@
+"""``acp-replay --serve``: an ACP v2 agent on stdio that serves stored sessions read-only.
+
+An editor starts ``acp-replay --serve a.asr.jsonl b.asr.jsonl`` where it would start an
+agent, lists the sessions (``session/list``: ID, cwd, title) and opens one
+(``session/resume`` with ``replayFrom: {"type": "start"}``): the history arrives as
+whole-entity upserts (:class:`acp_pipes.replay.asr.Replay`), then the current
+``state_update``, then the response, which the v2 schema asks for ("the agent MUST send a
+current state_update after any requested history replay and before this response").
+Without ``replayFrom`` only the state_update comes before the response. Nothing is ever
+executed (ASR-726): ``session/prompt`` (and ``session/new``, ``session/fork``) get a
+JSON-RPC error saying the session is a read-only recording. Unknown methods get -32601,
+unknown notifications are ignored, as ACP asks.
+
+The server is a pure function over lines: :func:`serve_lines` maps client lines to agent
+frames, so tests and the CLI share it; ``report`` gets each resume's loss report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO
+
+import orjson
+
+from acp_pipes import __version__
+from acp_pipes.replay.asr import AsrStream, Replay
+
+__all__ = ["READ_ONLY", "Server", "serve", "serve_lines"]
+
+PROTOCOL_VERSION = 2
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+READ_ONLY = -32603  # JSON-RPC's implementation-defined server error, with data.readOnly
+NOT_FOUND = -32002
+#: Unknown cwd (a stream whose roots are empty or redacted): session/list needs one.
+UNKNOWN_CWD = "/"
+_KNOWN = frozenset({"initialize", "session/list", "session/resume", "session/close",
+                    "session/prompt", "session/new", "session/fork", "session/cancel",
+                    "session/set_config_option", "session/delete"})
+
+
+def _response(rid: Any, result: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def _error(rid: Any, code: int, message: str, data: Any = None) -> bytes:
+    err: dict = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err})
+
+
+class Server:
+    """Stored sessions by ID; :meth:`feed` answers one client line."""
+
+    def __init__(self, streams: Iterable[AsrStream], *,
+                 report: Callable[[dict], None] | None = None):
+        self.sessions: dict[str, AsrStream] = {}
+        for s in streams:
+            self.sessions[s.session_id] = s  # a later stream of the same session wins
+        self.report = report
+
+    def _cwd(self, s: AsrStream) -> tuple[str, list[str]]:
+        roots = (s.header.get("workspace") or {}).get("roots") or []
+        paths = [r.get("path") for r in roots if isinstance(r, dict)]
+        cwd = paths[0] if paths and isinstance(paths[0], str) else UNKNOWN_CWD
+        return cwd, [p for p in paths[1:] if isinstance(p, str)]
+
+    def _title(self, s: AsrStream) -> Any:
+        title = None
+        for rec in s.records:
+            if rec.get("type") == "session_info":
+                title = rec.get("title")
+        return title
+
+    def feed(self, line: bytes) -> Iterator[bytes]:
+        if not line.strip():
+            return
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            yield _error(None, PARSE_ERROR, "Parse error: not JSON")
+            return
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            yield _error(None, INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 object")
+            return
+        method = msg.get("method")
+        if not isinstance(method, str):
+            return  # a response to a request this agent never sends: ignored
+        if "id" not in msg:
+            return  # notifications (session/cancel, unknown ones) need no answer
+        rid = msg["id"]
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        if method not in _KNOWN:
+            yield _error(rid, METHOD_NOT_FOUND, f"Method not found: {method}")
+            return
+        if method == "initialize":
+            yield _response(rid, {
+                "protocolVersion": PROTOCOL_VERSION,
+                "info": {"name": "acp-replay", "title": "acp-replay (read-only recorded "
+                         "sessions)", "version": __version__},
+                "capabilities": {"session": {}},
+            })
+            return
+        if method == "session/list":
+            want = params.get("cwd")
+            sessions = []
+            for sid, s in self.sessions.items():
+                cwd, more = self._cwd(s)
+                if isinstance(want, str) and want != cwd:
+                    continue
+                info: dict = {"sessionId": sid, "cwd": cwd}
+                if more:
+                    info["additionalDirectories"] = more
+                title = self._title(s)
+                if title is not None:
+                    info["title"] = title
+                sessions.append(info)
+            yield _response(rid, {"sessions": sessions})
+            return
+        sid = params.get("sessionId")
+        if method in ("session/new", "session/fork", "session/delete"):
+            yield _error(rid, READ_ONLY, "acp-replay serves recorded sessions read-only: "
+                         f"{method} is not available", {"readOnly": True})
+            return
+        if not isinstance(sid, str):
+            yield _error(rid, INVALID_PARAMS, "Invalid params: sessionId is required")
+            return
+        stream = self.sessions.get(sid)
+        if stream is None:
+            yield _error(rid, NOT_FOUND, f"Resource not found: no stored session {sid!r}")
+            return
+        if method == "session/resume":
+            yield from self._resume(rid, sid, stream, params)
+        elif method == "session/close":
+            yield _response(rid, {})
+        else:  # prompt, set_config_option: nothing runs in a recording (ASR-726)
+            yield _error(rid, READ_ONLY, f"session {sid!r} is a read-only recording "
+                         f"replayed by acp-replay: {method} is not accepted",
+                         {"readOnly": True})
+
+    def _resume(self, rid: Any, sid: str, stream: AsrStream, params: dict) -> Iterator[bytes]:
+        cursor = params.get("replayFrom")
+        if cursor is not None and not (isinstance(cursor, dict)
+                                       and cursor.get("type") == "start"):
+            yield _error(rid, INVALID_PARAMS, "Invalid params: replayFrom supports "
+                         "{\"type\": \"start\"} only")
+            return
+        rep = Replay(stream)
+        frames = list(rep.notifications())
+        # without replayFrom: no history, only the current state before the response
+        yield from frames if cursor is not None else frames[-1:]
+        result: dict = {}
+        if rep.config_options is not None:
+            result["configOptions"] = rep.config_options
+        yield _response(rid, result)
+        if self.report is not None and cursor is not None:
+            self.report(rep.report())
+
+
+def serve_lines(streams: Iterable[AsrStream], lines: Iterable[bytes], *,
+                report: Callable[[dict], None] | None = None) -> Iterator[bytes]:
+    """Client lines in, agent frames (bytes without LF) out, lazily."""
+    server = Server(streams, report=report)
+    for line in lines:
+        yield from server.feed(line)
+
+
+def serve(streams: Iterable[AsrStream], inp: BinaryIO, out: BinaryIO, *,
+          report: Callable[[dict], None] | None = None) -> None:
+    """One connection on ``inp``/``out``: each answer written whole, then flushed."""
+    server = Server(streams, report=report)
+    for line in inp:
+        chunk = b"".join(f + b"\n" for f in server.feed(line))
+        if chunk:
+            out.write(chunk)
+            out.flush()
