@@ -1,0 +1,164 @@
+"""acp-replay on ASR streams (ASR-724..731, 733): conformance fixtures byte for byte,
+every notification valid against the official ACP v2 schema, --session-id, --report,
+--wire, and bad input. All through the real executable over pipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acp_pipes.replay.asr import Replay, read_streams
+from tests.acp_schema import FrameChecker
+from tests.conftest import REPO, run_tool
+
+REPLAY_FIXTURES = sorted(p for p in (REPO / "tests" / "fixtures" / "replay").iterdir()
+                         if (p / "stream.asr.jsonl").is_file())
+ASR_FIXTURES = sorted(p for p in (REPO / "tests" / "fixtures" / "asr").iterdir()
+                      if (p / "expected.asr.jsonl").is_file())
+ALL_STREAMS = ([p / "stream.asr.jsonl" for p in REPLAY_FIXTURES]
+               + [p / "expected.asr.jsonl" for p in ASR_FIXTURES])
+
+
+def _lines(data: bytes) -> list[dict]:
+    return [orjson.loads(x) for x in data.splitlines() if x.strip()]
+
+
+@pytest.mark.parametrize("fixture", REPLAY_FIXTURES, ids=lambda p: p.name)
+def test_fixture_bytes_and_report(fixture: Path, tmp_path: Path):
+    report = tmp_path / "report.json"
+    r = run_tool("replay", "stream.asr.jsonl", "--report", str(report), cwd=fixture)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (fixture / "expected.acp.jsonl").read_bytes()
+    expected = (fixture / "expected.report.json").read_bytes()
+    assert report.read_bytes() == expected
+    # ASR-731: the same report on stderr, one JSON line, never complete
+    event = orjson.loads(r.stderr.strip().splitlines()[-1])
+    assert event == orjson.loads(expected)
+    assert event["complete"] is False and event["event"] == "replay_losses"
+
+
+@pytest.mark.parametrize("path", ALL_STREAMS, ids=lambda p: p.parent.name)
+def test_every_notification_is_valid_acp_v2(path: Path):
+    """Each notification validates against schemas/acp/v2.0.0-alpha.9 (unstable), and
+    only whole-entity upserts are sent, never chunks (ASR-725)."""
+    r = run_tool("replay", str(path))
+    assert r.returncode == 0, r.stderr
+    check = FrameChecker("agent")
+    frames = _lines(r.stdout)
+    assert frames
+    kinds = []
+    for frame in frames:
+        assert check(frame) == "notification session/update"
+        kinds.append(frame["params"]["update"]["sessionUpdate"])
+    assert not [k for k in kinds if k.endswith("_chunk")]
+    assert kinds[-1] == "state_update"  # the current state, after the history
+    assert kinds.count("state_update") == 1 * len(list(read_streams(
+        path.read_bytes().splitlines(), str(path))))
+
+
+def _updates(name: str) -> list[dict]:
+    data = (REPO / "tests/fixtures/replay" / name / "expected.acp.jsonl").read_bytes()
+    return [f["params"]["update"] for f in _lines(data)]
+
+
+def test_asr_728_status_mapping_and_dangling_call():
+    by_id = {u["toolCallId"]: u for u in _updates("ASR-728-tool-status-mapping")
+             if u["sessionUpdate"] == "tool_call_update"}
+    assert [by_id[f"c{i}"]["status"] for i in range(7)] == [
+        "completed", "failed", "failed", "cancelled", "cancelled", "other", "_vendor_status"]
+    assert "status" not in by_id["c9"]  # dangling: no terminal status
+    assert by_id["c9"]["locations"] == [{"path": "/ws/app/x", "line": 3}]
+
+
+def test_asr_727_thoughts_before_the_message():
+    ups = _updates("ASR-727-reasoning-and-refusal")
+    ids = [(u["sessionUpdate"], u.get("messageId")) for u in ups]
+    assert ids[:6] == [("user_message", "u1"), ("agent_thought", "th1"),
+                       ("agent_thought", "a1#thought-0"), ("agent_thought", "a1#thought-1"),
+                       ("agent_message", "a1"), ("agent_message", "a2")]
+    assert ups[3]["content"] == [{"type": "text", "text": "s1\n\ns2"}]
+    assert ups[5]["content"] == [{"type": "text", "text": "I cannot do that"}]
+
+
+def test_asr_729_redacted_root_omits_the_diff_and_says_so():
+    ups = _updates("ASR-729-diffs-from-roots")
+    c1 = ups[0]
+    diffs = [c for c in c1["content"] if c["type"] == "diff"]
+    assert len(diffs) == 1  # the change under the redacted root1 is omitted
+    assert diffs[0]["changes"][1] == {"operation": "move", "path": "/ws/app/c.py",
+                                      "oldPath": "/ws/app/b.py"}
+    report = orjson.loads((REPO / "tests/fixtures/replay/ASR-729-diffs-from-roots/"
+                           "expected.report.json").read_bytes())
+    assert report["losses"]["diff"] == 1
+
+
+def test_asr_730_731_nothing_asked_again_everything_reported():
+    kinds = [u["sessionUpdate"] for u in _updates("ASR-730-731-not-replayed-reported")]
+    assert kinds == ["user_message", "terminal_update", "compaction_update",
+                     "compaction_update", "state_update"]
+    report = orjson.loads((REPO / "tests/fixtures/replay/ASR-730-731-not-replayed-reported/"
+                           "expected.report.json").read_bytes())
+    for cat in ("inference", "vcs", "config_change", "permission", "input_request", "hook",
+                "lineage", "capture", "timestamps", "notice", "inter_session", "subagent",
+                "audit"):
+        assert report["losses"].get(cat, 0) >= 1, cat
+
+
+def test_session_id_replays_under_another_id():
+    path = REPLAY_FIXTURES[0] / "stream.asr.jsonl"
+    r = run_tool("replay", str(path), "--session-id", "other-7")
+    assert r.returncode == 0, r.stderr
+    frames = _lines(r.stdout)
+    assert {f["params"]["sessionId"] for f in frames} == {"other-7"}
+    assert orjson.loads(r.stderr.splitlines()[-1])["replayedAs"] == "other-7"
+
+
+def test_wire_resends_the_captured_frames_byte_for_byte():
+    """ASR-733: with the capture, the agent's session/update frames exactly as sent."""
+    fx = REPO / "tests/fixtures/asr/ASR-704-chunks-upserts-reset"
+    r = run_tool("replay", str(fx / "expected.asr.jsonl"), "--wire", str(fx / "wire.jsonl"))
+    assert r.returncode == 0, r.stderr
+    sent = []
+    for line in (fx / "wire.jsonl").read_bytes().splitlines()[1:]:
+        rec = orjson.loads(line)
+        msg = orjson.loads(rec["raw"])
+        if rec["dir"] == "a2c" and msg.get("method") == "session/update":
+            sent.append(rec["raw"].encode())
+    assert sent and r.stdout == b"".join(s + b"\n" for s in sent)
+
+
+def test_wire_without_capture_is_a_clear_error(tmp_path: Path):
+    fx = REPLAY_FIXTURES[0]
+    r = run_tool("replay", str(fx / "stream.asr.jsonl"), "--wire", str(tmp_path / "w.jsonl"))
+    assert r.returncode == 2
+    assert b"keeps no wire capture" in r.stderr and r.stdout == b""
+
+
+def test_wire_log_that_is_not_the_capture(tmp_path: Path):
+    fx = REPO / "tests/fixtures/asr/ASR-704-chunks-upserts-reset"
+    other = REPO / "tests/fixtures/asr/ASR-713-prompt-message/wire.jsonl"
+    r = run_tool("replay", str(fx / "expected.asr.jsonl"), "--wire", str(other))
+    assert r.returncode == 2 and b"not the capture" in r.stderr, r.stderr
+
+
+def test_bad_line_names_file_and_line(tmp_path: Path):
+    src = (REPLAY_FIXTURES[0] / "stream.asr.jsonl").read_bytes().splitlines()
+    bad = tmp_path / "bad.asr.jsonl"
+    bad.write_bytes(b"\n".join([src[0], src[1], b"{oops"]) + b"\n")
+    r = run_tool("replay", str(bad))
+    assert r.returncode == 2
+    assert f"{bad}:3: not JSON".encode() in r.stderr
+    assert b"Traceback" not in r.stderr
+
+
+def test_library_replay_is_pure_and_counts_updates():
+    path = REPLAY_FIXTURES[0] / "stream.asr.jsonl"
+    (stream,) = read_streams(path.read_bytes().splitlines(), str(path))
+    before = orjson.dumps(stream.records)
+    rep = Replay(stream)
+    first = list(rep.notifications())
+    assert list(Replay(stream).notifications()) == first
+    assert orjson.dumps(stream.records) == before  # the stream is not modified
+    assert rep.report()["updates"] == len(first)
