@@ -18,7 +18,8 @@ Record fields, in this order (optional ones only when they apply):
     ``response`` (``result`` and ``id``), ``error`` (``error`` and ``id``),
     ``invalid_json`` (the bytes are not one JSON text), ``not_jsonrpc`` (valid JSON that
     is not a JSON-RPC 2.0 message: no ``"jsonrpc":"2.0"``, a batch array, an id that is
-    not a string/number/null, both or neither of ``result``/``error``, ...).
+    not a string/number/null or is an integer beyond 64 bits, both or neither of
+    ``result``/``error``, a lone surrogate in method/id/sessionId, ...).
 ``method``
     Of requests and notifications; of responses and errors, the method of the request
     they answer, when that request was seen (a response travelling a2c answers a request
@@ -133,7 +134,7 @@ def _not_jsonrpc(value: Any) -> str:
     if "method" in value and not isinstance(value["method"], str):
         return "method is not a string"
     if "id" in value and not _is_id(value["id"]):
-        return "id is not a string, number or null"
+        return "id is not a string, a number (an integer within 64 bits) or null"
     if "result" in value and "error" in value:
         return "both result and error"
     if "method" not in value and "id" not in value:
@@ -147,7 +148,25 @@ _PLAIN_LAYOUTS = frozenset({("seq", "t", "dir", "raw"), ("seq", "t", "dir", "raw
 
 
 def _is_id(x: Any) -> bool:
-    return x is None or (x.__class__ in _ID_TYPES)
+    """A JSON-RPC id a record can carry as sent (orjson writes integers of 64 bits only)."""
+    return x is None or (
+        x.__class__ in _ID_TYPES and (x.__class__ is not int or _INT64 <= x < _UINT64)
+    )
+
+
+_INT64, _UINT64 = -(2**63), 2**64
+
+
+def _unwritable(*values: Any) -> bool:
+    """Does a string taken from the frame hold a lone surrogate (no UTF-8 form, so no
+    record can name it)? Only JSON with no canonical form can, so only that is checked."""
+    for v in values:
+        if v.__class__ is str:
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
 
 
 class Framer:
@@ -226,7 +245,7 @@ class Framer:
                         out["method"] = method
                     else:
                         rid = value["id"]
-                        if rid is None or rid.__class__ in _ID_TYPES:
+                        if rid is None or rid.__class__ is str or _is_id(rid):
                             kind = out["kind"] = "request"
                             out["method"] = method
                             out["id"] = rid
@@ -236,7 +255,7 @@ class Framer:
                                 del pend[next(iter(pend))]
             elif "id" in value and (("result" in value) is not ("error" in value)):
                 rid = value["id"]
-                if rid is None or rid.__class__ in _ID_TYPES:
+                if rid is None or rid.__class__ is str or _is_id(rid):
                     kind = out["kind"] = "response" if "result" in value else "error"
                     asked = self.pending[_OTHER[d]].pop((rid.__class__, rid), None)
                     if asked is not None:
@@ -249,7 +268,14 @@ class Framer:
                             s = result.get("sessionId")
                             if s.__class__ is str:
                                 sid = s
-        if kind is None:
+        if h is None and kind is not None and _unwritable(out.get("method"), out.get("id"), sid):
+            for key in ("kind", "method", "id"):
+                out.pop(key, None)
+            self.warn(self.source, line,
+                      "not JSON-RPC: a lone surrogate in its method, id or sessionId")
+            out["kind"] = "not_jsonrpc"
+            sid = None
+        elif kind is None:
             self.warn(self.source, line, f"not JSON-RPC: {_not_jsonrpc(value)}")
             out["kind"] = "not_jsonrpc"
         elif sid is not None:

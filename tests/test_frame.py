@@ -79,6 +79,10 @@ def test_every_kind_is_classified_through_the_cli():
         ("c2a", b'{"jsonrpc":"2.0","method":5}', "not_jsonrpc"),
         ("c2a", b'{"jsonrpc":"2.0"}', "not_jsonrpc"),
         ("c2a", b'"just a string"', "not_jsonrpc"),
+        ("c2a", b'{"jsonrpc":"2.0","id":18446744073709551616,"method":"x"}', "not_jsonrpc"),
+        ("c2a", b'{"jsonrpc":"2.0","id":"\\udc00","method":"m"}', "not_jsonrpc"),  # no UTF-8
+        ("c2a", b"[" * 2000 + b"]" * 2000, "invalid_json"),  # deeper than JSON parsers go
+        ("c2a", b'{"jsonrpc":"2.0","id":1.5,"method":"m"}', "request"),
     ]
     r = frame_cli(wire_log([(d, raw) for d, raw, _ in cases]))
     assert r.returncode == 0, r.stderr
