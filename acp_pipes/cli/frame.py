@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 
 import orjson
@@ -32,9 +31,6 @@ acp-frame --summary wire.jsonl.gz
 """
 
 
-_jsonl = functools.partial(orjson.dumps, option=orjson.OPT_APPEND_NEWLINE)
-
-
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", choices=("c2a", "a2c"), dest="direction",
                    help="direction of a bare ACP JSONL stream (c2a: client to agent)")
@@ -58,11 +54,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     def warn(source: str, line: int, message: str) -> None:
         ctx_warn(message, source, line)
 
-    # one buffered write per record, and the loop itself in C (writelines over map)
-    writelines = ctx.out.writelines
+    write = ctx.out.write  # one buffered write per record (measured: faster than
+    dumps = orjson.dumps  # writelines over map with a functools.partial encoder)
+    nl = orjson.OPT_APPEND_NEWLINE
     for path in ctx.files:
-        writelines(map(_jsonl, read_frames(path, direction=args.direction, warn=warn,
-                                           headers=True)))
+        for rec in read_frames(path, direction=args.direction, warn=warn, headers=True):
+            write(dumps(rec, option=nl))
     return 0
 
 
