@@ -1,0 +1,189 @@
+"""ASR-732: recording a replay of S gives S' with the same context view.
+
+Over real pipes for the conformance fixtures (acp-tee around acp-replay --serve, resumed
+by a scripted client; acp-asr; acp-replay --compare), and in-process for a hypothesis
+property over generated ACP v2 sessions (wire frames -> acp-asr's library -> replay ->
+recorded -> acp-asr's library -> compare)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from acp_pipes.asr import convert
+from acp_pipes.fold import fold
+from acp_pipes.replay.asr import AsrStream, read_streams
+from acp_pipes.replay.equivalence import compare_streams, context_view
+from acp_pipes.replay.serve import serve_lines
+from tests.conftest import REPO, run_tool, tool_argv
+
+FIXTURES = sorted(p / "stream.asr.jsonl" for p in (REPO / "tests/fixtures/replay").iterdir()
+                  if (p / "stream.asr.jsonl").is_file())
+FIXTURES += sorted(p / "expected.asr.jsonl" for p in (REPO / "tests/fixtures/asr").iterdir()
+                   if (p / "expected.asr.jsonl").is_file())
+
+
+def req(rid, method, params) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+def resume_client(stream: AsrStream) -> list[bytes]:
+    roots = stream.header["workspace"]["roots"]
+    cwd = roots[0]["path"] if roots and isinstance(roots[0]["path"], str) else "/"
+    sid = stream.session_id
+    return [req(0, "initialize", {"protocolVersion": 2, "info": {"name": "rt", "version": "1"},
+                                  "capabilities": {}}),
+            req(1, "session/resume", {"sessionId": sid, "cwd": cwd,
+                                      "replayFrom": {"type": "start"}}),
+            req(2, "session/close", {"sessionId": sid})]
+
+
+# acp-asr writes a tool_result for an ``other``/vendor status only at the end of a live
+# turn (acp_pipes/asr/records.py ``_tool``: why == "turn_end"), not when replayed history
+# ends (why == "replay"), so S' loses those results. A recorder limitation, not replay's.
+RECORDER_GAP = pytest.mark.xfail(strict=True, reason="acp-asr drops other/vendor-status "
+                                 "results in replayed history (why == 'replay')")
+FIXTURES = [pytest.param(p, marks=RECORDER_GAP) if p.parent.name in (
+    "ASR-728-tool-status-mapping", "ASR-709-enums-unchanged") else p for p in FIXTURES]
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.parent.name)
+def test_fixture_round_trip_over_pipes(path: Path, tmp_path: Path):
+    for n, stream in enumerate(read_streams(path.read_bytes().splitlines(), str(path))):
+        if stream.header.get("lineage", {}).get("forkedFrom"):
+            continue  # a fork's stream: resuming it records a plain session (lineage lost)
+        client = tmp_path / f"client{n}.jsonl"
+        client.write_bytes(b"".join(c + b"\n" for c in resume_client(stream)))
+        wire = tmp_path / f"replayed{n}.wire.jsonl"
+        src = tmp_path / f"s{n}.asr.jsonl"
+        src.write_bytes(b"".join(orjson.dumps(x) + b"\n"
+                                 for x in [stream.header, *stream.records]))
+        r = run_tool("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                     *tool_argv("replay", "--serve", str(src)), input=client.read_bytes(),
+                     timeout=60)
+        assert r.returncode == 0, r.stderr
+        again = tmp_path / f"s{n}.replayed.asr.jsonl"
+        r = run_tool("asr", str(wire))
+        assert r.returncode == 0, r.stderr
+        again.write_bytes(r.stdout)
+        r = run_tool("replay", "--compare", str(src), str(again))
+        assert r.returncode == 0, (r.stdout + r.stderr).decode()
+        assert orjson.loads(r.stderr.splitlines()[-1])["equivalent"] is True
+
+
+def test_compare_finds_a_difference(tmp_path: Path):
+    src = REPO / "tests/fixtures/replay/ASR-728-tool-status-mapping/stream.asr.jsonl"
+    changed = tmp_path / "changed.asr.jsonl"
+    changed.write_bytes(src.read_bytes().replace(b'"input":{"n":3}', b'"input":{"n":33}'))
+    r = run_tool("replay", "--compare", str(src), str(changed))
+    assert r.returncode == 1
+    diff = orjson.loads(r.stdout.splitlines()[0])
+    assert diff == {"op": "differs", "index": 3, "entity": "tool_call", "id": "c3",
+                    "field": "input", "a": {"n": 3}, "b": {"n": 33}}
+
+
+# -- a hypothesis property over generated sessions --------------------------------------
+
+text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+block = st.one_of(st.builds(lambda s: {"type": "text", "text": s}, text),
+                  st.builds(lambda u: {"type": "resource_link", "uri": "file:///x/" + u,
+                                       "name": u or "n"}, st.text("abc", max_size=3)))
+status = st.sampled_from(["completed", "failed", "cancelled", None])
+turn = st.fixed_dictionaries({
+    "prompt": st.lists(block, min_size=1, max_size=2),
+    "thought": st.one_of(st.none(), text),
+    "chunks": st.lists(text, min_size=1, max_size=3),
+    "tools": st.lists(st.tuples(status, st.lists(block, max_size=2),
+                                st.booleans(), st.dictionaries(st.text("ab", max_size=2),
+                                                               st.integers(-1000, 1000), max_size=2)),
+                      max_size=2),
+    "plan": st.booleans(),
+})
+
+
+def session_frames(turns: list[dict]) -> list[tuple[str, bytes]]:
+    """An ACP v2 session as wire frames (dir, bytes): what an agent and client send."""
+    out: list[tuple[str, bytes]] = []
+    sid = "gen-1"
+
+    def c(rid, method, params):
+        out.append(("c2a", req(rid, method, params)))
+
+    def a(obj):
+        out.append(("a2c", orjson.dumps({"jsonrpc": "2.0", **obj})))
+
+    def upd(u):
+        a({"method": "session/update", "params": {"sessionId": sid, "update": u}})
+
+    c(0, "initialize", {"protocolVersion": 2, "info": {"name": "c", "version": "1"},
+                        "capabilities": {}})
+    a({"id": 0, "result": {"protocolVersion": 2, "info": {"name": "Gen", "version": "1"},
+                           "capabilities": {"session": {}}}})
+    c(1, "session/new", {"cwd": "/ws", "mcpServers": []})
+    a({"id": 1, "result": {"sessionId": sid}})
+    for i, t in enumerate(turns, 2):
+        c(i, "session/prompt", {"sessionId": sid, "prompt": t["prompt"]})
+        a({"id": i, "result": {"messageId": f"u{i}"}})
+        upd({"sessionUpdate": "user_message", "messageId": f"u{i}", "content": t["prompt"]})
+        upd({"sessionUpdate": "state_update", "state": "running"})
+        if t["thought"] is not None:
+            upd({"sessionUpdate": "agent_thought_chunk", "messageId": f"t{i}",
+                 "content": {"type": "text", "text": t["thought"]}})
+        for ch in t["chunks"]:
+            upd({"sessionUpdate": "agent_message_chunk", "messageId": f"a{i}",
+                 "content": {"type": "text", "text": ch}})
+        for k, (st_, shown, diff, inp) in enumerate(t["tools"]):
+            cid = f"c{i}-{k}"
+            upd({"sessionUpdate": "tool_call_update", "toolCallId": cid, "name": "tool",
+                 "title": "T", "kind": "edit", "status": "pending", "rawInput": inp})
+            content = [{"type": "content", "content": b} for b in shown]
+            if diff:
+                content.append({"type": "diff", "changes": [
+                    {"operation": "modify", "path": f"/ws/f{k}.py"}],
+                    "patch": {"format": "git_patch", "text": "@@\n"}})
+            final = {"sessionUpdate": "tool_call_update", "toolCallId": cid,
+                     "content": content}
+            if st_ is not None:
+                final["status"] = st_
+                final["rawOutput"] = {"ok": st_ == "completed"}
+            upd(final)
+        if t["plan"]:
+            upd({"sessionUpdate": "plan_update", "plan": {
+                "type": "items", "planId": f"p{i}",
+                "entries": [{"content": "x", "priority": "low", "status": "completed"}]}})
+        upd({"sessionUpdate": "usage_update", "used": i, "size": 100})
+        upd({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
+    c(len(turns) + 2, "session/close", {"sessionId": sid})
+    a({"id": len(turns) + 2, "result": {}})
+    return out
+
+
+def record(frames: list[tuple[str, bytes]]) -> dict[str, AsrStream]:
+    """acp-asr's library over in-memory wire records."""
+    wire = [{"seq": n, "t": 1_000_000 * n, "dir": d, "raw": raw.decode()}
+            for n, (d, raw) in enumerate(frames)]
+    return {sid: AsrStream(lines[0], lines[1:])
+            for sid, lines in convert(fold(wire)).items()}
+
+
+def replay_and_record(stream: AsrStream) -> AsrStream:
+    client = resume_client(stream)
+    frames: list[tuple[str, bytes]] = []
+    for line in client:  # lockstep, as an editor: each request, then the agent's answer
+        frames.append(("c2a", line))
+        frames.extend(("a2c", f) for f in serve_lines([stream], [line]))
+    return record(frames)[stream.session_id]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(turn, min_size=1, max_size=4))
+def test_round_trip_property(turns):
+    (s,) = record(session_frames(turns)).values()
+    s2 = replay_and_record(s)
+    assert compare_streams(s, s2) == []
+    view = context_view(s)
+    assert len(view) >= 2 * len(turns)  # the check compares something
