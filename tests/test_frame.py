@@ -368,6 +368,41 @@ def test_summary_caps_problem_lines_and_one_per_stream():
     assert s2["frames"] == 1 and s2["problems"]["count"] == 0
 
 
+def test_summary_is_a_table_on_a_terminal_and_json_elsewhere(tmp_path):
+    import os
+    import pty
+    import subprocess
+
+    from tests.conftest import tool_argv, tool_env
+
+    p = tmp_path / "wire.jsonl"
+    p.write_bytes(wire_log(echo_wire(1)))
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(tool_argv("frame", "--summary", str(p)), stdout=follower,
+                              stderr=subprocess.PIPE, env=tool_env(), timeout=60)
+        os.close(follower)
+        follower = -1
+        text = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            text += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert proc.returncode == 0
+    assert text.lstrip().startswith(b"source") and b"session/prompt" in text
+    assert not text.lstrip().startswith(b"{")
+    piped = frame_cli(wire_log(echo_wire(1)), "--summary").stdout
+    assert orjson.loads(piped)["frames"] == len(echo_wire(1))
+
+
 # -- library ----------------------------------------------------------------------------
 
 
