@@ -11,21 +11,46 @@ reused. Peak RSS at two sizes shows that memory stays flat in the log's size.
 from __future__ import annotations
 
 import os
+import statistics
+import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
 from bench.common import (
+    Run,
+    env,
     max_rss,
     median_wall,
-    run_cmd,
     run_fn,
     side_by_side,
     table,
     tool,
     workdir,
 )
+
+
+@dataclass
+class CpuRun(Run):
+    cpu: float = 0.0  # user + system seconds of the child: steadier than wall on a busy host
+
+
+def run_cpu(argv: list[str]) -> CpuRun:
+    """Like bench.common.run_cmd (stdout to /dev/null), also keeping the child's CPU time."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env())
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {os.waitstatus_to_exitcode(status)}")
+    return CpuRun(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
+
+
+def median_cpu(runs: list[CpuRun]) -> float:
+    return statistics.median(r.cpu for r in runs)
 
 BARE = """\
 import sys, base64, orjson, blake3
@@ -124,16 +149,18 @@ def main(quick: bool) -> str:
         log = wire_log(n)
         runs = side_by_side(
             {
-                "acp-frame": lambda log=log: run_cmd(tool("frame", str(log))),
-                "bare loop": lambda log=log: run_cmd([sys.executable, "-c", BARE, str(log)]),
+                "acp-frame": lambda log=log: run_cpu(tool("frame", str(log))),
+                "bare loop": lambda log=log: run_cpu([sys.executable, "-c", BARE, str(log)]),
             },
             repeat=repeat,
         )
         frame, bare = median_wall(runs["acp-frame"]), median_wall(runs["bare loop"])
+        fcpu, bcpu = median_cpu(runs["acp-frame"]), median_cpu(runs["bare loop"])
         rss[n] = (max_rss(runs["acp-frame"]), max_rss(runs["bare loop"]))
         mb = log.stat().st_size / 1e6
         rows.append([
             f"{n:,}", f"{mb:.0f} MB", f"{frame:.3f} s", f"{bare:.3f} s", f"{frame / bare:.2f}x",
+            f"{fcpu:.3f} s", f"{bcpu:.3f} s", f"{fcpu / bcpu:.2f}x",
             f"{n / frame / 1e3:.0f}k frames/s", f"{rss[n][0]:.1f} MB", f"{rss[n][1]:.1f} MB",
         ])
     small, big = sizes
@@ -149,10 +176,12 @@ def main(quick: bool) -> str:
         "",
         f"Median of {repeat} interleaved runs through the CLI (`acp-frame LOG > /dev/null`) "
         "against a bare loop over the same log (`orjson.loads` of each wire line + "
-        "`blake3` of its raw bytes), both fresh Python processes.",
+        "`blake3` of its raw bytes), both fresh Python processes; wall time, and CPU time "
+        "(user + system of the child, steadier on a shared host).",
         "",
-        table(["frames", "log", "acp-frame", "bare loop", "ratio", "throughput",
-               "acp-frame peak RSS", "bare peak RSS"], rows),
+        table(["frames", "log", "acp-frame wall", "bare wall", "ratio", "acp-frame CPU",
+               "bare CPU", "CPU ratio", "throughput", "acp-frame peak RSS", "bare peak RSS"],
+              rows),
         "",
         f"Peak RSS grows by {growth:+.1f} MB from {small:,} to {big:,} frames "
         "(memory flat in the log's size).",
