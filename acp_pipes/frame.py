@@ -32,7 +32,7 @@ Record fields, in this order (optional ones only when they apply):
     (session/new, session/fork) and otherwise, like for errors, the sessionId of the
     request it answers. Absent when the frame names no session.
 ``size``
-    Bytes as sent, without the LF (a CR before it counts).
+    Bytes as logged (as sent, unless redacted), without the LF (a CR before it counts).
 ``hash``
     ``blake3:<hex>``, the canonical hash (blake3 of RFC 8785) of the parsed JSON, also for
     ``not_jsonrpc``. A redacted frame carries the wire record's ``hash`` (of the original
@@ -49,8 +49,8 @@ Bad input, defined outcomes: a frame that is not JSON or not JSON-RPC is reporte
 ``warn(source, line, message)`` and kept as an ``invalid_json``/``not_jsonrpc`` frame. A
 wire record that is itself broken (its log line is not JSON, e.g. a torn last line after a
 crash, or lacks ``seq``/``dir``/``raw``) is reported and skipped; what came before it is
-kept. A stream of the wrong kind (an ASR stream, folded entities, a newer version) raises
-``InputError``. A bare stream without a direction raises ``ValueError``.
+kept. A stream of the wrong kind (an ASR stream, folded entities, a newer version), or a
+bare stream without a direction, raises ``InputError``.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from typing import Any
 import blake3
 import orjson
 
-from acp_pipes import canonical
+from acp_pipes.canonical import hash_raw
 from acp_pipes.jsonl import STDIN, InputError, Line, display_name, open_source
 from acp_pipes.streams import ASR, FRAMES, VERSIONS, WIRE, describe, header_format
 from acp_pipes.wire import A2C, C2A, DIRECTIONS
@@ -94,19 +94,7 @@ _OTHER = {C2A: A2C, A2C: C2A}
 BARE = "bare"
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
-_hash_raw = getattr(canonical, "hash_raw", None)
-
-
-def _hash_raw_fallback(raw: bytes | str) -> tuple[Any, str | None]:
-    value = canonical.parse_json(raw)
-    try:
-        return value, canonical.canonical_hash(value)
-    except canonical.CanonicalError:
-        return value, None
-
-
-if _hash_raw is None:  # pragma: no cover - canonical always has it today
-    _hash_raw = _hash_raw_fallback
+_hash_raw = hash_raw  # (value, "blake3:..." | None), raises ParseError (a ValueError)
 
 
 def raw_hash(raw: bytes) -> str:
