@@ -37,11 +37,15 @@ def session_from_name(name: str) -> str:
 
 
 class Spool:
-    """Per-session spools; ``add`` records, then ``write_to``/``write_dir``."""
+    """Per-session spools; ``add`` records, then ``write_to``/``write_dir``.
+
+    Each session's bytes grow in a ``bytearray`` (appending is one C call per record);
+    past :data:`SPOOL_MEMORY` they move to an unnamed temporary file in one write, so
+    memory stays bounded by the sessions' tails, not by the recording."""
 
     def __init__(self, only: str | None = None):
         self.only = only
-        self.files: dict[str, tempfile.SpooledTemporaryFile] = {}
+        self.files: dict[str, _SessionSpool] = {}
 
     def add(self, pairs: Iterable[tuple[str, dict]]) -> None:
         files = self.files
@@ -52,17 +56,18 @@ class Spool:
                 continue
             f = files.get(sid)
             if f is None:
-                f = files[sid] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)
-            f.write(dumps(rec) + b"\n")
+                f = files[sid] = _SessionSpool()
+            buf = f.buf
+            buf += dumps(rec)
+            buf += b"\n"
+            if len(buf) > SPOOL_MEMORY:
+                f.spill()
 
     def _emit(self, out: BinaryIO, sid: str, header: dict) -> None:
         out.write(orjson.dumps(header) + b"\n")
         f = self.files.get(sid)
         if f is not None:
-            f.seek(0)
-            while chunk := f.read(1 << 16):
-                out.write(chunk)
-            f.close()
+            f.copy_to(out)
 
     def write_to(self, out: BinaryIO, headers: dict[str, dict]) -> int:
         n = 0
@@ -86,3 +91,30 @@ class Spool:
             os.replace(tmp, path)
             written.append(path)
         return written
+
+
+class _SessionSpool:
+    """One session's records: a memory tail, and a temporary file once it grew."""
+
+    __slots__ = ("buf", "file")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.file: BinaryIO | None = None
+
+    def spill(self) -> None:
+        if self.file is None:
+            self.file = tempfile.TemporaryFile()
+        self.file.write(self.buf)
+        self.buf.clear()
+
+    def copy_to(self, out: BinaryIO) -> None:
+        f = self.file
+        if f is not None:
+            f.seek(0)
+            while chunk := f.read(1 << 20):
+                out.write(chunk)
+            f.close()
+            self.file = None
+        out.write(self.buf)
+        self.buf = bytearray()
