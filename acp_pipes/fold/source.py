@@ -122,7 +122,10 @@ def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
 def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                connection: int = 0) -> Iterator[dict]:
     """Fold streams (header, then records) for every connection in ``paths``, in order;
-    fold input passes through as it is. ``connection`` numbers the first one."""
+    fold input passes through as it is. ``connection`` numbers the first one.
+
+    The reading of :func:`read_source` is inlined here: a wire log has one line per
+    frame, and a generator layer per line costs as much as the fold of a chunk."""
     conn = connection
     loads = orjson.loads
     JSONDecodeError = orjson.JSONDecodeError
@@ -130,53 +133,77 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
         source = display_name(path)
         folder: Folder | None = None
         feed = None
-        last = 0
+        mode: str | None = None
+        number = last = 0
 
         def fwarn(msg: str, _s=source) -> None:
-            warn(_s, last, msg)
+            warn(_s, last, msg)  # the line of the frame being folded
 
-        lines = read_source(path, warn)
-        for kind, item, number in lines:
-            if kind == "header":
-                if folder is not None:
-                    yield from folder.finish()
-                    folder = None
-                fmt, header = item
-                if fmt == FOLD:
-                    yield header
-                    conn = max(conn, int(header.get("connection") or 0) + 1)
-                    continue
-                source_header = header.get("source") if fmt == FRAMES else header
-                yield fold_header(conn, source_header, snapshots)
-                folder = Folder(conn, snapshots=snapshots, warn=fwarn)
-                feed = folder.feed
-                conn += 1
-                continue
-            if kind == "fold":
-                yield item
-                continue
-            # the hot path: one wire or frames record
-            rec = item
-            last = number
-            seq = rec.get("seq")
-            d = rec.get("dir")
-            if seq.__class__ is not int or (d != "a2c" and d != "c2a"):
-                warn(source, number, "not a wire record (needs seq, t, dir), skipped")
-                continue
-            raw = rec.get("raw")
-            msg = None
-            if raw.__class__ is str:
+        stream = open_source(path)
+        try:
+            for raw in stream:
+                number += 1
                 try:
-                    msg = loads(raw)
-                except JSONDecodeError:
-                    msg = parse_raw(rec)
-            else:
-                msg = parse_raw(rec)
-            if msg is None:
-                warn(source, number, "frame is not JSON, skipped")
-                continue
-            out = feed(seq, rec.get("t"), d, msg)  # type: ignore[misc]
-            if out:
-                yield from out
+                    rec = loads(raw)
+                except JSONDecodeError as e:
+                    if not raw.strip():
+                        continue
+                    what = "torn last line (no LF)" if not raw.endswith(b"\n") else "not JSON"
+                    if mode is None:
+                        raise InputError(source, number, f"{what}: {e}") from None
+                    warn(source, number, f"{what}, skipped: {e}")
+                    continue
+                if rec.__class__ is dict:
+                    if feed is not None and "dir" in rec:
+                        # the hot path: one wire or frames record
+                        last = number
+                        seq = rec.get("seq")
+                        d = rec.get("dir")
+                        if seq.__class__ is not int or (d != "a2c" and d != "c2a"):
+                            warn(source, number,
+                                 "not a wire record (needs seq, t, dir), skipped")
+                            continue
+                        raw = rec.get("raw")
+                        if raw.__class__ is str:
+                            try:
+                                msg = loads(raw)
+                            except JSONDecodeError:
+                                msg = parse_raw(rec)
+                        else:
+                            msg = parse_raw(rec)
+                        if msg is None:
+                            warn(source, number, "frame is not JSON, skipped")
+                            continue
+                        out = feed(seq, rec.get("t"), d, msg)
+                        if out:
+                            yield from out
+                        continue
+                    if mode == FOLD and "ev" in rec:
+                        yield rec
+                        continue
+                fmt = header_format(rec)
+                if fmt in (WIRE, FRAMES, FOLD):
+                    next(_other(rec, mode, source, number, warn))  # checks the version
+                    mode = fmt
+                    if folder is not None:
+                        yield from folder.finish()
+                        folder = feed = None
+                    if fmt == FOLD:
+                        yield rec
+                        conn = max(conn, int(rec.get("connection") or 0) + 1)
+                        continue
+                    source_header = rec.get("source") if fmt == FRAMES else rec
+                    yield fold_header(conn, source_header, snapshots)
+                    folder = Folder(conn, snapshots=snapshots, warn=fwarn)
+                    feed = folder.feed
+                    conn += 1
+                    continue
+                for _ in _other(rec, mode, source, number, warn):
+                    pass
+        except (OSError, EOFError) as e:
+            raise InputError(source, number + 1, f"cannot read: {e}") from None
+        finally:
+            if path != "-":
+                stream.close()
         if folder is not None:
             yield from folder.finish()
