@@ -11,6 +11,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ def tool(name: str, *args: str) -> list[str]:
 @dataclass
 class Run:
     wall: float  # seconds
-    peak_rss_mb: float  # of the child process (0 for in-process runs)
+    peak_rss_mb: float  # of the command's own process (0 for in-process runs)
+    cpu: float = 0.0  # user + system seconds of the command's process tree
 
 
 def run_cmd(
@@ -42,24 +44,25 @@ def run_cmd(
     *,
     stdin: Path | None = None,
     stdout: Path | None = None,
-    shell: bool = False,
 ) -> Run:
-    """Run a command once with files for stdin/stdout; wall time and the child's peak RSS."""
+    """Run a command once with files for stdin/stdout: its wall time, peak RSS and CPU
+    time, measured by ``bench._measure`` so the parent's size does not leak into them."""
     fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
     fout = open(stdout, "wb") if stdout else subprocess.DEVNULL
-    try:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(argv, stdin=fin, stdout=fout, env=env(), shell=shell)
-        _, status, usage = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
-    finally:
-        for f in (fin, fout):
-            if hasattr(f, "close"):
-                f.close()
-    if p.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(map(str, argv))} exited {p.returncode}")
-    return Run(wall, usage.ru_maxrss / 1024)
+    with tempfile.NamedTemporaryFile("r", suffix=".measure") as report:
+        try:
+            p = subprocess.run(
+                [sys.executable, "-m", "bench._measure", report.name, "--", *map(str, argv)],
+                stdin=fin, stdout=fout, env=env(), cwd=REPO,
+            )
+        finally:
+            for f in (fin, fout):
+                if hasattr(f, "close"):
+                    f.close()
+        if p.returncode not in (0, 1):
+            raise RuntimeError(f"{' '.join(map(str, argv))} exited {p.returncode}")
+        wall, rss_kb, cpu = report.read().split()
+    return Run(float(wall), int(rss_kb) / 1024, float(cpu))
 
 
 def run_fn(fn: Callable[[], object]) -> Run:
