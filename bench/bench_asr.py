@@ -8,17 +8,25 @@ permission requests, elicitations, streamed chunks and tool calls, deterministic
 cached. Peak RSS at two sizes: the fold holds only the entities open at once; acp-asr
 also keeps, per written entity, a 16-byte ID digest and a 16-byte content digest (what
 ASR-717's "no second record on resume" needs), about 220 bytes per entity in CPython.
+
+Peak RSS is measured honestly: on Linux a child's ``ru_maxrss`` starts from the high-water
+mark of the process that spawned it (it survives exec), so a bench parent that built a
+300k-update log in memory made even the bare loop look as big as acp-asr. Each command
+is therefore started by a small launcher process (:data:`LAUNCH`) that reports the wall
+time and ``wait4`` peak RSS of its child, and the logs are generated in a subprocess.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 
-from bench.common import max_rss, median_wall, run_cmd, side_by_side, table, tool, workdir
+from bench.common import (Run, env, max_rss, median_wall, side_by_side, table, tool,
+                          workdir)
 
 BARE = """\
 import sys, orjson
@@ -26,6 +34,36 @@ loads = orjson.loads
 for line in open(sys.argv[1], "rb"):
     loads(line)
 """
+
+#: Starts argv[1:] with stdout on /dev/null; prints [wall seconds, ru_maxrss KiB, status].
+LAUNCH = """\
+import os, sys, time
+out = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
+t0 = time.perf_counter()
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=out)
+_, status, ru = os.wait4(pid, 0)
+print(time.perf_counter() - t0, ru.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
+def launch(argv: list[str]) -> Run:
+    """Run ``argv`` from a fresh small process: its own wall time and peak RSS."""
+    p = subprocess.run([sys.executable, "-c", LAUNCH, *argv], env=env(),
+                       capture_output=True, check=True)
+    wall, rss, status = p.stdout.split()
+    if int(status) not in (0, 1):
+        raise RuntimeError(f"{' '.join(argv)} exited {int(status)}: {p.stderr.decode()}")
+    return Run(float(wall), int(rss) / 1024)
+
+
+def wire_log_in_child(updates: int) -> tuple[Path, int, int]:
+    """:func:`wire_log` in a subprocess, so this process stays small."""
+    code = f"import orjson; from bench.bench_asr import wire_log; p, n, l = wire_log({updates}); " \
+           "print(orjson.dumps([str(p), n, l]).decode())"
+    p = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True,
+                       check=True)
+    path, n, lines = orjson.loads(p.stdout)
+    return Path(path), n, lines
 
 
 def wire_log(updates: int) -> tuple[Path, int, int]:
@@ -68,15 +106,15 @@ def main(quick: bool) -> str:
     rows = []
     out_dir = workdir("asr") / "out"
     for size in sizes:
-        log, n, lines = wire_log(size)
+        log, n, lines = wire_log_in_child(size)
 
-        def subject(log=log) -> object:
+        def subject(log=log) -> Run:
             shutil.rmtree(out_dir, ignore_errors=True)
-            return run_cmd(tool("asr", str(log), "-o", str(out_dir)))
+            return launch(tool("asr", str(log), "-o", str(out_dir)))
 
         runs = side_by_side(
             {"acp-asr": subject,
-             "bare parse": lambda log=log: run_cmd([sys.executable, "-c", BARE, str(log)])},
+             "bare parse": lambda log=log: launch([sys.executable, "-c", BARE, str(log)])},
             repeat=repeat,
         )
         asr, bare = median_wall(runs["acp-asr"]), median_wall(runs["bare parse"])
