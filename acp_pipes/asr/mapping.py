@@ -19,7 +19,7 @@ from typing import Any
 import blake3
 import orjson
 
-from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, record_id, ts_fields
+from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso, record_id
 from acp_pipes.asr.paths import declare_roots
 from acp_pipes.asr.records import Ctx, entity_bodies, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
@@ -28,6 +28,7 @@ from acp_pipes.streams import FOLD
 _blake3 = blake3.blake3
 _dumps = orjson.dumps
 _SORT = orjson.OPT_SORT_KEYS
+_ENVELOPE_FREE = ENVELOPE.isdisjoint
 
 __all__ = ["Converter", "V1Error", "convert"]
 
@@ -61,7 +62,8 @@ def _hash(body: dict) -> bytes:
     Internal only (never written): blake3 of orjson's key-sorted form, which is
     deterministic for the values a fold produces; canonical_hash where orjson cannot
     serialise (integers beyond 64 bits)."""
-    core = {k: v for k, v in body.items() if k not in ENVELOPE}
+    core = body if _ENVELOPE_FREE(body) else {
+        k: v for k, v in body.items() if k not in ENVELOPE}
     try:
         return _blake3(_dumps(core, option=_SORT)).digest(16)
     except TypeError:
@@ -138,22 +140,29 @@ class Converter:
         """Envelope and write one record, unless it repeats what the stream holds.
         Per entity only a 16-byte key digest, the record's seq and a 16-byte content
         digest are kept, so memory per written entity is small and fixed."""
+        prev_id = None
         if key is not None:
             key = _key(key)
             h = _hash(body)
             prev = st.keys.get(key)
             if prev is not None:
-                prev = (record_id(prev[0]), prev[1])
+                if prev[1] == h:
+                    return []  # ASR-717: already recorded, same content
+                prev_id = record_id(prev[0])
         else:
-            h = prev = None
-        if prev is not None and prev[1] == h:
-            return []  # ASR-717: already recorded, same content
-        st.seq += 1
-        rid = record_id(st.seq)
-        out: dict[str, Any] = {"type": body["type"], "seq": st.seq, "id": rid}
-        out.update(ts_fields(rec.get("t"), replayed))
-        if prev is not None:
-            out["supersedes"] = prev[0]  # ASR-706 / ASR-717
+            h = None
+        st.seq = seq = st.seq + 1
+        rid = f"r{seq}"  # record_id
+        out: dict[str, Any] = {"type": body["type"], "seq": seq, "id": rid}
+        t = rec.get("t")
+        if t is not None:  # ts_fields, inlined (ASR-707)
+            if replayed:
+                out["observedAt"] = iso(t)
+            else:
+                out["ts"] = iso(t)
+                out["tsSource"] = "recorder"
+        if prev_id is not None:
+            out["supersedes"] = prev_id  # ASR-706 / ASR-717
         elif replayed and st.copying and st.parent is not None and key is not None:
             parent = self.streams.get(st.parent)
             src = parent.keys.get(key) if parent is not None else None
@@ -169,7 +178,7 @@ class Converter:
             native.update(body["native"])
         out["native"] = native  # ASR-723
         if key is not None:
-            st.keys[key] = (st.seq, h)
+            st.keys[key] = (seq, h)
         if out["type"] in CONTEXT_TYPES and out.get("origin") != "notice":
             st.ctx.last_context = rid
         return [(st.sid, out)]
