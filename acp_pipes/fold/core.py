@@ -97,6 +97,9 @@ class Folder:
         self.forks_pending = 0
         self.init_version: Any = None
         self.out: list[dict] = []
+        # (session, kind, id) of every entity whose final record was written: a later
+        # update re-opens it as a change after final (ASR-706)
+        self._final_ids: set = set()
 
     # -- entry points -----------------------------------------------------------------
 
@@ -362,9 +365,9 @@ class Folder:
             return
         sid = params.get("sessionId")
         upd = params.get("update")
-        if not isinstance(sid, str) or upd.__class__ is not dict:
+        if sid.__class__ is not str or upd.__class__ is not dict:
             return
-        sess = self._session(sid)
+        sess = self.sessions.get(sid) or self._session(sid)
         kind = upd.get("sessionUpdate")
         spec = UPDATES.get(kind) if isinstance(kind, str) else None
         if spec is not None:
@@ -486,10 +489,6 @@ class Folder:
         self._event(sess, -1, None, {"ev": "session", "op": "replay_end", "session": sess.sid,
                                      "kind": sess.replay_kind, "frames": [], "t": None})
         sess.replay_kind = ""
-
-    @property
-    def _final_ids(self) -> set:
-        return self.__dict__.setdefault("_fids", set())
 
     def _finalize(self, ent: Entity, why: str) -> None:
         if ent.dead:
