@@ -158,12 +158,13 @@ class Replay:
         header = self.stream.header
         if header.get("lineage"):
             losses["lineage"] += 1
+        stamped = captured = 0
         for rec in self.stream.records:
             t = rec.get("type")
             if "ts" in rec or "observedAt" in rec:
-                losses["timestamps"] += 1
+                stamped += 1
             if "capture" in rec:
-                losses["capture"] += 1
+                captured += 1
             if "copiedFrom" in rec:
                 losses["lineage"] += 1
             if "conversationId" in rec or "conversation" in rec:
@@ -250,6 +251,10 @@ class Replay:
             rid = rec.get("id")
             if rid is not None:
                 by_rid[rid] = slot
+        if stamped:
+            losses["timestamps"] += stamped
+        if captured:
+            losses["capture"] += captured
         return slots, results, changes, state, usage, info
 
     # -- updates ----------------------------------------------------------------------
