@@ -187,3 +187,20 @@ def test_round_trip_property(turns):
     assert compare_streams(s, s2) == []
     view = context_view(s)
     assert len(view) >= 2 * len(turns)  # the check compares something
+
+
+def test_example_roundtrip_script(tmp_path: Path):
+    """examples/roundtrip runs as documented and finds the streams equivalent."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import tool_env
+
+    env = {**tool_env(), "PYTHON": sys.executable,
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    r = subprocess.run(["sh", str(REPO / "examples/roundtrip/roundtrip.sh"), str(tmp_path)],
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert b'"equivalent":true' in r.stderr
+    assert orjson.loads((tmp_path / "losses.json").read_bytes())["complete"] is False

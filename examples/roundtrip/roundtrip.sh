@@ -1,0 +1,19 @@
+#!/bin/sh
+# ASR-732 round trip: record a session, convert it, replay it as an ACP agent to a
+# resuming client while recording that, convert the recording, compare the two streams.
+# usage: examples/roundtrip/roundtrip.sh [WORKDIR]   (exit 0: equivalent, 1: differences)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$here/../../bin
+dir=${1:-$(mktemp -d)}
+mkdir -p "$dir"
+cd "$dir"
+"${PYTHON:-python3}" -c 'from acp_pipes.echo_agent import client_session
+import sys
+for f in client_session(3, permission_every=2): sys.stdout.buffer.write(f + b"\n")' > client.jsonl
+"$bin/acp-tee" -o original.wire.jsonl -- "$bin/acp-echo-agent" < client.jsonl > /dev/null
+"$bin/acp-asr" original.wire.jsonl > S.asr.jsonl
+"$bin/acp-tee" -o replayed.wire.jsonl -- "$bin/acp-replay" --serve S.asr.jsonl \
+    --report losses.json < "$here/resume-client.jsonl" > /dev/null
+"$bin/acp-asr" replayed.wire.jsonl > S2.asr.jsonl
+"$bin/acp-replay" --compare S.asr.jsonl S2.asr.jsonl
