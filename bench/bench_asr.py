@@ -5,9 +5,11 @@ wire log, in a subprocess like the subject. acp-asr runs through the real CLI: i
 the wire log, parses every frame, folds the updates (ASR-704), maps every entity and
 writes the stream (``-o DIR``). The recording is one echo-agent session with prompts,
 permission requests, elicitations, streamed chunks and tool calls, deterministic and
-cached. Peak RSS at two sizes: the fold holds only the entities open at once; acp-asr
-also keeps, per written entity, a 16-byte ID digest and a 16-byte content digest (what
-ASR-717's "no second record on resume" needs), about 220 bytes per entity in CPython.
+cached. Peak RSS at two sizes: it grows with the recording by about 400 bytes per
+written entity (tracemalloc, 114k updates): acp-asr keeps a 16-byte ID digest and a
+16-byte content digest per entity (what ASR-717's "no second record on resume" needs,
+~210 B in CPython), and the fold keeps the (session, kind, id) of every final entity so
+a late update is flagged as a change after final (ASR-706, ~195 B with the ID string).
 
 Peak RSS is measured honestly: on Linux a child's ``ru_maxrss`` starts from the high-water
 mark of the process that spawned it (it survives exec), so a bench parent that built a
@@ -130,8 +132,9 @@ def main(quick: bool) -> str:
     return (
         "## acp-asr: fold + ASR mapping vs a bare parse loop\n\n"
         f"Same wire log, same run, interleaved, median of {repeat}; target: within 5x of "
-        "parsing alone; memory: open entities plus ~220 B per written entity (ASR-717 "
-        "digests).\n\n" + table(head, rows)
+        "parsing alone; memory: open entities plus ~400 B per written entity (ASR-717 "
+        "digests, ASR-706 final IDs); peak RSS of each command alone (wait4, from a small "
+        "launcher).\n\n" + table(head, rows)
     )
 
 
