@@ -97,9 +97,9 @@ turn = st.fixed_dictionaries({
     "prompt": st.lists(block, min_size=1, max_size=2),
     "thought": st.one_of(st.none(), text),
     "chunks": st.lists(text, min_size=1, max_size=3),
-    "tools": st.lists(st.tuples(status, st.lists(block, max_size=2),
-                                st.booleans(), st.dictionaries(st.text("ab", max_size=2),
-                                                               st.integers(-1000, 1000), max_size=2)),
+    "tools": st.lists(st.tuples(status, st.lists(block, max_size=2), st.booleans(),
+                                st.dictionaries(st.text("ab", max_size=2),
+                                                st.integers(-1000, 1000), max_size=2)),
                       max_size=2),
     "plan": st.booleans(),
 })

@@ -28,7 +28,8 @@ def req(rid, method, params):
     return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
 
 
-def converse(client: list[bytes], *streams: Path, extra=()) -> tuple[list, subprocess.CompletedProcess]:
+def converse(client: list[bytes], *streams: Path,
+             extra=()) -> tuple[list, subprocess.CompletedProcess]:
     r = run_tool("replay", "--serve", *map(str, streams), *extra,
                  input=b"".join(c + b"\n" for c in client), timeout=60)
     return [orjson.loads(x) for x in r.stdout.splitlines()], r
