@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 
 import blake3
 import orjson
 
-from bench.common import table
-
 from acp_pipes import canonical
+from bench.common import table
 
 CODE = (
     "def fold(records):\n"
