@@ -11,24 +11,25 @@ written entity (tracemalloc, 114k updates): acp-asr keeps a 16-byte ID digest an
 ~210 B in CPython), and the fold keeps the (session, kind, id) of every final entity so
 a late update is flagged as a change after final (ASR-706, ~195 B with the ID string).
 
-Peak RSS is measured honestly: on Linux a child's ``ru_maxrss`` starts from the high-water
-mark of the process that spawned it (it survives exec), so a bench parent that built a
-300k-update log in memory made even the bare loop look as big as acp-asr. Each command
-is therefore started by a small launcher process (:data:`LAUNCH`) that reports the wall
-time and ``wait4`` peak RSS of its child, and the logs are generated in a subprocess.
+Peak RSS is each command's own: on Linux a child's ``ru_maxrss`` starts from the
+high-water mark of the process that spawned it, so :func:`bench.common.run_cmd` starts
+commands from a small intermediary, and the logs are generated in a subprocess so this
+process stays small too. CPU time (user + system) is reported beside wall time: the
+machines are shared and wall time moves with their load.
 """
 
 from __future__ import annotations
 
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 
-from bench.common import (Run, env, max_rss, median_wall, side_by_side, table, tool,
-                          workdir)
+from bench.common import (Run, env, max_rss, median_wall, run_cmd, side_by_side, table,
+                          tool, workdir)
 
 BARE = """\
 import sys, orjson
@@ -36,26 +37,6 @@ loads = orjson.loads
 for line in open(sys.argv[1], "rb"):
     loads(line)
 """
-
-#: Starts argv[1:] with stdout on /dev/null; prints [wall seconds, ru_maxrss KiB, status].
-LAUNCH = """\
-import os, sys, time
-out = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
-t0 = time.perf_counter()
-pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=out)
-_, status, ru = os.wait4(pid, 0)
-print(time.perf_counter() - t0, ru.ru_maxrss, os.waitstatus_to_exitcode(status))
-"""
-
-
-def launch(argv: list[str]) -> Run:
-    """Run ``argv`` from a fresh small process: its own wall time and peak RSS."""
-    p = subprocess.run([sys.executable, "-c", LAUNCH, *argv], env=env(),
-                       capture_output=True, check=True)
-    wall, rss, status = p.stdout.split()
-    if int(status) not in (0, 1):
-        raise RuntimeError(f"{' '.join(argv)} exited {int(status)}: {p.stderr.decode()}")
-    return Run(float(wall), int(rss) / 1024)
 
 
 def wire_log_in_child(updates: int) -> tuple[Path, int, int]:
@@ -112,23 +93,26 @@ def main(quick: bool) -> str:
 
         def subject(log=log) -> Run:
             shutil.rmtree(out_dir, ignore_errors=True)
-            return launch(tool("asr", str(log), "-o", str(out_dir)))
+            return run_cmd(tool("asr", str(log), "-o", str(out_dir)))
 
         runs = side_by_side(
             {"acp-asr": subject,
-             "bare parse": lambda log=log: launch([sys.executable, "-c", BARE, str(log)])},
+             "bare parse": lambda log=log: run_cmd([sys.executable, "-c", BARE, str(log)])},
             repeat=repeat,
         )
         asr, bare = median_wall(runs["acp-asr"]), median_wall(runs["bare parse"])
+        cpu_asr = statistics.median(r.cpu for r in runs["acp-asr"])
+        cpu_bare = statistics.median(r.cpu for r in runs["bare parse"])
         mb = log.stat().st_size / 1e6
         rows.append([
             f"{n:,}", f"{lines:,}", f"{mb:.0f} MB", f"{asr:.3f} s", f"{bare:.3f} s",
-            f"{asr / bare:.2f}x", f"{n / asr / 1e3:.0f}k updates/s",
+            f"{asr / bare:.2f}x", f"{cpu_asr:.2f} s / {cpu_bare:.2f} s = "
+            f"{cpu_asr / cpu_bare:.1f}x", f"{n / asr / 1e3:.0f}k updates/s",
             f"{max_rss(runs['acp-asr']):.1f} MB", f"{max_rss(runs['bare parse']):.1f} MB",
         ])
     shutil.rmtree(out_dir, ignore_errors=True)
     head = ["updates", "lines", "wire log", "acp-asr (median)", "bare parse (median)",
-            "ratio", "throughput", "acp-asr peak RSS", "bare peak RSS"]
+            "ratio", "CPU (median, ratio)", "throughput", "acp-asr peak RSS", "bare peak RSS"]
     return (
         "## acp-asr: fold + ASR mapping vs a bare parse loop\n\n"
         f"Same wire log, same run, interleaved, median of {repeat}; target: within 5x of "
