@@ -28,8 +28,7 @@ from pathlib import Path
 
 import orjson
 
-from bench.common import (Run, env, max_rss, median_wall, run_cmd, side_by_side, table,
-                          tool, workdir)
+from bench.common import Run, env, max_rss, median_wall, run_cmd, side_by_side, table, tool, workdir
 
 BARE = """\
 import sys, orjson
