@@ -38,6 +38,10 @@ OPEN_TOOL = frozenset({"pending", "in_progress"})
 #: Final at the next idle or requires_action, at close, or at stop (ASR-705).
 TURN_SCOPED = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
                          "plan", "terminal"})
+_LIST_FIELDS = ("content", "summary")  # copied so a record never shares a growing list
+#: Entities built from chunks or upserts: their records say which (ASR-704).
+_ASSEMBLED = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
+                        "compaction", "terminal", "tool_call"})
 _SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume",
                     "session/close", "session/prompt"})
 
@@ -512,9 +516,10 @@ class Folder:
 
     def _record(self, ent: Entity, final: bool, why: str) -> dict:
         value = dict(ent.value)
-        for f in ("content", "summary"):
-            if isinstance(value.get(f), list):
-                value[f] = list(value[f])
+        for f in _LIST_FIELDS:
+            v = value.get(f)
+            if v.__class__ is list:
+                value[f] = v.copy()
         rec: dict[str, Any] = {
             "ev": "entity", "session": ent.session, "entity": ent.kind, "id": ent.key,
             "final": final, "why": why, "pos": ent.pos, "t": ent.t,
@@ -522,8 +527,7 @@ class Folder:
         if ent.kind == "terminal":
             if ent.output is not None:
                 value["output"] = {"data": base64.b64encode(bytes(ent.output)).decode()}
-        if ent.kind in ("user_message", "agent_message", "agent_thought", "session_message",
-                        "compaction", "terminal", "tool_call"):
+        if ent.kind in _ASSEMBLED:
             rec["assembly"] = "chunks" if ent.chunked else "folded"
         if ent.origin:
             rec["origin"] = ent.origin
