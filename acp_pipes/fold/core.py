@@ -25,7 +25,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
-from acp_pipes.fold.entities import EVENTS, UPDATES, Entity, apply_update
+from acp_pipes.fold.entities import UPDATES, Entity, apply_update
 from acp_pipes.fold.patch import patch_fields
 
 __all__ = ["KEEP_FINAL", "MAX_HELD", "Folder", "ProtocolVersionError"]
@@ -130,7 +130,7 @@ class Folder:
         self.out = []
         if self.init_version is not None and self.init_version != 2:
             raise ProtocolVersionError(self._v1_message(self.init_version))
-        for key, (method, params, seq, t, extra) in list(self.c2a.items()):
+        for _key, (method, params, _seq, _t, extra) in list(self.c2a.items()):
             if method == "session/resume" and extra is not None:
                 sess = self.sessions.get(params.get("sessionId"))
                 if sess is not None and sess.deferred is not None:

@@ -137,7 +137,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
         number = last = 0
 
         def fwarn(msg: str, _s=source) -> None:
-            warn(_s, last, msg)  # the line of the frame being folded
+            warn(_s, last, msg)  # noqa: B023 - late binding: the line of the frame being folded
 
         stream = open_source(path)
         try:
