@@ -69,6 +69,17 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes import __version__
+from acp_pipes.jsonrpc import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    RESOURCE_NOT_FOUND,
+)
+from acp_pipes.jsonrpc import error as _error
+from acp_pipes.jsonrpc import request as _request
+from acp_pipes.jsonrpc import response as _response
 
 __all__ = [
     "AGENT_NAME",
@@ -81,13 +92,6 @@ __all__ = [
 
 AGENT_NAME = "acp-echo-agent"
 PROTOCOL_VERSION = 2
-
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-REQUEST_CANCELLED = -32800
-RESOURCE_NOT_FOUND = -32002
 
 PERMISSION_OPTIONS = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -110,19 +114,6 @@ _RUNNING = {"sessionUpdate": "state_update", "state": "running"}
 _REQUIRES_ACTION = {"sessionUpdate": "state_update", "state": "requires_action"}
 _IDLE = {"sessionUpdate": "state_update", "state": "idle"}
 _CONTEXT_SIZE = 200_000
-
-
-def _response(rid: Any, result: Any) -> bytes:
-    return b'{"jsonrpc":"2.0","id":' + _dumps(rid) + b',"result":' + _dumps(result) + b"}"
-
-
-def _error(rid: Any, code: int, message: str) -> bytes:
-    error = _dumps({"code": code, "message": message})
-    return b'{"jsonrpc":"2.0","id":' + _dumps(rid) + b',"error":' + error + b"}"
-
-
-def _request(rid: int, method: str, params: dict) -> bytes:
-    return _dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
 
 
 def _upsert(kind: str, key: str, ident: str, content: Any) -> dict:
