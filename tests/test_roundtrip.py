@@ -42,15 +42,6 @@ def resume_client(stream: AsrStream) -> list[bytes]:
             req(2, "session/close", {"sessionId": sid})]
 
 
-# acp-asr writes a tool_result for an ``other``/vendor status only at the end of a live
-# turn (acp_pipes/asr/records.py ``_tool``: why == "turn_end"), not when replayed history
-# ends (why == "replay"), so S' loses those results. A recorder limitation, not replay's.
-RECORDER_GAP = pytest.mark.xfail(strict=True, reason="acp-asr drops other/vendor-status "
-                                 "results in replayed history (why == 'replay')")
-FIXTURES = [pytest.param(p, marks=RECORDER_GAP) if p.parent.name in (
-    "ASR-728-tool-status-mapping", "ASR-709-enums-unchanged") else p for p in FIXTURES]
-
-
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.parent.name)
 def test_fixture_round_trip_over_pipes(path: Path, tmp_path: Path):
     for n, stream in enumerate(read_streams(path.read_bytes().splitlines(), str(path))):

@@ -18,6 +18,8 @@ __all__ = ["Ctx", "audit", "entity_bodies", "event_bodies"]
 
 TOOL_FINAL = frozenset({"completed", "failed", "cancelled"})
 TOOL_OPEN = frozenset({"pending", "in_progress"})
+#: Fold ``why`` values that are the end of a turn for a tool call's status (seed 000).
+_TURN_END = frozenset({"turn_end", "replay"})
 REDACTED = "<redacted>"
 
 
@@ -131,8 +133,11 @@ def _tool(rec: dict, ctx: Ctx) -> list:
         return out
     why = rec.get("why")
     content = v.get("content") if isinstance(v.get("content"), list) else []
+    # "at the end of the turn" (seed 000, tool_call_update row): a live turn ends at
+    # idle (why turn_end); replayed history ends with its replay window (why replay), so
+    # a replayed other/vendor status is written like a live one (ASR-717 -> ASR-707)
     ended = status in TOOL_FINAL or (
-        why == "turn_end" and status is not None and status not in TOOL_OPEN)
+        why in _TURN_END and status is not None and status not in TOOL_OPEN)
     if ended and (status in TOOL_FINAL or content or "rawOutput" in v):
         out.append((("tool_result", cid), _result(cid, status, v, content)))
         ctx.losses.add("tool_result.content")
