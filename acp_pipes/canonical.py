@@ -289,8 +289,11 @@ def reference_bytes(value: Any) -> bytes:
         raise CanonicalError("nested too deeply for a canonical form") from None
 
 
+_blake3 = blake3.blake3
+
+
 def _digest(data: bytes) -> str:
-    return HASH_PREFIX + blake3.blake3(data).hexdigest()
+    return HASH_PREFIX + _blake3(data).digest().hex()  # faster than .hexdigest()
 
 
 def canonical_hash(value: Any) -> str:
@@ -299,10 +302,13 @@ def canonical_hash(value: Any) -> str:
 
 
 # orjson's output with digits and "-" deleted, [:,[] as ":" and [.eE] as ".": a float
-# token (always after ":", "," or "[", or first) then shows as ":." (or a leading ".").
+# token (always after ":", "," or "[" inside an object) then shows as ":.". Strings can
+# only add false alarms (which take the exact path), never hide a float.
 _FLOAT_MARKS = bytes(58 if c in b":,[" else 46 if c in b".eE" else 32 for c in range(256))
 _DIGITS_MINUS = b"0123456789-"
 _SHORT = 1024  # below this, the bytes check is cheaper than the type scan
+_loads, _dumps = orjson.loads, orjson.dumps
+_JSONDecodeError, _JSONEncodeError = orjson.JSONDecodeError, orjson.JSONEncodeError
 
 
 def hash_raw(raw: bytes | bytearray | memoryview | str) -> tuple[Any, str | None]:
@@ -310,25 +316,24 @@ def hash_raw(raw: bytes | bytearray | memoryview | str) -> tuple[Any, str | None
 
     The hash is None when the text is JSON but has no JCS form (see the module notes);
     ParseError when it is not JSON. Faster than parse_json + canonical_hash: orjson's
-    parse yields exact JSON types and finite floats only, so for short texts the float
-    check runs on the output bytes instead of a type scan.
+    parse yields exact JSON types and finite floats only, so for a short object (every
+    JSON-RPC message) the float check runs on orjson's output bytes instead of a type
+    scan, and a clean result is hashed as it is.
     """
     try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as first:
+        value = _loads(raw)
+    except _JSONDecodeError as first:
         return _hash_or_none(_refused(raw, first), _FOREIGN)
-    if len(raw) <= _SHORT:
+    if value.__class__ is dict and len(raw) <= _SHORT:
         try:
-            out = orjson.dumps(value, option=_SORTED_STRICT)
-        except orjson.JSONEncodeError:
-            out = b"."
-        marks = out.translate(_FLOAT_MARKS, _DIGITS_MINUS)
-        if (
-            marks.rfind(b":.") < 0
-            and marks[:1] != b"."
-            and (out.isascii() or not _misordered(out))
-        ):
-            return value, _digest(out)
+            out = _dumps(value, option=_SORTED_STRICT)
+        except _JSONEncodeError:  # an integer beyond 53 bits, ...: the exact path
+            pass
+        else:
+            if b":." not in out.translate(_FLOAT_MARKS, _DIGITS_MINUS) and (
+                out.isascii() or not _misordered(out)
+            ):
+                return value, HASH_PREFIX + _blake3(out).digest().hex()
     return _hash_or_none(*_checked(raw, value))
 
 
