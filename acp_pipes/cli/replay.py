@@ -13,7 +13,6 @@ import orjson
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
 from acp_pipes.jsonl import STDIN, display_name
-from acp_pipes.normalize import parse_pointer
 from acp_pipes.streams import ASR, header_format
 from acp_pipes.wire import make_clock
 
@@ -105,6 +104,7 @@ def _report_line(event: dict) -> None:
 
 
 def _options(args: argparse.Namespace, remap_log):
+    from acp_pipes.normalize import parse_pointer
     from acp_pipes.replay import ReplayOptions
 
     for pointer in args.ignore:

@@ -4,29 +4,59 @@
   live client (:func:`replay_agent`), and offline emit of one direction (:func:`emit`).
 - :mod:`acp_pipes.replay.client`: a trace replayed as the client to a live agent
   (:func:`drive_agent`), writing a new wire log of the run.
+- :mod:`acp_pipes.replay.asr`: an ASR stream replayed as ``session/update``
+  notifications.
 - :mod:`acp_pipes.replay.ids`: JSON-RPC id splicing on raw bytes (``--remap-ids``).
 - :mod:`acp_pipes.replay.report`: JSON-pointer diffs for miss reports.
+
+The names below are imported on first use (PEP 562): an ASR replay does not pay for
+loading the trace engines.
 """
 
-from acp_pipes.replay.client import DriveResult, drive_agent
-from acp_pipes.replay.trace import (
-    ReplayOptions,
-    ReplayResult,
-    Trace,
-    emit,
-    load_trace,
-    raw_lines,
-    replay_agent,
-)
+from __future__ import annotations
 
-__all__ = [
-    "DriveResult",
-    "drive_agent",
-    "ReplayOptions",
-    "ReplayResult",
-    "Trace",
-    "emit",
-    "load_trace",
-    "replay_agent",
-    "raw_lines",
-]
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+from acp_pipes.jsonl import STDIN, InputError, display_name, open_source
+
+#: public name -> the module that defines it
+_HOME = {
+    "DriveResult": "client",
+    "drive_agent": "client",
+    "ReplayOptions": "trace",
+    "ReplayResult": "trace",
+    "Trace": "trace",
+    "emit": "trace",
+    "load_trace": "trace",
+    "replay_agent": "trace",
+}
+
+__all__ = [*_HOME, "raw_lines"]
+
+
+def raw_lines(path: str) -> Iterator[bytes]:
+    """The lines of a trace file as bytes (with their LF), ``-`` and ``.gz`` handled
+    (:func:`acp_pipes.jsonl.open_source`); the file is closed when the iterator ends."""
+    stream = open_source(path)
+    try:
+        yield from stream
+    except (OSError, EOFError) as e:
+        raise InputError(display_name(path), 0, f"cannot read: {e}") from None
+    finally:
+        if path != STDIN:
+            stream.close()
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

@@ -27,7 +27,7 @@ import base64
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -35,8 +35,9 @@ import orjson
 
 from acp_pipes.canonical import CanonicalError, ParseError, hash_raw, parse_json
 from acp_pipes.frame import Framer, frame_lines, raw_hash
-from acp_pipes.jsonl import STDIN, InputError, Line, display_name, open_source
+from acp_pipes.jsonl import InputError, Line, display_name
 from acp_pipes.normalize import IGNORED, Normalizer
+from acp_pipes.replay import raw_lines
 from acp_pipes.replay.ids import id_key, id_span
 from acp_pipes.replay.report import nearest
 from acp_pipes.streams import FRAMES, VERSIONS, WIRE, describe, header_format
@@ -155,19 +156,6 @@ def _raw_bytes(rec: dict[str, Any]) -> bytes:
     if r.__class__ is str:
         return r.encode("utf-8", "surrogatepass")
     return base64.b64decode(rec["raw_b64"], validate=True)
-
-
-def raw_lines(path: str) -> Iterator[bytes]:
-    """The lines of a trace file as bytes (with their LF), ``-`` and ``.gz`` handled
-    (:func:`acp_pipes.jsonl.open_source`); the file is closed when the iterator ends."""
-    stream = open_source(path)
-    try:
-        yield from stream
-    except (OSError, EOFError) as e:
-        raise InputError(display_name(path), 0, f"cannot read: {e}") from None
-    finally:
-        if path != STDIN:
-            stream.close()
 
 
 def load_trace(
