@@ -94,7 +94,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="compare the context views of two ASR streams: --compare S S2")
 
 
-def _report_line(event: dict) -> None:
+def report_line(event: dict) -> None:
     """A diagnostic event as one JSON line on stderr (machine-readable by design)."""
     try:
         sys.stderr.buffer.write(orjson.dumps(event) + b"\n")
@@ -115,7 +115,7 @@ def _options(args: argparse.Namespace, remap_log):
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
     return ReplayOptions(match=args.match, pace=args.pace, ignore=list(args.ignore),
-                         remap_ids=args.remap_ids, remap_log=remap_log, report=_report_line,
+                         remap_ids=args.remap_ids, remap_log=remap_log, report=report_line,
                          timeout=args.timeout, strict=args.strict)
 
 

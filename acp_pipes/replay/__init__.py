@@ -1,7 +1,9 @@
 """Replay: a recorded session played back to a live peer, byte for byte.
 
-- :mod:`acp_pipes.replay.trace`: a trace (wire log or frames) replayed as the agent to a
-  live client (:func:`replay_agent`), and offline emit of one direction (:func:`emit`).
+- :mod:`acp_pipes.replay.tracefile`: a trace (wire log or frames) loaded and indexed
+  (:func:`load_trace`), and offline emit of one direction (:func:`emit`).
+- :mod:`acp_pipes.replay.trace`: a trace replayed as the agent to a live client
+  (:func:`replay_agent`); its names above are importable from it too.
 - :mod:`acp_pipes.replay.client`: a trace replayed as the client to a live agent
   (:func:`drive_agent`), writing a new wire log of the run.
 - :mod:`acp_pipes.replay.asr`: an ASR stream replayed as ``session/update``
@@ -27,9 +29,9 @@ _HOME = {
     "drive_agent": "client",
     "ReplayOptions": "trace",
     "ReplayResult": "trace",
-    "Trace": "trace",
-    "emit": "trace",
-    "load_trace": "trace",
+    "Trace": "tracefile",
+    "emit": "tracefile",
+    "load_trace": "tracefile",
     "replay_agent": "trace",
 }
 

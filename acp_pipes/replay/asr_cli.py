@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 import orjson
 
+from acp_pipes.cli.replay import report_line as _stderr_line
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.jsonl import STDIN, InputError, display_name
 from acp_pipes.replay.asr import Replay, read_streams
@@ -17,12 +18,6 @@ from acp_pipes.replay.asr import Replay, read_streams
 __all__ = ["run", "run_files"]
 
 
-def _stderr_line(event: dict) -> None:
-    try:
-        sys.stderr.buffer.write(orjson.dumps(event) + b"\n")
-        sys.stderr.buffer.flush()
-    except OSError:
-        pass
 
 
 class _Reports:

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
-from acp_pipes.replay.ids import id_key, id_span, splice_id
+from acp_pipes.replay.ids import id_key, note_live_id, splice_id
 from acp_pipes.replay.report import pointer_diff
 from acp_pipes.replay.trace import ReplayOptions, Trace, _normalised, live_hash
 from acp_pipes.wire import A2C, C2A, frame_record, header, make_clock
@@ -173,15 +173,7 @@ class _Driver:
             self.say(event)
 
     def _map_id(self, f: dict[str, Any], raw: bytes) -> None:
-        span = id_span(raw)
-        if span is None:
-            return
-        token = raw[span[0] : span[1]]
-        self.ids[id_key(f.get("id"))] = token
-        if self.opt.remap_log is not None:
-            self.opt.remap_log.write(orjson.dumps({
-                "recorded": f.get("id"), "live": orjson.loads(token), "dir": A2C,
-                "seq": f.get("seq")}) + b"\n")
+        note_live_id(self.ids, f, raw, A2C, self.opt.remap_log)
 
     def stopping(self) -> bool:
         return self.opt.strict and self.differences > 0

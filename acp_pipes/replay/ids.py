@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["id_key", "id_span", "splice_id"]
+__all__ = ["id_key", "id_span", "note_live_id", "splice_id"]
 
 _WS = re.compile(rb"[ \t\r\n]*")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
@@ -128,3 +128,19 @@ def splice_id(raw: bytes, token: bytes, span: tuple[int, int] | None = None) -> 
         if span is None:
             return raw
     return raw[: span[0]] + token + raw[span[1] :]
+
+
+def note_live_id(ids: dict[bytes, bytes], recorded: dict[str, Any], raw: bytes,
+                 direction: str, remap_log: Any = None) -> None:
+    """Remember the live id token of ``raw`` (the live frame matched to the ``recorded``
+    request) under the recorded id's key, and log the pair to ``remap_log`` (a binary
+    file, ``--remap-log``) as one JSON line: both replay engines remap this way."""
+    span = id_span(raw)
+    if span is None:
+        return
+    token = raw[span[0] : span[1]]
+    ids[id_key(recorded.get("id"))] = token
+    if remap_log is not None:
+        remap_log.write(orjson.dumps({
+            "recorded": recorded.get("id"), "live": orjson.loads(token), "dir": direction,
+            "seq": recorded.get("seq")}) + b"\n")
