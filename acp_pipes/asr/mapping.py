@@ -6,23 +6,29 @@ stream's header once the input is done, since some header fields (``producer.los
 ``lineage.inherits.localThroughId``) depend on the whole stream. The writer
 (:mod:`acp_pipes.asr.output`) spools records and writes header-first streams.
 
-Per stream the converter keeps one ``(record id, content hash)`` per entity it wrote,
-which is all ASR-706 (supersede a changed final) and ASR-717 (no duplicates on resume,
-supersede when replayed content differs) need.
+Records go to a store as they are made: the CLI's :class:`~acp_pipes.asr.output.Spool`
+(bytes, spilled to disk) or, by default, lists in memory (:func:`convert`). Per entity
+written the converter keeps one index entry: a 16-byte digest of (session, entity key)
+-> the record's seq and where the store holds it (:class:`~acp_pipes.fold.index.
+DigestIndex`: memory stays flat, old entries spill to disk). That is all ASR-706
+(supersede a changed final) and ASR-717 (no duplicates on resume, supersede when
+replayed content differs) need: the content hash of the earlier record is computed only
+when the same entity comes again, from the stored record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import blake3
 import orjson
 
-from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso, record_id
+from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
 from acp_pipes.asr.records import Ctx, entity_bodies, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
+from acp_pipes.fold.index import DigestIndex
 from acp_pipes.streams import FOLD
 
 _blake3 = blake3.blake3
@@ -40,13 +46,12 @@ class V1Error(ValueError):
 
 
 class _Stream:
-    __slots__ = ("sid", "seq", "keys", "ctx", "agent", "lineage", "connections",
+    __slots__ = ("sid", "seq", "ctx", "agent", "lineage", "connections",
                  "parent", "copying", "local_through", "declared")
 
     def __init__(self, sid: str, conn: int, losses_always: bool = True):
         self.sid = sid
         self.seq = 0
-        self.keys: dict[Any, tuple[str, str]] = {}
         self.ctx = Ctx(sid=sid, roots=[], losses=set(ALWAYS_LOST), conn=conn)
         self.agent: dict | None = None
         self.lineage: dict[str, Any] = {}
@@ -73,33 +78,63 @@ def _hash(body: dict) -> bytes:
             return repr(core).encode()
 
 
-def _key(key: tuple) -> bytes:
-    return _blake3(_dumps(key)).digest(16)
+def _key(sid: str, key: tuple) -> bytes:
+    return _blake3(_dumps((sid, key))).digest(16)
+
+
+class _Lists:
+    """The default store: each session's records in a list (small inputs, tests)."""
+
+    def __init__(self) -> None:
+        self.lists: dict[str, list[dict]] = {}
+
+    def put(self, sid: str, rec: dict) -> int:
+        recs = self.lists.get(sid)
+        if recs is None:
+            recs = self.lists[sid] = []
+        recs.append(rec)
+        return len(recs) - 1
+
+    def get(self, sid: str, pos: int) -> dict:
+        return self.lists[sid][pos]
 
 
 class Converter:
-    def __init__(self, *, agent_name: str | None = None, secret_fields=(), keep_fields=()):
+    """Fold records in (:meth:`feed`), records out to ``store`` (an object with
+    ``put(sid, rec) -> pos`` and ``get(sid, pos) -> rec``, e.g. a Spool; default: lists
+    in memory, :attr:`records`), headers at the end (:meth:`headers`)."""
+
+    def __init__(self, *, agent_name: str | None = None, secret_fields=(), keep_fields=(),
+                 store: Any = None):
         self.configured_name = agent_name
         self.secret = frozenset(secret_fields)
         self.keep = frozenset(keep_fields)
         self.streams: dict[str, _Stream] = {}
         self.conn = 0
         self.agents: dict[int, dict] = {}
+        self.store = _Lists() if store is None else store
+        self._put = self.store.put
+        self.index = DigestIndex()
+
+    @property
+    def records(self) -> dict[str, list[dict]]:
+        """Each session's records, with the default (in-memory) store."""
+        return self.store.lists
 
     # -- input ----------------------------------------------------------------------------
 
-    def feed(self, rec: dict) -> list[tuple[str, dict]]:
+    def feed(self, rec: dict) -> None:
+        """Map one fold record; what it makes goes to the store."""
         ev = rec.get("ev")
-        if ev is None and rec.get("format") == FOLD:
-            self.conn = int(rec.get("connection") or 0)
-            return []
         if ev == "entity":
-            return self._entity(rec)
-        if ev == "update":
-            return self._event(rec)
-        if ev == "session":
-            return self._session(rec)
-        if ev == "initialize":
+            self._entity(rec)
+        elif ev == "update":
+            self._event(rec)
+        elif ev == "session":
+            self._session(rec)
+        elif ev is None and rec.get("format") == FOLD:
+            self.conn = int(rec.get("connection") or 0)
+        elif ev == "initialize":
             version = rec.get("protocolVersion")
             if version != 2:
                 raise V1Error(f"this recording negotiated ACP protocol version {version!r}; "
@@ -107,7 +142,6 @@ class Converter:
             info = rec.get("agent") if isinstance(rec.get("agent"), dict) else {}
             self.agents[self.conn] = {"name": agent_name(info.get("name"), self.configured_name),
                                       "version": info.get("version")}
-        return []
 
     def headers(self) -> dict[str, dict]:
         """Each stream's header, in the order the sessions were first seen."""
@@ -136,21 +170,24 @@ class Converter:
         st.ctx.conn = self.conn
         return st
 
-    def _write(self, st: _Stream, key: Any, body: dict, rec: dict, replayed: bool) -> list:
-        """Envelope and write one record, unless it repeats what the stream holds.
-        Per entity only a 16-byte key digest, the record's seq and a 16-byte content
-        digest are kept, so memory per written entity is small and fixed."""
+    def _write(self, st: _Stream, key: Any, body: dict, rec: dict, replayed: bool) -> None:
+        """Envelope and store one record, unless it repeats what the stream holds.
+        Per entity the index keeps a 16-byte key digest -> seq and store position; the
+        content digest of the earlier record is computed from the store only when the
+        same entity comes again (ASR-706/717), so a new entity costs no content hash."""
         prev_id = None
+        sid = st.sid
+        body_key = key
+        index = self.index
         if key is not None:
-            key = _key(key)
-            h = _hash(body)
-            prev = st.keys.get(key)
+            key = _blake3(_dumps((sid, key))).digest(16)  # _key, inlined
+            prev = index.mem.get(key)
+            if prev is None and index.db is not None:
+                prev = index.get(key)
             if prev is not None:
-                if prev[1] == h:
-                    return []  # ASR-717: already recorded, same content
-                prev_id = record_id(prev[0])
-        else:
-            h = None
+                if _hash(body) == _hash(self.store.get(sid, prev >> 32)):
+                    return  # ASR-717: already recorded, same content
+                prev_id = f"r{prev & 0xFFFFFFFF}"
         st.seq = seq = st.seq + 1
         rid = f"r{seq}"  # record_id
         out: dict[str, Any] = {"type": body["type"], "seq": seq, "id": rid}
@@ -164,54 +201,53 @@ class Converter:
         if prev_id is not None:
             out["supersedes"] = prev_id  # ASR-706 / ASR-717
         elif replayed and st.copying and st.parent is not None and key is not None:
-            parent = self.streams.get(st.parent)
-            src = parent.keys.get(key) if parent is not None else None
+            src = self.index.get(_key(st.parent, body_key))
             if src is not None:  # ASR-718: history copied into the fork
-                out["copiedFrom"] = {"session": st.parent, "id": record_id(src[0]),
+                out["copiedFrom"] = {"session": st.parent, "id": f"r{src & 0xFFFFFFFF}",
                                      "proof": "native_id"}
                 st.local_through = rid
-        for k, v in body.items():
-            if k != "type" and k != "native":
-                out[k] = v
-        native = {"ref": {"connection": self.conn, "frames": rec.get("frames") or []}}
-        if "native" in body:
-            native.update(body["native"])
-        out["native"] = native  # ASR-723
+        ref = {"ref": {"connection": self.conn, "frames": rec.get("frames") or []}}
+        if "native" in body:  # an audit record: native.record beside the ref (ASR-710)
+            ref.update(body["native"])
+            body = {k: v for k, v in body.items() if k != "native"}
+        # one C-level merge: body's "type" keeps its first place, native comes last
+        out = {**out, **body, "native": ref}  # ASR-723
+        pos = self._put(sid, out)
         if key is not None:
-            st.keys[key] = (seq, h)
+            mem = index.mem
+            mem[key] = pos << 32 | seq  # index.put, inlined
+            if len(mem) > index.limit:
+                index.spill()
         if out["type"] in CONTEXT_TYPES and out.get("origin") != "notice":
             st.ctx.last_context = rid
-        return [(st.sid, out)]
 
-    def _entity(self, rec: dict) -> list:
+    def _entity(self, rec: dict) -> None:
         sid = rec.get("session")
         if not isinstance(sid, str):
-            return []
+            return
         st = self._stream(sid)
-        out = []
         replayed = bool(rec.get("replayed"))
+        write = self._write
         for key, body in entity_bodies(rec, st.ctx):
-            out += self._write(st, key, body, rec, replayed)
+            write(st, key, body, rec, replayed)
         if rec.get("entity") == "subagent" and isinstance(rec.get("id"), str):
             # ASR-721: the child's stream names its parent; never guessed
             child = self._stream(rec["id"])
             child.lineage.setdefault("spawnedBy", {"session": sid, "evidence": "native_field"})
-        return out
 
-    def _event(self, rec: dict) -> list:
+    def _event(self, rec: dict) -> None:
         sid = rec.get("session")
         if not isinstance(sid, str):
-            return []
+            return
         st = self._stream(sid)
-        out = []
+        replayed = bool(rec.get("replayed"))
         for key, body in event_bodies(rec, st.ctx):
-            out += self._write(st, key, body, rec, bool(rec.get("replayed")))
-        return out
+            self._write(st, key, body, rec, replayed)
 
-    def _session(self, rec: dict) -> list:
+    def _session(self, rec: dict) -> None:
         sid = rec.get("session")
         if not isinstance(sid, str):
-            return []
+            return
         st = self._stream(sid)
         op = rec.get("op")
         if op in ("new", "fork", "resume") and not st.ctx.roots:
@@ -225,27 +261,18 @@ class Converter:
                 st.lineage["forkedFrom"] = {"session": parent, "evidence": "native_field"}
                 st.lineage["inherits"] = {"mode": "copied", "from": parent,
                                           "evidence": "native_field"}
-            return []
-        if op == "replay_end":
+        elif op == "replay_end":
             st.copying = False
-            return []
-        if op == "resume":
-            return self._write(st, None, {"type": "state", "state": "resumed"}, rec, False)
-        if op == "close":
-            return self._write(st, None, {"type": "state", "state": "ended"}, rec, False)
-        return []
+        elif op == "resume":
+            self._write(st, None, {"type": "state", "state": "resumed"}, rec, False)
+        elif op == "close":
+            self._write(st, None, {"type": "state", "state": "ended"}, rec, False)
 
 
 def convert(records: Iterable[dict], **options: Any) -> dict[str, list[dict]]:
     """In memory: fold records -> {sessionId: [header, records...]} (tests, small inputs)."""
     conv = Converter(**options)
-    bodies: dict[str, list[dict]] = {}
     for rec in records:
-        for sid, out in conv.feed(rec):
-            bodies.setdefault(sid, []).append(out)
+        conv.feed(rec)
+    bodies = conv.records
     return {sid: [h, *bodies.get(sid, [])] for sid, h in conv.headers().items()}
-
-
-def iter_convert(conv: Converter, records: Iterable[dict]) -> Iterator[tuple[str, dict]]:
-    for rec in records:
-        yield from conv.feed(rec)

@@ -22,6 +22,7 @@ __all__ = ["SUFFIX", "Spool", "file_name", "session_from_name"]
 
 SUFFIX = ".asr.jsonl"
 SPOOL_MEMORY = 1 << 20
+_dumps = orjson.dumps
 
 
 def file_name(sid: str) -> str:
@@ -63,6 +64,24 @@ class Spool:
             if len(buf) > SPOOL_MEMORY:
                 f.spill()
 
+    def put(self, sid: str, rec: dict) -> int:
+        """Spool one record of every session (``only`` applies when writing, so a
+        record stays readable by :meth:`get`); returns its offset in its session."""
+        f = self.files.get(sid)
+        if f is None:
+            f = self.files[sid] = _SessionSpool()
+        buf = f.buf
+        pos = f.spilled + len(buf)
+        buf += _dumps(rec)
+        buf += b"\n"
+        if len(buf) > SPOOL_MEMORY:
+            f.spill()
+        return pos
+
+    def get(self, sid: str, pos: int) -> dict:
+        """The record :meth:`put` spooled at ``pos`` (read back from memory or disk)."""
+        return orjson.loads(self.files[sid].line_at(pos))
+
     def _emit(self, out: BinaryIO, sid: str, header: dict) -> None:
         out.write(orjson.dumps(header) + b"\n")
         f = self.files.get(sid)
@@ -96,21 +115,38 @@ class Spool:
 class _SessionSpool:
     """One session's records: a memory tail, and a temporary file once it grew."""
 
-    __slots__ = ("buf", "file")
+    __slots__ = ("buf", "file", "spilled")
 
     def __init__(self) -> None:
         self.buf = bytearray()
         self.file: BinaryIO | None = None
+        self.spilled = 0  # bytes in the file
 
     def spill(self) -> None:
         if self.file is None:
             self.file = tempfile.TemporaryFile()
+        self.file.seek(0, os.SEEK_END)
         self.file.write(self.buf)
+        self.spilled += len(self.buf)
         self.buf.clear()
+
+    def line_at(self, pos: int) -> bytes:
+        """The line starting at ``pos`` (without its LF)."""
+        if pos >= self.spilled:
+            start = pos - self.spilled
+            return bytes(self.buf[start:self.buf.index(b"\n", start)])
+        f = self.file
+        f.flush()
+        f.seek(pos)
+        line = f.readline()
+        if not line.endswith(b"\n"):  # continues in the memory tail
+            line += self.buf[:self.buf.index(b"\n")]
+        return line.rstrip(b"\n")
 
     def copy_to(self, out: BinaryIO) -> None:
         f = self.file
         if f is not None:
+            f.flush()
             f.seek(0)
             while chunk := f.read(1 << 20):
                 out.write(chunk)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 from acp_pipes.asr.mapping import Converter, V1Error
@@ -48,9 +49,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             problems += 1
             print(line, file=sys.stderr, flush=True)
         return 1 if problems else 0
-    conv = Converter(agent_name=args.agent_name, secret_fields=args.secret_field,
-                     keep_fields=args.keep_field)
+    # everything imported so far lives as long as the process: keep it out of the
+    # collector's scans (records are many, short-lived and acyclic)
+    gc.freeze()
     spool = Spool(only=args.session)
+    conv = Converter(agent_name=args.agent_name, secret_fields=args.secret_field,
+                     keep_fields=args.keep_field, store=spool)
     progress = sys.stderr.isatty() and len(ctx.files) > 1
 
     def warn(source: str, line: int, message: str) -> None:
@@ -62,13 +66,10 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                 print(f"\racp-asr: {i + 1}/{len(ctx.files)} {path}"[:120], end="",
                       file=sys.stderr, flush=True)
             records = fold_paths([path], snapshots=args.snapshots, warn=warn,
-                                 connection=conv.conn + (1 if i else 0))
+                                 connection=conv.conn + (1 if i else 0), after_final=False)
             feed = conv.feed
-            add = spool.add
             for rec in records:
-                pairs = feed(rec)
-                if pairs:
-                    add(pairs)
+                feed(rec)
         if progress:
             print(file=sys.stderr)
     except (ProtocolVersionError, V1Error) as e:

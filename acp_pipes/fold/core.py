@@ -25,7 +25,11 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
-from acp_pipes.fold.entities import UPDATES, Entity, apply_update
+import blake3
+import orjson
+
+from acp_pipes.fold.entities import UPDATES, Entity, apply_update, settle
+from acp_pipes.fold.index import DigestIndex
 from acp_pipes.fold.patch import patch_fields
 
 __all__ = ["KEEP_FINAL", "MAX_HELD", "Folder", "ProtocolVersionError"]
@@ -42,6 +46,8 @@ _LIST_FIELDS = ("content", "summary")  # copied so a record never shares a growi
 #: Entities built from chunks or upserts: their records say which (ASR-704).
 _ASSEMBLED = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
                         "compaction", "terminal", "tool_call"})
+#: Entity kinds an update itself can make final (a status, or at once).
+_ENDS_BY_UPDATE = frozenset({"tool_call", "compaction", "subagent"})
 _SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume",
                     "session/close", "session/prompt"})
 
@@ -86,7 +92,7 @@ class Folder:
     write, in order."""
 
     def __init__(self, connection: int = 0, *, snapshots: bool = False,
-                 warn: Warn | None = None):
+                 warn: Warn | None = None, after_final: bool = True):
         self.conn = connection
         self.snapshots = snapshots
         self.warn = warn or (lambda msg: None)
@@ -101,9 +107,11 @@ class Folder:
         self.forks_pending = 0
         self.init_version: Any = None
         self.out: list[dict] = []
-        # (session, kind, id) of every entity whose final record was written: a later
-        # update re-opens it as a change after final (ASR-706)
-        self._final_ids: set = set()
+        # digests of (session, kind, id) of every entity whose final record was written:
+        # a later update re-opens it as a change after final (ASR-706) and its record says
+        # so (afterFinal). acp-asr finds such changes itself (its own index of written
+        # records) and asks for none (after_final=False): one index, not two.
+        self._final_ids: DigestIndex | None = DigestIndex() if after_final else None
 
     # -- entry points -----------------------------------------------------------------
 
@@ -343,6 +351,7 @@ class Folder:
         key = ("user_message", mid)
         other = sess.open.get(key)
         if other is not None and other is not ent:
+            settle(other)
             other.dead = True
             ent.frames = sorted(set(ent.frames) | set(other.frames))
             ent.value = dict(other.value)
@@ -373,7 +382,7 @@ class Folder:
             return
         sess = self.sessions.get(sid) or self._session(sid)
         kind = upd.get("sessionUpdate")
-        spec = UPDATES.get(kind) if isinstance(kind, str) else None
+        spec = UPDATES.get(kind) if kind.__class__ is str else None
         if spec is not None:
             ekind, id_field, how = spec
             if how == "plan":
@@ -381,7 +390,7 @@ class Folder:
                 key = plan.get("planId") if isinstance(plan, dict) else None
             else:
                 key = upd.get(id_field)
-            if isinstance(key, str) and not (how == "plan" and not isinstance(plan, dict)):
+            if isinstance(key, str):  # (a plan's key is None unless the plan is a dict)
                 self._fold(sess, seq, t, ekind, key, how, upd, id_field)
                 return
             self.warn(f"{kind} without a string {id_field}: kept as an audit record")
@@ -420,7 +429,8 @@ class Folder:
                     ent.output = old[4]
                     ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
                     ent.after_final = True
-                elif (sess.sid, kind, key) in self._final_ids:
+                elif self._final_ids is not None and _final_digest(
+                        sess.sid, kind, key) in self._final_ids:
                     ent.after_final = True
                     ent.basis = "patch"
             if how != "plan":
@@ -431,6 +441,8 @@ class Folder:
         problem = apply_update(ent, how, upd, id_field)
         if problem:
             self.warn(f"{kind} {key}: {problem}")
+        if kind not in _ENDS_BY_UPDATE:
+            return
         if kind == "tool_call" and ent.value.get("status") in TERMINAL_TOOL:
             if not sess.replaying:
                 del table[k]
@@ -515,6 +527,8 @@ class Folder:
             ent.ready = rec
 
     def _record(self, ent: Entity, final: bool, why: str) -> dict:
+        if ent.parts is not None:
+            settle(ent)
         value = dict(ent.value)
         for f in _LIST_FIELDS:
             v = value.get(f)
@@ -575,7 +589,8 @@ class Folder:
                 out.append(ent.ready)
                 ent.ready = None
                 ent.released = True
-                self._final_ids.add((ent.session, ent.kind, ent.key))
+                if self._final_ids is not None:
+                    self._final_ids.put(_final_digest(ent.session, ent.kind, ent.key), 1)
                 continue
             if ent.key is None and not (force or cap):
                 break  # a prompt waiting for its messageId
@@ -604,6 +619,10 @@ class Folder:
     def _v1_message(version: Any) -> str:
         return (f"this recording negotiated ACP protocol version {version!r}; the ACP->ASR "
                 "mapping covers ACP v2 (schema 2.0.0-alpha.9, protocol version 2) only")
+
+
+def _final_digest(sid: str, kind: str, key: Any) -> bytes:
+    return blake3.blake3(orjson.dumps((sid, kind, key))).digest(16)
 
 
 def _roots(params: dict) -> dict:

@@ -15,7 +15,7 @@ from typing import Any
 
 from acp_pipes.fold.patch import append_block, patch_fields, patch_meta
 
-__all__ = ["CONTENT_FIELD", "EVENTS", "UPDATES", "Entity", "apply_update"]
+__all__ = ["CONTENT_FIELD", "EVENTS", "UPDATES", "Entity", "apply_update", "settle"]
 
 UPDATES: dict[str, tuple[str, str, str]] = {
     "user_message": ("user_message", "messageId", "upsert"),
@@ -59,7 +59,7 @@ class Entity:
 
     __slots__ = ("kind", "key", "session", "pos", "t", "frames", "value", "chunked",
                  "replayed", "released", "final", "ready", "dead", "origin", "basis",
-                 "output", "after_final", "why")
+                 "output", "after_final", "why", "own", "parts")
 
     def __init__(self, kind: str, key: Any, session: str, pos: int, t: int | None,
                  replayed: bool = False):
@@ -81,6 +81,19 @@ class Entity:
         self.output: bytearray | None = None  # terminal output bytes
         self.after_final = False
         self.why = ""
+        self.own: list | None = None  # the content list this entity made (chunks append)
+        # text chunks joining the last block of ``own``, joined once when the value is
+        # read (settle): streaming n chunks costs O(n), not O(n^2) string copies
+        self.parts: list[str] | None = None
+
+
+def settle(ent: Entity) -> None:
+    """Join pending text chunks into the last content block (before the value is read)."""
+    parts = ent.parts
+    if parts is not None:
+        ent.parts = None
+        content = ent.own
+        content[-1] = {**content[-1], "text": "".join(parts)}
 
 
 def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
@@ -88,6 +101,38 @@ def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
     report, or None."""
     kind = ent.kind
     value = ent.value
+    if how == "chunk":
+        block = upd.get("content")
+        if block is None:
+            return "chunk without content"
+        cfield = CONTENT_FIELD.get(kind, "content")
+        content = value.get(cfield)
+        if content is None or content is not ent.own:
+            # copied once, then appended in place: linear in the chunks, not quadratic
+            # (a record copies the list when it is made, so none shares it)
+            content = ent.own = list(content) if content.__class__ is list else []
+            value[cfield] = content
+        ent.chunked = True
+        if kind in _CONCAT and content and block.__class__ is dict and len(block) == 2 and (
+                block.get("type") == "text" and block.get("text").__class__ is str):
+            last = content[-1]
+            if last.__class__ is dict and len(last) == 2 and last.get("type") == "text" and (
+                    last.get("text").__class__ is str):
+                # the common case of append_block's rule: plain text onto plain text
+                parts = ent.parts
+                if parts is None:
+                    ent.parts = [last["text"], block["text"]]
+                else:
+                    parts.append(block["text"])
+                if kind == "session_message":
+                    _sender(value, upd)
+                return None
+        settle(ent)
+        append_block(content, block, kind in _CONCAT)
+        if kind == "session_message":  # a chunk may name sender and recipient too
+            _sender(value, upd)
+        return None
+    settle(ent)
     if how == "upsert":
         skip = _SKIP | {id_field}
         cfield = CONTENT_FIELD.get(kind, "content")
@@ -107,24 +152,6 @@ def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
         patch_fields(value, upd, skip, keep_on_null=_KEEP_ON_NULL.get(kind, ()))
         if kind == "tool_call" and value.get("content") == [] and "content" in upd:
             value.pop("content")  # ACP: both null and [] clear a tool call's collection
-        return None
-    if how == "chunk":
-        block = upd.get("content")
-        if block is None:
-            return "chunk without content"
-        cfield = CONTENT_FIELD.get(kind, "content")
-        content = value.get(cfield)
-        if not isinstance(content, list):
-            content = []
-        else:
-            content = list(content)
-        append_block(content, block, kind in _CONCAT)
-        value[cfield] = content
-        ent.chunked = True
-        if kind == "session_message":  # a chunk may name sender and recipient too
-            for k in ("senderSessionId", "recipientSessionId"):
-                if upd.get(k) is not None:
-                    value[k] = upd[k]
         return None
     if how == "bytes":
         data = _b64(upd.get("data"))
@@ -148,6 +175,12 @@ def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
             value["_meta"] = meta
         return None
     return f"unknown fold {how!r}"
+
+
+def _sender(value: dict, upd: dict) -> None:
+    for k in ("senderSessionId", "recipientSessionId"):
+        if upd.get(k) is not None:
+            value[k] = upd[k]
 
 
 def _b64(s: Any) -> bytes | None:
