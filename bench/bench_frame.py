@@ -49,6 +49,10 @@ def run_cpu(argv: list[str]) -> CpuRun:
     return CpuRun(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
 
 
+#: What acp-frame aims at: this many times the bare loop's time, or less.
+TARGET = 3.0
+
+
 def median_cpu(runs: list[CpuRun]) -> float:
     return statistics.median(r.cpu for r in runs)
 
@@ -165,6 +169,11 @@ def main(quick: bool) -> str:
         ])
     small, big = sizes
     growth = rss[big][0] - rss[small][0]
+    wall_ratio = float(rows[-1][4][:-1])
+    cpu_ratio = float(rows[-1][7][:-1])
+    verdict = "met" if max(wall_ratio, cpu_ratio) <= TARGET else "missed"
+    if quick:
+        verdict = "no verdict on a quick run (start-up time dominates small logs)"
     parts = breakdown(wire_log(big), repeat)
     base = next(iter(parts.values()))
     split = table(["in-process, " + f"{big:,} frames", "median", "per frame", "x bare"], [
@@ -183,6 +192,9 @@ def main(quick: bool) -> str:
                "bare CPU", "CPU ratio", "throughput", "acp-frame peak RSS", "bare peak RSS"],
               rows),
         "",
+        f"Target: within {TARGET:.0f}x of the bare loop. At {big:,} frames acp-frame takes "
+        f"{wall_ratio:.2f}x its wall time and {cpu_ratio:.2f}x its CPU time: {verdict}.",
+        "",
         f"Peak RSS grows by {growth:+.1f} MB from {small:,} to {big:,} frames "
         "(memory flat in the log's size).",
         "",
@@ -190,6 +202,15 @@ def main(quick: bool) -> str:
         "row is the floor for any framer that hashes the canonical form):",
         "",
         split,
+        "",
+        "The canonical hash is the bulk of the gap: per frame it parses the raw text, "
+        "writes it back sorted (orjson), checks those bytes for floats (a bytes translate "
+        "and a search) and blake3s them, where the bare loop only blake3s the raw bytes. "
+        "Writing each record with its own `write` to the buffered stdout measured no slower "
+        "than joining batches of 512 records; splicing `orjson.dumps` of the added fields "
+        "onto the wire line (0.25 us) saves little over dumping the whole record (0.28 us) "
+        "and is only sound when the line is byte for byte what orjson writes, which takes "
+        "a dumps to check.",
     ])
 
 
