@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.replay.asr import Replay, read_streams
+from acp_pipes.replay.asr import Replay, iter_streams, read_indexed, read_streams
 from tests.acp_schema import FrameChecker
 from tests.conftest import REPO, run_tool
 
@@ -162,3 +162,28 @@ def test_library_replay_is_pure_and_counts_updates():
     assert list(Replay(stream).notifications()) == first
     assert orjson.dumps(stream.records) == before  # the stream is not modified
     assert rep.report()["updates"] == len(first)
+
+
+def test_indexed_loading_replays_the_same_as_keeping_every_record():
+    """Plain replay indexes records as they are parsed and keeps only what it sends; the
+    notifications and the report (record count, losses) must not change for it."""
+    data = b"".join(p.read_bytes() for p in ALL_STREAMS)  # many streams in one input
+    kept = list(read_streams(data.splitlines(), "all"))
+    indexed = list(read_indexed(data.splitlines(), "all"))
+    assert [s.session_id for s in indexed] == [s.session_id for s in kept]
+    assert len(kept) > len(ALL_STREAMS) - 1
+    for a, b in zip(kept, indexed, strict=True):
+        assert b.records == [] and b.line == a.line
+        ra, rb = Replay(a, "renamed"), Replay(b, "renamed")
+        assert list(rb.notifications()) == list(ra.notifications())
+        assert rb.report() == ra.report()
+        assert rb.report()["records"] == len(a.records)
+
+
+def test_iter_streams_skips_records_left_unread():
+    lines = [b'{"type":"header","asr":"1.0","sessionId":"a"}', b'{"type":"message"}', b"",
+             b'{"type":"header","asr":"1.0","sessionId":"b"}', b'{"type":"state"}']
+    seen = [(h["sessionId"], n) for h, n, _recs in iter_streams(lines, "x")]
+    assert seen == [("a", 1), ("b", 4)]
+    got = [(h["sessionId"], list(recs)) for h, _n, recs in iter_streams(lines, "x")]
+    assert got == [("a", [{"type": "message"}]), ("b", [{"type": "state"}])]

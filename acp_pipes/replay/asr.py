@@ -25,7 +25,7 @@ import argparse
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -34,8 +34,8 @@ from acp_pipes.asr.paths import resolve
 from acp_pipes.jsonl import InputError, display_name
 from acp_pipes.streams import ASR, header_format
 
-__all__ = ["AsrStream", "Replay", "STATUS", "cli_run", "notification", "read_streams",
-           "replay_status"]
+__all__ = ["AsrStream", "Replay", "STATUS", "cli_run", "iter_streams", "notification",
+           "read_indexed", "read_streams", "replay_status"]
 
 #: ASR-728: tool_result.status -> ACP tool call status (a vendor value unchanged).
 STATUS = {"completed": "completed", "failed": "failed", "denied": "failed",
@@ -72,46 +72,205 @@ def replay_status(status: Any) -> Any:
 
 @dataclass
 class AsrStream:
-    """One ASR stream: its header and records (parsed), and where it came from."""
+    """One ASR stream: its header and records (parsed), and where it came from. A stream
+    from :func:`read_indexed` keeps only its replay index, not its records."""
 
     header: dict
     records: list[dict] = field(default_factory=list)
     source: str = "-"
     line: int = 1  # the header's line number
+    index: _Index | None = None
 
     @property
     def session_id(self) -> str:
         return self.header.get("sessionId")
 
 
-def read_streams(lines: Iterable[bytes], source: str) -> Iterator[AsrStream]:
-    """ASR streams from raw lines (bytes, LF optional), a header starting each. A line
-    that is not a JSON object is an InputError naming the source and line."""
+def iter_streams(lines: Iterable[bytes], source: str
+                 ) -> Iterator[tuple[dict, int, Iterator[dict]]]:
+    """Each ASR stream in raw lines (bytes, LF optional) as (header, its line number, its
+    records parsed as they are asked for), a header starting each; a stream's records are
+    skipped if left unread when the next stream is asked for. A line that is not a JSON
+    object is an InputError naming the source and line."""
     loads = orjson.loads
-    cur: AsrStream | None = None
-    for n, raw in enumerate(lines, 1):
-        try:
-            rec = loads(raw)
-        except orjson.JSONDecodeError:
-            if not raw.strip():
+    numbered = enumerate(lines, 1)
+    nxt: list = []  # the header that ended the last run of records, and its line
+
+    def records(headed: bool) -> Iterator[dict]:
+        for n, raw in numbered:
+            try:
+                rec = loads(raw)
+            except orjson.JSONDecodeError:
+                if not raw.strip():
+                    continue
+                raise InputError(source, n, "not JSON") from None
+            if type(rec) is not dict:
+                raise InputError(source, n, "not a JSON object")
+            if rec.get("type") == "header":
+                if header_format(rec) != ASR:
+                    raise InputError(source, n, "not an ASR stream header")
+                if not isinstance(rec.get("sessionId"), str):
+                    raise InputError(source, n, "ASR header without a sessionId")
+                nxt.append((rec, n))
+                return
+            if not headed:
+                raise InputError(source, n, "expected an ASR stream header first")
+            yield rec
+
+    for _ in records(False):  # up to the first header (a record before it raises)
+        pass
+    while nxt:
+        header, n = nxt.pop()
+        recs = records(True)
+        yield header, n, recs
+        for _ in recs:
+            pass
+
+
+def read_streams(lines: Iterable[bytes], source: str) -> Iterator[AsrStream]:
+    """ASR streams from raw lines (:func:`iter_streams`), every record kept."""
+    for header, n, recs in iter_streams(lines, source):
+        yield AsrStream(header, list(recs), source, n)
+
+
+def read_indexed(lines: Iterable[bytes], source: str) -> Iterator[AsrStream]:
+    """ASR streams from raw lines with only what :class:`Replay` sends: each record is
+    indexed as it is parsed and dropped unless it is the latest revision of an entity, the
+    latest state, usage or title (a third of a typical stream is superseded states, usage
+    and plans: freed at once instead of kept, the allocation a replay need not pay)."""
+    for header, n, recs in iter_streams(lines, source):
+        yield AsrStream(header, [], source, n, _index(header, recs))
+
+
+class _Index(NamedTuple):
+    """What :class:`Replay` sends, found in one pass over a stream's records."""
+
+    slots: list  # [kind, latest record] per entity, in path order
+    results: dict  # callId -> latest tool_result
+    changes: dict  # callId -> slots of its file changes
+    state: dict | None
+    usage: dict | None
+    info: dict | None
+    losses: Counter
+    config_options: list | None
+    count: int  # records read
+
+
+def _index(header: dict, records: Iterable[dict]) -> _Index:
+    """Entities at their first record with their latest revision (ASR-724), the latest
+    state, usage and title, and the losses the records show (ASR-731)."""
+    losses: Counter = Counter()
+    config_options = None
+    count = 0
+    slots: list[list] = []  # [kind, latest record]
+    by_rid: dict[str, int] = {}
+    by_key: dict[tuple, int] = {}
+    results: dict[Any, dict] = {}
+    changes: dict[Any, list[int]] = {}
+    state = usage = info = None
+    if header.get("lineage"):
+        losses["lineage"] += 1
+    stamped = captured = 0
+    get_rid, get_key = by_rid.get, by_key.get
+    for count, rec in enumerate(records, 1):  # noqa: B007 (the count, after the loop)
+        t = rec.get("type")
+        if "ts" in rec or "observedAt" in rec:
+            stamped += 1
+        if "capture" in rec:
+            captured += 1
+        if "copiedFrom" in rec:
+            losses["lineage"] += 1
+        if "conversationId" in rec or "conversation" in rec:
+            losses["conversations"] += 1
+        if t == "message":
+            origin = rec.get("origin")
+            if origin == "notice":
+                losses["notice"] += 1  # ASR-730
                 continue
-            raise InputError(source, n, "not JSON") from None
-        if type(rec) is not dict:
-            raise InputError(source, n, "not a JSON object")
-        if rec.get("type") == "header":
-            if header_format(rec) != ASR:
-                raise InputError(source, n, "not an ASR stream header")
-            if cur is not None:
-                yield cur
-            if not isinstance(rec.get("sessionId"), str):
-                raise InputError(source, n, "ASR header without a sessionId")
-            cur = AsrStream(rec, [], source, n)
+            if origin == "inter_session":
+                losses["inter_session"] += 1
+                continue
+            if rec.get("role") == "system":
+                losses["instructions"] += 1
+                continue
+            if "author" in rec or "from" in rec or "sender" in rec:
+                losses["senders"] += 1
+            key = ("message", rec.get("messageId"))
+        elif t == "state":  # before the rarer kinds: two of a turn's records
+            if rec.get("state") in ACP_STATES:
+                if state is not None:
+                    losses["state_history"] += 1
+                state = rec
+            else:
+                losses["state_history"] += 1
             continue
-        if cur is None:
-            raise InputError(source, n, "expected an ASR stream header first")
-        cur.records.append(rec)
-    if cur is not None:
-        yield cur
+        elif t == "tool_call":
+            key = ("tool_call", rec.get("callId"))
+        elif t == "tool_result":
+            cid = rec.get("callId")
+            if cid in results:
+                losses["revisions"] += 1
+            results[cid] = rec
+            key = ("tool_result", cid)
+            if key in by_key:
+                continue
+        elif t == "file_change":
+            key = None
+        elif t == "plan":
+            key = ("plan", rec.get("planId"))
+        elif t == "usage_summary":
+            if (rec.get("scope", "session") == "session" and rec.get("cumulative", True)
+                    and isinstance(rec.get("contextWindow"), dict)):
+                if usage is not None:
+                    losses["usage_history"] += 1
+                usage = rec
+            else:
+                losses["usage_history"] += 1
+            continue
+        elif t == "terminal":
+            key = ("terminal", rec.get("terminalId"))
+        elif t == "compaction":
+            key = ("compaction", rec.get("compactionId"))
+        elif t == "session_info":
+            if info is not None:
+                losses["revisions"] += 1
+            info = rec
+            continue
+        elif t == "config_change":
+            losses["config_change"] += 1
+            if isinstance(rec.get("options"), list):
+                config_options = rec["options"]
+            continue
+        elif isinstance(t, str) and t.startswith(AUDIT_PREFIX):
+            losses["audit"] += 1
+            continue
+        else:
+            losses[_TYPE_LOSS.get(t, "off_path" if t in ("branch", "head") else str(t))] += 1
+            continue
+        sup = rec.get("supersedes")
+        slot = get_rid(sup) if sup is not None else None
+        if slot is None and key is not None:
+            slot = get_key(key)
+        if slot is None:
+            slot = len(slots)
+            slots.append([t, rec])
+            if key is not None:
+                by_key[key] = slot
+            if t == "file_change":
+                cause = rec.get("cause") if isinstance(rec.get("cause"), dict) else {}
+                changes.setdefault(cause.get("callId"), []).append(slot)
+        else:
+            losses["revisions"] += 1
+            slots[slot][1] = rec
+        rid = rec.get("id")
+        if rid is not None:
+            by_rid[rid] = slot
+    if stamped:
+        losses["timestamps"] += stamped
+    if captured:
+        losses["capture"] += captured
+    return _Index(slots, results, changes, state, usage, info, losses, config_options, count)
+
 
 
 def _envelope(session_id: str) -> bytes:
@@ -150,126 +309,20 @@ class Replay:
         self.count = 0
         self.config_options: list | None = None  # the current config (for --serve)
         self.title: Any = None
-
-    # -- indexing: entities at their first record, latest revision -------------------
-
-    def _index(self):
-        losses = self.losses
-        slots: list[list] = []  # [kind, latest record]
-        by_rid: dict[str, int] = {}
-        by_key: dict[tuple, int] = {}
-        results: dict[Any, dict] = {}
-        changes: dict[Any, list[int]] = {}
-        state = usage = info = None
-        header = self.stream.header
-        if header.get("lineage"):
-            losses["lineage"] += 1
-        stamped = captured = 0
-        get_rid, get_key = by_rid.get, by_key.get
-        for rec in self.stream.records:
-            t = rec.get("type")
-            if "ts" in rec or "observedAt" in rec:
-                stamped += 1
-            if "capture" in rec:
-                captured += 1
-            if "copiedFrom" in rec:
-                losses["lineage"] += 1
-            if "conversationId" in rec or "conversation" in rec:
-                losses["conversations"] += 1
-            if t == "message":
-                origin = rec.get("origin")
-                if origin == "notice":
-                    losses["notice"] += 1  # ASR-730
-                    continue
-                if origin == "inter_session":
-                    losses["inter_session"] += 1
-                    continue
-                if rec.get("role") == "system":
-                    losses["instructions"] += 1
-                    continue
-                if "author" in rec or "from" in rec or "sender" in rec:
-                    losses["senders"] += 1
-                key = ("message", rec.get("messageId"))
-            elif t == "state":  # before the rarer kinds: two of a turn's records
-                if rec.get("state") in ACP_STATES:
-                    if state is not None:
-                        losses["state_history"] += 1
-                    state = rec
-                else:
-                    losses["state_history"] += 1
-                continue
-            elif t == "tool_call":
-                key = ("tool_call", rec.get("callId"))
-            elif t == "tool_result":
-                cid = rec.get("callId")
-                if cid in results:
-                    losses["revisions"] += 1
-                results[cid] = rec
-                key = ("tool_result", cid)
-                if key in by_key:
-                    continue
-            elif t == "file_change":
-                key = None
-            elif t == "plan":
-                key = ("plan", rec.get("planId"))
-            elif t == "usage_summary":
-                if (rec.get("scope", "session") == "session" and rec.get("cumulative", True)
-                        and isinstance(rec.get("contextWindow"), dict)):
-                    if usage is not None:
-                        losses["usage_history"] += 1
-                    usage = rec
-                else:
-                    losses["usage_history"] += 1
-                continue
-            elif t == "terminal":
-                key = ("terminal", rec.get("terminalId"))
-            elif t == "compaction":
-                key = ("compaction", rec.get("compactionId"))
-            elif t == "session_info":
-                if info is not None:
-                    losses["revisions"] += 1
-                info = rec
-                continue
-            elif t == "config_change":
-                losses["config_change"] += 1
-                if isinstance(rec.get("options"), list):
-                    self.config_options = rec["options"]
-                continue
-            elif isinstance(t, str) and t.startswith(AUDIT_PREFIX):
-                losses["audit"] += 1
-                continue
-            else:
-                losses[_TYPE_LOSS.get(t, "off_path" if t in ("branch", "head") else str(t))] += 1
-                continue
-            sup = rec.get("supersedes")
-            slot = get_rid(sup) if sup is not None else None
-            if slot is None and key is not None:
-                slot = get_key(key)
-            if slot is None:
-                slot = len(slots)
-                slots.append([t, rec])
-                if key is not None:
-                    by_key[key] = slot
-                if t == "file_change":
-                    cause = rec.get("cause") if isinstance(rec.get("cause"), dict) else {}
-                    changes.setdefault(cause.get("callId"), []).append(slot)
-            else:
-                losses["revisions"] += 1
-                slots[slot][1] = rec
-            rid = rec.get("id")
-            if rid is not None:
-                by_rid[rid] = slot
-        if stamped:
-            losses["timestamps"] += stamped
-        if captured:
-            losses["capture"] += captured
-        return slots, results, changes, state, usage, info
+        self.records: int | None = None  # how many the stream held (known once indexed)
 
     # -- updates ----------------------------------------------------------------------
 
     def updates(self) -> Iterator[dict]:
         """The ``session/update`` payloads, in order: history, title, usage, state."""
-        slots, results, changes, state, usage, info = self._index()
+        stream = self.stream
+        ix = stream.index if stream.index is not None else _index(stream.header,
+                                                                   stream.records)
+        self.losses.update(ix.losses)
+        if ix.config_options is not None:
+            self.config_options = ix.config_options
+        slots, results, changes, state, usage, info = ix[:6]
+        self.records = ix.count
         done_calls: set = set()
         for kind, rec in slots:
             if kind == "message":
@@ -499,7 +552,9 @@ class Replay:
                "sessionId": self.stream.session_id}
         if self.session_id != self.stream.session_id:
             out["replayedAs"] = self.session_id
-        out["records"] = len(self.stream.records)
+        out["records"] = self.records if self.records is not None else (
+            self.stream.index.count if self.stream.index is not None
+            else len(self.stream.records))
         out["updates"] = self.count
         out["losses"] = losses
         prod = self.stream.header.get("producer")

@@ -13,11 +13,9 @@ import orjson
 from acp_pipes.cli.replay import report_line as _stderr_line
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.jsonl import STDIN, InputError, display_name
-from acp_pipes.replay.asr import Replay, read_streams
+from acp_pipes.replay.asr import Replay, read_indexed, read_streams
 
 __all__ = ["run", "run_files"]
-
-
 
 
 class _Reports:
@@ -48,9 +46,12 @@ def _open_lines(path: str):
     return raw_lines(path)
 
 
-def _load(path: str, lines: Iterable[bytes] | None = None) -> list:
-    streams = list(read_streams(lines if lines is not None else _open_lines(path),
-                                display_name(path)))
+def _load(path: str, lines: Iterable[bytes] | None = None, *, keep: bool = True) -> list:
+    """Every stream in the file, parsed whole before anything is written (bad input is
+    an error, never half an output); ``keep=False``: only what plain replay sends."""
+    read = read_streams if keep else read_indexed
+    streams = list(read(lines if lines is not None else _open_lines(path),
+                        display_name(path)))
     if not streams:
         raise InputError(display_name(path), 0, "no ASR stream in this file")
     return streams
@@ -66,12 +67,12 @@ def run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int
             raise UsageError(f"--{opt} replays traces; {display_name(path)} is an ASR stream")
     if getattr(args, "command", None):
         raise UsageError("an agent command is only used with --client")
-    streams = _load(path, lines)
+    wire = list(getattr(args, "wire", None) or [])
+    streams = _load(path, lines, keep=bool(wire))  # --wire reads every record's ref
     sid = getattr(args, "session_id", None)
     if sid is not None and len(streams) > 1:
         raise UsageError(f"--session-id: {display_name(path)} holds {len(streams)} streams; "
                          "give a file with one")
-    wire = list(getattr(args, "wire", None) or [])
     reports = _Reports(getattr(args, "report", None))
     out = ctx.out
     try:
