@@ -5,11 +5,13 @@ wire log, in a subprocess like the subject. acp-asr runs through the real CLI: i
 the wire log, parses every frame, folds the updates (ASR-704), maps every entity and
 writes the stream (``-o DIR``). The recording is one echo-agent session with prompts,
 permission requests, elicitations, streamed chunks and tool calls, deterministic and
-cached. Peak RSS at two sizes: it grows with the recording by about 400 bytes per
-written entity (tracemalloc, 114k updates): acp-asr keeps a 16-byte ID digest and a
-16-byte content digest per entity (what ASR-717's "no second record on resume" needs,
-~210 B in CPython), and the fold keeps the (session, kind, id) of every final entity so
-a late update is flagged as a change after final (ASR-706, ~195 B with the ID string).
+cached. Peak RSS at two sizes, to show it flat: acp-asr keeps, per written entity, one
+16-byte key digest -> (seq, spool position) in a dict of at most 32,768 entries (~140 B
+each); past that the entries move to a temporary sqlite database behind a fixed 2 MB
+Bloom filter (acp_pipes/fold/index.py), and ASR-717's content digest is recomputed from
+the spooled record only when the same entity comes again. The fold keeps no index of
+its own under acp-asr (ASR-706 is the converter's index), and records wait in 1 MB
+per-session spools, then temporary files.
 
 Peak RSS is each command's own: on Linux a child's ``ru_maxrss`` starts from the
 high-water mark of the process that spawned it, so :func:`bench.common.run_cmd` starts
@@ -157,9 +159,10 @@ def main(quick: bool) -> str:
     return (
         "## acp-asr: fold + ASR mapping vs a bare parse loop\n\n"
         f"Same wire log, same run, interleaved, median of {repeat}; target: within 5x of "
-        "parsing alone; memory: open entities plus ~400 B per written entity (ASR-717 "
-        "digests, ASR-706 final IDs); peak RSS of each command alone (wait4, from a small "
-        "launcher).\n\n" + table(head, rows)
+        "parsing alone; memory: bounded by the open entities (the index of written "
+        "entities holds at most 32,768 in memory, the rest in a temporary sqlite file "
+        "behind a 2 MB Bloom filter; spools hold 1 MB per session); peak RSS of each "
+        "command alone (wait4, from a small launcher).\n\n" + table(head, rows)
         + "\n\nOne agent message streamed in N text chunks, folded in-process (best of 3): "
         "the time per chunk stays flat, so a long streamed message folds in linear time "
         "(chunks append in place; text pieces are joined once, when the record is made).\n\n"

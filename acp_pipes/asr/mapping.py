@@ -116,6 +116,10 @@ class Converter:
         self._put = self.store.put
         self.index = DigestIndex()
 
+    def close(self) -> None:
+        """Release the index's temporary database (if it spilled to one)."""
+        self.index.close()
+
     @property
     def records(self) -> dict[str, list[dict]]:
         """Each session's records, with the default (in-memory) store."""
@@ -274,5 +278,6 @@ def convert(records: Iterable[dict], **options: Any) -> dict[str, list[dict]]:
     conv = Converter(**options)
     for rec in records:
         conv.feed(rec)
+    conv.close()
     bodies = conv.records
     return {sid: [h, *bodies.get(sid, [])] for sid, h in conv.headers().items()}

@@ -74,6 +74,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             print(file=sys.stderr)
     except (ProtocolVersionError, V1Error) as e:
         raise UsageError(str(e)) from None
+    conv.close()
     headers = conv.headers()
     if args.session is not None and args.session not in headers:
         raise UsageError(f"no session {args.session!r} in the input")
