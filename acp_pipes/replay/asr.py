@@ -139,7 +139,7 @@ def read_indexed(lines: Iterable[bytes], source: str) -> Iterator[AsrStream]:
     latest state, usage or title (a third of a typical stream is superseded states, usage
     and plans: freed at once instead of kept, the allocation a replay need not pay)."""
     for header, n, recs in iter_streams(lines, source):
-        yield AsrStream(header, [], source, n, _index(header, recs))
+        yield AsrStream(header, [], source, n, _index(header, recs, slim=True))
 
 
 class _Index(NamedTuple):
@@ -156,9 +156,10 @@ class _Index(NamedTuple):
     count: int  # records read
 
 
-def _index(header: dict, records: Iterable[dict]) -> _Index:
+def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
     """Entities at their first record with their latest revision (ASR-724), the latest
-    state, usage and title, and the losses the records show (ASR-731)."""
+    state, usage and title, and the losses the records show (ASR-731). ``slim``: the
+    records are the index's own, fields no update reads are dropped from them."""
     losses: Counter = Counter()
     config_options = None
     count = 0
@@ -182,6 +183,9 @@ def _index(header: dict, records: Iterable[dict]) -> _Index:
             losses["lineage"] += 1
         if "conversationId" in rec or "conversation" in rec:
             losses["conversations"] += 1
+        if slim:  # fields no update carries: freed now, their memory reused by the parse
+            rec.pop("native", None)
+            rec.pop("ts", None)
         if t == "message":
             origin = rec.get("origin")
             if origin == "notice":
