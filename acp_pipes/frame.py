@@ -56,7 +56,6 @@ bare stream without a direction, raises ``InputError``.
 from __future__ import annotations
 
 import base64
-import gzip
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +64,7 @@ import blake3
 import orjson
 
 from acp_pipes.canonical import hash_raw
-from acp_pipes.jsonl import STDIN, InputError, Line, display_name, open_source
+from acp_pipes.jsonl import READ_ERRORS, STDIN, InputError, Line, display_name, open_source
 from acp_pipes.streams import ASR, FRAMES, VERSIONS, WIRE, describe, header_format
 from acp_pipes.wire import A2C, C2A, DIRECTIONS
 
@@ -368,7 +367,7 @@ def frame_chunks(
             chunk = next(chunks)
         except StopIteration:
             return
-        except (OSError, EOFError, gzip.BadGzipFile) as e:  # a truncated .gz, a bad disk
+        except READ_ERRORS as e:
             raise InputError(source, number + 1, f"cannot read: {e}") from None
         number += 1
         if mode is WIRE:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -17,6 +18,11 @@ from typing import Any, BinaryIO
 import orjson
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+#: What reading an input can raise besides our own errors: I/O errors (gzip.BadGzipFile
+#: is one), a .gz cut short (EOFError), a corrupt .gz body (zlib.error). Every reader
+#: turns these into an InputError naming the file and line.
+READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 STDIN = "-"
 
 
@@ -83,7 +89,7 @@ def iter_lines(stream: BinaryIO, source: str) -> Iterator[Line]:
                 yield Line(source, number, chunk[:-1])
             else:
                 yield Line(source, number, chunk, terminated=False)
-    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+    except READ_ERRORS as e:
         raise InputError(source, number + 1, f"cannot read: {e}") from None
 
 

@@ -107,3 +107,17 @@ def test_broken_pipe_ends_quietly():
     out, err = proc.communicate(timeout=60)
     assert out == b"u"
     assert b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+@pytest.mark.parametrize("name", ["frame", "fold", "asr", "align"])
+def test_corrupt_gzip_body_names_the_file(tmp_path, name):
+    """A .gz with a valid magic but a corrupt body is unusable input (exit 2) named by its
+    file, never an internal error (zlib.error is not an OSError)."""
+    body = gzip.compress(b'{"jsonrpc":"2.0","id":1,"method":"x"}\n' * 200)
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(body[:12] + bytes(b ^ 0x5A for b in body[12:]))
+    args = [str(bad), str(bad)] if name == "align" else [str(bad)]
+    r = run_tool(name, *args)
+    assert r.returncode == 2, r.stderr
+    assert f"{bad}".encode() in r.stderr and b"cannot read" in r.stderr
+    assert b"internal error" not in r.stderr and b"Traceback" not in r.stderr

@@ -17,7 +17,7 @@ import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.fold.core import Folder
-from acp_pipes.jsonl import InputError, display_name, open_source
+from acp_pipes.jsonl import READ_ERRORS, InputError, display_name, open_source
 from acp_pipes.streams import ASR, FOLD, FRAMES, VERSIONS, WIRE, describe, header_format
 
 __all__ = ["FOLD_VERSION", "fold", "fold_header", "fold_paths", "read_source"]
@@ -90,7 +90,7 @@ def read_source(path: str, warn: Warn) -> Iterator[tuple[str, Any, int]]:
                     yield "fold", rec, number
                     continue
             mode = yield from _other(rec, mode, source, number, warn)
-    except (OSError, EOFError) as e:
+    except READ_ERRORS as e:
         raise InputError(source, number + 1, f"cannot read: {e}") from None
     finally:
         if path != "-":
@@ -203,7 +203,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                     continue
                 for _ in _other(rec, mode, source, number, warn):
                     pass
-        except (OSError, EOFError) as e:
+        except READ_ERRORS as e:
             raise InputError(source, number + 1, f"cannot read: {e}") from None
         finally:
             if path != "-":

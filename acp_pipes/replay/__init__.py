@@ -21,7 +21,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from acp_pipes.jsonl import STDIN, InputError, display_name, open_source
+from acp_pipes.jsonl import READ_ERRORS, STDIN, InputError, display_name, open_source
 
 #: public name -> the module that defines it
 _HOME = {
@@ -44,7 +44,7 @@ def raw_lines(path: str) -> Iterator[bytes]:
     stream = open_source(path)
     try:
         yield from stream
-    except (OSError, EOFError) as e:
+    except READ_ERRORS as e:
         raise InputError(display_name(path), 0, f"cannot read: {e}") from None
     finally:
         if path != STDIN:
