@@ -165,14 +165,20 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
     count = 0
     slots: list[list] = []  # [kind, latest record]
     by_rid: dict[str, int] = {}
-    by_key: dict[tuple, int] = {}
+    # native ID -> slot, one table per kind (no key tuple to build and hash per record)
+    by_msg: dict = {}
+    by_call: dict = {}
+    by_result: dict = {}
+    by_plan: dict = {}
+    by_term: dict = {}
+    by_comp: dict = {}
     results: dict[Any, dict] = {}
     changes: dict[Any, list[int]] = {}
     state = usage = info = None
     if header.get("lineage"):
         losses["lineage"] += 1
     stamped = captured = 0
-    get_rid, get_key = by_rid.get, by_key.get
+    get_rid = by_rid.get
     for count, rec in enumerate(records, 1):  # noqa: B007 (the count, after the loop)
         t = rec.get("type")
         if "ts" in rec or "observedAt" in rec:
@@ -199,7 +205,7 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
                 continue
             if "author" in rec or "from" in rec or "sender" in rec:
                 losses["senders"] += 1
-            key = ("message", rec.get("messageId"))
+            keys, key = by_msg, rec.get("messageId")
         elif t == "state":  # before the rarer kinds: two of a turn's records
             if rec.get("state") in ACP_STATES:
                 if state is not None:
@@ -209,19 +215,19 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
                 losses["state_history"] += 1
             continue
         elif t == "tool_call":
-            key = ("tool_call", rec.get("callId"))
+            keys, key = by_call, rec.get("callId")
         elif t == "tool_result":
             cid = rec.get("callId")
             if cid in results:
                 losses["revisions"] += 1
             results[cid] = rec
-            key = ("tool_result", cid)
-            if key in by_key:
+            if cid in by_result:
                 continue
+            keys, key = by_result, cid
         elif t == "file_change":
-            key = None
+            keys = None
         elif t == "plan":
-            key = ("plan", rec.get("planId"))
+            keys, key = by_plan, rec.get("planId")
         elif t == "usage_summary":
             if (rec.get("scope", "session") == "session" and rec.get("cumulative", True)
                     and isinstance(rec.get("contextWindow"), dict)):
@@ -232,9 +238,9 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
                 losses["usage_history"] += 1
             continue
         elif t == "terminal":
-            key = ("terminal", rec.get("terminalId"))
+            keys, key = by_term, rec.get("terminalId")
         elif t == "compaction":
-            key = ("compaction", rec.get("compactionId"))
+            keys, key = by_comp, rec.get("compactionId")
         elif t == "session_info":
             if info is not None:
                 losses["revisions"] += 1
@@ -253,13 +259,13 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
             continue
         sup = rec.get("supersedes")
         slot = get_rid(sup) if sup is not None else None
-        if slot is None and key is not None:
-            slot = get_key(key)
+        if slot is None and keys is not None:
+            slot = keys.get(key)
         if slot is None:
             slot = len(slots)
             slots.append([t, rec])
-            if key is not None:
-                by_key[key] = slot
+            if keys is not None:
+                keys[key] = slot
             if t == "file_change":
                 cause = rec.get("cause") if isinstance(rec.get("cause"), dict) else {}
                 changes.setdefault(cause.get("callId"), []).append(slot)

@@ -7,6 +7,7 @@ import argparse
 import gc
 import sys
 from collections.abc import Iterable
+from itertools import islice
 
 import orjson
 
@@ -84,13 +85,8 @@ def run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int
                 _resend(stream, wire, out)
                 continue
             rep = Replay(stream, sid)
-            buf = []
-            for frame in rep.notifications():
-                buf.append(frame)
-                if len(buf) >= 512:
-                    out.write(b"\n".join(buf) + b"\n")
-                    buf.clear()
-            if buf:
+            frames = rep.notifications()
+            while buf := list(islice(frames, 512)):
                 out.write(b"\n".join(buf) + b"\n")
             out.flush()
             reports(rep.report())
