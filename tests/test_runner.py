@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import subprocess
+import sys
 
 import pytest
 
@@ -121,3 +122,33 @@ def test_corrupt_gzip_body_names_the_file(tmp_path, name):
     assert r.returncode == 2, r.stderr
     assert f"{bad}".encode() in r.stderr and b"cannot read" in r.stderr
     assert b"internal error" not in r.stderr and b"Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("argv0", "installed"), [("-m", True), ("/usr/bin/acp-frame", True),
+                                                  ("script.py", False)])
+def test_ctrl_c_during_start_up_exits_130_only_for_tools(argv0, installed):
+    """Starting a tool, SIGINT ends it with 130 while it imports (no traceback from a
+    half-loaded module); a program that imports the library keeps Python's handler."""
+    code = (
+        "import signal, sys\n"
+        f"sys.argv = [{argv0!r}]\n"
+        "import acp_pipes.cli\n"
+        "h = signal.getsignal(signal.SIGINT)\n"
+        "print(h is acp_pipes.cli._interrupted_while_starting)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=tool_env())
+    assert r.stdout.strip() == str(installed).encode(), r.stderr
+
+
+def test_run_restores_keyboard_interrupt_once_started():
+    code = (
+        "import signal, sys\n"
+        "sys.argv = ['-m']\n"
+        "from acp_pipes.cli.runner import Tool, run\n"
+        "def body(args, ctx):\n"
+        "    print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+        "    return 0\n"
+        "run(Tool(prog='acp-t', summary='s', example='acp-t', run=body, takes_files=False), [])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=tool_env())
+    assert r.returncode == 0 and r.stdout.strip() == b"True", r.stderr

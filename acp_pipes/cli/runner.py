@@ -188,6 +188,9 @@ class Tool:
 def run(tool: Tool, argv: Sequence[str] | None = None) -> None:
     """Entry point for console scripts: run ``tool`` and exit with its status."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN) if hasattr(signal, "SIGPIPE") else None
+    # Imports are done: Ctrl-C is a KeyboardInterrupt again, which main() turns into 130
+    # after flushing what was written (see acp_pipes/cli/__init__.py for the start-up).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(tool.main(argv))
 
 
