@@ -23,15 +23,22 @@ Why this shape:
   client's frame although the logged bytes differ.
 - The bytes forwarded to the agent are never touched: this module only computes the
   logged stand-in.
+- A frame that names ``mcpServers`` but cannot be checked (not JSON, not UTF-8) is
+  logged as :data:`UNCHECKED` with the ``blake3-raw:`` identity of its bytes, so broken
+  bytes never carry a secret into the log. One whose JSON text repeats a key is logged
+  as its parsed (last-key-wins), redacted value: the shadowed copy is what a first-wins
+  parser would read, and it would otherwise stay in the log verbatim.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PLACEHOLDER", "redact", "redact_value"]
+__all__ = ["PLACEHOLDER", "UNCHECKED", "redact", "redact_value"]
 
 PLACEHOLDER = "<redacted>"
+#: Logged for a frame naming mcpServers that is not JSON (so not checkable for secrets).
+UNCHECKED = b'"<redacted: frame could not be checked for secrets>"'
 _MARK = b"mcpServers"
 _SECRET_FIELDS = ("env", "headers")
 
@@ -40,20 +47,22 @@ def redact(raw: bytes) -> tuple[bytes | None, str | None]:
     """``(logged_bytes, original_hash)`` for one frame (bytes without LF).
 
     ``(None, None)`` when there is nothing to redact: the frame does not mention
-    ``mcpServers``, is not JSON, or carries no secret value. Otherwise the redacted frame
-    serialised compactly with orjson, and the canonical hash of the frame as sent (None
-    if it has no canonical form, e.g. a lone surrogate). A trailing CR is kept.
+    ``mcpServers`` or carries no secret value. Otherwise the redacted frame serialised
+    compactly with orjson, and the canonical hash of the frame as sent (None if it has
+    no canonical form, e.g. a lone surrogate). A trailing CR is kept. A frame naming
+    ``mcpServers`` that is not JSON gives ``(UNCHECKED, "blake3-raw:<hex>")``.
     """
     if _MARK not in raw:  # the cheap check that keeps the per-frame path fast
         return None, None
     from acp_pipes.canonical import CanonicalError, ParseError, canonical_hash, parse_json
+    from acp_pipes.frame import raw_hash
 
     try:
         value = parse_json(raw)
     except (ParseError, UnicodeDecodeError, RecursionError):
-        return None, None
+        return UNCHECKED, raw_hash(raw)
     redacted, changed = redact_value(value)
-    if not changed:
+    if not changed and not _repeats_a_key(raw):
         return None, None
     try:
         original_hash: str | None = canonical_hash(value)
@@ -126,6 +135,29 @@ def _redact_server(server: Any) -> tuple[Any, bool]:
             out[field] = new
             changed = True
     return out, changed
+
+
+class _RepeatedKey(Exception):
+    pass
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({k for k, _ in pairs}) != len(pairs):
+        raise _RepeatedKey
+    return dict(pairs)
+
+
+def _repeats_a_key(raw: bytes) -> bool:
+    """Whether any object in the JSON text ``raw`` has a key twice (parsed value loses it)."""
+    import json
+
+    try:
+        json.loads(raw, object_pairs_hook=_no_repeats)
+    except _RepeatedKey:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _dumps(value: Any) -> bytes:

@@ -53,8 +53,6 @@ _READ = 65536  # a pipe's default capacity; larger reads only allocate more per 
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 Warn = Callable[[str], None]
-# Logged instead of a frame naming mcpServers that redaction failed on (a bug): no leak.
-_UNREDACTABLE = b'"<redacted: frame could not be checked for secrets>"'
 
 
 def _stderr_warn(message: str) -> None:
@@ -119,12 +117,12 @@ class _Log:
             for raw in frames:
                 rec = None
                 if redact_here and b"mcpServers" in raw:
-                    from acp_pipes.redact import redact
+                    from acp_pipes.redact import UNCHECKED, redact
 
                     try:
                         logged, original_hash = redact(raw)
-                    except Exception:  # never log what could not be checked for secrets
-                        logged, original_hash = _UNREDACTABLE, None
+                    except Exception:  # a bug: never log what could not be checked
+                        logged, original_hash = UNCHECKED, None
                     if logged is not None:
                         rec = frame_record(seq, t, direction, raw, nolf=nolf,
                                            redacted=logged, original_hash=original_hash)

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_pipes.canonical import canonical_hash, parse_json
-from acp_pipes.redact import PLACEHOLDER, redact, redact_value
+from acp_pipes.frame import raw_hash
+from acp_pipes.redact import PLACEHOLDER, UNCHECKED, redact, redact_value
 
 
 def _new(servers, method="session/new", **extra) -> bytes:
@@ -73,12 +74,26 @@ def test_nothing_to_redact_gives_none():
     assert redact(b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{}}') == (None, None)
     assert redact(_new([])) == (None, None)
     assert redact(_new([{"type": "http", "name": "w", "url": "https://x"}])) == (None, None)
-    assert redact(b'{"mcpServers": not json') == (None, None)
-    assert redact(b"\xff mcpServers") == (None, None)
     # a response mentioning mcpServers outside params is left alone
     response = (b'{"jsonrpc":"2.0","id":1,"result":'
                 b'{"mcpServers":[{"env":[{"name":"a","value":"b"}]}]}}')
     assert redact(response) == (None, None)
+
+
+def test_uncheckable_frames_are_logged_as_a_placeholder_with_their_raw_identity():
+    """Bytes naming mcpServers that are not JSON could hold a secret in any shape."""
+    for raw in (b'{"mcpServers": not json', b"\xff mcpServers"):
+        assert redact(raw) == (UNCHECKED, raw_hash(raw))
+
+
+def test_repeated_key_is_logged_as_its_parsed_value():
+    hidden = orjson.dumps(STDIO)
+    raw = (b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w",'
+           b'"mcpServers":[' + hidden + b'],"mcpServers":[]}}')
+    logged, h = redact(raw)
+    assert logged is not None and b"sk-live-123" not in logged
+    assert orjson.loads(logged) == orjson.loads(raw)  # the value every parser agrees on
+    assert h == canonical_hash(parse_json(raw))
 
 
 def test_batch_and_trailing_cr():

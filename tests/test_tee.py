@@ -415,3 +415,30 @@ def test_a_frame_redaction_fails_on_is_not_logged_in_clear(tmp_path, monkeypatch
     assert b"SECRETV" not in wire.read_bytes()
     _, (rec,) = read_log(wire)
     assert rec["redacted"] is True and rec["hash"] is None
+
+
+@pytest.mark.parametrize("shape", ["non-utf8", "not-json", "repeated-key"])
+def test_secrets_in_odd_frames_stay_out_of_the_log(tmp_path, shape):
+    """Frames naming mcpServers that redaction cannot read as sent, or whose JSON text
+    hides a second copy behind a repeated key, never carry the secret into the log."""
+    wire = tmp_path / "w.jsonl"
+    secret = b'{"type":"stdio","name":"fs","command":"/bin/fs","args":[],' \
+             b'"env":[{"name":"API_KEY","value":"sk-HIDDEN"}]}'
+    raw = {
+        "non-utf8": b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w\xff",'
+                    b'"mcpServers":[' + secret + b"]}}",
+        "not-json": b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"mcpServers":['
+                    + secret + b"]",
+        "repeated-key": b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w",'
+                        b'"mcpServers":[' + secret + b'],"mcpServers":[]}}',
+    }[shape]
+    agent = agent_script(tmp_path, """
+        for line in sys.stdin.buffer:
+            pass
+    """)
+    r = tee("-o", str(wire), "--", *agent, input=raw + b"\n")
+    assert r.returncode == 0
+    assert b"sk-HIDDEN" not in wire.read_bytes()
+    _, recs = read_log(wire)
+    assert recs[0]["redacted"] is True
+    assert recs[0]["hash"] is not None  # replay can still match the frame as sent
