@@ -143,14 +143,58 @@ def test_wire_log_that_is_not_the_capture(tmp_path: Path):
     assert r.returncode == 2 and b"not the capture" in r.stderr, r.stderr
 
 
-def test_bad_line_names_file_and_line(tmp_path: Path):
-    src = (REPLAY_FIXTURES[0] / "stream.asr.jsonl").read_bytes().splitlines()
+def _torn(src: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """``src`` with its last line cut in half and no LF (a crash mid-write), and ``src``
+    without that line (what was read before it)."""
+    lines = src.read_bytes().splitlines(keepends=True)
+    assert len(lines) > 2
+    torn, cut = tmp_path / "torn.asr.jsonl", tmp_path / "cut.asr.jsonl"
+    torn.write_bytes(b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+    cut.write_bytes(b"".join(lines[:-1]))
+    return torn, cut
+
+
+def test_bad_line_is_reported_and_skipped_nothing_else_lost(tmp_path: Path):
+    """A line that is not JSON mid-stream: reported with file:line and the parser's
+    reason, skipped; every other record is replayed (docs/acp-replay.md, bad input)."""
+    src = REPLAY_FIXTURES[0] / "stream.asr.jsonl"
+    lines = src.read_bytes().splitlines(keepends=True)
     bad = tmp_path / "bad.asr.jsonl"
-    bad.write_bytes(b"\n".join([src[0], src[1], b"{oops"]) + b"\n")
+    bad.write_bytes(b"".join([*lines[:2], b"{oops\n", b"[1]\n", *lines[2:]]))
     r = run_tool("replay", str(bad))
-    assert r.returncode == 2
-    assert f"{bad}:3: not JSON".encode() in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == run_tool("replay", str(src)).stdout != b""
+    assert f"{bad}:3: not JSON, skipped: ".encode() in r.stderr
+    assert f"{bad}:4: not a JSON object, skipped".encode() in r.stderr
     assert b"Traceback" not in r.stderr
+
+
+def test_torn_last_line_replays_what_was_read(tmp_path: Path):
+    src = REPLAY_FIXTURES[0] / "stream.asr.jsonl"
+    torn, cut = _torn(src, tmp_path)
+    n = len(src.read_bytes().splitlines())
+    r = run_tool("replay", str(torn))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == run_tool("replay", str(cut)).stdout != b""
+    assert f"{torn}:{n}: torn last line (no LF), skipped: unexpected end of".encode() \
+        in r.stderr
+    # --compare: the damaged stream is compared as read, against its intact prefix
+    r = run_tool("replay", "--compare", str(torn), str(cut))
+    assert r.returncode == 0, r.stderr
+    assert f"{torn}:{n}: torn last line (no LF)".encode() in r.stderr
+    assert r.stdout == b"" and b'"equivalent":true' in r.stderr
+    r = run_tool("replay", "--compare", str(cut), str(torn))
+    assert r.returncode == 0 and b"torn last line" in r.stderr, r.stderr
+    # --serve: the session is served as read
+    init = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": 2, "info": {"name": "t", "version": "1"}, "capabilities": {}}})
+    ls = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}})
+    r = run_tool("replay", "--serve", str(torn), input=init + b"\n" + ls + b"\n", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert b"torn last line (no LF)" in r.stderr
+    sessions = orjson.loads(r.stdout.splitlines()[1])["result"]["sessions"]
+    assert [s["sessionId"] for s in sessions] == [orjson.loads(src.read_bytes().splitlines()[0])
+                                                  ["sessionId"]]
 
 
 def test_library_replay_is_pure_and_counts_updates():

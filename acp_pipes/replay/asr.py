@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -37,6 +37,8 @@ from acp_pipes.streams import ASR, header_format
 __all__ = ["AsrStream", "Replay", "STATUS", "cli_run", "iter_streams", "notification",
            "read_indexed", "read_streams", "replay_status"]
 
+#: ``warn(source, line, message)``: told of a bad line that is skipped.
+Warn = Callable[[str, int, str], None]
 #: ASR-728: tool_result.status -> ACP tool call status (a vendor value unchanged).
 STATUS = {"completed": "completed", "failed": "failed", "denied": "failed",
           "cancelled": "cancelled", "interrupted": "cancelled", "unknown": "other"}
@@ -86,26 +88,39 @@ class AsrStream:
         return self.header.get("sessionId")
 
 
-def iter_streams(lines: Iterable[bytes], source: str
+def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
                  ) -> Iterator[tuple[dict, int, Iterator[dict]]]:
     """Each ASR stream in raw lines (bytes, LF optional) as (header, its line number, its
     records parsed as they are asked for), a header starting each; a stream's records are
-    skipped if left unread when the next stream is asked for. A line that is not a JSON
-    object is an InputError naming the source and line."""
+    skipped if left unread when the next stream is asked for.
+
+    A line that is not JSON (a torn last line after a crash: no LF) or not a JSON object
+    is given to ``warn(source, line, message)`` and skipped, so what was read before and
+    after it is kept; without ``warn`` it is an InputError naming the source and line."""
     loads = orjson.loads
     numbered = enumerate(lines, 1)
     nxt: list = []  # the header that ended the last run of records, and its line
+    had_lf = [True]  # whether the previous line ended with LF (a torn line has none)
+
+    def bad(n: int, what: str, reason: object = None) -> None:
+        if warn is None:
+            raise InputError(source, n, f"{what}: {reason}" if reason else what)
+        warn(source, n, f"{what}, skipped: {reason}" if reason else f"{what}, skipped")
 
     def records(headed: bool) -> Iterator[dict]:
         for n, raw in numbered:
+            lf = raw.endswith(b"\n")
+            torn, had_lf[0] = not lf and had_lf[0], lf
             try:
                 rec = loads(raw)
-            except orjson.JSONDecodeError:
+            except orjson.JSONDecodeError as e:
                 if not raw.strip():
                     continue
-                raise InputError(source, n, "not JSON") from None
+                bad(n, "torn last line (no LF)" if torn else "not JSON", e)
+                continue
             if type(rec) is not dict:
-                raise InputError(source, n, "not a JSON object")
+                bad(n, "not a JSON object")
+                continue
             if rec.get("type") == "header":
                 if header_format(rec) != ASR:
                     raise InputError(source, n, "not an ASR stream header")
@@ -127,18 +142,20 @@ def iter_streams(lines: Iterable[bytes], source: str
             pass
 
 
-def read_streams(lines: Iterable[bytes], source: str) -> Iterator[AsrStream]:
+def read_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
+                 ) -> Iterator[AsrStream]:
     """ASR streams from raw lines (:func:`iter_streams`), every record kept."""
-    for header, n, recs in iter_streams(lines, source):
+    for header, n, recs in iter_streams(lines, source, warn):
         yield AsrStream(header, list(recs), source, n)
 
 
-def read_indexed(lines: Iterable[bytes], source: str) -> Iterator[AsrStream]:
+def read_indexed(lines: Iterable[bytes], source: str, warn: Warn | None = None
+                 ) -> Iterator[AsrStream]:
     """ASR streams from raw lines with only what :class:`Replay` sends: each record is
     indexed as it is parsed and dropped unless it is the latest revision of an entity, the
     latest state, usage or title (a third of a typical stream is superseded states, usage
     and plans: freed at once instead of kept, the allocation a replay need not pay)."""
-    for header, n, recs in iter_streams(lines, source):
+    for header, n, recs in iter_streams(lines, source, warn):
         yield AsrStream(header, [], source, n, _index(header, recs, slim=True))
 
 

@@ -47,12 +47,20 @@ def _open_lines(path: str):
     return raw_lines(path)
 
 
-def _load(path: str, lines: Iterable[bytes] | None = None, *, keep: bool = True) -> list:
-    """Every stream in the file, parsed whole before anything is written (bad input is
-    an error, never half an output); ``keep=False``: only what plain replay sends."""
+def _load(path: str, ctx, lines: Iterable[bytes] | None = None, *, keep: bool = True
+          ) -> list:
+    """Every stream in the file, parsed whole before anything is written; ``keep=False``:
+    only what plain replay sends. A line that is not JSON (a torn last line after a
+    crash) or not a JSON object is reported on stderr with its file:line and skipped:
+    what was read is still replayed, and the exit status stays that of the replay (as
+    for a bad line in a trace)."""
+
+    def warn(source: str, line: int, message: str) -> None:
+        ctx.warn(message, source, line)
+
     read = read_streams if keep else read_indexed
     streams = list(read(lines if lines is not None else _open_lines(path),
-                        display_name(path)))
+                        display_name(path), warn))
     if not streams:
         raise InputError(display_name(path), 0, "no ASR stream in this file")
     return streams
@@ -69,7 +77,7 @@ def run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int
     if getattr(args, "command", None):
         raise UsageError("an agent command is only used with --client")
     wire = list(getattr(args, "wire", None) or [])
-    streams = _load(path, lines, keep=bool(wire))  # --wire reads every record's ref
+    streams = _load(path, ctx, lines, keep=bool(wire))  # --wire reads every record's ref
     sid = getattr(args, "session_id", None)
     if sid is not None and len(streams) > 1:
         raise UsageError(f"--session-id: {display_name(path)} holds {len(streams)} streams; "
@@ -134,7 +142,7 @@ def run_files(args: argparse.Namespace, ctx) -> int:
     for opt in ("emit", "client", "wire"):
         if getattr(args, opt, None):
             raise UsageError(f"--{opt} does not go with --serve")
-    streams = [s for f in files for s in _load(f)]
+    streams = [s for f in files for s in _load(f, ctx)]
     sid = getattr(args, "session_id", None)
     if sid is not None:
         if len(streams) != 1:
@@ -157,7 +165,7 @@ def _compare(args, ctx, files: list[str]) -> int:
 
     if len(files) != 2:
         raise UsageError("--compare needs two ASR streams: acp-replay --compare S S2")
-    a, b = (_load(f) for f in files)
+    a, b = (_load(f, ctx) for f in files)
     if len(a) != 1 or len(b) != 1:
         raise UsageError("--compare: give files holding one stream each")
     diffs = compare_streams(a[0], b[0])
