@@ -19,7 +19,7 @@ def declare_roots(cwd: Any, additional: list) -> list[dict]:
     roots = []
     if isinstance(cwd, str):
         roots.append({"id": "root0", "path": cwd})
-    for d in additional or ():
+    for d in additional if isinstance(additional, list) else ():
         if isinstance(d, str):
             roots.append({"id": f"root{len(roots)}", "path": d})
     return roots

@@ -129,6 +129,8 @@ def _tool(rec: dict, ctx: Ctx) -> list:
         call["locations"] = locs
     out = [(("tool_call", cid), _meta(call, v))]
     status = v.get("status")
+    if status is not None and status.__class__ is not str:
+        status = "other"  # a status of another JSON type: a value ACP does not define
     if not final:
         return out
     why = rec.get("why")
@@ -178,7 +180,8 @@ def _result(cid: str, status: Any, v: dict, content: list) -> dict:
 
 def _file_change(cid: str, diff: dict, status: str, ctx: Ctx) -> dict:
     changes = []
-    for ch in diff.get("changes") or ():
+    chs = diff.get("changes")
+    for ch in chs if isinstance(chs, list) else ():
         if not isinstance(ch, dict):
             continue
         c: dict[str, Any] = {"op": ch.get("operation")}
@@ -227,7 +230,8 @@ def _permission(rec: dict, ctx: Ctx) -> list:
         if oc == "selected":
             oid = outcome.get("optionId")
             body["selectedOptionId"] = oid
-            for opt in v.get("options") or ():
+            opts = v.get("options")
+            for opt in opts if isinstance(opts, list) else ():
                 if isinstance(opt, dict) and opt.get("optionId") == oid:
                     body["decision"] = opt.get("kind")  # ASR-709: unchanged
                     break
@@ -259,7 +263,7 @@ def _elicitation(rec: dict, ctx: Ctx) -> list:
     resp = v.get("response")
     if isinstance(resp, dict):
         action = resp.get("action")
-        body["status"] = _ACTION.get(action, action)
+        body["status"] = _ACTION.get(action, action) if isinstance(action, str) else action
         if action == "accept" and v.get("mode") == "form" and isinstance(
                 resp.get("content"), dict):
             answer, hidden = redact_answer(resp["content"], v.get("requestedSchema"), ctx)

@@ -31,6 +31,7 @@ import orjson
 from acp_pipes.fold.entities import UPDATES, Entity, apply_update, settle
 from acp_pipes.fold.index import DigestIndex
 from acp_pipes.fold.patch import patch_fields
+from acp_pipes.frame import _is_id, _not_jsonrpc
 
 __all__ = ["KEEP_FINAL", "MAX_HELD", "Folder", "ProtocolVersionError"]
 
@@ -118,20 +119,44 @@ class Folder:
     def feed(self, seq: int, t: int | None, direction: str, msg: Any) -> list[dict]:
         """Fold one parsed frame; returns the records it completes."""
         self.out = out = []
-        if msg.__class__ is not dict:
+        # the classification acp-frame makes (acp_pipes.frame): a frame that is not
+        # JSON-RPC 2.0 (an id that is an object, a method that is not a string, ...) is
+        # reported and skipped, so nothing below keys a table by an unhashable value
+        if msg.__class__ is not dict or msg.get("jsonrpc") != "2.0":
+            self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
             return out
         method = msg.get("method")
-        if method is not None:
-            if "id" in msg:
+        if "id" in msg:
+            rid = msg["id"]
+            if rid.__class__ is not str and not _is_id(rid):
+                self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+            elif method is None:
+                if ("result" in msg) is not ("error" in msg):
+                    self._response(seq, t, direction, msg)
+                else:
+                    self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+            elif method.__class__ is not str:
+                self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+            elif self._sid_ok(method, msg):
                 self._request(seq, t, direction, msg, method)
-            elif direction == "a2c":
-                if method == "session/update":
-                    self._update(seq, t, msg.get("params"))
-                elif method == "elicitation/complete":
-                    self._elicitation_complete(seq, t, msg.get("params"))
-        elif "id" in msg:
-            self._response(seq, t, direction, msg)
+        elif method.__class__ is not str:
+            self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+        elif direction == "a2c" and self._sid_ok(method, msg):
+            if method == "session/update":
+                self._update(seq, t, msg.get("params"))
+            elif method == "elicitation/complete":
+                self._elicitation_complete(seq, t, msg.get("params"))
         return out
+
+    def _sid_ok(self, method: str, msg: dict) -> bool:
+        """A request or notification naming a session by something other than a string
+        is reported and skipped: session IDs key the fold's tables."""
+        params = msg.get("params")
+        if params.__class__ is dict and "sessionId" in params and (
+                params["sessionId"].__class__ is not str):
+            self.warn(f"{method}: sessionId is not a string, skipped")
+            return False
+        return True
 
     def finish(self) -> list[dict]:
         """The recorder stops: every open entity is written as it stands (ASR-705)."""
@@ -443,12 +468,15 @@ class Folder:
             self.warn(f"{kind} {key}: {problem}")
         if kind not in _ENDS_BY_UPDATE:
             return
-        if kind == "tool_call" and ent.value.get("status") in TERMINAL_TOOL:
+        status = ent.value.get("status")
+        if status.__class__ is not str:  # a status of another JSON type ends nothing
+            status = None
+        if kind == "tool_call" and status in TERMINAL_TOOL:
             if not sess.replaying:
                 del table[k]
                 self._finalize(ent, "status")
                 self._flush(sess)
-        elif kind == "compaction" and ent.value.get("status") in TERMINAL_COMPACTION:
+        elif kind == "compaction" and status in TERMINAL_COMPACTION:
             if not sess.replaying:
                 del table[k]
                 self._finalize(ent, "status")
@@ -485,7 +513,7 @@ class Folder:
                 self._finalize(ent, state)
             elif state == "idle" and ent.kind == "tool_call":
                 st = ent.value.get("status")
-                if st is not None and st not in OPEN_TOOL:
+                if st is not None and (st.__class__ is not str or st not in OPEN_TOOL):
                     del sess.open[k]
                     self._finalize(ent, "turn_end")
         self._flush(sess, turn_end=state == "idle")

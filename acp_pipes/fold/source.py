@@ -4,7 +4,9 @@ Each wire log or frames stream is one connection (the ``<n>`` of ASR-716): it ge
 :class:`~acp_pipes.fold.core.Folder` of its own and becomes one fold stream. The fold
 needs only each frame's direction, time and parsed message, so wire and frames records
 are read directly (no canonical hashing on this path). A line that is not JSON is
-reported with its file and line and skipped; what came before it is kept.
+reported with its file and line and skipped; what came before it is kept. So is a frame
+whose JSON no record could hold (a lone surrogate, an integer beyond 64 bits, nesting
+deeper than :data:`MAX_DEPTH`): the fold's output must stay writable JSONL.
 """
 
 from __future__ import annotations
@@ -31,22 +33,63 @@ def fold_header(connection: int, source: Any, snapshots: bool = False) -> dict:
             "snapshots": snapshots, "source": source}
 
 
+#: A frame nested deeper than this is not folded: its values could not be written
+#: (orjson writes at most 254 levels; records wrap a message's values a few levels deep).
+MAX_DEPTH = 200
+
+
 def parse_raw(rec: dict) -> Any:
     """The parsed JSON-RPC message of a wire or frame record (None if it is not JSON)."""
+    return parse_frame(rec)[0]
+
+
+def parse_frame(rec: dict) -> tuple[Any, str | None]:
+    """``(message, problem)`` for a wire or frame record: problem is None for a message
+    the fold can take, otherwise what to report (the frame is skipped)."""
     raw = rec.get("raw")
     if raw.__class__ is not str:
         b64 = rec.get("raw_b64")
         try:
             raw = base64.b64decode(b64, validate=True)
         except (TypeError, ValueError):
-            return None
+            return None, "frame is not JSON"
     try:
-        return orjson.loads(raw)
+        msg = orjson.loads(raw)
     except orjson.JSONDecodeError:
+        # JSON orjson refuses: a lone-surrogate escape, a number beyond a double
         try:
-            return parse_json(raw)
+            msg = parse_json(raw)
         except ParseError:
+            return None, "frame is not JSON"
+        try:
+            orjson.dumps(msg)
+        except orjson.JSONEncodeError as e:
+            return msg, f"frame cannot be folded ({e})"
+        return msg, None
+    return msg, too_deep(msg, raw)
+
+
+def too_deep(msg: Any, raw: str | bytes) -> str | None:
+    """The problem of a message nested deeper than MAX_DEPTH, or None. Only a frame with
+    that many brackets can be: the parsed value is walked only then."""
+    if len(raw) < 2 * MAX_DEPTH or (raw.count("[") + raw.count("{") if raw.__class__ is str
+                                    else raw.count(b"[") + raw.count(b"{")) < MAX_DEPTH:
+        return None
+    level = [msg]
+    for _ in range(MAX_DEPTH):
+        nxt = []
+        for v in level:
+            if v.__class__ is dict:
+                nxt.extend(x for x in v.values() if x.__class__ is dict or x.__class__ is list)
+            elif v.__class__ is list:
+                nxt.extend(x for x in v if x.__class__ is dict or x.__class__ is list)
+        if not nxt:
             return None
+        level = nxt
+    return f"frame cannot be folded (nested deeper than {MAX_DEPTH} levels)"
+
+
+_DEEP = 2 * MAX_DEPTH
 
 
 def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False,
@@ -56,7 +99,14 @@ def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False
     folder = Folder(connection, snapshots=snapshots, warn=warn)
     feed = folder.feed
     for fr in frames:
-        msg = fr["msg"] if "msg" in fr else parse_raw(fr)
+        if "msg" in fr:
+            msg = fr["msg"]
+        else:
+            msg, problem = parse_frame(fr)
+            if problem is not None:
+                if warn is not None:
+                    warn(f"{problem}, skipped")
+                continue
         yield from feed(fr["seq"], fr.get("t"), fr["dir"], msg)
     yield from folder.finish()
 
@@ -170,11 +220,13 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                             try:
                                 msg = loads(raw)
                             except JSONDecodeError:
-                                msg = parse_raw(rec)
+                                msg, problem = parse_frame(rec)
+                            else:
+                                problem = too_deep(msg, raw) if len(raw) >= _DEEP else None
                         else:
-                            msg = parse_raw(rec)
-                        if msg is None:
-                            warn(source, number, "frame is not JSON, skipped")
+                            msg, problem = parse_frame(rec)
+                        if problem is not None:
+                            warn(source, number, f"{problem}, skipped")
                             continue
                         out = feed(seq, rec.get("t"), d, msg)
                         if out:

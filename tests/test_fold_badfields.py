@@ -1,0 +1,76 @@
+"""acp-fold and acp-asr on valid JSON with wrong-typed fields: a frame the fold cannot
+take (not JSON-RPC, a sessionId that is not a string, a value no JSONL line can hold) is
+reported with its file and line and skipped; the output is exactly what the recording
+without that frame gives."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+from tests.conftest import run_tool
+from tests.test_fold_fuzz import HEADER, WIRE
+
+
+def _index(dir_: str, *needles: str) -> int:
+    return next(i for i, r in enumerate(WIRE)
+                if r["dir"] == dir_ and all(n in r["raw"] for n in needles))
+
+
+def _deep(n: int):
+    v: list = []
+    for _ in range(n):
+        v = [v]
+    return v
+
+
+CLOSE = _index("c2a", '"session/close"')
+PROMPT_ANSWER = _index("a2c", '"result":{"messageId"')
+CHUNK = _index("a2c", "agent_message_chunk")
+
+CASES = {
+    # the review's minimal reproductions: a table keyed by an unhashable value
+    "close-sessionId-list": (CLOSE, "session/close: sessionId is not a string, skipped",
+                             lambda m: m["params"].update(sessionId=[])),
+    "response-id-object": (PROMPT_ANSWER, "not JSON-RPC: id is not a string",
+                           lambda m: m.update(id={"a": 1})),
+    "update-sessionId-number": (CHUNK, "session/update: sessionId is not a string, skipped",
+                                lambda m: m["params"].update(sessionId=5)),
+    "method-not-string": (CHUNK, "not JSON-RPC: method is not a string",
+                          lambda m: m.update(method=["session/update"])),
+    "no-jsonrpc": (CHUNK, 'not JSON-RPC: no "jsonrpc": "2.0"',
+                   lambda m: m.update(jsonrpc=2)),
+    "lone-surrogate": (CHUNK, "frame cannot be folded (str is not valid UTF-8",
+                       lambda m: m["params"]["update"]["content"].update(text="\ud800")),
+    "nested-300-deep": (CHUNK, "frame cannot be folded (nested deeper than 200 levels)",
+                        lambda m: m["params"]["update"].update(_meta={"x": _deep(300)})),
+}
+
+
+def _log(path, recs):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [HEADER, *recs]))
+    return str(path)
+
+
+@pytest.mark.parametrize("tool", ["fold", "asr"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_frame_reported_and_skipped(tmp_path, tool, case):
+    i, message, change = CASES[case]
+    recs = [dict(r) for r in WIRE]
+    msg = json.loads(recs[i]["raw"])
+    change(msg)
+    # stdlib json: it writes a lone surrogate (as an escape) where orjson refuses to
+    recs[i]["raw"] = json.dumps(msg, separators=(",", ":"))
+    bad = _log(tmp_path / "bad.jsonl", recs)
+    without = _log(tmp_path / "without.jsonl", recs[:i] + recs[i + 1:])
+    got = run_tool(tool, bad)
+    want = run_tool(tool, without)
+    assert want.returncode == 0 and want.stderr == b"" and want.stdout.count(b"\n") > 5
+    err = got.stderr.decode()
+    assert got.returncode == 0, err
+    assert "internal error" not in err and "Traceback" not in err
+    # the frame of seq i is line i + 2 (line 1 is the header)
+    assert f"{bad}:{i + 2}: {message}" in err, err
+    assert got.stdout == want.stdout
