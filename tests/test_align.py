@@ -260,17 +260,45 @@ def test_lineage_of_a_fork_and_a_subagent(tmp_path):
     assert b"</svg>" in svg and b"s3" in svg
 
 
-def test_bad_input_names_file_and_line(tmp_path):
+def test_bad_asr_lines_are_reported_and_skipped(tmp_path):
+    """A line an ASR stream cannot use (not JSON, not an object, no type) is reported
+    with file:line and skipped: the rest still aligns (docs/acp-align.md, bad input)."""
+    recs = [msg("user", "hi"), msg("assistant", "Echo: hi")]
+    good = tmp_path / "good.asr.jsonl"
+    good.write_bytes(asr("s1", recs))
+    lines = good.read_bytes().splitlines(keepends=True)
     a = tmp_path / "a.asr.jsonl"
-    a.write_bytes(asr("s1", [msg("user", "hi")]) + b"{not json\n")
-    p = align(a, a)
-    assert p.returncode == 2
-    assert f"{a}:3:".encode() in p.stderr and b"Traceback" not in p.stderr
+    a.write_bytes(lines[0] + b"{not json\n[1]\n" + b'{"seq":9}\n' + b"".join(lines[1:]))
+    p = align(a, good, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert orjson.loads(p.stdout)["counts"] == {"equal": 2, "only-a": 0, "only-b": 0}
+    assert f"{a}:2: not JSON, skipped: ".encode() in p.stderr
+    assert f"{a}:3: an ASR record must be a JSON object, skipped".encode() in p.stderr
+    assert f"{a}:4: ASR record without a string 'type', skipped".encode() in p.stderr
+    assert b"Traceback" not in p.stderr
     p = align(a)
     assert p.returncode == 2 and b"two inputs" in p.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     assert align(empty, empty).returncode == 2
+
+
+def test_torn_last_asr_line_aligns_what_was_read(tmp_path):
+    """A crash mid-write leaves a last line without LF: reported, and the records read
+    before it are aligned, as for a wire log with a torn last line."""
+    full = asr("s1", [msg("user", "hi"), msg("assistant", "Echo: hi")])
+    torn = tmp_path / "torn.asr.jsonl"
+    torn.write_bytes(full[:-20])  # the last record cut, no LF
+    good = tmp_path / "good.asr.jsonl"
+    good.write_bytes(full)
+    p = align(torn, good, "--format", "json")
+    assert p.returncode == 1, p.stderr  # the cut record is only in b
+    assert orjson.loads(p.stdout)["counts"] == {"equal": 1, "only-a": 0, "only-b": 1}
+    assert f"{torn}:3: torn last line (no LF), skipped: unexpected end".encode() in p.stderr
+    p = align("--lineage", torn, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert [s["session"] for s in orjson.loads(p.stdout)["sessions"]] == ["s1"]
+    assert f"{torn}:3: torn last line (no LF), skipped".encode() in p.stderr
 
 
 def test_stdin_is_one_input(runs):

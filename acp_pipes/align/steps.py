@@ -130,7 +130,7 @@ def load_steps(
     normalizer = normalizer or Normalizer.from_pointers([])
     rest = _chain(first, lines)
     if header_format(head) == ASR:
-        return _asr_steps(rest, path, source, table, normalizer, session)
+        return _asr_steps(rest, path, source, table, normalizer, session, warn)
     return _trace_steps(rest, path, source, table, normalizer, session, warn, direction)
 
 
@@ -176,23 +176,43 @@ def _trace_steps(lines, path, source, table, normalizer, session, warn, directio
     return Steps(source, path, "trace", seq, at, session)
 
 
-def _asr_steps(lines, path, source, table, normalizer, session) -> Steps:
+def _bad_line(warn: Warn | None) -> Callable[[Line, str], None]:
+    """How an ASR reader treats a line it cannot use (not JSON, e.g. a torn last line
+    after a crash; not an object; no type): reported through ``warn`` and skipped, so
+    what was read before and after it still counts; without ``warn``, an InputError."""
+
+    def bad(line: Line, message: str) -> None:
+        if warn is None:
+            raise InputError(line.source, line.number, message)
+        what, sep, reason = message.partition(": ")
+        warn(line.source, line.number, f"{what}, skipped{sep}{reason}")
+
+    return bad
+
+
+def _not_json(line: Line, e: Exception) -> str:
+    return f"{'torn last line (no LF)' if not line.terminated else 'not JSON'}: {e}"
+
+
+def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> Steps:
     ids, keys, meta = table.ids, table.keys, table.meta
     seq: list[int] = []
     at = array("L")
     header: dict | None = None
     selected = session is None
     found = False
+    bad = _bad_line(warn)
     for line in lines:
         if not line.raw.strip():
             continue
         try:
             rec = orjson.loads(line.raw)
         except orjson.JSONDecodeError as e:
-            what = "torn last line (no LF)" if not line.terminated else "not JSON"
-            raise InputError(line.source, line.number, f"{what}: {e}") from None
+            bad(line, _not_json(line, e))
+            continue
         if not isinstance(rec, dict):
-            raise InputError(line.source, line.number, "an ASR record must be a JSON object")
+            bad(line, "an ASR record must be a JSON object")
+            continue
         if header_format(rec) == ASR:
             selected = session is None or rec.get("sessionId") == session
             if selected and (header is None or session is not None):
@@ -203,13 +223,14 @@ def _asr_steps(lines, path, source, table, normalizer, session) -> Steps:
             continue
         rtype = rec.get("type")
         if not isinstance(rtype, str):
-            raise InputError(line.source, line.number, "ASR record without a string 'type'")
+            bad(line, "ASR record without a string 'type'")
+            continue
         content = {k: v for k, v in rec.items() if k not in ASR_BOOKKEEPING}
         try:
             h = canonical_hash(normalizer.apply(content))
         except CanonicalError as e:
-            raise InputError(line.source, line.number,
-                             f"record has no canonical form: {e}") from None
+            bad(line, f"record has no canonical form: {e}")
+            continue
         key = (rtype, h)
         step = ids.get(key)
         if step is None:
@@ -342,21 +363,23 @@ def summarize_record(rec: dict) -> str:
     return " ".join(parts)
 
 
-def read_lineage(path: str, source: str | None = None) -> list[dict[str, Any]]:
+def read_lineage(path: str, source: str | None = None, warn: Warn | None = None
+                 ) -> list[dict[str, Any]]:
     """What a lineage graph needs from each ASR stream of a file: its header, record
     count, ``subagent`` records (childSession, callId; ASR-721), ``state: resumed``
     records, and the first user prompt (for the label)."""
     source = source or display_name(path)
     streams: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
+    bad = _bad_line(warn)
     for line in read_lines(path):
         if not line.raw.strip():
             continue
         try:
             rec = orjson.loads(line.raw)
         except orjson.JSONDecodeError as e:
-            what = "torn last line (no LF)" if not line.terminated else "not JSON"
-            raise InputError(line.source, line.number, f"{what}: {e}") from None
+            bad(line, _not_json(line, e))
+            continue
         if header_format(rec) == ASR:
             cur = {"header": rec, "source": source, "records": 0, "subagents": [],
                    "resumes": 0, "prompt": None}
@@ -367,7 +390,8 @@ def read_lineage(path: str, source: str | None = None) -> list[dict[str, Any]]:
             raise InputError(line.source, line.number,
                              f"expected an ASR stream (a header line), got {got}")
         if not isinstance(rec, dict):
-            raise InputError(line.source, line.number, "an ASR record must be a JSON object")
+            bad(line, "an ASR record must be a JSON object")
+            continue
         cur["records"] += 1
         rtype = rec.get("type")
         if rtype == "subagent" and isinstance(rec.get("childSession"), str):

@@ -102,9 +102,12 @@ def _lineage(args, ctx: Context, paths, names) -> int:
     fmt = args.fmt or "dot"
     if fmt not in ("dot", "svg", "json"):
         raise UsageError(f"--lineage writes dot, svg or json, not {fmt}")
+    def warn(source: str, line: int, message: str) -> None:
+        ctx.warn(message, source, line)
+
     streams = []
     for path, name in zip(paths, names, strict=True):
-        streams.extend(read_lineage(path, name))
+        streams.extend(read_lineage(path, name, warn))
     g = lineage_graph(streams)
     if fmt == "json":
         rec = {
