@@ -301,6 +301,15 @@ def test_torn_last_asr_line_aligns_what_was_read(tmp_path):
     assert f"{torn}:3: torn last line (no LF), skipped".encode() in p.stderr
 
 
+def test_mixed_kinds_refusal_names_each_file_and_its_kind(runs, tmp_path):
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(asr("s1", [msg("user", "hi")]))
+    p = align(stream, runs["a"])
+    assert p.returncode == 2 and p.stdout == b""
+    assert (f"cannot align a trace with an ASR stream ({stream} is an ASR stream; "
+            f"{runs['a']} is a wire log)").encode() in p.stderr, p.stderr
+
+
 def test_stdin_is_one_input(runs):
     data = Path(runs["a"]).read_bytes()
     p = align("-", runs["a2"], "--format", "json", input=data)

@@ -197,6 +197,15 @@ def test_torn_last_line_replays_what_was_read(tmp_path: Path):
                                                   ["sessionId"]]
 
 
+def test_compare_names_the_stream_kind_it_got(tmp_path: Path):
+    src = REPLAY_FIXTURES[0] / "stream.asr.jsonl"
+    frames = tmp_path / "f.jsonl"
+    frames.write_bytes(b'{"format":"acp-pipes/frames","version":1,"source":null}\n')
+    r = run_tool("replay", "--compare", str(frames), str(src))
+    assert r.returncode == 2 and r.stdout == b""
+    assert f"{frames}:1: expected an ASR stream, got frames".encode() in r.stderr, r.stderr
+
+
 def test_library_replay_is_pure_and_counts_updates():
     path = REPLAY_FIXTURES[0] / "stream.asr.jsonl"
     (stream,) = read_streams(path.read_bytes().splitlines(), str(path))

@@ -72,6 +72,7 @@ class Steps:
     lines: array
     session: str | None = None
     header: dict | None = None  # the ASR header (lineage) of the selected stream
+    what: str = ""  # the input kind in words ("a wire log", "an ASR stream"), for refusals
 
     def describe(self, indices: Iterable[int]) -> dict[int, str]:
         """A short human summary of each wanted step (method, prompt text, update kind)."""
@@ -129,9 +130,13 @@ def load_steps(
         head = None
     normalizer = normalizer or Normalizer.from_pointers([])
     rest = _chain(first, lines)
-    if header_format(head) == ASR:
-        return _asr_steps(rest, path, source, table, normalizer, session, warn)
-    return _trace_steps(rest, path, source, table, normalizer, session, warn, direction)
+    fmt = header_format(head)
+    if fmt == ASR:
+        steps = _asr_steps(rest, path, source, table, normalizer, session, warn)
+    else:
+        steps = _trace_steps(rest, path, source, table, normalizer, session, warn, direction)
+    steps.what = describe(fmt)
+    return steps
 
 
 def _chain(first: Line, rest: Iterator[Line]) -> Iterator[Line]:

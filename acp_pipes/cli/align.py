@@ -152,7 +152,9 @@ def _align(args, ctx: Context, paths, names) -> int:
     ]
     kinds = {r.kind for r in runs}
     if len(kinds) > 1:
-        raise UsageError("cannot align a trace with an ASR stream: give inputs of one kind")
+        what = "; ".join(f"{r.source} is {r.what}" for r in runs)
+        raise UsageError(f"cannot align a trace with an ASR stream ({what}): give inputs "
+                         "of one kind")
     if len(runs) > 2:
         return _nway(args, ctx, runs, table)
     return _pair(args, ctx, runs[0], runs[1], table)

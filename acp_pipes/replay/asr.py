@@ -32,7 +32,7 @@ import orjson
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import resolve
 from acp_pipes.jsonl import InputError, display_name
-from acp_pipes.streams import ASR, header_format
+from acp_pipes.streams import ASR, describe, header_format
 
 __all__ = ["AsrStream", "Replay", "STATUS", "cli_run", "iter_streams", "notification",
            "read_indexed", "read_streams", "replay_status"]
@@ -96,7 +96,9 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
 
     A line that is not JSON (a torn last line after a crash: no LF) or not a JSON object
     is given to ``warn(source, line, message)`` and skipped, so what was read before and
-    after it is kept; without ``warn`` it is an InputError naming the source and line."""
+    after it is kept; without ``warn`` it is an InputError naming the source and line.
+    A line before the first header that is JSON but no ASR header (another stream kind)
+    is always an InputError: the input is not an ASR stream."""
     loads = orjson.loads
     numbered = enumerate(lines, 1)
     nxt: list = []  # the header that ended the last run of records, and its line
@@ -129,7 +131,7 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
                 nxt.append((rec, n))
                 return
             if not headed:
-                raise InputError(source, n, "expected an ASR stream header first")
+                raise InputError(source, n, f"expected an ASR stream, got {_kind_of(rec)}")
             yield rec
 
     for _ in records(False):  # up to the first header (a record before it raises)
@@ -140,6 +142,14 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
         yield header, n, recs
         for _ in recs:
             pass
+
+
+def _kind_of(rec: dict) -> str:
+    """What a first line that is no ASR header says the input is (for the refusal)."""
+    fmt = header_format(rec)
+    if fmt is not None or "jsonrpc" in rec:
+        return describe(fmt)
+    return "a record before any header (an ASR stream starts with its header line)"
 
 
 def read_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
