@@ -23,33 +23,28 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes import __version__
+from acp_pipes.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RESOURCE_NOT_FOUND,
+)
+from acp_pipes.jsonrpc import error as _error
+from acp_pipes.jsonrpc import response as _response
 from acp_pipes.replay.asr import AsrStream, Replay
 
 __all__ = ["READ_ONLY", "Server", "serve", "serve_lines"]
 
 PROTOCOL_VERSION = 2
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-READ_ONLY = -32603  # JSON-RPC's implementation-defined server error, with data.readOnly
-NOT_FOUND = -32002
+READ_ONLY = INTERNAL_ERROR  # JSON-RPC's implementation-defined error, with data.readOnly
+NOT_FOUND = RESOURCE_NOT_FOUND
 #: Unknown cwd (a stream whose roots are empty or redacted): session/list needs one.
 UNKNOWN_CWD = "/"
 _KNOWN = frozenset({"initialize", "session/list", "session/resume", "session/close",
                     "session/prompt", "session/new", "session/fork", "session/cancel",
                     "session/set_config_option", "session/delete"})
-
-
-def _response(rid: Any, result: Any) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result})
-
-
-def _error(rid: Any, code: int, message: str, data: Any = None) -> bytes:
-    err: dict = {"code": code, "message": message}
-    if data is not None:
-        err["data"] = data
-    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err})
 
 
 class Server:
