@@ -39,3 +39,52 @@ def test_valid_streams_pass(tmp_path):
     got = run_tool("asr", "--validate", *files)
     assert got.returncode == 0, got.stderr.decode()
     assert got.stderr == b""
+
+
+def _valid_stream():
+    """A fixture's wire log and the valid ASR stream it converts to."""
+    d = REPO / "tests" / "fixtures" / "asr" / "ASR-709-enums-unchanged"
+    return d / "wire.jsonl", (d / "expected.asr.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_unopenable_input_is_unusable_not_invalid(tmp_path, what):
+    """Exit 2 with the real cause, as every tool says it; not a fake problem at line 0."""
+    path = tmp_path / "x.asr.jsonl"
+    if what == "directory":
+        path.mkdir()
+    got = run_tool("asr", "--validate", str(path))
+    err = got.stderr.decode()
+    assert got.returncode == 2, err
+    cause = "No such file or directory" if what == "missing" else "Is a directory"
+    assert err == f"acp-asr: {path}: cannot open: {cause}\n"
+
+
+def test_truncated_gz_checks_the_lines_before_the_cut(tmp_path):
+    """A .gz cut short: the lines read before the cut are checked (a duplicate id at
+    line 3 is reported), then the cut itself is unusable input (exit 2)."""
+    import gzip
+    import os
+
+    import orjson
+
+    _, stream = _valid_stream()
+    recs = [orjson.loads(x) for x in stream.splitlines()]
+    dup = dict(recs[2], seq=recs[-1]["seq"] + 1)
+    # incompressible padding so the cut falls well after line 3
+    pad = [{**recs[-1], "id": f"pad-{i}", "seq": dup["seq"] + 1 + i,
+            "_meta": {"pad": os.urandom(600).hex()}} for i in range(200)]
+    lines = recs[:3] + [dup] + pad
+    body = b"".join(orjson.dumps(r) + b"\n" for r in lines)
+    whole = tmp_path / "whole.asr.jsonl.gz"
+    whole.write_bytes(gzip.compress(body))
+    cut = tmp_path / "cut.asr.jsonl.gz"
+    cut.write_bytes(whole.read_bytes()[: len(whole.read_bytes()) // 2])
+    full = run_tool("asr", "--validate", str(whole)).stderr.decode()
+    assert f"{whole}:4: /id: duplicate id" in full
+    got = run_tool("asr", "--validate", str(cut))
+    err = got.stderr.decode()
+    assert got.returncode == 2, err
+    assert f"{cut}:4: /id: duplicate id" in err
+    assert "cannot read: Compressed file ended" in err.splitlines()[-1]
+    assert err.splitlines()[-1].startswith(f"acp-asr: {cut}:")

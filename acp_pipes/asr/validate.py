@@ -19,7 +19,7 @@ import orjson
 
 from acp_pipes.asr.model import ALWAYS_LOST
 from acp_pipes.asr.schema import validator_for
-from acp_pipes.jsonl import InputError, display_name, read_lines
+from acp_pipes.jsonl import display_name, read_lines
 
 __all__ = ["validate_paths", "validate_streams"]
 
@@ -166,13 +166,15 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes]]) -> Iterator[str]:
 
 
 def validate_paths(paths: Iterable[str]) -> Iterator[str]:
+    """Problems in the ASR streams of ``paths``. A file that cannot be opened or read is
+    unusable input, not an invalid stream: InputError (exit 2) with the cause, after
+    the problems of the lines read before it (a truncated .gz)."""
+
     def lines() -> Iterator[tuple[str, int, bytes]]:
         for path in paths:
-            try:
-                for line in read_lines(path):
-                    if line.raw.strip():
-                        yield display_name(path), line.number, line.raw
-            except InputError as e:
-                yield display_name(path), 0, b"\x00" + str(e).encode()
+            source = display_name(path)
+            for line in read_lines(path):
+                if line.raw.strip():
+                    yield source, line.number, line.raw
 
     yield from validate_streams(lines())
