@@ -1,0 +1,56 @@
+"""The README's console examples are real: each command is run and its output compared.
+
+Each ```console block is a shell session: ``$ `` starts a command (a trailing ``\\``
+continues it), the lines up to the next command are its expected output. The blocks
+run in order in one scratch directory holding the example and the client script, with
+the checkout's ``bin/`` and this Python first on PATH, as a reader following along has.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO, tool_env
+
+
+def console_sessions(text: str) -> list[tuple[str, str]]:
+    """(command, expected output) pairs of every ```console block, in order."""
+    pairs: list[tuple[str, str]] = []
+    for block in re.findall(r"```console\n(.*?)```", text, flags=re.S):
+        cmd: list[str] | None = None
+        out: list[str] = []
+        cont = False
+        for line in block.splitlines():
+            if cont:
+                cmd.append(line.strip())
+                cont = line.endswith("\\")
+            elif line.startswith("$ "):
+                if cmd is not None:
+                    pairs.append((" ".join(cmd), "\n".join(out)))
+                cmd, out = [line[2:]], []
+                cont = line.endswith("\\")
+            else:
+                out.append(line)
+        if cmd is not None:
+            pairs.append((" ".join(cmd), "\n".join(out)))
+    return [(c.replace("\\ ", " "), o) for c, o in pairs]
+
+
+def test_readme_console_examples_run_as_shown(tmp_path):
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    shutil.copytree(REPO / "tests" / "clients", tmp_path / "tests" / "clients",
+                    ignore=shutil.ignore_patterns("node_modules"))
+    env = tool_env()
+    env["PATH"] = os.pathsep.join([str(REPO / "bin"), str(Path(sys.executable).parent),
+                                   env.get("PATH", "")])
+    sessions = console_sessions((REPO / "README.md").read_text())
+    assert len(sessions) >= 8  # the three pipelines are there
+    for command, expected in sessions:
+        r = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
+                           capture_output=True, timeout=120)
+        assert r.stdout.decode().rstrip("\n") == expected, (command, r.stderr.decode())
