@@ -54,3 +54,16 @@ def test_readme_console_examples_run_as_shown(tmp_path):
         r = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
                            capture_output=True, timeout=120)
         assert r.stdout.decode().rstrip("\n") == expected, (command, r.stderr.decode())
+
+
+def test_every_tool_has_a_docs_page_and_a_readme_row():
+    readme = (REPO / "README.md").read_text()
+    scripts = re.findall(r'^(acp-[a-z-]+) = "acp_pipes\.cli\.([a-z_]+):main"',
+                         (REPO / "pyproject.toml").read_text(), flags=re.M)
+    assert len(scripts) == 7
+    for name, module in scripts:
+        assert (REPO / "acp_pipes" / "cli" / f"{module}.py").is_file()
+        assert (REPO / "bin" / name).is_file()
+        assert f"| `{name}" in readme, f"{name} has no row in the README's tool table"
+        if name != "acp-echo-agent":  # a test fixture: documented by its --help
+            assert (REPO / "docs" / f"{name}.md").is_file(), f"{name} has no docs page"
