@@ -88,3 +88,33 @@ def test_truncated_gz_checks_the_lines_before_the_cut(tmp_path):
     assert f"{cut}:4: /id: duplicate id" in err
     assert "cannot read: Compressed file ended" in err.splitlines()[-1]
     assert err.splitlines()[-1].startswith(f"acp-asr: {cut}:")
+
+
+@pytest.mark.parametrize("stage,name", [("wire", "a wire log"), ("frame", "frames"),
+                                        ("fold", "folded entities")])
+def test_other_stream_kinds_are_refused_by_name(tmp_path, stage, name):
+    """A wire log, frames or folded entities given to --validate: refused as what it is
+    (exit 2), like every tool refuses the wrong stream kind."""
+    wire, _ = _valid_stream()
+    path = tmp_path / f"{stage}.jsonl"
+    if stage == "wire":
+        path.write_bytes(wire.read_bytes())
+    else:
+        made = run_tool(stage, str(wire))
+        assert made.returncode == 0, made.stderr.decode()
+        path.write_bytes(made.stdout)
+    got = run_tool("asr", "--validate", str(path))
+    assert got.returncode == 2
+    assert got.stderr.decode() == f"acp-asr: {path}:1: expected an ASR stream, got {name}\n"
+
+
+def test_each_file_starts_a_stream(tmp_path):
+    """Records of a second file do not continue the first file's stream."""
+    _, stream = _valid_stream()
+    a = tmp_path / "a.asr.jsonl"
+    b = tmp_path / "b.asr.jsonl"
+    a.write_bytes(stream)
+    b.write_bytes(b"".join(stream.splitlines(keepends=True)[1:]))
+    got = run_tool("asr", "--validate", str(a), str(b))
+    assert got.returncode == 1
+    assert got.stderr.decode().startswith(f"{b}:1: : no header: a stream must start")

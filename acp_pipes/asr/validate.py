@@ -7,7 +7,13 @@ each stream starts with a header; ``seq`` counts 1, 2, 3, ... and ``id``s are un
 ``lineage.inherits.localThroughId`` name records of the stream; ``copiedFrom`` names a
 record of the stream the header says it inherits from (checked when that stream is
 among the inputs); every PathRef names a declared root; the losses ASR-722 requires
-for what the stream holds are declared in ``producer.lossy``.
+for what the stream holds are declared in ``producer.lossy``; every line ends with LF
+alone (the stream contract: a CR LF line is a problem). A file
+with no line at all has no header: a problem of the whole file (``FILE: : ...``).
+
+Not a problem but unusable input (``InputError``, exit 2): a file that cannot be opened or
+read (a truncated .gz: the lines before the cut are checked first), and a stream of
+another kind (a wire log, frames, folded entities), refused as such.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import orjson
 
 from acp_pipes.asr.model import ALWAYS_LOST
 from acp_pipes.asr.schema import validator_for
-from acp_pipes.jsonl import display_name, read_lines
+from acp_pipes.jsonl import InputError, display_name, read_lines
+from acp_pipes.streams import ASR, describe, header_format
 
 __all__ = ["validate_paths", "validate_streams"]
 
@@ -59,12 +66,15 @@ def _pathrefs(rec: dict) -> Iterator[tuple[str, Any]]:
         yield "/cwd", rec["cwd"]
 
 
-def validate_streams(lines: Iterable[tuple[str, int, bytes]]) -> Iterator[str]:
-    """Problems, one line each, for ASR lines given as (source, line number, bytes)."""
+def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator[str]:
+    """Problems, one line each, for ASR lines given as (source, line number, bytes without
+    the LF; a CR before it kept); bytes ``None``: the source is empty. Each source starts
+    a stream. Raises InputError for a stream of another kind."""
     streams: dict[str, _Stream] = {}
     done: list[_Stream] = []
     cur: _Stream | None = None
     headless = False
+    cur_source: str | None = None
 
     def close(st: _Stream | None) -> Iterator[str]:
         if st is None:
@@ -84,7 +94,15 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes]]) -> Iterator[str]:
         done.append(st)
 
     for source, number, raw in lines:
+        if source != cur_source:  # a file starts a stream of its own
+            yield from close(cur)
+            cur, headless, cur_source = None, False, source
+        if raw is None:
+            yield f"{source}: : no header (the file is empty)"
+            continue
         where = f"{source}:{number}"
+        if raw.endswith(b"\r"):
+            yield f"{where}: : line ends with CR LF; an ASR stream's lines end with LF alone"
         try:
             rec = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -93,6 +111,9 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes]]) -> Iterator[str]:
         if not isinstance(rec, dict):
             yield f"{where}: : not a JSON object"
             continue
+        fmt = header_format(rec)
+        if fmt is not None and fmt != ASR:
+            raise InputError(source, number, f"expected an ASR stream, got {describe(fmt)}")
         is_header = rec.get("type") == "header"
         if is_header:
             yield from close(cur)
@@ -106,7 +127,9 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes]]) -> Iterator[str]:
                                   lin["localThroughId"]))
         elif cur is None:
             if not headless:
-                yield f"{where}: : a stream must start with its header"
+                what = "a bare ACP JSONL message" if isinstance(rec.get("jsonrpc"), str) else (
+                    "a record")
+                yield f"{where}: : no header: a stream must start with its header, not {what}"
             headless = True
             continue
         v = validator_for(rec, is_header)
@@ -166,15 +189,20 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes]]) -> Iterator[str]:
 
 
 def validate_paths(paths: Iterable[str]) -> Iterator[str]:
-    """Problems in the ASR streams of ``paths``. A file that cannot be opened or read is
-    unusable input, not an invalid stream: InputError (exit 2) with the cause, after
-    the problems of the lines read before it (a truncated .gz)."""
+    """Problems in the ASR streams of ``paths`` (each file one or more streams). A file
+    that cannot be opened or read raises InputError (after the problems of the lines
+    read before it)."""
 
-    def lines() -> Iterator[tuple[str, int, bytes]]:
+    def lines() -> Iterator[tuple[str, int, bytes | None]]:
         for path in paths:
             source = display_name(path)
+            any_line = False
             for line in read_lines(path):
-                if line.raw.strip():
-                    yield source, line.number, line.raw
+                if not line.raw.strip():
+                    continue
+                any_line = True
+                yield source, line.number, line.raw
+            if not any_line:
+                yield source, 0, None
 
     yield from validate_streams(lines())
