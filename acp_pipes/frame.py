@@ -110,7 +110,7 @@ def _no_warn(source: str, line: int, message: str) -> None:
     pass
 
 
-def _not_jsonrpc(value: Any) -> str:
+def why_not_jsonrpc(value: Any) -> str:
     """Why a parsed value is not a JSON-RPC 2.0 message (for the diagnostic)."""
     if isinstance(value, list):
         return "a batch (JSON array)" if value else "an empty JSON array"
@@ -120,7 +120,7 @@ def _not_jsonrpc(value: Any) -> str:
         return 'no "jsonrpc": "2.0"'
     if "method" in value and not isinstance(value["method"], str):
         return "method is not a string"
-    if "id" in value and not _is_id(value["id"]):
+    if "id" in value and not is_jsonrpc_id(value["id"]):
         return "id is not a string, a number (an integer within 64 bits) or null"
     if "result" in value and "error" in value:
         return "both result and error"
@@ -134,7 +134,7 @@ _ID_TYPES = (str, int, float)
 _PLAIN_LAYOUTS = frozenset({("seq", "t", "dir", "raw"), ("seq", "t", "dir", "raw_b64")})
 
 
-def _is_id(x: Any) -> bool:
+def is_jsonrpc_id(x: Any) -> bool:
     """A JSON-RPC id a record can carry as sent (orjson writes integers of 64 bits only)."""
     return x is None or (
         x.__class__ in _ID_TYPES and (x.__class__ is not int or _INT64 <= x < _UINT64)
@@ -232,7 +232,7 @@ class Framer:
                         out["method"] = method
                     else:
                         rid = value["id"]
-                        if rid is None or rid.__class__ is str or _is_id(rid):
+                        if rid is None or rid.__class__ is str or is_jsonrpc_id(rid):
                             kind = out["kind"] = "request"
                             out["method"] = method
                             out["id"] = rid
@@ -242,7 +242,7 @@ class Framer:
                                 del pend[next(iter(pend))]
             elif "id" in value and (("result" in value) is not ("error" in value)):
                 rid = value["id"]
-                if rid is None or rid.__class__ is str or _is_id(rid):
+                if rid is None or rid.__class__ is str or is_jsonrpc_id(rid):
                     kind = out["kind"] = "response" if "result" in value else "error"
                     asked = self.pending[_OTHER[d]].pop((rid.__class__, rid), None)
                     if asked is not None:
@@ -263,7 +263,7 @@ class Framer:
             out["kind"] = "not_jsonrpc"
             sid = None
         elif kind is None:
-            self.warn(self.source, line, f"not JSON-RPC: {_not_jsonrpc(value)}")
+            self.warn(self.source, line, f"not JSON-RPC: {why_not_jsonrpc(value)}")
             out["kind"] = "not_jsonrpc"
         elif sid is not None:
             out["sessionId"] = sid

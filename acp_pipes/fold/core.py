@@ -31,7 +31,7 @@ import orjson
 from acp_pipes.fold.entities import UPDATES, Entity, apply_update, settle
 from acp_pipes.fold.index import DigestIndex
 from acp_pipes.fold.patch import patch_fields
-from acp_pipes.frame import _is_id, _not_jsonrpc
+from acp_pipes.frame import is_jsonrpc_id, why_not_jsonrpc
 
 __all__ = ["KEEP_FINAL", "MAX_HELD", "Folder", "ProtocolVersionError"]
 
@@ -123,24 +123,24 @@ class Folder:
         # JSON-RPC 2.0 (an id that is an object, a method that is not a string, ...) is
         # reported and skipped, so nothing below keys a table by an unhashable value
         if msg.__class__ is not dict or msg.get("jsonrpc") != "2.0":
-            self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+            self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
             return out
         method = msg.get("method")
         if "id" in msg:
             rid = msg["id"]
-            if rid.__class__ is not str and not _is_id(rid):
-                self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+            if rid.__class__ is not str and not is_jsonrpc_id(rid):
+                self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
             elif method is None:
                 if ("result" in msg) is not ("error" in msg):
                     self._response(seq, t, direction, msg)
                 else:
-                    self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+                    self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
             elif method.__class__ is not str:
-                self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+                self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
             elif self._sid_ok(method, msg):
                 self._request(seq, t, direction, msg, method)
         elif method.__class__ is not str:
-            self.warn(f"not JSON-RPC: {_not_jsonrpc(msg)}, skipped")
+            self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
         elif direction == "a2c" and self._sid_ok(method, msg):
             if method == "session/update":
                 self._update(seq, t, msg.get("params"))
