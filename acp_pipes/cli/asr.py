@@ -19,8 +19,9 @@ to back on stdout. Converting the same input twice gives the same bytes: times c
 the recording, never the clock. A recording cut off mid-session still converts (open
 entities are written as they stand, ASR-705); an update kind this version does not know
 is kept as an audit record (ASR-710). A recording that negotiated ACP v1 is refused
-(exit 2): the mapping is for ACP v2. --validate checks ASR streams instead (exit 1 and
-one line per problem when invalid). Format and every choice: docs/asr.md."""
+(exit 2): the mapping is for ACP v2. --validate checks ASR streams instead: exit 0 valid,
+1 invalid with one line per problem (FILE:LINE: POINTER: what is wrong), 2 for a file
+that cannot be read or is another kind of stream. Format and every choice: docs/asr.md."""
 
 
 def configure(p: argparse.ArgumentParser) -> None:
