@@ -29,7 +29,8 @@ from bench.common import Run, env, max_rss, median_wall, run_cmd, side_by_side, 
 
 def _trace(steps: int) -> list[bytes]:
     """Wire records (JSON lines without LF) of echo-agent sessions, ``steps`` frames."""
-    from acp_pipes.echo_agent import EchoAgent, client_session
+    from acp_pipes.echo_agent import EchoAgent
+    from acp_pipes.echo_client import client_session
     from acp_pipes.wire import frame_record
 
     out: list[bytes] = []

@@ -64,7 +64,8 @@ def wire_log_in_child(updates: int) -> tuple[Path, int, int]:
 def wire_log(updates: int) -> tuple[Path, int, int]:
     """A wire log holding at least ``updates`` session/update frames (cached by size);
     returns the path, the number of updates and the number of lines."""
-    from acp_pipes.echo_agent import EchoAgent, client_session
+    from acp_pipes.echo_agent import EchoAgent
+    from acp_pipes.echo_client import client_session
     from acp_pipes.wire import frame_record, header
 
     path = workdir("asr") / f"wire-{updates}.jsonl"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import orjson
 
-from acp_pipes.echo_agent import client_session, echo_agent
+from acp_pipes.echo_agent import echo_agent
+from acp_pipes.echo_client import client_session
 from bench.common import median_wall, run_cmd, side_by_side, table, tool, workdir
 
 BASELINE = """

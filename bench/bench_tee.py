@@ -1,7 +1,7 @@
 """acp-tee overhead: the echo agent alone vs the same session through acp-tee.
 
 Workload (the seed's): one session of 1000 prompts (quick: 50) from
-``acp_pipes.echo_agent.client_session``, stdin from a file, stdout to a file. Both runs
+``acp_pipes.echo_client.client_session``, stdin from a file, stdout to a file. Both runs
 are whole processes as a user starts them, interleaved, medians of N. That piped session is the
 worst case for a proxy: the agent does almost nothing per frame, so the proxy's own
 start-up and per-frame work are the whole difference. The second workload is the same
@@ -54,7 +54,7 @@ LOCKSTEP = Path(__file__).resolve().parents[1] / "tests" / "clients" / "lockstep
 
 
 def main(quick: bool) -> str:
-    from acp_pipes.echo_agent import client_session
+    from acp_pipes.echo_client import client_session
 
     prompts = 50 if quick else 1000
     repeat = 3 if quick else 9

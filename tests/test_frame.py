@@ -12,7 +12,8 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.echo_agent import EchoAgent, client_session
+from acp_pipes.echo_agent import EchoAgent
+from acp_pipes.echo_client import client_session
 from acp_pipes.frame import frames, read_frames
 from acp_pipes.wire import decode_raw, frame_record, header
 from tests.conftest import run_tool

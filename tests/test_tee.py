@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from acp_pipes.canonical import canonical_hash, parse_json
-from acp_pipes.echo_agent import client_session
+from acp_pipes.echo_client import client_session
 from acp_pipes.redact import PLACEHOLDER
 from acp_pipes.wire import A2C, C2A, decode_raw, frame_record
 from tests.conftest import record_lockstep, tool_argv, tool_env

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.echo_agent import client_session, serve
+from acp_pipes.echo_agent import serve
+from acp_pipes.echo_client import client_session
 
 DESCRIPTION = """\
 Reads the client's JSON-RPC frames on stdin, one a line, and writes its own on stdout,

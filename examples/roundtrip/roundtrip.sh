@@ -8,9 +8,7 @@ bin=$here/../../bin
 dir=${1:-$(mktemp -d)}
 mkdir -p "$dir"
 cd "$dir"
-"${PYTHON:-python3}" -c 'from acp_pipes.echo_agent import client_session
-import sys
-for f in client_session(3, permission_every=2): sys.stdout.buffer.write(f + b"\n")' > client.jsonl
+"$bin/acp-echo-agent" --client-session 3 --permission-every 2 > client.jsonl
 "$bin/acp-tee" -o original.wire.jsonl -- "$bin/acp-echo-agent" < client.jsonl > /dev/null
 "$bin/acp-asr" original.wire.jsonl > S.asr.jsonl
 "$bin/acp-tee" -o replayed.wire.jsonl -- "$bin/acp-replay" --serve S.asr.jsonl \
