@@ -139,3 +139,27 @@ def test_random_multi_session_connections(tmp_path_factory, plan, nsessions):
         results = [r for r in recs if r["type"] == "tool_result"]
         assert len(results) == sum(1 for f in flags if f != "/error ")
         assert all(r["seq"] == i for i, r in enumerate(recs[1:], 1))
+
+
+def test_truncated_gz_keeps_what_came_before_the_cut(tmp_path):
+    """A .gz cut short is a recording that stopped there (ASR-705): acp-fold and acp-asr
+    write what was read before the cut, then say where the file became unreadable (exit
+    2). Before, acp-asr wrote nothing at all."""
+    import gzip
+
+    wire = wire_bytes(list(client_session(40)))
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(wire)
+    packed = gzip.compress(wire)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    for tool in ("fold", "asr"):
+        full = run_tool(tool, str(whole))
+        r = run_tool(tool, str(cut))
+        assert r.returncode == 2, r.stderr
+        assert f"{cut}:".encode() in r.stderr and b"cannot read" in r.stderr
+        got = records(r.stdout)
+        assert got[0] == records(full.stdout)[0]  # the same header
+        assert len(got) > 20  # the prompts before the cut are there
+    asr = records(run_tool("asr", str(cut)).stdout)
+    assert sum(1 for x in asr if x.get("type") == "message" and x.get("role") == "user") >= 5

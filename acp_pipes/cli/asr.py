@@ -10,6 +10,7 @@ from acp_pipes.asr.mapping import Converter, V1Error
 from acp_pipes.asr.output import Spool
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.fold import ProtocolVersionError, fold_paths
+from acp_pipes.jsonl import InputError
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee), frames (acp-frame) or folded entities (acp-fold) and runs the
@@ -75,9 +76,13 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             print(file=sys.stderr)
     except (ProtocolVersionError, V1Error) as e:
         raise UsageError(str(e)) from None
+    except InputError as e:  # unreadable past a point: convert and write what came before
+        unreadable: InputError | None = e
+    else:
+        unreadable = None
     conv.close()
     headers = conv.headers()
-    if args.session is not None and args.session not in headers:
+    if unreadable is None and args.session is not None and args.session not in headers:
         raise UsageError(f"no session {args.session!r} in the input")
     if args.output:
         try:
@@ -86,6 +91,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
     else:
         spool.write_to(ctx.out, headers)
+    if unreadable is not None:
+        raise unreadable
     return 0
 
 

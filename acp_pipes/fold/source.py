@@ -255,10 +255,14 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                     continue
                 for _ in _other(rec, mode, source, number, warn):
                     pass
-        except READ_ERRORS as e:
-            raise InputError(source, number + 1, f"cannot read: {e}") from None
+        except READ_ERRORS as e:  # a .gz cut short, a bad disk: the recorder stopped here
+            cut = InputError(source, number + 1, f"cannot read: {e}")
+        else:
+            cut = None
         finally:
             if path != "-":
                 stream.close()
         if folder is not None:
-            yield from folder.finish()
+            yield from folder.finish()  # what was read is kept, as at "recorder stops"
+        if cut is not None:
+            raise cut
