@@ -28,7 +28,7 @@ from typing import Any
 import blake3
 import orjson
 
-from acp_pipes.fold.entities import UPDATES, Entity, apply_update, settle
+from acp_pipes.fold.entities import FOLDS, Entity, settle
 from acp_pipes.fold.index import DigestIndex
 from acp_pipes.fold.patch import patch_fields
 from acp_pipes.frame import is_jsonrpc_id, why_not_jsonrpc
@@ -126,6 +126,19 @@ class Folder:
             self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
             return out
         method = msg.get("method")
+        if method == "session/update" and "id" not in msg:
+            # most frames are updates: checked first, with only the checks they need
+            if direction == "a2c":
+                params = msg.get("params")
+                if params.__class__ is dict:
+                    sid = params.get("sessionId")
+                    if sid.__class__ is str:
+                        upd = params.get("update")
+                        if upd.__class__ is dict:
+                            self._update(seq, t, sid, upd)
+                    else:
+                        self._sid_ok(method, msg)  # reports a sessionId of another type
+            return out
         if "id" in msg:
             rid = msg["id"]
             if rid.__class__ is not str and not is_jsonrpc_id(rid):
@@ -141,11 +154,9 @@ class Folder:
                 self._request(seq, t, direction, msg, method)
         elif method.__class__ is not str:
             self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
-        elif direction == "a2c" and self._sid_ok(method, msg):
-            if method == "session/update":
-                self._update(seq, t, msg.get("params"))
-            elif method == "elicitation/complete":
-                self._elicitation_complete(seq, t, msg.get("params"))
+        elif direction == "a2c" and self._sid_ok(method, msg) and (
+                method == "elicitation/complete"):
+            self._elicitation_complete(seq, t, msg.get("params"))
         return out
 
     def _sid_ok(self, method: str, msg: dict) -> bool:
@@ -398,25 +409,19 @@ class Folder:
 
     # -- updates ------------------------------------------------------------------------
 
-    def _update(self, seq: int, t: int | None, params: Any) -> None:
-        if params.__class__ is not dict:
-            return
-        sid = params.get("sessionId")
-        upd = params.get("update")
-        if sid.__class__ is not str or upd.__class__ is not dict:
-            return
+    def _update(self, seq: int, t: int | None, sid: str, upd: dict) -> None:
         sess = self.sessions.get(sid) or self._session(sid)
         kind = upd.get("sessionUpdate")
-        spec = UPDATES.get(kind) if kind.__class__ is str else None
+        spec = FOLDS.get(kind) if kind.__class__ is str else None
         if spec is not None:
-            ekind, id_field, how = spec
+            ekind, id_field, how, apply = spec
             if how == "plan":
                 plan = upd.get("plan")
-                key = plan.get("planId") if isinstance(plan, dict) else None
+                key = plan.get("planId") if plan.__class__ is dict else None
             else:
                 key = upd.get(id_field)
-            if isinstance(key, str):  # (a plan's key is None unless the plan is a dict)
-                self._fold(sess, seq, t, ekind, key, how, upd, id_field)
+            if key.__class__ is str:  # (a plan's key is None unless the plan is a dict)
+                self._fold(sess, seq, t, ekind, key, how, apply, upd, id_field)
                 return
             self.warn(f"{kind} without a string {id_field}: kept as an audit record")
         rec = {"ev": "update", "session": sid, "kind": kind if isinstance(kind, str) else None,
@@ -438,7 +443,7 @@ class Folder:
         if len(sess.timeline) > MAX_HELD:
             self._flush(sess, cap=True)
 
-    def _fold(self, sess, seq, t, kind, key, how, upd, id_field) -> None:
+    def _fold(self, sess, seq, t, kind, key, how, apply, upd, id_field) -> None:
         table = sess.replay_open if sess.replaying else sess.open
         k = (kind, key)
         ent = table.get(k)
@@ -463,7 +468,7 @@ class Folder:
             table[k] = ent
             sess.timeline.append(ent)
         ent.frames.append(seq)
-        problem = apply_update(ent, how, upd, id_field)
+        problem = apply(ent, upd, id_field)
         if problem:
             self.warn(f"{kind} {key}: {problem}")
         if kind not in _ENDS_BY_UPDATE:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Any
 
 from acp_pipes.fold.patch import append_block, patch_fields, patch_meta
 
-__all__ = ["CONTENT_FIELD", "EVENTS", "UPDATES", "Entity", "apply_update", "settle"]
+__all__ = ["CONTENT_FIELD", "EVENTS", "FOLDS", "UPDATES", "Entity", "apply_update", "settle"]
 
 UPDATES: dict[str, tuple[str, str, str]] = {
     "user_message": ("user_message", "messageId", "upsert"),
@@ -51,7 +52,6 @@ _CONCAT = frozenset({"user_message", "agent_message", "agent_thought", "session_
                      "compaction"})
 #: ACP: "omission or null retains a known value" for these (SessionMessage[Chunk]).
 _KEEP_ON_NULL = {"session_message": ("senderSessionId", "recipientSessionId")}
-_SKIP = frozenset({"sessionUpdate"})
 
 
 class Entity:
@@ -99,82 +99,110 @@ def settle(ent: Entity) -> None:
 def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
     """Fold one update into ``ent`` (ACP's patch rule, ASR-704). Returns a problem to
     report, or None."""
+    fn = _APPLY.get(how)
+    if fn is None:
+        return f"unknown fold {how!r}"
+    return fn(ent, upd, id_field)
+
+
+def _chunk(ent: Entity, upd: dict, id_field: str) -> str | None:
+    """``*_chunk``: one block appended; plain text joins plain text (ASR-704, ASR-211)."""
+    block = upd.get("content")
+    if block is None:
+        return "chunk without content"
     kind = ent.kind
     value = ent.value
-    if how == "chunk":
-        block = upd.get("content")
-        if block is None:
-            return "chunk without content"
-        cfield = CONTENT_FIELD.get(kind, "content")
-        content = value.get(cfield)
-        if content is None or content is not ent.own:
-            # copied once, then appended in place: linear in the chunks, not quadratic
-            # (a record copies the list when it is made, so none shares it)
-            content = ent.own = list(content) if content.__class__ is list else []
-            value[cfield] = content
-        ent.chunked = True
-        if kind in _CONCAT and content and block.__class__ is dict and len(block) == 2 and (
-                block.get("type") == "text" and block.get("text").__class__ is str):
-            last = content[-1]
-            if last.__class__ is dict and len(last) == 2 and last.get("type") == "text" and (
-                    last.get("text").__class__ is str):
-                # the common case of append_block's rule: plain text onto plain text
-                parts = ent.parts
-                if parts is None:
-                    ent.parts = [last["text"], block["text"]]
-                else:
-                    parts.append(block["text"])
-                if kind == "session_message":
-                    _sender(value, upd)
-                return None
-        settle(ent)
-        append_block(content, block, kind in _CONCAT)
-        if kind == "session_message":  # a chunk may name sender and recipient too
-            _sender(value, upd)
-        return None
+    cfield = CONTENT_FIELD.get(kind, "content")
+    content = value.get(cfield)
+    if content is None or content is not ent.own:
+        # copied once, then appended in place: linear in the chunks, not quadratic
+        # (a record copies the list when it is made, so none shares it)
+        content = ent.own = list(content) if content.__class__ is list else []
+        value[cfield] = content
+    ent.chunked = True
+    if kind in _CONCAT and content and block.__class__ is dict and len(block) == 2 and (
+            block.get("type") == "text" and block.get("text").__class__ is str):
+        last = content[-1]
+        if last.__class__ is dict and len(last) == 2 and last.get("type") == "text" and (
+                last.get("text").__class__ is str):
+            # the common case of append_block's rule: plain text onto plain text
+            parts = ent.parts
+            if parts is None:
+                ent.parts = [last["text"], block["text"]]
+            else:
+                parts.append(block["text"])
+            if kind == "session_message":
+                _sender(value, upd)
+            return None
     settle(ent)
-    if how == "upsert":
-        skip = _SKIP | {id_field}
-        cfield = CONTENT_FIELD.get(kind, "content")
-        if cfield in upd:
-            ent.chunked = False  # full content replaces what chunks built ([] resets)
-        if kind == "terminal" and "output" in upd:
-            out = upd["output"]
-            if out is None:
-                ent.output = None
-            elif isinstance(out, dict) and isinstance(out.get("data"), str):
-                data = _b64(out["data"])
-                if data is None:
-                    return "terminal output is not base64"
-                ent.output = bytearray(data)
-                ent.chunked = False
-            skip = skip | {"output"}
-        patch_fields(value, upd, skip, keep_on_null=_KEEP_ON_NULL.get(kind, ()))
-        if kind == "tool_call" and value.get("content") == [] and "content" in upd:
-            value.pop("content")  # ACP: both null and [] clear a tool call's collection
-        return None
-    if how == "bytes":
-        data = _b64(upd.get("data"))
-        if data is None:
-            return "terminal output chunk is not base64"
-        if ent.output is None:
-            ent.output = bytearray()
-        ent.output += data
-        ent.chunked = True
-        return None
-    if how == "plan":  # each plan_update is a full snapshot of the plan
-        plan = upd.get("plan")
-        meta = value.get("_meta")
-        if "_meta" in upd:
-            meta = patch_meta(meta, upd["_meta"])
-        if isinstance(plan.get("_meta"), dict):
-            meta = patch_meta(meta, plan["_meta"])
-        value.clear()
-        value.update((k, v) for k, v in plan.items() if k != "_meta")
-        if meta:
-            value["_meta"] = meta
-        return None
-    return f"unknown fold {how!r}"
+    append_block(content, block, kind in _CONCAT)
+    if kind == "session_message":  # a chunk may name sender and recipient too
+        _sender(value, upd)
+    return None
+
+
+def _upsert(ent: Entity, upd: dict, id_field: str) -> str | None:
+    """An upsert: fields patched (ASR-704, ASR-708); full content replaces chunks."""
+    if ent.parts is not None:
+        settle(ent)
+    kind = ent.kind
+    value = ent.value
+    skip = _SKIP_ID[id_field]
+    cfield = CONTENT_FIELD.get(kind, "content")
+    if cfield in upd:
+        ent.chunked = False  # full content replaces what chunks built ([] resets)
+    if kind == "terminal" and "output" in upd:
+        out = upd["output"]
+        if out is None:
+            ent.output = None
+        elif isinstance(out, dict) and isinstance(out.get("data"), str):
+            data = _b64(out["data"])
+            if data is None:
+                return "terminal output is not base64"
+            ent.output = bytearray(data)
+            ent.chunked = False
+        skip = skip | {"output"}
+    patch_fields(value, upd, skip, keep_on_null=_KEEP_ON_NULL.get(kind, ()))
+    if kind == "tool_call" and "content" in upd and value.get("content") == []:
+        value.pop("content")  # ACP: both null and [] clear a tool call's collection
+    return None
+
+
+def _bytes(ent: Entity, upd: dict, id_field: str) -> str | None:
+    """``terminal_output_chunk``: the decoded bytes appended."""
+    data = _b64(upd.get("data"))
+    if data is None:
+        return "terminal output chunk is not base64"
+    if ent.output is None:
+        ent.output = bytearray()
+    ent.output += data
+    ent.chunked = True
+    return None
+
+
+def _plan(ent: Entity, upd: dict, id_field: str) -> str | None:
+    """``plan_update``: each update is a full snapshot of the plan."""
+    if ent.parts is not None:
+        settle(ent)
+    value = ent.value
+    plan = upd.get("plan")
+    meta = value.get("_meta")
+    if "_meta" in upd:
+        meta = patch_meta(meta, upd["_meta"])
+    if isinstance(plan.get("_meta"), dict):
+        meta = patch_meta(meta, plan["_meta"])
+    value.clear()
+    value.update((k, v) for k, v in plan.items() if k != "_meta")
+    if meta:
+        value["_meta"] = meta
+    return None
+
+
+_APPLY = {"chunk": _chunk, "upsert": _upsert, "bytes": _bytes, "plan": _plan}
+_SKIP_ID = {f: frozenset({"sessionUpdate", f}) for _, f, _ in UPDATES.values()}
+#: ``sessionUpdate`` -> (entity kind, id field, how, the function that folds it).
+FOLDS: dict[str, tuple[str, str, str, Callable[[Entity, dict, str], str | None]]] = {
+    k: (kind, f, how, _APPLY[how]) for k, (kind, f, how) in UPDATES.items()}
 
 
 def _sender(value: dict, upd: dict) -> None:
