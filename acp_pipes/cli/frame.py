@@ -77,6 +77,8 @@ TOOL = Tool(
     example=EXAMPLE,
     run=_run,
     configure=configure,
+    exits="0 ok (frames that are not JSON or not JSON-RPC are reported and kept), "
+          "2 usage or unusable input, 130 interrupted",
 )
 
 

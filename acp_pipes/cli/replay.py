@@ -220,6 +220,7 @@ TOOL = Tool(
     configure=configure,
     description=DESCRIPTION,
     takes_command=True,
+    command_metavar="[-- AGENT [ARGS ...]]",
 )
 
 

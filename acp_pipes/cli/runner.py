@@ -90,13 +90,11 @@ class Tool:
     takes_output: bool = True
     takes_command: bool = False
     command_metavar: str = "-- AGENT [ARGS ...]"
+    exits: str = "0 ok, 1 a difference found, 2 usage or unusable input, 130 interrupted"
 
     def parser(self) -> argparse.ArgumentParser:
         epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
-        epilog += (
-            "\n\nexit status: 0 ok, 1 a difference found, 2 usage or unusable input, "
-            "130 interrupted"
-        )
+        epilog += "\n\nexit status: " + self.exits
         p = argparse.ArgumentParser(
             prog=self.prog,
             description=self.summary + ("\n\n" + self.description if self.description else ""),

@@ -87,6 +87,8 @@ TOOL = Tool(
     takes_files=False,
     takes_output=False,
     takes_command=True,
+    exits="the agent's (128+N if signal N killed it; 127 if AGENT was not found, 126 if it "
+          "could not be run); 2 usage error",
 )
 
 
