@@ -194,14 +194,14 @@ class Converter:
                 prev_id = f"r{prev & 0xFFFFFFFF}"
         st.seq = seq = st.seq + 1
         rid = f"r{seq}"  # record_id
-        out: dict[str, Any] = {"type": body["type"], "seq": seq, "id": rid}
         t = rec.get("t")
-        if t is not None:  # ts_fields, inlined (ASR-707)
-            if replayed:
-                out["observedAt"] = iso(t)
-            else:
-                out["ts"] = iso(t)
-                out["tsSource"] = "recorder"
+        if t is None:
+            out: dict[str, Any] = {"type": body["type"], "seq": seq, "id": rid}
+        elif replayed:  # ts_fields, inlined (ASR-707)
+            out = {"type": body["type"], "seq": seq, "id": rid, "observedAt": iso(t)}
+        else:
+            out = {"type": body["type"], "seq": seq, "id": rid, "ts": iso(t),
+                   "tsSource": "recorder"}
         if prev_id is not None:
             out["supersedes"] = prev_id  # ASR-706 / ASR-717
         elif replayed and st.copying and st.parent is not None and key is not None:
@@ -214,8 +214,10 @@ class Converter:
         if "native" in body:  # an audit record: native.record beside the ref (ASR-710)
             ref.update(body["native"])
             body = {k: v for k, v in body.items() if k != "native"}
-        # one C-level merge: body's "type" keeps its first place, native comes last
-        out = {**out, **body, "native": ref}  # ASR-723
+        # body's "type" keeps its first place (update keeps a key where it is), native
+        # comes last (ASR-723)
+        out.update(body)
+        out["native"] = ref
         pos = self._put(sid, out)
         if key is not None:
             mem = index.mem

@@ -56,15 +56,22 @@ def record_id(seq: int) -> str:
 
 
 _last_second: list = [None, ""]
+_last_t: list = [None, ""]
 
 
 def iso(t: int) -> str:
-    """:func:`acp_pipes.wire.iso_time`, with the seconds part cached (the hot path)."""
+    """:func:`acp_pipes.wire.iso_time`, cached: the last time given (an entity's records
+    share its receipt time) and the seconds part (the hot path)."""
+    if t == _last_t[0]:
+        return _last_t[1]
     sec, ns = divmod(t, 1_000_000_000)
     if sec != _last_second[0]:
         _last_second[0] = sec
         _last_second[1] = iso_time(sec * 1_000_000_000)[:-8]
-    return f"{_last_second[1]}.{ns // 1000:06d}Z"
+    s = f"{_last_second[1]}.{ns // 1000:06d}Z"
+    _last_t[0] = t
+    _last_t[1] = s
+    return s
 
 
 def ts_fields(t: int | None, replayed: bool) -> dict[str, str]:

@@ -192,7 +192,8 @@ def _plan(ent: Entity, upd: dict, id_field: str) -> str | None:
     if isinstance(plan.get("_meta"), dict):
         meta = patch_meta(meta, plan["_meta"])
     value.clear()
-    value.update((k, v) for k, v in plan.items() if k != "_meta")
+    value.update(plan)  # the plan's fields in its order; its own _meta is patched in
+    value.pop("_meta", None)
     if meta:
         value["_meta"] = meta
     return None
