@@ -74,3 +74,21 @@ def test_bad_frame_reported_and_skipped(tmp_path, tool, case):
     # the frame of seq i is line i + 2 (line 1 is the header)
     assert f"{bad}:{i + 2}: {message}" in err, err
     assert got.stdout == want.stdout
+
+
+@pytest.mark.parametrize("tool", ["fold", "asr"])
+@pytest.mark.parametrize("t", ["x", 1.5, True, [1]], ids=["str", "float", "bool", "list"])
+def test_wire_record_time_not_an_integer_reported_and_skipped(tmp_path, tool, t):
+    """The wire contract's receipt time is an integer (ns) or null: any other value is
+    no wire record (it used to reach the ISO formatting of ASR-707 and fail there)."""
+    recs = [dict(r) for r in WIRE]
+    recs[CHUNK]["t"] = t
+    bad = _log(tmp_path / "bad.jsonl", recs)
+    without = _log(tmp_path / "without.jsonl", recs[:CHUNK] + recs[CHUNK + 1:])
+    got = run_tool(tool, bad)
+    want = run_tool(tool, without)
+    assert want.returncode == 0 and want.stderr == b""
+    err = got.stderr.decode()
+    assert got.returncode == 0, err
+    assert err == f"acp-{tool}: {bad}:{CHUNK + 2}: not a wire record (needs seq, t, dir), skipped\n"
+    assert got.stdout == want.stdout

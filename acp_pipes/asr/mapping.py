@@ -195,7 +195,7 @@ class Converter:
         st.seq = seq = st.seq + 1
         rid = f"r{seq}"  # record_id
         t = rec.get("t")
-        if t is None:
+        if t.__class__ is not int:  # no time (null; a fold stream's other values too)
             out: dict[str, Any] = {"type": body["type"], "seq": seq, "id": rid}
         elif replayed:  # ts_fields, inlined (ASR-707)
             out = {"type": body["type"], "seq": seq, "id": rid, "observedAt": iso(t)}

@@ -211,7 +211,9 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                         last = number
                         seq = rec.get("seq")
                         d = rec.get("dir")
-                        if seq.__class__ is not int or (d != "a2c" and d != "c2a"):
+                        t = rec.get("t")
+                        if seq.__class__ is not int or (d != "a2c" and d != "c2a") or (
+                                t is not None and t.__class__ is not int):
                             warn(source, number,
                                  "not a wire record (needs seq, t, dir), skipped")
                             continue
@@ -228,7 +230,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                         if problem is not None:
                             warn(source, number, f"{problem}, skipped")
                             continue
-                        out = feed(seq, rec.get("t"), d, msg)
+                        out = feed(seq, t, d, msg)
                         if out:
                             yield from out
                         continue
