@@ -31,11 +31,11 @@ import orjson
 
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import resolve
-from acp_pipes.jsonl import InputError, display_name
+from acp_pipes.jsonl import READ_ERRORS, InputError, display_name
 from acp_pipes.streams import ASR, describe, header_format
 
-__all__ = ["AsrStream", "Replay", "STATUS", "cli_run", "iter_streams", "notification",
-           "read_indexed", "read_streams", "replay_status"]
+__all__ = ["AsrStream", "Replay", "STATUS", "UntilCut", "cli_run", "iter_streams",
+           "notification", "read_indexed", "read_streams", "replay_status"]
 
 #: ``warn(source, line, message)``: told of a bad line that is skipped.
 Warn = Callable[[str, int, str], None]
@@ -142,6 +142,40 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
         yield header, n, recs
         for _ in recs:
             pass
+
+
+class UntilCut:
+    """The lines of an input up to where it stops being readable (a .gz cut short, a bad
+    disk): a recording that stopped there, as acp-fold and acp-asr read it. The read
+    error is kept in :attr:`error` (``SOURCE:LINE: cannot read: ...``, LINE the first
+    line not read) for the caller to report once what was read has been used. An error
+    before any line was read (the file cannot be opened) is raised at once."""
+
+    def __init__(self, lines: Iterable[bytes], source: str):
+        self.lines = lines
+        self.source = source
+        self.error: InputError | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        it = iter(self.lines)
+        n = 0
+        while True:
+            try:
+                raw = next(it)
+            except StopIteration:
+                return
+            except InputError as e:
+                if not n:
+                    raise
+                self.error = InputError(self.source, e.line or n + 1, e.message)
+                return
+            except READ_ERRORS as e:
+                if not n:
+                    raise InputError(self.source, 1, f"cannot read: {e}") from None
+                self.error = InputError(self.source, n + 1, f"cannot read: {e}")
+                return
+            n += 1
+            yield raw
 
 
 def _kind_of(rec: dict) -> str:

@@ -14,7 +14,7 @@ import orjson
 from acp_pipes.cli.replay import report_line as _stderr_line
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.jsonl import STDIN, InputError, display_name
-from acp_pipes.replay.asr import Replay, read_indexed, read_streams
+from acp_pipes.replay.asr import Replay, UntilCut, read_indexed, read_streams
 
 __all__ = ["run", "run_files"]
 
@@ -47,23 +47,40 @@ def _open_lines(path: str):
     return raw_lines(path)
 
 
-def _load(path: str, ctx, lines: Iterable[bytes] | None = None, *, keep: bool = True
-          ) -> list:
+def _load(path: str, ctx, lines: Iterable[bytes] | None = None, *, keep: bool = True,
+          cuts: list[InputError]) -> list:
     """Every stream in the file, parsed whole before anything is written; ``keep=False``:
     only what plain replay sends. A line that is not JSON (a torn last line after a
     crash) or not a JSON object is reported on stderr with its file:line and skipped:
     what was read is still replayed, and the exit status stays that of the replay (as
-    for a bad line in a trace)."""
+    for a bad line in a trace). A file unreadable past a point (a .gz cut short) is a
+    recording that stopped there: what was read is kept and the read error goes to
+    ``cuts``, raised by :func:`_cut` once the output is written (exit 2)."""
 
     def warn(source: str, line: int, message: str) -> None:
         ctx.warn(message, source, line)
 
     read = read_streams if keep else read_indexed
-    streams = list(read(lines if lines is not None else _open_lines(path),
-                        display_name(path), warn))
+    src = UntilCut(lines if lines is not None else _open_lines(path), display_name(path))
+    streams = list(read(src, display_name(path), warn))
+    if src.error is not None:
+        if not streams:
+            raise src.error
+        cuts.append(src.error)
     if not streams:
         raise InputError(display_name(path), 0, "no ASR stream in this file")
     return streams
+
+
+def _cut(cuts: list[InputError], ctx) -> None:
+    """After the output: the first input that stopped being readable, as an InputError
+    (``FILE:LINE: cannot read: ...``, exit 2); the others on stderr before it."""
+    if not cuts:
+        return
+    ctx.out.flush()
+    for e in cuts[1:]:
+        ctx.warn(e.message, e.source, e.line)
+    raise cuts[0]
 
 
 def run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int:
@@ -77,7 +94,8 @@ def run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int
     if getattr(args, "command", None):
         raise UsageError("an agent command is only used with --client")
     wire = list(getattr(args, "wire", None) or [])
-    streams = _load(path, ctx, lines, keep=bool(wire))  # --wire reads every record's ref
+    cuts: list[InputError] = []
+    streams = _load(path, ctx, lines, keep=bool(wire), cuts=cuts)  # --wire: every ref
     sid = getattr(args, "session_id", None)
     if sid is not None and len(streams) > 1:
         raise UsageError(f"--session-id: {display_name(path)} holds {len(streams)} streams; "
@@ -101,6 +119,7 @@ def run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int
     finally:
         reports.close()
     _keep_until_exit(streams)
+    _cut(cuts, ctx)
     return EXIT_OK
 
 
@@ -142,7 +161,8 @@ def run_files(args: argparse.Namespace, ctx) -> int:
     for opt in ("emit", "client", "wire"):
         if getattr(args, opt, None):
             raise UsageError(f"--{opt} does not go with --serve")
-    streams = [s for f in files for s in _load(f, ctx)]
+    cuts: list[InputError] = []
+    streams = [s for f in files for s in _load(f, ctx, cuts=cuts)]
     sid = getattr(args, "session_id", None)
     if sid is not None:
         if len(streams) != 1:
@@ -155,6 +175,7 @@ def run_files(args: argparse.Namespace, ctx) -> int:
         serve(streams, sys.stdin.buffer, ctx.out, report=reports)
     finally:
         reports.close()
+    _cut(cuts, ctx)
     return EXIT_OK
 
 
@@ -165,7 +186,8 @@ def _compare(args, ctx, files: list[str]) -> int:
 
     if len(files) != 2:
         raise UsageError("--compare needs two ASR streams: acp-replay --compare S S2")
-    a, b = (_load(f, ctx) for f in files)
+    cuts: list[InputError] = []
+    a, b = (_load(f, ctx, cuts=cuts) for f in files)
     if len(a) != 1 or len(b) != 1:
         raise UsageError("--compare: give files holding one stream each")
     diffs = compare_streams(a[0], b[0])
@@ -175,4 +197,5 @@ def _compare(args, ctx, files: list[str]) -> int:
     summary = {"event": "compare", "equivalent": not diffs, "differences": len(diffs),
                "a": display_name(files[0]), "b": display_name(files[1])}
     _stderr_line(summary)
+    _cut(cuts, ctx)
     return EXIT_DIFFERENT if diffs else EXIT_OK
