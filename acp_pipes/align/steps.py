@@ -73,6 +73,10 @@ class Steps:
     session: str | None = None
     header: dict | None = None  # the ASR header (lineage) of the selected stream
     what: str = ""  # the input kind in words ("a wire log", "an ASR stream"), for refusals
+    #: where the input stopped being readable (a .gz cut short): the steps are those read
+    #: before it, as if the recording stopped there; the caller reports it after its
+    #: output (``FILE:LINE: cannot read: ...``, exit 2)
+    cut: InputError | None = None
 
     def describe(self, indices: Iterable[int]) -> dict[int, str]:
         """A short human summary of each wanted step (method, prompt text, update kind)."""
@@ -113,16 +117,24 @@ def load_steps(
     warn: Warn | None = None,
     source: str | None = None,
     direction: str | None = None,
+    keep_cut: bool = False,
 ) -> Steps:
-    """Read one input (trace or ASR stream, told apart by its first line) into steps."""
+    """Read one input (trace or ASR stream, told apart by its first line) into steps.
+    An input unreadable past a point (a .gz cut short) raises its read error; with
+    ``keep_cut``, the steps read before it are kept and the error is in
+    :attr:`Steps.cut`, for a caller that reports it after its output. An input unreadable
+    before its first line always raises."""
     source = source or display_name(path)
-    lines = read_lines(path)
+    cuts: list[InputError] = []
+    lines = _until_cut(read_lines(path), source, cuts)
     first: Line | None = None
     for line in lines:
         if line.raw.strip():
             first = line
             break
     if first is None:
+        if cuts:
+            raise cuts[0]
         raise InputError(source, 0, "empty input: no frames or records")
     try:
         head = orjson.loads(first.raw)
@@ -131,17 +143,45 @@ def load_steps(
     normalizer = normalizer or Normalizer.from_pointers([])
     rest = _chain(first, lines)
     fmt = header_format(head)
-    if fmt == ASR:
-        steps = _asr_steps(rest, path, source, table, normalizer, session, warn)
-    else:
-        steps = _trace_steps(rest, path, source, table, normalizer, session, warn, direction)
+    try:
+        if fmt == ASR:
+            steps = _asr_steps(rest, path, source, table, normalizer, session, warn)
+        else:
+            steps = _trace_steps(rest, path, source, table, normalizer, session, warn,
+                                 direction)
+    except InputError:
+        if cuts:  # nothing of what was asked for came before the cut: the cut says why
+            raise cuts[0] from None
+        raise
     steps.what = describe(fmt)
+    if cuts and not keep_cut:
+        raise cuts[0]
+    steps.cut = cuts[0] if cuts else None
     return steps
 
 
 def _chain(first: Line, rest: Iterator[Line]) -> Iterator[Line]:
     yield first
     yield from rest
+
+
+def _until_cut(lines: Iterator[Line], source: str, cuts: list[InputError]
+               ) -> Iterator[Line]:
+    """``lines`` up to where they stop being readable (a .gz cut short, a bad disk), the
+    read error (renamed to ``source``) appended to ``cuts``: a recording that stopped
+    there, as acp-fold and acp-asr read it. A line the reader could not use is raised
+    from the loop body, not here, so it is never taken for a cut."""
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except InputError as e:
+            if e.line == 0:  # cannot open: nothing was read
+                raise InputError(source, 0, e.message) from None
+            cuts.append(InputError(source, e.line, e.message))
+            return
+        yield line
 
 
 def _trace_steps(lines, path, source, table, normalizer, session, warn, direction) -> Steps:
