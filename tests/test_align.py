@@ -352,8 +352,6 @@ def test_truncated_gz_steps_are_those_before_the_cut(cut_asr):
         load_steps(str(cut_asr["cut"]), StepTable())
 
 
-@pytest.mark.xfail(strict=True, reason="acp-align does not yet pass keep_cut and raise "
-                   "Steps.cut after its output (acp_pipes/cli/align.py)")
 def test_truncated_gz_aligns_what_was_read_then_exits_2(cut_asr):
     cut = cut_asr["cut"]
     p = align(cut, cut_asr["whole"], "--format", "json")

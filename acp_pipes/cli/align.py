@@ -147,7 +147,7 @@ def _align(args, ctx: Context, paths, names) -> int:
     runs = [
         load_steps(path, table, normalizer=normalizer,
                    session=sessions[i] if sessions else None, warn=warn,
-                   source=names[i], direction=args.direction)
+                   source=names[i], direction=args.direction, keep_cut=True)
         for i, path in enumerate(paths)
     ]
     kinds = {r.kind for r in runs}
@@ -156,8 +156,16 @@ def _align(args, ctx: Context, paths, names) -> int:
         raise UsageError(f"cannot align a trace with an ASR stream ({what}): give inputs "
                          "of one kind")
     if len(runs) > 2:
-        return _nway(args, ctx, runs, table)
-    return _pair(args, ctx, runs[0], runs[1], table)
+        status = _nway(args, ctx, runs, table)
+    else:
+        status = _pair(args, ctx, runs[0], runs[1], table)
+    cuts = [r.cut for r in runs if r.cut is not None]
+    if cuts:  # a file unreadable past a point: aligned as read, then reported (exit 2)
+        ctx.out.flush()
+        for e in cuts[1:]:
+            ctx.warn(e.message, e.source, e.line)
+        raise cuts[0]
+    return status
 
 
 def _pair(args, ctx: Context, a, b, table) -> int:
