@@ -64,7 +64,15 @@ import blake3
 import orjson
 
 from acp_pipes.canonical import hash_raw
-from acp_pipes.jsonl import READ_ERRORS, STDIN, InputError, Line, display_name, open_source
+from acp_pipes.jsonl import (
+    READ_ERRORS,
+    STDIN,
+    InputError,
+    Line,
+    display_name,
+    open_source,
+    unparsable,
+)
 from acp_pipes.streams import ASR, FRAMES, VERSIONS, WIRE, describe, header_format
 from acp_pipes.wire import A2C, C2A, DIRECTIONS
 
@@ -374,7 +382,7 @@ def frame_chunks(
             try:
                 rec = loads(chunk)  # JSON allows the trailing LF (and a CR before it)
             except JSONDecodeError as e:
-                what = "torn last line (no LF)" if chunk[-1:] != b"\n" else "not JSON"
+                what = unparsable(chunk[-1:] == b"\n")
                 warn(source, number, f"{what}, wire record skipped: {e}")
                 continue
             if rec.__class__ is dict and "dir" in rec:

@@ -104,13 +104,18 @@ def read_lines(path: str) -> Iterator[Line]:
             stream.close()
 
 
+def unparsable(terminated: bool) -> str:
+    """What to call a line that is not JSON: a last line without LF is most likely one
+    cut short by a crash, and every reader says so the same way."""
+    return "not JSON" if terminated else "torn last line (no LF)"
+
+
 def parse_line(line: Line) -> Any:
     """Parse a line as JSON, raising InputError naming the source and line."""
     try:
         return orjson.loads(line.raw)
     except orjson.JSONDecodeError as e:
-        what = "torn last line (no LF)" if not line.terminated else "not JSON"
-        raise InputError(line.source, line.number, f"{what}: {e}") from None
+        raise InputError(line.source, line.number, f"{unparsable(line.terminated)}: {e}") from None
 
 
 def dumps(record: Any) -> bytes:

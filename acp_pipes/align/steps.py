@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.canonical import CanonicalError, canonical_hash
-from acp_pipes.jsonl import InputError, Line, display_name, read_lines
+from acp_pipes.jsonl import InputError, Line, display_name, read_lines, unparsable
 from acp_pipes.normalize import Normalizer
 from acp_pipes.streams import ASR, describe, header_format
 from acp_pipes.wire import decode_raw
@@ -235,8 +235,19 @@ def _bad_line(warn: Warn | None) -> Callable[[Line, str], None]:
     return bad
 
 
-def _not_json(line: Line, e: Exception) -> str:
-    return f"{'torn last line (no LF)' if not line.terminated else 'not JSON'}: {e}"
+def _json_lines(lines: Iterable[Line], bad: Callable[[Line, str], None]
+                ) -> Iterator[tuple[Line, Any]]:
+    """The parsed JSON of each line of an ASR file; blank lines are passed over and a
+    line that is not JSON goes to ``bad`` (skipped or fatal, as ``bad`` decides)."""
+    for line in lines:
+        if not line.raw.strip():
+            continue
+        try:
+            rec = orjson.loads(line.raw)
+        except orjson.JSONDecodeError as e:
+            bad(line, f"{unparsable(line.terminated)}: {e}")
+            continue
+        yield line, rec
 
 
 def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> Steps:
@@ -247,14 +258,7 @@ def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> St
     selected = session is None
     found = False
     bad = _bad_line(warn)
-    for line in lines:
-        if not line.raw.strip():
-            continue
-        try:
-            rec = orjson.loads(line.raw)
-        except orjson.JSONDecodeError as e:
-            bad(line, _not_json(line, e))
-            continue
+    for line, rec in _json_lines(lines, bad):
         if not isinstance(rec, dict):
             bad(line, "an ASR record must be a JSON object")
             continue
@@ -417,14 +421,7 @@ def read_lineage(path: str, source: str | None = None, warn: Warn | None = None
     streams: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
     bad = _bad_line(warn)
-    for line in read_lines(path):
-        if not line.raw.strip():
-            continue
-        try:
-            rec = orjson.loads(line.raw)
-        except orjson.JSONDecodeError as e:
-            bad(line, _not_json(line, e))
-            continue
+    for line, rec in _json_lines(read_lines(path), bad):
         if header_format(rec) == ASR:
             cur = {"header": rec, "source": source, "records": 0, "subagents": [],
                    "resumes": 0, "prompt": None}

@@ -19,7 +19,7 @@ import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.fold.core import Folder
-from acp_pipes.jsonl import READ_ERRORS, InputError, display_name, open_source
+from acp_pipes.jsonl import READ_ERRORS, InputError, display_name, open_source, unparsable
 from acp_pipes.streams import ASR, FOLD, FRAMES, VERSIONS, WIRE, describe, header_format
 
 __all__ = ["FOLD_VERSION", "fold", "fold_header", "fold_paths", "read_source"]
@@ -127,7 +127,7 @@ def read_source(path: str, warn: Warn) -> Iterator[tuple[str, Any, int]]:
             except orjson.JSONDecodeError as e:
                 if not raw.strip():
                     continue
-                what = "torn last line (no LF)" if not raw.endswith(b"\n") else "not JSON"
+                what = unparsable(raw.endswith(b"\n"))
                 if mode is None:
                     raise InputError(source, number, f"{what}: {e}") from None
                 warn(source, number, f"{what}, skipped: {e}")
@@ -200,7 +200,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                 except JSONDecodeError as e:
                     if not raw.strip():
                         continue
-                    what = "torn last line (no LF)" if not raw.endswith(b"\n") else "not JSON"
+                    what = unparsable(raw.endswith(b"\n"))
                     if mode is None:
                         raise InputError(source, number, f"{what}: {e}") from None
                     warn(source, number, f"{what}, skipped: {e}")

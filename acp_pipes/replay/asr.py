@@ -31,7 +31,7 @@ import orjson
 
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import resolve
-from acp_pipes.jsonl import READ_ERRORS, InputError, display_name
+from acp_pipes.jsonl import READ_ERRORS, InputError, display_name, unparsable
 from acp_pipes.streams import ASR, describe, header_format
 
 __all__ = ["AsrStream", "Replay", "STATUS", "UntilCut", "cli_run", "iter_streams",
@@ -118,7 +118,7 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
             except orjson.JSONDecodeError as e:
                 if not raw.strip():
                     continue
-                bad(n, "torn last line (no LF)" if torn else "not JSON", e)
+                bad(n, unparsable(not torn), e)
                 continue
             if type(rec) is not dict:
                 bad(n, "not a JSON object")

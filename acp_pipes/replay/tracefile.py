@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.frame import Framer, frame_lines
-from acp_pipes.jsonl import InputError, Line, display_name
+from acp_pipes.jsonl import InputError, Line, display_name, unparsable
 from acp_pipes.replay import raw_lines
 from acp_pipes.streams import FRAMES, VERSIONS, WIRE, describe, header_format
 from acp_pipes.wire import A2C, C2A
@@ -205,7 +205,7 @@ def _read_frames_stream(numbered: Iterable[tuple[int, bytes]], source: str, warn
             if not line.strip():
                 continue
             if warn is not None:
-                what = "torn last line (no LF)" if not line.endswith(b"\n") else "not JSON"
+                what = unparsable(line.endswith(b"\n"))
                 warn(source, number, f"{what}, frame record skipped: {e}")
             continue
         try:
