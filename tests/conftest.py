@@ -58,3 +58,31 @@ def record_lockstep(client: list[bytes], wire: Path, agent: list[str] | None = N
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def cut_asr_stream(tmp_path_factory) -> dict:
+    """An echo session recorded by acp-tee, made an ASR stream by acp-asr, gzipped and
+    cut in half; with the whole stream and the lines before the cut (what gunzip can
+    still give, whole lines only)."""
+    import gzip
+    import zlib
+
+    from acp_pipes.echo_client import client_session
+
+    tmp = tmp_path_factory.mktemp("cut")
+    wire = tmp / "echo.wire.jsonl"
+    record_lockstep(list(client_session(40)), wire)
+    asr = run_tool("asr", str(wire))
+    assert asr.returncode == 0, asr.stderr
+    whole = tmp / "whole.asr.jsonl"
+    whole.write_bytes(asr.stdout)
+    packed = gzip.compress(asr.stdout)
+    cut = tmp / "cut.asr.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    readable = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
+    before = readable[: readable.rindex(b"\n") + 1]
+    assert 20 < before.count(b"\n") < asr.stdout.count(b"\n")
+    prefix = tmp / "prefix.asr.jsonl"
+    prefix.write_bytes(before)
+    return {"whole": whole, "cut": cut, "prefix": prefix, "lines": before.count(b"\n")}

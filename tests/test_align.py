@@ -318,43 +318,25 @@ def test_stdin_is_one_input(runs):
     assert orjson.loads(p.stdout)["a"]["source"] == "stdin"
 
 
-@pytest.fixture(scope="module")
-def cut_asr(tmp_path_factory) -> dict[str, Path]:
-    """An echo session recorded by acp-tee, made an ASR stream by acp-asr, gzipped and
-    cut in half."""
-    import gzip
-
-    tmp = tmp_path_factory.mktemp("cut")
-    wire = record(tmp, "echo", list(client_session(40)))
-    asr_out = run_tool("asr", str(wire))
-    assert asr_out.returncode == 0, asr_out.stderr
-    whole = tmp / "whole.asr.jsonl"
-    whole.write_bytes(asr_out.stdout)
-    packed = gzip.compress(asr_out.stdout)
-    cut = tmp / "cut.asr.jsonl.gz"
-    cut.write_bytes(packed[: len(packed) // 2])
-    return {"whole": whole, "cut": cut}
-
-
-def test_truncated_gz_steps_are_those_before_the_cut(cut_asr):
+def test_truncated_gz_steps_are_those_before_the_cut(cut_asr_stream):
     """load_steps(keep_cut=True) on a .gz cut short: the steps read before the cut (a
     prefix of the whole stream's), the read error kept to report after the output."""
     from acp_pipes.align.steps import StepTable, load_steps
 
     table = StepTable()
-    a = load_steps(str(cut_asr["cut"]), table, keep_cut=True)
-    b = load_steps(str(cut_asr["whole"]), table, keep_cut=True)
+    a = load_steps(str(cut_asr_stream["cut"]), table, keep_cut=True)
+    b = load_steps(str(cut_asr_stream["whole"]), table, keep_cut=True)
     assert b.cut is None
     assert 20 < len(a.seq) < len(b.seq) and a.seq == b.seq[: len(a.seq)]
-    assert a.cut is not None and a.cut.source == str(cut_asr["cut"])
+    assert a.cut is not None and a.cut.source == str(cut_asr_stream["cut"])
     assert a.cut.line == a.lines[-1] + 1 and a.cut.message.startswith("cannot read: ")
     with pytest.raises(InputError, match="cannot read"):  # without keep_cut: raised
-        load_steps(str(cut_asr["cut"]), StepTable())
+        load_steps(str(cut_asr_stream["cut"]), StepTable())
 
 
-def test_truncated_gz_aligns_what_was_read_then_exits_2(cut_asr):
-    cut = cut_asr["cut"]
-    p = align(cut, cut_asr["whole"], "--format", "json")
+def test_truncated_gz_aligns_what_was_read_then_exits_2(cut_asr_stream):
+    cut = cut_asr_stream["cut"]
+    p = align(cut, cut_asr_stream["whole"], "--format", "json")
     assert p.returncode == 2, p.stderr
     summary = orjson.loads(p.stdout)  # the output is written before the error
     assert summary["counts"]["equal"] > 20 and summary["counts"]["only-a"] == 0

@@ -11,7 +11,7 @@ import pytest
 
 from acp_pipes.replay.asr import Replay, iter_streams, read_indexed, read_streams
 from tests.acp_schema import FrameChecker
-from tests.conftest import REPO, record_lockstep, run_tool
+from tests.conftest import REPO, run_tool
 
 REPLAY_FIXTURES = sorted(p for p in (REPO / "tests" / "fixtures" / "replay").iterdir()
                          if (p / "stream.asr.jsonl").is_file())
@@ -242,46 +242,18 @@ def test_iter_streams_skips_records_left_unread():
     assert got == [("a", [{"type": "message"}]), ("b", [{"type": "state"}])]
 
 
-@pytest.fixture(scope="module")
-def cut_stream(tmp_path_factory) -> dict:
-    """An echo session recorded by acp-tee, made an ASR stream by acp-asr, gzipped and
-    cut in half; with the whole stream and the lines before the cut (what gunzip can
-    still give, whole lines only)."""
-    import gzip
-    import zlib
-
-    from acp_pipes.echo_client import client_session
-
-    tmp = tmp_path_factory.mktemp("cut")
-    wire = tmp / "echo.wire.jsonl"
-    record_lockstep(list(client_session(40)), wire)
-    asr = run_tool("asr", str(wire))
-    assert asr.returncode == 0, asr.stderr
-    whole = tmp / "whole.asr.jsonl"
-    whole.write_bytes(asr.stdout)
-    packed = gzip.compress(asr.stdout)
-    cut = tmp / "cut.asr.jsonl.gz"
-    cut.write_bytes(packed[: len(packed) // 2])
-    readable = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
-    before = readable[: readable.rindex(b"\n") + 1]
-    assert 20 < before.count(b"\n") < asr.stdout.count(b"\n")
-    prefix = tmp / "prefix.asr.jsonl"
-    prefix.write_bytes(before)
-    return {"whole": whole, "cut": cut, "prefix": prefix, "lines": before.count(b"\n")}
-
-
-def test_truncated_gz_replays_what_was_read_then_exits_2(cut_stream):
+def test_truncated_gz_replays_what_was_read_then_exits_2(cut_asr_stream):
     """A .gz cut short is a recording that stopped there, as for acp-fold and acp-asr:
     the updates of the records before the cut are written (the same bytes as replaying
     just those records), then ``FILE:LINE: cannot read: ...`` and exit 2."""
-    cut, prefix = cut_stream["cut"], cut_stream["prefix"]
+    cut, prefix = cut_asr_stream["cut"], cut_asr_stream["prefix"]
     expected = run_tool("replay", str(prefix))
     assert expected.returncode == 0, expected.stderr
     assert expected.stdout.count(b"\n") > 10
     r = run_tool("replay", str(cut))
     assert r.returncode == 2, r.stderr
     assert r.stdout == expected.stdout
-    where = f"{cut}:{cut_stream['lines'] + 1}: cannot read: ".encode()
+    where = f"{cut}:{cut_asr_stream['lines'] + 1}: cannot read: ".encode()
     assert where in r.stderr, r.stderr
     assert r.stderr.rstrip().splitlines()[-1].startswith(b"acp-replay: " + where)
     # ASR-731: the loss report of what was replayed still comes, before the error
@@ -292,16 +264,16 @@ def test_truncated_gz_replays_what_was_read_then_exits_2(cut_stream):
     assert r.returncode == 2 and out.read_bytes() == expected.stdout
 
 
-def test_truncated_gz_compare_and_serve_use_what_was_read(cut_stream):
-    cut, prefix, whole = cut_stream["cut"], cut_stream["prefix"], cut_stream["whole"]
+def test_truncated_gz_compare_and_serve_use_what_was_read(cut_asr_stream):
+    cut, prefix, whole = cut_asr_stream["cut"], cut_asr_stream["prefix"], cut_asr_stream["whole"]
     expected = run_tool("replay", "--compare", str(prefix), str(whole))
     assert expected.returncode == 1 and expected.stdout, expected.stderr
     r = run_tool("replay", "--compare", str(cut), str(whole))
     assert r.returncode == 2, r.stderr
     assert r.stdout == expected.stdout  # the differences are written first
-    assert f"{cut}:{cut_stream['lines'] + 1}: cannot read: ".encode() in r.stderr
+    assert f"{cut}:{cut_asr_stream['lines'] + 1}: cannot read: ".encode() in r.stderr
     assert b'"event":"compare"' in r.stderr
     assert run_tool("replay", "--serve", str(whole), input=b"").returncode == 0
     r = run_tool("replay", "--serve", str(cut), input=b"")
     assert r.returncode == 2, r.stderr
-    assert f"{cut}:{cut_stream['lines'] + 1}: cannot read: ".encode() in r.stderr
+    assert f"{cut}:{cut_asr_stream['lines'] + 1}: cannot read: ".encode() in r.stderr
