@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import compileall
 import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +35,7 @@ from bench.common import (
     Run,
     env,
     max_rss,
+    median_cpu,
     median_wall,
     run_cmd,
     run_fn,
@@ -151,8 +151,8 @@ def main(quick: bool) -> str:
             repeat=repeat,
         )
         asr, bare = median_wall(runs["acp-asr"]), median_wall(runs["bare parse"])
-        cpu_asr = statistics.median(r.cpu for r in runs["acp-asr"])
-        cpu_bare = statistics.median(r.cpu for r in runs["bare parse"])
+        cpu_asr = median_cpu(runs["acp-asr"])
+        cpu_bare = median_cpu(runs["bare parse"])
         mb = log.stat().st_size / 1e6
         rows.append([
             f"{n:,}", f"{lines:,}", f"{mb:.0f} MB", f"{asr:.3f} s", f"{bare:.3f} s",

@@ -11,20 +11,16 @@ reused. Peak RSS at two sizes shows that memory stays flat in the log's size.
 from __future__ import annotations
 
 import os
-import statistics
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
 from bench.common import (
-    Run,
-    env,
     max_rss,
+    median_cpu,
     median_wall,
+    run_cmd,
     run_fn,
     side_by_side,
     table,
@@ -32,29 +28,9 @@ from bench.common import (
     workdir,
 )
 
-
-@dataclass
-class CpuRun(Run):
-    cpu: float = 0.0  # user + system seconds of the child: steadier than wall on a busy host
-
-
-def run_cpu(argv: list[str]) -> CpuRun:
-    """Like bench.common.run_cmd (stdout to /dev/null), also keeping the child's CPU time."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env())
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {os.waitstatus_to_exitcode(status)}")
-    return CpuRun(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
-
-
 #: What acp-frame aims at: this many times the bare loop's time, or less.
 TARGET = 3.0
 
-
-def median_cpu(runs: list[CpuRun]) -> float:
-    return statistics.median(r.cpu for r in runs)
 
 BARE = """\
 import sys, base64, orjson, blake3
@@ -154,8 +130,8 @@ def main(quick: bool) -> str:
         log = wire_log(n)
         runs = side_by_side(
             {
-                "acp-frame": lambda log=log: run_cpu(tool("frame", str(log))),
-                "bare loop": lambda log=log: run_cpu([sys.executable, "-c", BARE, str(log)]),
+                "acp-frame": lambda log=log: run_cmd(tool("frame", str(log))),
+                "bare loop": lambda log=log: run_cmd([sys.executable, "-c", BARE, str(log)]),
             },
             repeat=repeat,
         )

@@ -14,41 +14,9 @@ measured on its own, so the per-frame figure can be given with and without it.
 
 from __future__ import annotations
 
-import os
-import statistics
-import subprocess
-import time
 from pathlib import Path
 
-from bench.common import Run, env, median_wall, side_by_side, table, tool, workdir
-
-_cpu: dict[int, float] = {}  # id(Run) -> CPU seconds of the process tree
-
-
-def run_cpu(argv: list[str], stdin: Path | None = None, stdout: Path | None = None) -> Run:
-    """Like bench.common.run_cmd, also keeping the CPU time (user+sys) of the whole tree,
-    which shared, noisy machines disturb far less than wall time."""
-    fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
-    fout = open(stdout, "wb") if stdout else subprocess.DEVNULL
-    try:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(argv, stdin=fin, stdout=fout, env=env())
-        _, status, usage = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-    finally:
-        for f in (fin, fout):
-            if hasattr(f, "close"):
-                f.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed")
-    r = Run(wall, usage.ru_maxrss / 1024)
-    _cpu[id(r)] = usage.ru_utime + usage.ru_stime
-    return r
-
-
-def median_cpu(runs: list[Run]) -> float:
-    return statistics.median(_cpu[id(r)] for r in runs)
-
+from bench.common import median_cpu, median_wall, run_cmd, side_by_side, table, tool, workdir
 
 LOCKSTEP = Path(__file__).resolve().parents[1] / "tests" / "clients" / "lockstep_client.py"
 
@@ -67,12 +35,12 @@ def main(quick: bool) -> str:
     lockstep = [tool("echo-agent")[0], str(LOCKSTEP), str(client), "--"]
 
     runs = side_by_side({
-        "direct": lambda: run_cpu(agent, stdin=client, stdout=direct_out),
-        "tee": lambda: run_cpu(proxied, stdin=client, stdout=tee_out),
-        "true": lambda: run_cpu(["true"]),
-        "tee-true": lambda: run_cpu(tool("tee", "-o", str(d / "empty.jsonl"), "--", "true")),
-        "lockstep": lambda: run_cpu(lockstep + agent, stdout=direct_out),
-        "lockstep-tee": lambda: run_cpu(lockstep + proxied, stdout=tee_out),
+        "direct": lambda: run_cmd(agent, stdin=client, stdout=direct_out),
+        "tee": lambda: run_cmd(proxied, stdin=client, stdout=tee_out),
+        "true": lambda: run_cmd(["true"]),
+        "tee-true": lambda: run_cmd(tool("tee", "-o", str(d / "empty.jsonl"), "--", "true")),
+        "lockstep": lambda: run_cmd(lockstep + agent, stdout=direct_out),
+        "lockstep-tee": lambda: run_cmd(lockstep + proxied, stdout=tee_out),
     }, repeat=repeat)
     if direct_out.read_bytes() != tee_out.read_bytes():
         raise RuntimeError("acp-tee changed the agent's output")

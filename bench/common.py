@@ -84,6 +84,11 @@ def median_wall(runs: list[Run]) -> float:
     return statistics.median(r.wall for r in runs)
 
 
+def median_cpu(runs: list[Run]) -> float:
+    """Median CPU seconds (user + system): steadier than wall time on a busy host."""
+    return statistics.median(r.cpu for r in runs)
+
+
 def max_rss(runs: list[Run]) -> float:
     return max(r.peak_rss_mb for r in runs)
 
