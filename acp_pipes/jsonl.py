@@ -17,6 +17,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from acp_pipes.errors import InputError  # re-exported: readers raise it
+
 GZIP_MAGIC = b"\x1f\x8b"
 
 #: What reading an input can raise besides our own errors: I/O errors (gzip.BadGzipFile
@@ -24,20 +26,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: turns these into an InputError naming the file and line.
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 STDIN = "-"
-
-
-class InputError(Exception):
-    """Unusable input, reported as ``SOURCE:LINE: message`` (line 0: the whole source)."""
-
-    def __init__(self, source: str, line: int, message: str):
-        super().__init__(message)
-        self.source = source
-        self.line = line
-        self.message = message
-
-    def __str__(self) -> str:
-        where = f"{self.source}:{self.line}" if self.line else self.source
-        return f"{where}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)

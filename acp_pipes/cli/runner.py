@@ -24,12 +24,16 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import BinaryIO
 
 from acp_pipes import __version__
-from acp_pipes.jsonl import STDIN, InputError, Line, display_name, read_lines
+from acp_pipes.errors import InputError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # kept off start-up: acp-tee starts its agent as soon as it has parsed
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import BinaryIO
+
+    from acp_pipes.jsonl import Line
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -41,18 +45,19 @@ class UsageError(Exception):
     """Wrong arguments, or input of the wrong kind for this tool."""
 
 
-@dataclass
 class Context:
     """What a tool's ``run`` gets besides its parsed arguments."""
 
-    prog: str
-    files: list[str]
-    out: BinaryIO
-    err: BinaryIO | None = None
-    warnings: int = field(default=0)
+    def __init__(self, prog: str, files: list[str], out: BinaryIO):
+        self.prog = prog
+        self.files = files
+        self.out = out
+        self.warnings = 0
 
     def lines(self) -> Iterator[Line]:
         """The lines of every input file in order (stdin when none was named)."""
+        from acp_pipes.jsonl import read_lines  # orjson: not needed before a tool reads
+
         for path in self.files:
             yield from read_lines(path)
 
@@ -69,7 +74,51 @@ class Context:
         print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
 
 
-@dataclass
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter, told the terminal width up front: left to itself it imports
+    shutil to ask (~2 ms, on every ``add_argument``), which acp-tee would pay before
+    starting its agent. Same answer as ``shutil.get_terminal_size``: $COLUMNS, else the
+    terminal's width, else 80; argparse keeps two columns spare."""
+
+    def __init__(self, prog: str, **kwargs: object):
+        kwargs.setdefault("width", _terminal_columns() - 2)
+        super().__init__(prog, **kwargs)  # type: ignore[arg-type]
+
+
+def _terminal_columns() -> int:
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+        if columns > 0:
+            return columns
+    except ValueError:
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage line ends with the command after ``--`` when the tool
+    takes one. Usage is formatted only when shown: formatting imports shutil (for the
+    terminal width), which is ~5 ms that acp-tee would pay before starting its agent."""
+
+    command_metavar = ""
+
+    def format_usage(self) -> str:
+        self._add_command_to_usage()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._add_command_to_usage()
+        return super().format_help()
+
+    def _add_command_to_usage(self) -> None:
+        if self.command_metavar and self.usage is None:
+            usage = super().format_usage().removeprefix("usage: ").rstrip()
+            self.usage = f"{usage} {self.command_metavar}"
+
+
 class Tool:
     """A tool's declaration: its name, help text, arguments and body.
 
@@ -80,26 +129,41 @@ class Tool:
     it arrives as ``args.command`` (a list, empty when there was no ``--``).
     """
 
-    prog: str
-    summary: str
-    example: str
-    run: Callable[[argparse.Namespace, Context], int]
-    configure: Callable[[argparse.ArgumentParser], None] | None = None
-    description: str = ""
-    takes_files: bool = True
-    takes_output: bool = True
-    takes_command: bool = False
-    command_metavar: str = "-- AGENT [ARGS ...]"
-    exits: str = "0 ok, 1 a difference found, 2 usage or unusable input, 130 interrupted"
+    def __init__(
+        self,
+        *,
+        prog: str,
+        summary: str,
+        example: str,
+        run: Callable[[argparse.Namespace, Context], int],
+        configure: Callable[[argparse.ArgumentParser], None] | None = None,
+        description: str = "",
+        takes_files: bool = True,
+        takes_output: bool = True,
+        takes_command: bool = False,
+        command_metavar: str = "-- AGENT [ARGS ...]",
+        exits: str = "0 ok, 1 a difference found, 2 usage or unusable input, 130 interrupted",
+    ):
+        self.prog = prog
+        self.summary = summary
+        self.example = example
+        self.run = run
+        self.configure = configure
+        self.description = description
+        self.takes_files = takes_files
+        self.takes_output = takes_output
+        self.takes_command = takes_command
+        self.command_metavar = command_metavar
+        self.exits = exits
 
     def parser(self) -> argparse.ArgumentParser:
         epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
         epilog += "\n\nexit status: " + self.exits
-        p = argparse.ArgumentParser(
+        p = _Parser(
             prog=self.prog,
             description=self.summary + ("\n\n" + self.description if self.description else ""),
             epilog=epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_Formatter,
         )
         if self.takes_files:
             p.add_argument(
@@ -118,7 +182,7 @@ class Tool:
         if self.configure:
             self.configure(p)
         if self.takes_command:
-            p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " " + self.command_metavar
+            p.command_metavar = self.command_metavar
         return p
 
     def main(self, argv: Sequence[str] | None = None) -> int:
@@ -135,12 +199,12 @@ class Tool:
             return int(e.code or 0)
         if self.takes_command:
             args.command = command
-        files = list(getattr(args, "files", None) or [STDIN])
+        files = list(getattr(args, "files", None) or ["-"])  # "-": stdin
         out: BinaryIO | None = None
         opened = False
         try:
             target = getattr(args, "output", None) if self.takes_output else None
-            if target and target != STDIN:
+            if target and target != "-":
                 try:
                     out = open(target, "wb")  # noqa: SIM115 - closed below
                 except OSError as e:
@@ -192,15 +256,6 @@ def run(tool: Tool, argv: Sequence[str] | None = None) -> None:
     sys.exit(tool.main(argv))
 
 
-def not_built(prog: str, summary: str) -> Tool:
-    """A placeholder for a tool that is declared but not implemented yet (exit 2)."""
-
-    def _run(args: argparse.Namespace, ctx: Context) -> int:
-        raise UsageError("not built yet in this version of acp-pipes")
-
-    return Tool(prog=prog, summary=summary, example=f"{prog} --help", run=_run)
-
-
 def _say(prog: str, message: str) -> None:
     try:
         print(f"{prog}: {message}", file=sys.stderr, flush=True)
@@ -238,7 +293,5 @@ __all__ = [
     "InputError",
     "Tool",
     "UsageError",
-    "display_name",
-    "not_built",
     "run",
 ]
