@@ -9,8 +9,6 @@ line is a JSON-RPC message.
 
 from __future__ import annotations
 
-from typing import Any
-
 WIRE = "acp-pipes/wire"
 FRAMES = "acp-pipes/frames"
 FOLD = "acp-pipes/fold"
@@ -23,7 +21,7 @@ VERSIONS = {WIRE: 1, FRAMES: 1, FOLD: 1}
 NAMES = {WIRE: "a wire log", FRAMES: "frames", FOLD: "folded entities", ASR: "an ASR stream"}
 
 
-def header_format(record: Any) -> str | None:
+def header_format(record: object) -> str | None:
     """The format a header record names, or None when ``record`` is not a header.
 
     acp-pipes headers carry ``format: "acp-pipes/..."``; an ASR header is recognised by

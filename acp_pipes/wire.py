@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import base64
 import os
-import platform
 import time
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from typing import Any
 
 from acp_pipes import __version__
 from acp_pipes.streams import VERSIONS, WIRE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # acp-tee imports this module before it starts the agent: keep it light
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 C2A = "c2a"  # client -> agent
 A2C = "a2c"  # agent -> client
@@ -55,8 +56,8 @@ def make_clock(spec: str) -> Callable[[], int]:
 
 def iso_time(ns: int) -> str:
     """RFC 3339 UTC with microseconds, from ns since the epoch."""
-    dt = datetime.fromtimestamp(ns // 1000 / 1e6, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    seconds, ns_part = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ns_part // 1000:06d}Z"
 
 
 def header(
@@ -81,8 +82,8 @@ def header(
     }
     if host:
         h["host"] = {
-            "os": platform.system().lower(),
-            "arch": platform.machine(),
+            "os": os.uname().sysname.lower(),
+            "arch": os.uname().machine,
             "cwd": os.getcwd(),
             "pid": os.getpid(),
         }
