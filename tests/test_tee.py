@@ -442,3 +442,61 @@ def test_secrets_in_odd_frames_stay_out_of_the_log(tmp_path, shape):
     _, recs = read_log(wire)
     assert recs[0]["redacted"] is True
     assert recs[0]["hash"] is not None  # replay can still match the frame as sent
+
+
+# -- the agent's start, and the log's encoding ------------------------------------------
+
+
+def test_agent_gets_sigpipe_at_its_default(tmp_path):
+    """Python ignores SIGPIPE, and an ignored signal survives exec: the proxy must give
+    the agent the default back, as a shell would (an agent writing to a closed pipe dies
+    of SIGPIPE instead of looping on EPIPE)."""
+    r = tee("-o", str(tmp_path / "w.jsonl"), "--", "sh", "-c", "kill -PIPE $$; echo survived")
+    assert r.returncode == 128 + signal.SIGPIPE
+    assert r.stdout == b""
+
+
+def test_client_stdin_closed(tmp_path):
+    """Started with fd 0 closed, the proxy gives the agent an empty stdin; nothing of the
+    proxy's own (pipes, the log) is taken for the client's stdin."""
+    wire = tmp_path / "w.jsonl"
+    argv = tool_argv("tee", "-o", str(wire), "--", "sh", "-c", "cat; echo done")
+    r = subprocess.run(["sh", "-c", 'exec "$@" 0<&-', "sh", *argv], capture_output=True,
+                       env=tool_env(), timeout=TIMEOUT)
+    assert (r.returncode, r.stdout) == (0, b"done\n"), r.stderr
+    _, recs = read_log(wire)
+    assert [(rec["dir"], decode_raw(rec)) for rec in recs] == [(A2C, b"done")]
+
+
+@pytest.mark.parametrize("direction", [C2A, A2C])
+@pytest.mark.parametrize("nolf", [False, True])
+def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
+    """The proxy formats common records itself, for speed; each must be byte for byte
+    what :func:`acp_pipes.wire.frame_record` gives, as orjson writes it."""
+    from acp_pipes.tee.pump import _Log
+
+    frames = [
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
+        '{"text":"caf\u00e9 \u2603 \U0001f600 \\" \\\\ \\n \t"}'.encode(),
+        b'{"bad":"\xff\xfe"}',  # not UTF-8: raw_b64
+        b"",
+        b'{"x":1}\r',
+        b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":'
+        b'[{"name":"s","command":"c","args":[],"env":[{"name":"K","value":"SECRET"}]}]}}',
+    ]
+    path = tmp_path / "log.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = _Log(fd, str(path), lambda: 1764522928123456789, True, lambda m: None)
+    log.frames(direction, frames, nolf=nolf)
+    log.close()
+    from acp_pipes.redact import redact
+
+    expected = b""
+    for seq, raw in enumerate(frames):
+        kwargs = {}
+        if direction == C2A and b"mcpServers" in raw:
+            kwargs["redacted"], kwargs["original_hash"] = redact(raw)
+        expected += orjson.dumps(frame_record(seq, 1764522928123456789, direction, raw,
+                                              nolf=nolf, **kwargs)) + b"\n"
+    assert path.read_bytes() == expected
+    assert (b"SECRET" in expected) == (direction == A2C)  # redaction is c2a only

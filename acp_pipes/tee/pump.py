@@ -1,14 +1,6 @@
-"""The recording proxy behind ``acp-tee``: run an ACP agent, forward both directions of
-its stdio byte for byte, and log every frame to a wire log (:mod:`acp_pipes.wire`).
-
-Use it from a test harness as well as from the CLI::
-
-    from acp_pipes.tee import record
-
-    status = record(["my-agent", "--acp"], "/tmp/session.jsonl",
-                    clock="epoch", host=False)   # forwards fds 0 and 1 until the agent ends
-
-Design choices, and why:
+"""The two directions of an acp-tee session: copy each pipe byte for byte, logging every
+frame before it is forwarded (imported by :func:`acp_pipes.tee.record` once the agent
+is running).
 
 - Two threads, one per direction, each ``os.read`` on the raw fd (no Python buffering)
   then ``os.write``. A frame's log record is written *before* the frame is forwarded, with
@@ -18,48 +10,31 @@ Design choices, and why:
   arrives (or EOF: then it is forwarded and logged with ``nolf``).
 - ``seq`` is the global receipt order across both directions: one lock hands out seq and
   ``t`` (taken under the lock, so ``t`` never goes back as seq grows) and writes the log.
-- The bytes forwarded are never changed; secrets are redacted only in the log
-  (:mod:`acp_pipes.redact`; only c2a frames mentioning ``mcpServers`` are parsed).
-- The log never stops the session: if it cannot be opened or written (bad path, disk
-  full), the proxy says so once through ``warn`` and goes on forwarding.
+- Only c2a frames mentioning ``mcpServers`` are parsed, to redact them in the log.
 - A peer that goes away is treated as it would be without the proxy. Client stops reading
   (EPIPE on stdout): the agent's stdout is closed too, so the agent sees its own EPIPE.
   Agent stops reading (EPIPE on its stdin): later client input is drained unlogged so the
-  client never blocks. The proxy ends when the agent has exited and its stdout is
+  client never blocks. The session ends when the agent has exited and its stdout is
   drained; client EOF closes the agent's stdin.
-- SIGINT, SIGTERM and SIGHUP sent to the proxy are passed on to the agent (when
-  ``record`` runs in the main thread); the proxy then waits for the agent as usual. The
-  exit status is the agent's (128+N when a signal N killed it).
 """
 
 from __future__ import annotations
 
 import os
 import select
-import signal
 import stat
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
 import orjson
 
-from acp_pipes.wire import A2C, C2A, frame_record, header, make_clock
+from acp_pipes.wire import A2C, C2A, frame_record, header
 
-__all__ = ["open_log", "record"]
+__all__ = ["Session", "open_log"]
 
 _READ = 65536  # a pipe's default capacity; larger reads only allocate more per read
-_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 Warn = Callable[[str], None]
-
-
-def _stderr_warn(message: str) -> None:
-    try:
-        print(f"acp-tee: {message}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def open_log(path: str) -> int:
@@ -110,12 +85,16 @@ class _Log:
             return
         redact_here = self.redact and direction == C2A
         dumps = orjson.dumps
+        tail = b',"nolf":true}\n' if nolf else b"}\n"
         with self.lock:
             t = self.clock()
             seq = self.seq
-            out = []
+            # One buffer for the whole read, each record formatted straight into it: a
+            # list of per-record dumps() results cost ~4x as much (every result a fresh
+            # heap block, and glibc hands the freed batch back to the OS between reads).
+            out = bytearray()
+            head = b'{"seq":%d,"t":%d,"dir":"' + direction.encode() + b'","raw":'
             for raw in frames:
-                rec = None
                 if redact_here and b"mcpServers" in raw:
                     from acp_pipes.redact import UNCHECKED, redact
 
@@ -124,20 +103,24 @@ class _Log:
                     except Exception:  # a bug: never log what could not be checked
                         logged, original_hash = UNCHECKED, None
                     if logged is not None:
-                        rec = frame_record(seq, t, direction, raw, nolf=nolf,
-                                           redacted=logged, original_hash=original_hash)
-                if rec is None:
-                    try:  # the common case, inline: frame_record's shape for UTF-8
-                        rec = {"seq": seq, "t": t, "dir": direction, "raw": raw.decode()}
-                        if nolf:
-                            rec["nolf"] = True
-                    except UnicodeDecodeError:
-                        rec = frame_record(seq, t, direction, raw, nolf=nolf)
-                out.append(dumps(rec))
+                        out += dumps(frame_record(seq, t, direction, raw, nolf=nolf,
+                                                  redacted=logged,
+                                                  original_hash=original_hash))
+                        out += b"\n"
+                        seq += 1
+                        continue
+                try:  # the common case, inline: the bytes orjson writes for frame_record's
+                    text = raw.decode()  # dict (tests/test_tee.py holds the two equal)
+                except UnicodeDecodeError:
+                    out += dumps(frame_record(seq, t, direction, raw, nolf=nolf))
+                    out += b"\n"
+                else:
+                    out += head % (seq, t)
+                    out += dumps(text)
+                    out += tail
                 seq += 1
             self.seq = seq
-            out.append(b"")
-            self._write(b"\n".join(out))
+            self._write(out)
 
     def _write(self, data: bytes) -> None:
         if self.fd is None:
@@ -221,121 +204,84 @@ def _pump(src: int, dst: int, direction: str, log: _Log, *, wake: int | None = N
             pass
 
 
-def record(
-    argv: Sequence[str],
-    log_path: str | None,
-    *,
-    clock: str = "system",
-    host: bool = True,
-    capture_env: Sequence[str] = (),
-    keep_secrets: bool = False,
-    stdin_fd: int = 0,
-    stdout_fd: int = 1,
-    stderr_fd: int | None = None,
-    warn: Warn | None = None,
-    forward_signals: bool = True,
-) -> int:
-    """Run ``argv`` as the agent between ``stdin_fd``/``stdout_fd`` and log to ``log_path``.
+class Session:
+    """The proxy's side of one agent: both pumps and the log, between ``start`` and
+    ``finish`` (the caller owns the agent process and waits for it in between)."""
 
-    ``log_path`` None forwards without logging. The agent's stderr goes to ``stderr_fd``
-    (default: inherited) and is not logged. ``capture_env`` names the environment
-    variables to record in the header (an unset one is recorded as null). Returns the
-    agent's exit status (128+N if signal N killed it; 127/126 if it could not be started,
-    as a shell would). Raises ValueError for a bad ``clock`` or an empty ``argv``.
-    """
-    if not argv:
-        raise ValueError("no agent command given")
-    warn = warn or _stderr_warn
-    tick = make_clock(clock)
-    started = tick()
-    try:
-        proc = subprocess.Popen(
-            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_fd,
-            bufsize=0, close_fds=True,
-        )
-    except OSError as e:
-        warn(f"cannot run {argv[0]}: {e.strerror or e}")
-        return 127 if isinstance(e, FileNotFoundError) else 126
-    assert proc.stdin is not None and proc.stdout is not None
+    def __init__(self, agent_in: int, agent_out: int, *, stdin_fd: int, stdout_fd: int,
+                 warn: Warn):
+        self.agent_in = agent_in
+        self.agent_out = agent_out
+        self.stdin_fd = stdin_fd
+        self.stdout_fd = stdout_fd
+        self.warn = warn
+        self.log = _Log(None, "", lambda: 0, False, warn)
+        self._open = {agent_in, agent_out}
+        self._wake_r, self._wake_w = os.pipe()
+        self._c2a = threading.Thread(target=self._client_to_agent, name="acp-tee c2a",
+                                     daemon=True)
+        self._a2c = threading.Thread(target=self._agent_to_client, name="acp-tee a2c",
+                                     daemon=True)
 
-    log_fd = None
-    if log_path is not None:
-        try:
-            log_fd = open_log(log_path)
-        except OSError as e:
-            warn(f"cannot write the log {log_path}: {e.strerror or e}; "
-                 "the session goes on unrecorded")
-    log = _Log(log_fd, log_path or "", tick, not keep_secrets, warn)
-    env = {name: os.environ.get(name) for name in capture_env}
-    log.write_header(header(argv, started_ns=started, clock=clock, host=host,
-                            env=env, keep_secrets=keep_secrets))  # type: ignore[arg-type]
-
-    agent_in = proc.stdin.fileno()
-    agent_out = proc.stdout.fileno()
-    wake_r, wake_w = os.pipe()
-
-    def client_to_agent() -> None:
-        try:
-            _pump(stdin_fd, agent_in, C2A, log, wake=wake_r)
-        except Exception as e:  # a bug: say so, and let the agent see EOF rather than hang
-            warn(f"internal error forwarding to the agent: {type(e).__name__}: {e}")
-        try:
-            proc.stdin.close()  # client EOF (or shutdown): the agent sees EOF too
-        except OSError:
-            pass
-
-    def agent_to_client() -> None:
-        try:
-            _pump(agent_out, stdout_fd, A2C, log, on_dst_gone=agent_gone_reader)
-        except Exception as e:
-            warn(f"internal error forwarding to the client: {type(e).__name__}: {e}")
-            agent_gone_reader()
-
-    def agent_gone_reader() -> None:
-        # The client stopped reading: let the agent see a closed pipe, as it would
-        # without the proxy in between.
-        try:
-            proc.stdout.close()
-        except OSError:
-            pass
-
-    c2a = threading.Thread(target=client_to_agent, name="acp-tee c2a", daemon=True)
-    a2c = threading.Thread(target=agent_to_client, name="acp-tee a2c", daemon=True)
-
-    saved: dict[int, object] = {}
-    if forward_signals and threading.current_thread() is threading.main_thread():
-        def forward(signum: int, _frame: object) -> None:
-            if proc.returncode is None:
-                try:
-                    os.kill(proc.pid, signum)
-                except OSError:
-                    pass
-
-        for sig in _FORWARDED_SIGNALS:
+    def open_log(self, path: str | None, clock: Callable[[], int], *, redact: bool) -> None:
+        """Start logging to ``path`` (None: forward only). Failing to open it is said
+        once and the session goes on unrecorded."""
+        fd = None
+        if path is not None:
             try:
-                saved[sig] = signal.signal(sig, forward)
-            except (OSError, ValueError):
-                pass
-    try:
-        c2a.start()
-        a2c.start()
-        status = proc.wait()
-        a2c.join()  # drain what the agent wrote before it ended
+                fd = open_log(path)
+            except OSError as e:
+                self.warn(f"cannot write the log {path}: {e.strerror or e}; "
+                          "the session goes on unrecorded")
+        self.log = _Log(fd, path or "", clock, redact, self.warn)
+
+    def write_header(self, argv: Sequence[str], **fields: object) -> None:
+        self.log.write_header(header(argv, **fields))  # type: ignore[arg-type]
+
+    def start(self) -> None:
+        self._c2a.start()
+        self._a2c.start()
+
+    def finish(self) -> None:
+        """After the agent has exited: drain its output, stop reading the client."""
+        self._a2c.join()
         try:
-            os.write(wake_w, b"x")
+            os.write(self._wake_w, b"x")
         except OSError:
             pass
-        c2a.join(timeout=1.0)
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-    if not c2a.is_alive():
-        for fd in (wake_r, wake_w):
-            os.close(fd)
-        for f in (proc.stdin, proc.stdout):
+        self._c2a.join(timeout=1.0)
+        if not self._c2a.is_alive():  # else it may still be in a read: leave its fds be
+            for fd in (self._wake_r, self._wake_w):
+                os.close(fd)
+            for fd in tuple(self._open):
+                self._close(fd)
+        self.log.close()
+
+    def _close(self, fd: int) -> None:
+        """Close one of the agent's pipes once (a second close could hit a reused fd)."""
+        if fd in self._open:
+            self._open.discard(fd)
             try:
-                f.close()
+                os.close(fd)
             except OSError:
                 pass
-    log.close()
-    return 128 - status if status < 0 else status
+
+    def _client_to_agent(self) -> None:
+        try:
+            _pump(self.stdin_fd, self.agent_in, C2A, self.log, wake=self._wake_r)
+        except Exception as e:  # a bug: say so, and let the agent see EOF rather than hang
+            self.warn(f"internal error forwarding to the agent: {type(e).__name__}: {e}")
+        self._close(self.agent_in)  # client EOF (or shutdown): the agent sees EOF too
+
+    def _agent_to_client(self) -> None:
+        try:
+            _pump(self.agent_out, self.stdout_fd, A2C, self.log,
+                  on_dst_gone=self._client_gone)
+        except Exception as e:
+            self.warn(f"internal error forwarding to the client: {type(e).__name__}: {e}")
+            self._client_gone()
+
+    def _client_gone(self) -> None:
+        # The client stopped reading: let the agent see a closed pipe, as it would
+        # without the proxy in between.
+        self._close(self.agent_out)

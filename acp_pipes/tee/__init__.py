@@ -1,0 +1,157 @@
+"""The recording proxy behind ``acp-tee``: run an ACP agent, forward both directions of
+its stdio byte for byte, and log every frame to a wire log (:mod:`acp_pipes.wire`).
+
+Use it from a test harness as well as from the CLI::
+
+    from acp_pipes.tee import record
+
+    status = record(["my-agent", "--acp"], "/tmp/session.jsonl",
+                    clock="epoch", host=False)   # forwards fds 0 and 1 until the agent ends
+
+Design choices, and why:
+
+- The agent is started first, before the proxy imports what it needs to log (orjson,
+  the wire format, threads: :mod:`acp_pipes.tee.pump`), so the agent's start-up and the
+  proxy's overlap: in front of an agent that answers in microseconds, the proxy's own
+  start-up would otherwise be most of what it adds to a session. This module therefore
+  imports nothing beyond the interpreter's core at load time.
+- Two threads, one per direction, copy raw fds and log each frame *before* forwarding it
+  (see :mod:`acp_pipes.tee.pump` for how, and why a crash never loses a forwarded frame).
+- The bytes forwarded are never changed; secrets are redacted only in the log
+  (:mod:`acp_pipes.redact`).
+- The log never stops the session: if it cannot be opened or written (bad path, disk
+  full), the proxy says so once through ``warn`` and goes on forwarding.
+- SIGINT, SIGTERM and SIGHUP sent to the proxy are passed on to the agent (when
+  ``record`` runs in the main thread); the proxy then waits for the agent as usual. The
+  exit status is the agent's (128+N when a signal N killed it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from acp_pipes.wire import make_clock
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["record"]
+
+_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _stderr_warn(message: str) -> None:
+    try:
+        print(f"acp-tee: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _occupy_stdio() -> None:
+    """Put /dev/null on any of fds 0-2 that is closed, before the proxy opens anything:
+    else a pipe or the log would be handed that number, and be taken for the client's
+    stdin or stdout, or be dup2'ed onto itself (keeping close-on-exec) for the agent."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # the lowest free fd: this one
+
+
+def spawn(argv: Sequence[str], stderr_fd: int | None = None) -> tuple[int, int, int]:
+    """Start the agent on two new pipes: returns its pid, the write end of its stdin
+    and the read end of its stdout. ``posix_spawnp`` rather than :mod:`subprocess`, which
+    would cost the import it exists to save. The agent gets SIGPIPE and SIGXFSZ back at
+    their defaults (Python ignores them, and an ignored signal survives exec), and no fd
+    of ours but its stdio (Python's fds are close-on-exec). Raises OSError when ``argv[0]``
+    cannot be run. Fds 0-2 must be open (see ``_occupy_stdio``)."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
+    if stderr_fd is not None:
+        actions.append((os.POSIX_SPAWN_DUP2, stderr_fd, 2))
+    defaults = [signal.SIGPIPE] + ([signal.SIGXFSZ] if hasattr(signal, "SIGXFSZ") else [])
+    try:
+        pid = os.posix_spawnp(argv[0], list(argv), os.environ,
+                              file_actions=actions, setsigdef=defaults)
+    except BaseException:
+        for fd in (in_w, out_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(in_r)
+        os.close(out_w)
+    return pid, in_w, out_r
+
+
+def record(
+    argv: Sequence[str],
+    log_path: str | None,
+    *,
+    clock: str = "system",
+    host: bool = True,
+    capture_env: Sequence[str] = (),
+    keep_secrets: bool = False,
+    stdin_fd: int = 0,
+    stdout_fd: int = 1,
+    stderr_fd: int | None = None,
+    warn: Callable[[str], None] | None = None,
+    forward_signals: bool = True,
+) -> int:
+    """Run ``argv`` as the agent between ``stdin_fd``/``stdout_fd`` and log to ``log_path``.
+
+    ``log_path`` None forwards without logging. The agent's stderr goes to ``stderr_fd``
+    (default: inherited) and is not logged. ``capture_env`` names the environment
+    variables to record in the header (an unset one is recorded as null). Returns the
+    agent's exit status (128+N if signal N killed it; 127/126 if it could not be started,
+    as a shell would). Raises ValueError for a bad ``clock`` or an empty ``argv``.
+    """
+    if not argv:
+        raise ValueError("no agent command given")
+    warn = warn or _stderr_warn
+    tick = make_clock(clock)
+    started = tick()
+    _occupy_stdio()
+    try:
+        pid, agent_in, agent_out = spawn(argv, stderr_fd)
+    except OSError as e:
+        warn(f"cannot run {argv[0]}: {e.strerror or e}")
+        return 127 if isinstance(e, FileNotFoundError) else 126
+
+    reaped = False
+
+    def forward(signum: int, _frame: object) -> None:
+        if not reaped:  # never signal a pid that may have been reused
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+
+    saved: dict[int, object] = {}
+    if forward_signals:
+        for sig in _FORWARDED_SIGNALS:
+            try:
+                saved[sig] = signal.signal(sig, forward)
+            except (OSError, ValueError):  # ValueError: not the main thread
+                pass
+    try:
+        from acp_pipes.tee.pump import Session  # while the agent starts (see above)
+
+        session = Session(agent_in, agent_out, stdin_fd=stdin_fd, stdout_fd=stdout_fd,
+                          warn=warn)
+        session.open_log(log_path, tick, redact=not keep_secrets)
+        env = {name: os.environ.get(name) for name in capture_env}
+        session.write_header(argv, started_ns=started, clock=clock, host=host, env=env,
+                             keep_secrets=keep_secrets)
+        session.start()
+        _, wait_status = os.waitpid(pid, 0)
+        reaped = True
+        session.finish()  # drain what the agent wrote before it ended
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+    status = os.waitstatus_to_exitcode(wait_status)
+    return 128 - status if status < 0 else status
