@@ -28,7 +28,12 @@ def env() -> dict[str, str]:
 
 
 def tool(name: str, *args: str) -> list[str]:
-    """argv of the real executable acp-<name>, as a user runs it (through the CLI)."""
+    """argv of the real executable acp-<name>, as a user runs it: the console script
+    ``make install`` puts beside this Python (``python -m`` when there is none, which
+    costs ~7 ms more start-up: runpy)."""
+    script = Path(sys.executable).parent / f"acp-{name}"
+    if script.exists():
+        return [str(script), *args]
     return [sys.executable, "-m", f"acp_pipes.cli.{name.replace('-', '_')}", *args]
 
 
