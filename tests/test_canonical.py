@@ -400,3 +400,16 @@ def test_hash_raw_of_json_rpc_objects_equals_the_reference(params, compact):
     expected = outcome(reference_bytes, json.loads(raw))
     assert digest == (None if expected is CanonicalError
                       else "blake3:" + blake3.blake3(expected).hexdigest())
+
+
+@PROPS
+@given(st.lists(envelope_values, min_size=1, max_size=4))
+def test_hash_raw_with_a_reused_hasher_equals_a_fresh_one(params_list):
+    # A framer resets and reuses one blake3 hasher per stream: no state may carry over.
+    hasher = blake3.blake3()
+    hasher.update(b"left over from before")
+    for params in params_list:
+        raw = json.dumps({"jsonrpc": "2.0", "method": "m", "params": params}).encode()
+        parsed, digest = hash_raw(raw, hasher)
+        fresh_parsed, fresh_digest = hash_raw(raw)
+        assert same(parsed, fresh_parsed) and digest == fresh_digest
