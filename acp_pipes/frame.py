@@ -102,6 +102,7 @@ BARE = "bare"
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
 _hash_raw = hash_raw  # (value, "blake3:..." | None), raises ParseError (a ValueError)
+_blake3 = blake3.blake3
 
 
 def raw_hash(raw: bytes) -> str:
@@ -138,8 +139,10 @@ def why_not_jsonrpc(value: Any) -> str:
 
 
 _ID_TYPES = (str, int, float)
-#: Key layouts of wire records written by acp-tee that need no redaction handling.
-_PLAIN_LAYOUTS = frozenset({("seq", "t", "dir", "raw"), ("seq", "t", "dir", "raw_b64")})
+_INT64, _UINT64 = -(2**63), 2**64
+#: The wire record layouts acp-tee writes, keys in this order: framed in place.
+_PLAIN_RAW = ("seq", "t", "dir", "raw")
+_PLAIN_B64 = ("seq", "t", "dir", "raw_b64")
 
 
 def is_jsonrpc_id(x: Any) -> bool:
@@ -147,9 +150,6 @@ def is_jsonrpc_id(x: Any) -> bool:
     return x is None or (
         x.__class__ in _ID_TYPES and (x.__class__ is not int or _INT64 <= x < _UINT64)
     )
-
-
-_INT64, _UINT64 = -(2**63), 2**64
 
 
 def _unwritable(*values: Any) -> bool:
@@ -168,36 +168,42 @@ class Framer:
     """Frames one stream: turns wire records into frame records, matching responses to
     the requests they answer. One per stream; ``frame`` is the per-frame hot path."""
 
-    __slots__ = ("pending", "source", "warn")
+    __slots__ = ("hasher", "pending", "source", "warn")
 
     def __init__(self, source: str = "-", warn: Warn | None = None):
         self.source = source
         self.warn = warn or _no_warn
         self.pending: dict[str, dict[tuple[type, Any], tuple[str, Any]]] = {C2A: {}, A2C: {}}
+        self.hasher = _blake3()  # reused by hash_raw for every frame of this stream
 
     def frame(self, rec: dict[str, Any], line: int = 0) -> dict[str, Any] | None:
         """The frame record for one wire (or frame) record; None, reported, if the record
         itself is broken (no valid seq/dir/raw). A wire record in the plain layout
         (seq, t, dir, raw|raw_b64) is extended in place and returned, saving a copy per
         frame: pass a copy if you keep ``rec``."""
-        seq = rec.get("seq")
-        t = rec.get("t")
-        d = rec.get("dir")
+        # The wire fields: seq, t, dir, then the bytes as raw (text) or raw_b64.
+        plain = tuple(rec)
+        if plain == _PLAIN_RAW:
+            seq, t, d, r = rec.values()
+            out = rec
+        else:
+            seq = rec.get("seq")
+            t = rec.get("t")
+            d = rec.get("dir")
+            r = rec.get("raw")
+            out = None
         if seq.__class__ is not int or not (t is None or t.__class__ is int) or d not in _OTHER:
             self.warn(self.source, line, "not a wire record (needs seq, t, dir), skipped")
             return None
-        plain = tuple(rec) in _PLAIN_LAYOUTS
-        out = rec if plain else {"seq": seq, "t": t, "dir": d}
-        r = rec.get("raw")
         if r.__class__ is str:
-            if not plain:
-                out["raw"] = r
             if r.isascii():
                 b = r
                 size = len(r)
             else:
                 b = r.encode("utf-8", "surrogatepass")
                 size = len(b)
+            if out is None:
+                out = {"seq": seq, "t": t, "dir": d, "raw": r}
         else:
             r = rec.get("raw_b64")
             try:
@@ -205,17 +211,17 @@ class Framer:
             except (TypeError, ValueError):
                 self.warn(self.source, line, "wire record has no raw or valid raw_b64, skipped")
                 return None
-            if not plain:
-                out["raw_b64"] = r
             size = len(b)
+            out = rec if plain == _PLAIN_B64 else {"seq": seq, "t": t, "dir": d, "raw_b64": r}
         redacted = False
-        if not plain:
+        if out is not rec:
             if rec.get("nolf") is True:
                 out["nolf"] = True
             if rec.get("redacted") is True:
                 out["redacted"] = redacted = True
+        # One parse serves both the canonical hash and the classification below.
         try:
-            value, h = _hash_raw(b)
+            value, h = _hash_raw(b, self.hasher)
         except ValueError as e:  # canonical.ParseError
             why = "not UTF-8" if b.__class__ is bytes and r is rec.get("raw_b64") else str(e)
             self.warn(self.source, line, f"not JSON: {why}")
@@ -224,6 +230,8 @@ class Framer:
             out["hash"] = rec.get("hash") if redacted else raw_hash(
                 b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
             return out
+        # kind, method, id, sessionId (is_jsonrpc_id is spelt out inline: a call per
+        # frame costs more than the test).
         sid = None
         kind = None
         if value.__class__ is dict and value.get("jsonrpc") == "2.0":
@@ -240,29 +248,36 @@ class Framer:
                         out["method"] = method
                     else:
                         rid = value["id"]
-                        if rid is None or rid.__class__ is str or is_jsonrpc_id(rid):
+                        c = rid.__class__
+                        if (c is int and _INT64 <= rid < _UINT64) or c is str or rid is None \
+                                or c is float:
                             kind = out["kind"] = "request"
                             out["method"] = method
                             out["id"] = rid
                             pend = self.pending[d]
-                            pend[(rid.__class__, rid)] = (method, sid)
+                            pend[(c, rid)] = (method, sid)
                             if len(pend) > MAX_PENDING:
                                 del pend[next(iter(pend))]
             elif "id" in value and (("result" in value) is not ("error" in value)):
                 rid = value["id"]
-                if rid is None or rid.__class__ is str or is_jsonrpc_id(rid):
-                    kind = out["kind"] = "response" if "result" in value else "error"
-                    asked = self.pending[_OTHER[d]].pop((rid.__class__, rid), None)
+                c = rid.__class__
+                if (c is int and _INT64 <= rid < _UINT64) or c is str or rid is None \
+                        or c is float:
+                    asked = self.pending[_OTHER[d]].pop((c, rid), None)
+                    if "result" in value:
+                        kind = out["kind"] = "response"
+                        result = value["result"]
+                    else:
+                        kind = out["kind"] = "error"
+                        result = None
                     if asked is not None:
                         out["method"] = asked[0]
                         sid = asked[1]
                     out["id"] = rid
-                    if kind == "response":
-                        result = value["result"]
-                        if result.__class__ is dict:
-                            s = result.get("sessionId")
-                            if s.__class__ is str:
-                                sid = s
+                    if result.__class__ is dict:
+                        s = result.get("sessionId")
+                        if s.__class__ is str:
+                            sid = s
         if h is None and kind is not None and _unwritable(out.get("method"), out.get("id"), sid):
             for key in ("kind", "method", "id"):
                 out.pop(key, None)
