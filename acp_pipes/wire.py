@@ -16,7 +16,7 @@ the canonical hash of the frame *as sent*, when secrets were replaced in ``raw``
 
 from __future__ import annotations
 
-import base64
+import binascii
 import os
 import time
 
@@ -122,7 +122,7 @@ def encode_raw(raw: bytes) -> tuple[str, str]:
     try:
         return "raw", raw.decode("utf-8")
     except UnicodeDecodeError:
-        return "raw_b64", base64.b64encode(raw).decode("ascii")
+        return "raw_b64", binascii.b2a_base64(raw, newline=False).decode("ascii")
 
 
 def decode_raw(record: dict[str, Any]) -> bytes:
@@ -136,6 +136,8 @@ def decode_raw(record: dict[str, Any]) -> bytes:
         return raw.encode("utf-8", "surrogatepass")
     b64 = record.get("raw_b64")
     if isinstance(b64, str):
+        import base64  # not at the top: it imports re, which acp-tee's start need not pay
+
         try:
             return base64.b64decode(b64, validate=True)
         except ValueError as e:

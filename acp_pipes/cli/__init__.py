@@ -9,8 +9,12 @@ extension module's initialisation. When this package is imported to start a tool
 """
 
 import os
-import signal
 import sys
+
+try:  # the C module under signal.py, whose enums (~3 ms) acp-tee's start need not pay
+    import _signal as signal
+except ImportError:  # pragma: no cover - an interpreter without it
+    import signal
 
 
 def _interrupted_while_starting(signum, frame):  # pragma: no cover - timing dependent
