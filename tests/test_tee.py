@@ -14,11 +14,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from acp_pipes.canonical import canonical_hash, parse_json
 from acp_pipes.echo_client import client_session
 from acp_pipes.redact import PLACEHOLDER
-from acp_pipes.wire import A2C, C2A, decode_raw, frame_record
+from acp_pipes.wire import A2C, C2A, decode_raw, frame_record, make_clock
 from tests.conftest import record_lockstep, tool_argv, tool_env
 
 TIMEOUT = 60  # a deadlock fails the test instead of hanging it
@@ -500,3 +502,78 @@ def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
                                               nolf=nolf, **kwargs)) + b"\n"
     assert path.read_bytes() == expected
     assert (b"SECRET" in expected) == (direction == A2C)  # redaction is c2a only
+
+
+# -- starting the agent before parsing ---------------------------------------------------
+
+_OPTIONS = ["-o", "--output", "--clock", "--capture-env", "--no-host", "--keep-secrets",
+            "--help", "-h", "--version", "--out", "--no-h", "--clock=epoch", "-ow.jsonl",
+            "-x", "--", ""]
+_VALUES = ["epoch", "system", "nanos:5", "nanos:-1", "nanos:x", "bogus", "-x", "--x", "-1",
+           "", "w.jsonl", "-", "--", "HOME"]
+# Command lines shaped like real ones (options, values, then -- and a command), with
+# anything in any place now and then, so both what is plain and its near misses come up.
+_ARGV = st.lists(
+    st.one_of(st.sampled_from(_OPTIONS).map(lambda o: [o]),
+              st.tuples(st.sampled_from(_OPTIONS), st.sampled_from(_VALUES)).map(list),
+              st.text(max_size=4).map(lambda t: [t])),
+    max_size=5,
+).flatmap(lambda groups: st.lists(st.sampled_from(["agent", "--acp", "--", "-x"]),
+                                  max_size=3).map(lambda cmd: sum(groups, []) + ["--", *cmd]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(_ARGV)
+@example(["--clock", "bogus", "--", "agent"])
+@example(["--clock", "nanos:-1", "--", "agent"])
+@example(["-o", "-x", "--", "agent"])
+@example(["--capture-env", "--", "agent"])
+def test_a_plain_command_line_is_one_the_parser_accepts(argv):
+    """acp-tee starts the agent before parsing only for command lines ``plain_command``
+    accepts: each must parse, with the same command and clock, so a usage error never
+    starts an agent."""
+    from acp_pipes.cli.tee import make_tool, plain_command
+
+    plain = plain_command(argv)
+    if plain is None:
+        return
+    cut = argv.index("--")
+    args = make_tool().parser().parse_args(argv[:cut])  # SystemExit would fail the test
+    assert (plain[0], plain[1]) == (argv[cut + 1:], args.clock)
+    make_clock(args.clock)
+
+
+@pytest.mark.parametrize(("argv", "plain"), [
+    (["-o", "w.jsonl", "--", "agent", "--acp"], (["agent", "--acp"], "system")),
+    (["--clock", "epoch", "--no-host", "--capture-env", "HOME", "--keep-secrets",
+      "--output", "w", "--", "a", "--", "b"], (["a", "--", "b"], "epoch")),
+    (["--", "agent"], (["agent"], "system")),
+    (["--clock", "bogus", "--", "agent"], None),
+    (["--clock=epoch", "--", "agent"], None),
+    (["--help", "--", "agent"], None),
+    (["-o", "w", "--"], None),
+    (["-o", "--", "agent"], None),
+])
+def test_plain_command(argv, plain):
+    from acp_pipes.cli.tee import plain_command
+
+    assert plain_command(argv) == plain
+
+
+@pytest.mark.parametrize("options", [["--clock", "bogus"], ["--no-such-option"], ["-o"]])
+def test_a_usage_error_starts_no_agent(tmp_path, options):
+    marker = tmp_path / "agent-ran"
+    r = tee(*options, "--", "sh", "-c", f"touch {marker}")
+    assert r.returncode == 2 and r.stderr.startswith((b"acp-tee: ", b"usage: acp-tee"))
+    assert not marker.exists()
+
+
+def test_the_usual_order_for_other_spellings(tmp_path):
+    """Abbreviated options and --opt=value are not plain: parsed first, then started."""
+    wire = tmp_path / "w.jsonl"
+    r = tee(f"--out={wire}", "--clock=epoch", "--no-h", "--", "sh", "-c", "echo hi",
+            input=b"")
+    assert (r.returncode, r.stdout) == (0, b"hi\n")
+    head, recs = read_log(wire)
+    assert head["clock"] == "epoch" and "host" not in head
+    assert [decode_raw(rec) for rec in recs] == [b"hi"]

@@ -1,15 +1,27 @@
 """`acp-tee`: record an ACP session: a stdio proxy that forwards every byte untouched and
-logs every frame (a thin layer over :func:`acp_pipes.tee.record`)."""
+logs every frame (a thin layer over :func:`acp_pipes.tee.record`).
+
+Unlike the other tools, this module imports the shared runner only in :func:`main`:
+when the command line is plain (see :func:`plain_command`), the agent is started first,
+and argparse and the runner (~6 ms) load while it starts. In front of a fast agent the
+proxy's start-up is most of what it adds to a session.
+"""
 
 from __future__ import annotations
 
-import argparse
 import os
+import sys
 import time
 
-from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.tee import record
+from acp_pipes.tee import Agent, record, start_agent
 from acp_pipes.wire import make_clock
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from acp_pipes.cli.runner import Context, Tool
 
 DESCRIPTION = """\
 Put acp-tee where the agent command goes: it starts AGENT, passes the client's stdin to
@@ -52,7 +64,47 @@ def default_log_path() -> str:
     return os.path.abspath(f"acp-tee-{stamp}-{os.getpid()}.jsonl")
 
 
-def _run(args: argparse.Namespace, ctx: Context) -> int:
+#: The options acp-tee's parser takes, spelled out: what :func:`plain_command` knows.
+_FLAGS = frozenset({"--no-host", "--keep-secrets"})
+_VALUED = frozenset({"-o", "--output", "--clock", "--capture-env"})
+
+
+def plain_command(argv: Sequence[str]) -> tuple[list[str], str] | None:
+    """The agent command and clock when ``argv`` is plain enough to start the agent before
+    parsing: only acp-tee's own options, spelled out in full, each value a separate word
+    not starting with ``-``, a valid ``--clock``, then ``--`` and a command. Anything else
+    (abbreviations, ``--opt=value``, ``--help``, a usage error) gives None and the usual
+    order: parse, then start. Whatever this accepts, the parser accepts with the same
+    command and clock (tests/test_tee.py holds that), so a usage error never starts an
+    agent."""
+    if "--" not in argv:
+        return None
+    cut = list(argv).index("--")
+    options, command = list(argv[:cut]), list(argv[cut + 1:])
+    if not command:
+        return None
+    clock = "system"
+    i = 0
+    while i < len(options):
+        word = options[i]
+        if word in _FLAGS:
+            i += 1
+        elif word in _VALUED and i + 1 < len(options) and not options[i + 1].startswith("-"):
+            if word == "--clock":
+                clock = options[i + 1]
+            i += 2
+        else:
+            return None
+    try:
+        make_clock(clock)
+    except ValueError:
+        return None
+    return command, clock
+
+
+def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> int:
+    from acp_pipes.cli.runner import UsageError
+
     agent = list(args.command)  # everything after the first '--' (the runner splits it)
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
@@ -72,28 +124,46 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         capture_env=args.capture_env,
         keep_secrets=args.keep_secrets,
         warn=ctx.note,
+        agent=early,
     )
 
 
-TOOL = Tool(
-    prog="acp-tee",
-    summary="Record an ACP session: a stdio proxy that forwards every byte untouched and "
-            "logs every frame.",
-    example="acp-tee -o /tmp/session.jsonl -- acp-echo-agent < client.jsonl > agent.jsonl\n"
-            "acp-frame /tmp/session.jsonl | head",
-    run=_run,
-    configure=configure,
-    description=DESCRIPTION,
-    takes_files=False,
-    takes_output=False,
-    takes_command=True,
-    exits="the agent's (128+N if signal N killed it; 127 if AGENT was not found, 126 if it "
-          "could not be run); 2 usage error",
-)
+def make_tool(early: Agent | None = None) -> Tool:
+    """acp-tee's declaration for the runner; ``early`` is an agent already started."""
+    from acp_pipes.cli.runner import Tool
+
+    return Tool(
+        prog="acp-tee",
+        summary="Record an ACP session: a stdio proxy that forwards every byte untouched and "
+                "logs every frame.",
+        example="acp-tee -o /tmp/session.jsonl -- acp-echo-agent < client.jsonl > agent.jsonl\n"
+                "acp-frame /tmp/session.jsonl | head",
+        run=lambda args, ctx: _run(args, ctx, early),
+        configure=configure,
+        description=DESCRIPTION,
+        takes_files=False,
+        takes_output=False,
+        takes_command=True,
+        exits="the agent's (128+N if signal N killed it; 127 if AGENT was not found, 126 if it "
+              "could not be run); 2 usage error",
+    )
 
 
 def main() -> None:
-    run(TOOL)
+    early = None
+    plain = plain_command(sys.argv[1:])
+    if plain is not None:
+        try:
+            early = start_agent(plain[0], clock=plain[1])
+        except OSError:  # not found or not runnable: the usual path says so
+            early = None
+    try:
+        from acp_pipes.cli.runner import run
+
+        run(make_tool(early))
+    finally:
+        if early is not None:
+            early.abandon()  # nothing once served; else the run ended before serving it
 
 
 if __name__ == "__main__":

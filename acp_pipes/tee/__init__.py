@@ -29,8 +29,12 @@ Design choices, and why:
 from __future__ import annotations
 
 import os
-import signal
 import sys
+
+try:  # the C module under signal.py, whose enums (~3 ms) need not delay the agent's start
+    import _signal as signal
+except ImportError:  # pragma: no cover - an interpreter without it
+    import signal
 
 from acp_pipes.wire import make_clock
 
@@ -38,7 +42,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["record"]
+__all__ = ["Agent", "record", "start_agent"]
 
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -87,6 +91,44 @@ def spawn(argv: Sequence[str], stderr_fd: int | None = None) -> tuple[int, int, 
     return pid, in_w, out_r
 
 
+class Agent:
+    """An agent started by :func:`start_agent`, not yet served: its pid, the write end of
+    its stdin, the read end of its stdout, and when it was started (by the log's clock)."""
+
+    def __init__(self, argv: Sequence[str], clock: str, stderr_fd: int | None = None):
+        self.argv = list(argv)
+        self.clock = clock
+        self.tick = make_clock(clock)
+        self.started_ns = self.tick()
+        _occupy_stdio()
+        self.pid, self.stdin, self.stdout = spawn(self.argv, stderr_fd)
+        self.taken = False
+
+    def abandon(self) -> None:
+        """Undo a start that will not be served (a usage error found after it): close its
+        pipes, end it and reap it. Nothing once :func:`record` has taken the agent."""
+        if self.taken:
+            return
+        self.taken = True
+        for fd in (self.stdin, self.stdout):
+            os.close(fd)
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        os.waitpid(self.pid, 0)
+
+
+def start_agent(argv: Sequence[str], *, clock: str = "system",
+                stderr_fd: int | None = None) -> Agent:
+    """Start the agent now, to be served by ``record(..., agent=)``: acp-tee's CLI does so
+    before it has even imported its argument parser. Raises OSError when ``argv[0]``
+    cannot be run, ValueError for a bad ``clock`` or an empty ``argv``."""
+    if not argv:
+        raise ValueError("no agent command given")
+    return Agent(argv, clock, stderr_fd)
+
+
 def record(
     argv: Sequence[str],
     log_path: str | None,
@@ -100,26 +142,30 @@ def record(
     stderr_fd: int | None = None,
     warn: Callable[[str], None] | None = None,
     forward_signals: bool = True,
+    agent: Agent | None = None,
 ) -> int:
     """Run ``argv`` as the agent between ``stdin_fd``/``stdout_fd`` and log to ``log_path``.
 
     ``log_path`` None forwards without logging. The agent's stderr goes to ``stderr_fd``
     (default: inherited) and is not logged. ``capture_env`` names the environment
-    variables to record in the header (an unset one is recorded as null). Returns the
-    agent's exit status (128+N if signal N killed it; 127/126 if it could not be started,
-    as a shell would). Raises ValueError for a bad ``clock`` or an empty ``argv``.
+    variables to record in the header (an unset one is recorded as null). ``agent``, from
+    :func:`start_agent` with the same ``argv`` and ``clock``, is served instead of
+    starting one. Returns the agent's exit status (128+N if signal N killed it; 127/126 if
+    it could not be started, as a shell would). Raises ValueError for a bad ``clock`` or
+    an empty ``argv``.
     """
-    if not argv:
-        raise ValueError("no agent command given")
     warn = warn or _stderr_warn
-    tick = make_clock(clock)
-    started = tick()
-    _occupy_stdio()
-    try:
-        pid, agent_in, agent_out = spawn(argv, stderr_fd)
-    except OSError as e:
-        warn(f"cannot run {argv[0]}: {e.strerror or e}")
-        return 127 if isinstance(e, FileNotFoundError) else 126
+    if agent is None or agent.taken or agent.argv != list(argv) or agent.clock != clock:
+        if agent is not None:
+            agent.abandon()  # not the agent asked for: never serve the wrong one
+        try:
+            agent = start_agent(argv, clock=clock, stderr_fd=stderr_fd)
+        except OSError as e:
+            warn(f"cannot run {argv[0]}: {e.strerror or e}")
+            return 127 if isinstance(e, FileNotFoundError) else 126
+    agent.taken = True
+    pid, agent_in, agent_out = agent.pid, agent.stdin, agent.stdout
+    tick, started = agent.tick, agent.started_ns
 
     reaped = False
 
