@@ -9,7 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.replay.asr import Replay, iter_streams, read_indexed, read_streams
+from acp_pipes.replay.asr import Replay, read_indexed
+from acp_pipes.replay.asr_stream import iter_streams, read_streams
 from tests.acp_schema import FrameChecker
 from tests.conftest import REPO, run_tool
 

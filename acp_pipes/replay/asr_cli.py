@@ -14,7 +14,8 @@ import orjson
 from acp_pipes.cli.replay import report_line as _stderr_line
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.jsonl import STDIN, InputError, display_name
-from acp_pipes.replay.asr import Replay, UntilCut, read_indexed, read_streams
+from acp_pipes.replay.asr import Replay, read_indexed
+from acp_pipes.replay.asr_stream import UntilCut, read_streams
 
 __all__ = ["run", "run_files"]
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from acp_pipes.jsonl import InputError, display_name
-from acp_pipes.replay.asr import ACP_STATES, AsrStream
+from acp_pipes.replay.asr import ACP_STATES
+from acp_pipes.replay.asr_stream import AsrStream
 from acp_pipes.wire import decode_raw
 
 __all__ = ["NoCapture", "captured_frames", "referenced_frames"]

@@ -33,7 +33,8 @@ from acp_pipes.jsonrpc import (
 )
 from acp_pipes.jsonrpc import error as _error
 from acp_pipes.jsonrpc import response as _response
-from acp_pipes.replay.asr import AsrStream, Replay
+from acp_pipes.replay.asr import Replay
+from acp_pipes.replay.asr_stream import AsrStream
 
 __all__ = ["READ_ONLY", "Server", "serve", "serve_lines"]
 

@@ -1,0 +1,144 @@
+"""Reading ASR streams: a file (or several streams back to back) as header + records.
+
+What every consumer of ASR streams shares (acp-replay's ASR modes, ``--compare``, the
+round trip): streams split at their headers, bad lines reported with file and line and
+skipped without losing what came before or after, and an input cut short kept up to the
+cut (:class:`UntilCut`). What a replay keeps of each record is
+:func:`acp_pipes.replay.asr.read_indexed`'s business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import orjson
+
+from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
+from acp_pipes.streams import ASR, describe, header_format
+
+__all__ = ["AsrStream", "UntilCut", "Warn", "iter_streams", "read_streams"]
+
+#: ``warn(source, line, message)``: told of a bad line that is skipped.
+Warn = Callable[[str, int, str], None]
+
+
+@dataclass
+class AsrStream:
+    """One ASR stream: its header and records (parsed), and where it came from. A stream
+    from :func:`read_indexed` keeps only its replay index, not its records."""
+
+    header: dict
+    records: list[dict] = field(default_factory=list)
+    source: str = "-"
+    line: int = 1  # the header's line number
+    index: object | None = None  # acp_pipes.replay.asr's replay index
+
+    @property
+    def session_id(self) -> str:
+        return self.header.get("sessionId")
+
+
+def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
+                 ) -> Iterator[tuple[dict, int, Iterator[dict]]]:
+    """Each ASR stream in raw lines (bytes, LF optional) as (header, its line number, its
+    records parsed as they are asked for), a header starting each; a stream's records are
+    skipped if left unread when the next stream is asked for.
+
+    A line that is not JSON (a torn last line after a crash: no LF) or not a JSON object
+    is given to ``warn(source, line, message)`` and skipped, so what was read before and
+    after it is kept; without ``warn`` it is an InputError naming the source and line.
+    A line before the first header that is JSON but no ASR header (another stream kind)
+    is always an InputError: the input is not an ASR stream."""
+    loads = orjson.loads
+    numbered = enumerate(lines, 1)
+    nxt: list = []  # the header that ended the last run of records, and its line
+    had_lf = [True]  # whether the previous line ended with LF (a torn line has none)
+
+    def bad(n: int, what: str, reason: object = None) -> None:
+        if warn is None:
+            raise InputError(source, n, f"{what}: {reason}" if reason else what)
+        warn(source, n, f"{what}, skipped: {reason}" if reason else f"{what}, skipped")
+
+    def records(headed: bool) -> Iterator[dict]:
+        for n, raw in numbered:
+            lf = raw.endswith(b"\n")
+            torn, had_lf[0] = not lf and had_lf[0], lf
+            try:
+                rec = loads(raw)
+            except orjson.JSONDecodeError as e:
+                if not raw.strip():
+                    continue
+                bad(n, unparsable(not torn), e)
+                continue
+            if type(rec) is not dict:
+                bad(n, "not a JSON object")
+                continue
+            if rec.get("type") == "header":
+                if header_format(rec) != ASR:
+                    raise InputError(source, n, "not an ASR stream header")
+                if not isinstance(rec.get("sessionId"), str):
+                    raise InputError(source, n, "ASR header without a sessionId")
+                nxt.append((rec, n))
+                return
+            if not headed:
+                raise InputError(source, n, f"expected an ASR stream, got {_kind_of(rec)}")
+            yield rec
+
+    for _ in records(False):  # up to the first header (a record before it raises)
+        pass
+    while nxt:
+        header, n = nxt.pop()
+        recs = records(True)
+        yield header, n, recs
+        for _ in recs:
+            pass
+
+
+class UntilCut:
+    """The lines of an input up to where it stops being readable (a .gz cut short, a bad
+    disk): a recording that stopped there, as acp-fold and acp-asr read it. The read
+    error is kept in :attr:`error` (``SOURCE:LINE: cannot read: ...``, LINE the first
+    line not read) for the caller to report once what was read has been used. An error
+    before any line was read (the file cannot be opened) is raised at once."""
+
+    def __init__(self, lines: Iterable[bytes], source: str):
+        self.lines = lines
+        self.source = source
+        self.error: InputError | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        it = iter(self.lines)
+        n = 0
+        while True:
+            try:
+                raw = next(it)
+            except StopIteration:
+                return
+            except InputError as e:
+                if not n:
+                    raise
+                self.error = InputError(self.source, e.line or n + 1, e.message)
+                return
+            except READ_ERRORS as e:
+                if not n:
+                    raise InputError(self.source, 1, f"cannot read: {e}") from None
+                self.error = InputError(self.source, n + 1, f"cannot read: {e}")
+                return
+            n += 1
+            yield raw
+
+
+def _kind_of(rec: dict) -> str:
+    """What a first line that is no ASR header says the input is (for the refusal)."""
+    fmt = header_format(rec)
+    if fmt is not None or "jsonrpc" in rec:
+        return describe(fmt)
+    return "a record before any header (an ASR stream starts with its header line)"
+
+
+def read_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
+                 ) -> Iterator[AsrStream]:
+    """ASR streams from raw lines (:func:`iter_streams`), every record kept."""
+    for header, n, recs in iter_streams(lines, source, warn):
+        yield AsrStream(header, list(recs), source, n)
