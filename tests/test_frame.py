@@ -275,6 +275,22 @@ def test_gz_input(tmp_path):
     assert run_tool("frame", input=gzip.compress(log)).stdout == plain
 
 
+def test_gz_cut_short_keeps_every_frame_before_the_cut(tmp_path):
+    # Many frames (more than the CLI's write batch) and a .gz cut off mid-body: every
+    # frame read before the cut is written, then FILE:LINE: cannot read, exit 2.
+    log = wire_log(echo_wire(60))
+    whole = parse_out(frame_cli(log).stdout)
+    packed = gzip.compress(log, compresslevel=0)  # stored: the cut falls mid-record
+    p = tmp_path / "wire.jsonl.gz"
+    p.write_bytes(packed[: len(packed) * 2 // 3])
+    r = run_tool("frame", str(p))
+    assert r.returncode == 2
+    out = parse_out(r.stdout)
+    assert 200 < len(out) < len(whole) and out == whole[: len(out)]
+    assert r.stderr.decode() == f"acp-frame: {p}:{len(out) + 1}: cannot read: " \
+        "Compressed file ended before the end-of-stream marker was reached\n"
+
+
 def test_streams_back_to_back_and_several_files(tmp_path):
     s1 = wire_log([("c2a", msg(id=1, method="a"))])
     h2 = dict(HDR, argv=["other"])

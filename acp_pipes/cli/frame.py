@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from itertools import islice, repeat
 
 import orjson
 
@@ -23,6 +24,10 @@ skipped. Both exit 0. Input of the wrong kind, or a bare stream without --dir, e
 --summary prints what the recording holds instead: header, counts by direction, kind,
 method, session and update kind, sizes, time span, redactions, invalid lines, the
 negotiated protocol version. See docs/acp-frame.md."""
+
+#: Records encoded and written together: a frame reaches stdout at most this many frames
+#: later than it would one at a time (stdout is block-buffered either way).
+BATCH = 64
 
 EXAMPLE = """\
 acp-frame wire.jsonl | acp-fold | acp-asr
@@ -54,12 +59,29 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     def warn(source: str, line: int, message: str) -> None:
         ctx_warn(message, source, line)
 
-    write = ctx.out.write  # one buffered write per record (measured: faster than
-    dumps = orjson.dumps  # writelines over map with a functools.partial encoder)
-    nl = orjson.OPT_APPEND_NEWLINE
-    for path in ctx.files:
-        for rec in read_frames(path, direction=args.direction, warn=warn, headers=True):
-            write(dumps(rec, option=nl))
+    # Records are encoded by map() in C and written BATCH at a time: measured ~0.1 us a
+    # frame less than one write per record. list.extend keeps what it took before an
+    # error (a .gz cut short), and the finally writes it: nothing framed is lost.
+    write = ctx.out.write
+    dumps, no_default, newline = orjson.dumps, repeat(None), repeat(orjson.OPT_APPEND_NEWLINE)
+    lines: list[bytes] = []
+
+    def flush() -> None:
+        chunk = b"".join(lines)
+        lines.clear()
+        write(chunk)
+
+    try:
+        for path in ctx.files:
+            records = read_frames(path, direction=args.direction, warn=warn, headers=True)
+            while True:  # dumps(record, None, OPT_APPEND_NEWLINE) for each record
+                lines.extend(map(dumps, islice(records, BATCH), no_default, newline))
+                if not lines:
+                    break
+                flush()
+    finally:
+        if lines:
+            flush()
     return 0
 
 
