@@ -61,14 +61,14 @@ _last_t: list = [None, ""]
 
 def iso(t: int) -> str:
     """:func:`acp_pipes.wire.iso_time`, cached: the last time given (an entity's records
-    share its receipt time) and the seconds part (the hot path)."""
+    share its receipt time) and the seconds part, ``.`` included (the hot path)."""
     if t == _last_t[0]:
         return _last_t[1]
-    sec, ns = divmod(t, 1_000_000_000)
+    sec = t // 1_000_000_000
     if sec != _last_second[0]:
         _last_second[0] = sec
-        _last_second[1] = iso_time(sec * 1_000_000_000)[:-8]
-    s = f"{_last_second[1]}.{ns // 1000:06d}Z"
+        _last_second[1] = iso_time(sec * 1_000_000_000)[:-7]
+    s = _last_second[1] + "%06dZ" % (t % 1_000_000_000 // 1000)
     _last_t[0] = t
     _last_t[1] = s
     return s

@@ -23,6 +23,7 @@ __all__ = ["SUFFIX", "Spool", "file_name", "session_from_name"]
 SUFFIX = ".asr.jsonl"
 SPOOL_MEMORY = 1 << 20
 _dumps = orjson.dumps
+_NL = orjson.OPT_APPEND_NEWLINE  # one C call a record: the JSON and its LF
 
 
 def file_name(sid: str) -> str:
@@ -52,6 +53,7 @@ class Spool:
         files = self.files
         only = self.only
         dumps = orjson.dumps
+        nl = _NL
         for sid, rec in pairs:
             if only is not None and sid != only:
                 continue
@@ -59,8 +61,7 @@ class Spool:
             if f is None:
                 f = files[sid] = _SessionSpool()
             buf = f.buf
-            buf += dumps(rec)
-            buf += b"\n"
+            buf += dumps(rec, option=nl)
             if len(buf) > SPOOL_MEMORY:
                 f.spill()
 
@@ -72,8 +73,7 @@ class Spool:
             f = self.files[sid] = _SessionSpool()
         buf = f.buf
         pos = f.spilled + len(buf)
-        buf += _dumps(rec)
-        buf += b"\n"
+        buf += _dumps(rec, option=_NL)
         if len(buf) > SPOOL_MEMORY:
             f.spill()
         return pos
