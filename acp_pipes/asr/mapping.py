@@ -26,7 +26,7 @@ import orjson
 
 from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
-from acp_pipes.asr.records import Ctx, entity_bodies, event_bodies
+from acp_pipes.asr.records import BUILDERS, Ctx, audit, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
 from acp_pipes.fold.index import DigestIndex
 from acp_pipes.streams import FOLD
@@ -205,17 +205,17 @@ class Converter:
         if prev_id is not None:
             out["supersedes"] = prev_id  # ASR-706 / ASR-717
         elif replayed and st.copying and st.parent is not None and key is not None:
-            src = self.index.get(_key(st.parent, body_key))
+            src = index.get(_key(st.parent, body_key))
             if src is not None:  # ASR-718: history copied into the fork
                 out["copiedFrom"] = {"session": st.parent, "id": f"r{src & 0xFFFFFFFF}",
                                      "proof": "native_id"}
                 st.local_through = rid
+        # body's "type" keeps its first place (update keeps a key where it is), native
+        # comes last (ASR-723)
         ref = {"ref": {"connection": self.conn, "frames": rec.get("frames") or []}}
         if "native" in body:  # an audit record: native.record beside the ref (ASR-710)
             ref.update(body["native"])
             body = {k: v for k, v in body.items() if k != "native"}
-        # body's "type" keeps its first place (update keeps a key where it is), native
-        # comes last (ASR-723)
         out.update(body)
         out["native"] = ref
         pos = self._put(sid, out)
@@ -231,12 +231,17 @@ class Converter:
         sid = rec.get("session")
         if not isinstance(sid, str):
             return
-        st = self._stream(sid)
+        st = self.streams.get(sid)
+        if st is None or st.ctx.conn != self.conn:
+            st = self._stream(sid)
         replayed = bool(rec.get("replayed"))
         write = self._write
-        for key, body in entity_bodies(rec, st.ctx):
+        kind = rec.get("entity")
+        build = BUILDERS.get(kind)  # entity_bodies, inlined
+        for key, body in (build(rec, st.ctx) if build is not None else
+                          ((None, audit(str(kind), rec.get("value"))),)):
             write(st, key, body, rec, replayed)
-        if rec.get("entity") == "subagent" and isinstance(rec.get("id"), str):
+        if kind == "subagent" and isinstance(rec.get("id"), str):
             # ASR-721: the child's stream names its parent; never guessed
             child = self._stream(rec["id"])
             child.lineage.setdefault("spawnedBy", {"session": sid, "evidence": "native_field"})
@@ -245,7 +250,9 @@ class Converter:
         sid = rec.get("session")
         if not isinstance(sid, str):
             return
-        st = self._stream(sid)
+        st = self.streams.get(sid)
+        if st is None or st.ctx.conn != self.conn:
+            st = self._stream(sid)
         replayed = bool(rec.get("replayed"))
         for key, body in event_bodies(rec, st.ctx):
             self._write(st, key, body, rec, replayed)

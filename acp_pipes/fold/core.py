@@ -392,7 +392,18 @@ class Folder(Timeline):
             else:
                 key = upd.get(id_field)
             if key.__class__ is str:  # (a plan's key is None unless the plan is a dict)
-                self._fold(sess, seq, t, ekind, key, how, apply, upd, id_field)
+                # the entity's fold, inlined: most frames are updates of an open entity
+                table = sess.replay_open if sess.replaying else sess.open
+                k = (ekind, key)
+                ent = table.get(k)
+                if ent is None:
+                    ent = self._new_entity(sess, seq, t, ekind, key, how, id_field, table)
+                ent.frames.append(seq)
+                problem = apply(ent, upd, id_field)
+                if problem:
+                    self.warn(f"{ekind} {key}: {problem}")
+                if ekind in _ENDS_BY_UPDATE:
+                    self._ended_by_update(sess, ent, table, k)
                 return
             self.warn(f"{kind} without a string {id_field}: kept as an audit record")
         rec = {"ev": "update", "session": sid, "kind": kind if isinstance(kind, str) else None,
@@ -414,36 +425,34 @@ class Folder(Timeline):
         if len(sess.timeline) > MAX_HELD:
             self._flush(sess, cap=True)
 
-    def _fold(self, sess, seq, t, kind, key, how, apply, upd, id_field) -> None:
-        table = sess.replay_open if sess.replaying else sess.open
-        k = (kind, key)
-        ent = table.get(k)
-        if ent is None:
-            ent = Entity(kind, key, sess.sid, seq, t, replayed=sess.replaying)
-            if not sess.replaying:
-                old = self.finals.pop((sess.sid, kind, key), None)
-                if old is not None:  # a change after final (ASR-706)
-                    ent.value = old[0]
-                    ent.chunked = old[1]
-                    ent.frames = list(old[2])
-                    ent.origin = old[3]
-                    ent.output = old[4]
-                    ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
-                    ent.after_final = True
-                elif self._final_ids is not None and final_digest(
-                        sess.sid, kind, key) in self._final_ids:
-                    ent.after_final = True
-                    ent.basis = "patch"
-            if how != "plan":
-                ent.value[id_field] = key
-            table[k] = ent
-            sess.timeline.append(ent)
-        ent.frames.append(seq)
-        problem = apply(ent, upd, id_field)
-        if problem:
-            self.warn(f"{kind} {key}: {problem}")
-        if kind not in _ENDS_BY_UPDATE:
-            return
+    def _new_entity(self, sess, seq, t, kind, key, how, id_field, table) -> Entity:
+        """The first update of an entity (in this namespace): a new entity, or one
+        re-opened after its final record (ASR-706)."""
+        ent = Entity(kind, key, sess.sid, seq, t, replayed=sess.replaying)
+        if not sess.replaying:
+            old = self.finals.pop((sess.sid, kind, key), None)
+            if old is not None:  # a change after final (ASR-706)
+                ent.value = old[0]
+                ent.chunked = old[1]
+                ent.frames = list(old[2])
+                ent.origin = old[3]
+                ent.output = old[4]
+                ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
+                ent.after_final = True
+            elif self._final_ids is not None and final_digest(
+                    sess.sid, kind, key) in self._final_ids:
+                ent.after_final = True
+                ent.basis = "patch"
+        if how != "plan":
+            ent.value[id_field] = key
+        table[(kind, key)] = ent
+        sess.timeline.append(ent)
+        return ent
+
+    def _ended_by_update(self, sess, ent: Entity, table: dict, k: tuple) -> None:
+        """Tool calls and compactions end with a terminal status; a subagent is final at
+        each update."""
+        kind = ent.kind
         status = ent.value.get("status")
         if status.__class__ is not str:  # a status of another JSON type ends nothing
             status = None
