@@ -324,18 +324,12 @@ def read_frames(
 
     ``direction`` ("c2a"/"a2c") is needed for a bare stream and ignored for streams with a
     header. With ``headers=True`` each stream's frames header is yielded before its
-    frames (what ``acp-frame`` writes). ``.gz`` and ``-`` (stdin) work.
+    frames (what ``acp-frame`` writes). ``.gz`` and ``-`` (stdin) work. Lazy: the file is
+    opened at the first ``next`` and closed when the iterator ends.
     """
     path = str(path)
-    source = display_name(path)
-    stream = open_source(path)
-    try:
-        # the stream itself, no per-line objects: this is the hot path
-        yield from frame_chunks(stream, source, direction=direction,
-                                warn=warn, headers=headers)
-    finally:
-        if path != STDIN:
-            stream.close()
+    # the framing loop itself, no generator in between: that costs ~0.1 us a frame
+    return _framed(None, path, display_name(path), direction, warn, headers, 1)
 
 
 def frame_lines(
@@ -374,6 +368,24 @@ def frame_chunks(
 ) -> Iterator[dict[str, Any]]:
     """:func:`read_frames` over the lines of one source as bytes *with* their LF (a last
     line without LF is a frame without LF, or a torn wire record)."""
+    return _framed(chunks, None, source, direction, warn, headers, first_line)
+
+
+def _framed(
+    chunks: Iterable[bytes] | None,
+    path: str | None,
+    source: str,
+    direction: str | None,
+    warn: Warn | None,
+    headers: bool,
+    first_line: int,
+) -> Iterator[dict[str, Any]]:
+    """The framing loop of :func:`frame_chunks`, and of :func:`read_frames` (``path``
+    given, ``chunks`` None: the file is opened here and closed at the end).
+
+    Its own loop rather than :func:`acp_pipes.jsonl.read_lines`: a ``Line`` object per
+    frame, and a generator between the file and this loop, each cost more per frame than
+    everything done here besides parsing and hashing."""
     if direction is not None and direction not in DIRECTIONS:
         raise ValueError(f"direction must be c2a or a2c, got {direction!r}")
     warn = warn or _no_warn
@@ -384,79 +396,86 @@ def frame_chunks(
     frame = framer.frame
     seq = 0
     number = first_line - 1
-    chunks = iter(chunks)
-    while True:
-        try:
-            chunk = next(chunks)
-        except StopIteration:
-            return
-        except READ_ERRORS as e:
-            raise InputError(source, number + 1, f"cannot read: {e}") from None
-        number += 1
-        if mode is WIRE:
+    stream = None
+    if chunks is None:
+        stream = chunks = open_source(path)
+    try:
+        chunks = iter(chunks)
+        while True:
             try:
-                rec = loads(chunk)  # JSON allows the trailing LF (and a CR before it)
-            except JSONDecodeError as e:
-                what = unparsable(chunk[-1:] == b"\n")
-                warn(source, number, f"{what}, wire record skipped: {e}")
-                continue
-            if rec.__class__ is dict and "dir" in rec:
-                out = frame(rec, number)
-                if out is not None:
-                    yield out
-                continue
-            fmt = header_format(rec)
-            if fmt is None:
-                warn(source, number, "not a wire record (needs seq, t, dir), skipped")
-                continue
-        else:
-            terminated = chunk[-1:] == b"\n"
-            raw = chunk[:-1] if terminated else chunk
-            if mode is None and not raw.strip():
-                continue
-            try:
-                rec = loads(raw)
-            except JSONDecodeError:
-                rec = None
-            fmt = header_format(rec) if rec.__class__ is dict else None
-            if fmt is None:
-                if mode is None:
-                    if direction is None:
-                        raise InputError(
-                            source, 0,
-                            "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c",
-                        )
-                    mode = BARE
-                    seq = 0
-                    if headers:
-                        yield frames_header(None)
-                if not raw.strip():  # blank lines do not frame in ndjson
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except READ_ERRORS as e:
+                raise InputError(source, number + 1, f"cannot read: {e}") from None
+            number += 1
+            if mode is WIRE:
+                try:
+                    rec = loads(chunk)  # JSON allows the trailing LF (and a CR before it)
+                except JSONDecodeError as e:
+                    what = unparsable(chunk[-1:] == b"\n")
+                    warn(source, number, f"{what}, wire record skipped: {e}")
                     continue
-                key, text = _encode(raw)
-                wire = {"seq": seq, "t": None, "dir": direction, key: text}
-                if not terminated:
-                    wire["nolf"] = True
-                seq += 1
-                out = frame(wire, number)
-                if out is not None:
-                    yield out
-                continue
-        # a header: the next stream starts here
-        where = 0 if number == 1 else number
-        if fmt == ASR or fmt not in (WIRE, FRAMES):
-            raise InputError(source, where,
-                             f"expected a wire log or ACP JSONL, got {describe(fmt)}")
-        version = rec.get("version")
-        if version.__class__ is not int or version > VERSIONS[fmt] or version < 1:
-            raise InputError(source, where,
-                             f"{describe(fmt)} of version {version!r}; this version reads "
-                             f"up to {VERSIONS[fmt]}")
-        framer = Framer(source, warn)
-        frame = framer.frame
-        mode = WIRE  # frame records are wire records plus fields: both frame the same way
-        if headers:
-            src = rec if fmt == WIRE else rec.get("source")
-            yield frames_header(src if isinstance(src, dict) else None)
+                if rec.__class__ is dict and "dir" in rec:
+                    out = frame(rec, number)
+                    if out is not None:
+                        yield out
+                    continue
+                fmt = header_format(rec)
+                if fmt is None:
+                    warn(source, number, "not a wire record (needs seq, t, dir), skipped")
+                    continue
+            else:
+                terminated = chunk[-1:] == b"\n"
+                raw = chunk[:-1] if terminated else chunk
+                if mode is None and not raw.strip():
+                    continue
+                try:
+                    rec = loads(raw)
+                except JSONDecodeError:
+                    rec = None
+                fmt = header_format(rec) if rec.__class__ is dict else None
+                if fmt is None:
+                    if mode is None:
+                        if direction is None:
+                            raise InputError(
+                                source, 0,
+                                "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c",
+                            )
+                        mode = BARE
+                        seq = 0
+                        if headers:
+                            yield frames_header(None)
+                    if not raw.strip():  # blank lines do not frame in ndjson
+                        continue
+                    key, text = _encode(raw)
+                    wire = {"seq": seq, "t": None, "dir": direction, key: text}
+                    if not terminated:
+                        wire["nolf"] = True
+                    seq += 1
+                    out = frame(wire, number)
+                    if out is not None:
+                        yield out
+                    continue
+            # a header: the next stream starts here
+            where = 0 if number == 1 else number
+            if fmt == ASR or fmt not in (WIRE, FRAMES):
+                raise InputError(source, where,
+                                 f"expected a wire log or ACP JSONL, got {describe(fmt)}")
+            version = rec.get("version")
+            if version.__class__ is not int or version > VERSIONS[fmt] or version < 1:
+                raise InputError(source, where,
+                                 f"{describe(fmt)} of version {version!r}; this version reads "
+                                 f"up to {VERSIONS[fmt]}")
+            framer = Framer(source, warn)
+            frame = framer.frame
+            mode = WIRE  # frame records are wire records plus fields: both frame the same way
+            if headers:
+                src = rec if fmt == WIRE else rec.get("source")
+                yield frames_header(src if isinstance(src, dict) else None)
+    finally:
+        if stream is not None and path != STDIN:
+            stream.close()
 
 
 def _encode(raw: bytes) -> tuple[str, str]:
