@@ -92,3 +92,24 @@ def test_wire_record_time_not_an_integer_reported_and_skipped(tmp_path, tool, t)
     assert got.returncode == 0, err
     assert err == f"acp-{tool}: {bad}:{CHUNK + 2}: not a wire record (needs seq, t, dir), skipped\n"
     assert got.stdout == want.stdout
+
+
+@pytest.mark.parametrize("tool", ["fold", "asr"])
+@pytest.mark.parametrize("eid", [[], {"a": 1}, 5], ids=["list", "object", "number"])
+def test_elicitation_complete_with_an_id_that_is_not_a_string(tmp_path, tool, eid):
+    """elicitation/complete names its elicitation by a string ID: any other value
+    matches none, and the notification is dropped as one for an unknown elicitation
+    is (an array or object used to crash the lookup)."""
+    done = {"jsonrpc": "2.0", "method": "elicitation/complete",
+            "params": {"elicitationId": eid}}
+    recs = [dict(r) for r in WIRE]
+    recs.insert(CLOSE, {"seq": 0, "t": None, "dir": "a2c", "raw": json.dumps(done)})
+    for n, r in enumerate(recs):
+        r["seq"] = n
+    got = run_tool(tool, _log(tmp_path / "bad.jsonl", recs))
+    want = run_tool(tool, _log(tmp_path / "without.jsonl", recs[:CLOSE] + recs[CLOSE + 1:]))
+    assert want.returncode == 0 and want.stderr == b""
+    assert got.returncode == 0, got.stderr.decode()
+    assert got.stderr == b""
+    # the same records; frame numbers after the dropped one are one higher
+    assert got.stdout.count(b"\n") == want.stdout.count(b"\n")

@@ -477,7 +477,9 @@ class Folder(Timeline):
     def _elicitation_complete(self, seq, t, params) -> None:
         if params.__class__ is not dict:
             return
-        sid = self.elicitations.get(params.get("elicitationId"))
+        eid = params.get("elicitationId")
+        # only string IDs are remembered (an object or array could not even be looked up)
+        sid = self.elicitations.get(eid) if eid.__class__ is str else None
         if sid is None:
             return
         sess = self._session(sid)
