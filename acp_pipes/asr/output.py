@@ -10,6 +10,7 @@ ASCII letters, digits, ``-``, ``_`` and ``~``), so any ID gives one safe name an
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from collections.abc import Iterable
@@ -147,10 +148,41 @@ class _SessionSpool:
         f = self.file
         if f is not None:
             f.flush()
-            f.seek(0)
-            while chunk := f.read(1 << 20):
-                out.write(chunk)
+            if not _send(f, out):
+                f.seek(0)
+                while chunk := f.read(1 << 20):
+                    out.write(chunk)
             f.close()
             self.file = None
         out.write(self.buf)
         self.buf = bytearray()
+
+
+def _send(f: BinaryIO, out: BinaryIO) -> bool:
+    """Copy the whole temporary file to ``out`` in the kernel (``os.sendfile``), not
+    through Python buffers. Only for a plain file or pipe (a ``BufferedWriter`` or
+    ``FileIO``: a wrapper such as ``GzipFile`` has the descriptor of what it encodes
+    into); False, with nothing written, where that does not apply or the system
+    refuses at once (then the caller copies). What is left after a later error is
+    copied through Python."""
+    if out.__class__ is not io.BufferedWriter and out.__class__ is not io.FileIO:
+        return False
+    src = f.fileno()
+    size = os.fstat(src).st_size
+    out.flush()
+    fd = out.fileno()
+    offset = 0
+    try:
+        while offset < size:
+            sent = os.sendfile(fd, src, offset, size - offset)
+            if sent == 0:
+                break
+            offset += sent
+    except OSError:
+        if offset == 0:
+            return False
+    if offset < size:
+        f.seek(offset)
+        while chunk := f.read(1 << 20):
+            out.write(chunk)
+    return True
