@@ -118,3 +118,23 @@ def test_each_file_starts_a_stream(tmp_path):
     got = run_tool("asr", "--validate", str(a), str(b))
     assert got.returncode == 1
     assert got.stderr.decode().startswith(f"{b}:1: : no header: a stream must start")
+
+
+def test_invalid_stays_invalid_when_the_reader_stops_early(tmp_path):
+    """``acp-asr --validate F 2>&1 | head``: once the reader has gone, the verdict is
+    still 1 (not the quiet 0 of a tool whose output was cut), with no complaint at exit
+    (a failed final flush would make it 120)."""
+    import subprocess
+
+    from tests.conftest import tool_argv, tool_env
+
+    lines = (INVALID / "duplicate-id.asr.jsonl").read_bytes().splitlines()
+    head, record = lines[0], lines[1]
+    many = tmp_path / "many.asr.jsonl"  # ~20,000 duplicate ids: more than a pipe holds
+    many.write_bytes(head + b"\n" + b"".join(
+        record.replace(b'"seq":1,', b'"seq":%d,' % n) + b"\n" for n in range(1, 20_001)))
+    p = subprocess.Popen(tool_argv("asr", "--validate", str(many)), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=tool_env())
+    assert b"duplicate id" in p.stdout.readline()
+    p.stdout.close()
+    assert p.wait(timeout=60) == 1

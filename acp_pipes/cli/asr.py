@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 
 from acp_pipes.asr.mapping import Converter, V1Error
@@ -49,7 +50,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         problems = 0
         for line in validate_paths(ctx.files):
             problems += 1
-            print(line, file=sys.stderr, flush=True)
+            try:
+                print(line, file=sys.stderr, flush=True)
+            except BrokenPipeError:  # `2>&1 | head` has read enough: still invalid
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stderr.fileno())  # quiet the final flush
+                return 1
         return 1 if problems else 0
     # everything imported so far lives as long as the process: keep it out of the
     # collector's scans; records are many, short-lived and acyclic, so the young
