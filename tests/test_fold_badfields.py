@@ -34,6 +34,10 @@ CASES = {
     # the review's minimal reproductions: a table keyed by an unhashable value
     "close-sessionId-list": (CLOSE, "session/close: sessionId is not a string, skipped",
                              lambda m: m["params"].update(sessionId=[])),
+    # a client notification: the fold takes nothing from session/cancel, yet says why
+    "cancel-sessionId-number": (CLOSE, "session/cancel: sessionId is not a string, skipped",
+                                lambda m: (m.pop("id"), m.update(method="session/cancel"),
+                                           m["params"].update(sessionId=5))),
     "response-id-object": (PROMPT_ANSWER, "not JSON-RPC: id is not a string",
                            lambda m: m.update(id={"a": 1})),
     "update-sessionId-number": (CHUNK, "session/update: sessionId is not a string, skipped",

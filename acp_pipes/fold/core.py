@@ -125,8 +125,8 @@ class Folder(Timeline):
                 self._request(seq, t, direction, msg, method)
         elif method.__class__ is not str:
             self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
-        elif direction == "a2c" and self._sid_ok(method, msg) and (
-                method == "elicitation/complete"):
+        elif self._sid_ok(method, msg) and direction == "a2c" and (
+                method == "elicitation/complete"):  # checked first: reported either way
             self._elicitation_complete(seq, t, msg.get("params"))
         return out
 
