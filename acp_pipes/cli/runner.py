@@ -247,13 +247,28 @@ class Tool:
                     pass
 
 
-def run(tool: Tool, argv: Sequence[str] | None = None) -> None:
-    """Entry point for console scripts: run ``tool`` and exit with its status."""
+def run(tool: Tool, argv: Sequence[str] | None = None,
+        exit: Callable[[int], object] = sys.exit) -> None:
+    """Entry point for console scripts: run ``tool`` and ``exit`` with its status
+    (acp-tee passes :func:`exit_now`)."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN) if hasattr(signal, "SIGPIPE") else None
     # Imports are done: Ctrl-C is a KeyboardInterrupt again, which main() turns into 130
     # after flushing what was written (see acp_pipes/cli/__init__.py for the start-up).
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.exit(tool.main(argv))
+    exit(tool.main(argv))
+
+
+def exit_now(status: int) -> None:
+    """End the process at once with ``status``, stdout and stderr flushed first, skipping
+    the interpreter's teardown (~5 ms of freeing modules and objects one by one). Only
+    for a tool that has closed everything else it wrote: acp-tee, whose session waits
+    for its exit."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 def _say(prog: str, message: str) -> None:
@@ -293,5 +308,6 @@ __all__ = [
     "InputError",
     "Tool",
     "UsageError",
+    "exit_now",
     "run",
 ]

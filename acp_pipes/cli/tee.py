@@ -157,13 +157,14 @@ def main() -> None:
             early = start_agent(plain[0], clock=plain[1])
         except OSError:  # not found or not runnable: the usual path says so
             early = None
-    try:
-        from acp_pipes.cli.runner import run
+    from acp_pipes.cli.runner import exit_now, run
 
-        run(make_tool(early))
-    finally:
+    def end(status: int) -> None:
         if early is not None:
             early.abandon()  # nothing once served; else the run ended before serving it
+        exit_now(status)  # the log is closed and the agent reaped: no teardown to wait for
+
+    run(make_tool(early), exit=end)
 
 
 if __name__ == "__main__":
