@@ -57,8 +57,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import blake3
 import orjson
@@ -75,6 +74,9 @@ from acp_pipes.jsonl import (
 )
 from acp_pipes.streams import ASR, FRAMES, VERSIONS, WIRE, describe, header_format
 from acp_pipes.wire import A2C, C2A, DIRECTIONS
+
+if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
+    from pathlib import Path
 
 __all__ = [
     "KINDS",
