@@ -104,7 +104,7 @@ def main(quick: bool) -> str:
         rows += measure(prepare(name, prompts, d), d, repeat)
     return "## acp-replay (trace)\n\n" + table(
         ["trace", "frames", "run", "median s", "baseline s", "ratio", "frames/s"], rows) + (
-        "\n\nThrough the CLI (`python -m acp_pipes.cli.replay`), frames trace, client "
+        "\n\nThrough the CLI (the `acp-replay` console script), frames trace, client "
         "frames piped in at once; baseline: a bare loop reading the same frames file and "
         "writing the agent bytes; medians of interleaved runs.\n")
 

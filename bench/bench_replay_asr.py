@@ -107,7 +107,7 @@ def main(quick: bool) -> str:
     return "## acp-replay (ASR stream)\n\n" + table(
         ["records", "notifications", "replay median s", "parse median s", "ratio",
          "replay CPU s", "parse CPU s", "CPU ratio", "records/s"], rows) + (
-        "\n\nThrough the CLI (`python -m acp_pipes.cli.replay STREAM --report FILE`), "
+        "\n\nThrough the CLI (`acp-replay STREAM --report FILE`, the console script), "
         "output to a file; baseline: `orjson.loads` over the same lines in a bare Python "
         "loop (interpreter start-up in both; acp_pipes bytecode compiled beforehand, as an "
         "install does); medians of interleaved runs; CPU = user + system of the child, "
