@@ -577,3 +577,23 @@ def test_the_usual_order_for_other_spellings(tmp_path):
     head, recs = read_log(wire)
     assert head["clock"] == "epoch" and "host" not in head
     assert [decode_raw(rec) for rec in recs] == [b"hi"]
+
+
+def test_an_agent_started_early_gets_sigterm_before_it_is_served():
+    """Between its early start and record() taking over, a SIGTERM sent to acp-tee is
+    passed on to the agent, as it is during the session (in a child process: without
+    the forwarding, the SIGTERM would end it)."""
+    script = textwrap.dedent("""
+        import os, signal
+        from acp_pipes.tee import start_agent
+        agent = start_agent(["sleep", "10"], clock="epoch")
+        agent.forward_signals()
+        os.kill(os.getpid(), signal.SIGTERM)
+        _, status = os.waitpid(agent.pid, 0)
+        agent.reaped = True
+        agent.send_signal(signal.SIGTERM)  # reaped: nothing is sent to a reused pid
+        print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, env=tool_env(),
+                       timeout=TIMEOUT)
+    assert (r.returncode, r.stdout) == (0, b"True\n"), r.stderr

@@ -157,6 +157,8 @@ def main() -> None:
             early = start_agent(plain[0], clock=plain[1])
         except OSError:  # not found or not runnable: the usual path says so
             early = None
+        else:
+            early.forward_signals()
     from acp_pipes.cli.runner import exit_now, run
 
     def end(status: int) -> None:

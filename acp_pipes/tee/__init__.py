@@ -103,6 +103,24 @@ class Agent:
         _occupy_stdio()
         self.pid, self.stdin, self.stdout = spawn(self.argv, stderr_fd)
         self.taken = False
+        self.reaped = False
+
+    def send_signal(self, signum: int, _frame: object = None) -> None:
+        """Pass ``signum`` on to the agent (a signal handler), unless it has been reaped:
+        its pid may then belong to another process."""
+        if not self.reaped:
+            try:
+                os.kill(self.pid, signum)
+            except OSError:
+                pass
+
+    def forward_signals(self) -> None:
+        """Until :func:`record` takes over, pass SIGTERM and SIGHUP sent to this process
+        on to the agent (SIGINT is the CLI runner's until then: it ends the run, which
+        ends the agent). Main thread only."""
+        for sig in _FORWARDED_SIGNALS:
+            if sig != signal.SIGINT:
+                signal.signal(sig, self.send_signal)
 
     def abandon(self) -> None:
         """Undo a start that will not be served (a usage error found after it): close its
@@ -112,11 +130,9 @@ class Agent:
         self.taken = True
         for fd in (self.stdin, self.stdout):
             os.close(fd)
-        try:
-            os.kill(self.pid, signal.SIGTERM)
-        except OSError:
-            pass
+        self.send_signal(signal.SIGTERM)
         os.waitpid(self.pid, 0)
+        self.reaped = True
 
 
 def start_agent(argv: Sequence[str], *, clock: str = "system",
@@ -167,20 +183,11 @@ def record(
     pid, agent_in, agent_out = agent.pid, agent.stdin, agent.stdout
     tick, started = agent.tick, agent.started_ns
 
-    reaped = False
-
-    def forward(signum: int, _frame: object) -> None:
-        if not reaped:  # never signal a pid that may have been reused
-            try:
-                os.kill(pid, signum)
-            except OSError:
-                pass
-
     saved: dict[int, object] = {}
     if forward_signals:
         for sig in _FORWARDED_SIGNALS:
             try:
-                saved[sig] = signal.signal(sig, forward)
+                saved[sig] = signal.signal(sig, agent.send_signal)
             except (OSError, ValueError):  # ValueError: not the main thread
                 pass
     try:
@@ -194,7 +201,7 @@ def record(
                              keep_secrets=keep_secrets)
         session.start()
         _, wait_status = os.waitpid(pid, 0)
-        reaped = True
+        agent.reaped = True
         session.finish()  # drain what the agent wrote before it ended
     finally:
         for sig, handler in saved.items():
