@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from acp_pipes.cli.runner import Context, Tool, UsageError
+from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.jsonl import InputError, parse_line
 from tests.conftest import run_tool, tool_argv, tool_env
 
@@ -152,3 +152,16 @@ def test_run_restores_keyboard_interrupt_once_started():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=tool_env())
     assert r.returncode == 0 and r.stdout.strip() == b"True", r.stderr
+
+
+def test_ctrl_c_while_the_parser_is_built_exits_130():
+    """A KeyboardInterrupt before the tool's own guard (building the parser) is 130, not a
+    traceback, and goes through the tool's exit function (acp-tee ends its agent there)."""
+    def configure(p):
+        raise KeyboardInterrupt
+
+    got = []
+    tool = Tool(prog="acp-t", summary="s", example="acp-t", run=lambda a, c: 0,
+                configure=configure)
+    run(tool, [], exit=got.append)
+    assert got == [130]

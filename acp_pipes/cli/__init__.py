@@ -21,5 +21,6 @@ def _interrupted_while_starting(signum, frame):  # pragma: no cover - timing dep
     os._exit(130)
 
 
-if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "").startswith("acp-"):
+if (sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "").startswith("acp-")
+        ) and signal.getsignal(signal.SIGINT) != signal.SIG_IGN:  # ignored: stays ignored
     signal.signal(signal.SIGINT, _interrupted_while_starting)

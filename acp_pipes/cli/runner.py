@@ -67,11 +67,11 @@ class Context:
         where = ""
         if source is not None:
             where = f"{source}:{line}: " if line else f"{source}: "
-        print(f"{self.prog}: {where}{message}", file=sys.stderr, flush=True)
+        say(f"{self.prog}: {where}{message}")
 
     def note(self, message: str) -> None:
         """Informational stderr line (progress, where the output went)."""
-        print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
+        say(f"{self.prog}: {message}")
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -210,8 +210,11 @@ class Tool:
                 except OSError as e:
                     raise UsageError(f"cannot write {target}: {e.strerror or e}") from None
                 opened = True
-            else:
+            elif sys.stdout is not None:
                 out = sys.stdout.buffer
+            else:  # fd 1 was closed at start: nothing written there can arrive anywhere
+                out = open(os.devnull, "wb")  # noqa: SIM115 - closed below
+                opened = True
             ctx = Context(prog=self.prog, files=files, out=out)
             status = self.run(args, ctx)
             out.flush()
@@ -254,8 +257,13 @@ def run(tool: Tool, argv: Sequence[str] | None = None,
     signal.signal(signal.SIGPIPE, signal.SIG_IGN) if hasattr(signal, "SIGPIPE") else None
     # Imports are done: Ctrl-C is a KeyboardInterrupt again, which main() turns into 130
     # after flushing what was written (see acp_pipes/cli/__init__.py for the start-up).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    exit(tool.main(argv))
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:  # an ignored SIGINT stays so
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        status = tool.main(argv)
+    except KeyboardInterrupt:  # while the parser was being built, before main's own guard
+        status = EXIT_INTERRUPTED
+    exit(status)
 
 
 def exit_now(status: int) -> None:
@@ -265,17 +273,29 @@ def exit_now(status: int) -> None:
     for its exit."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: that fd was closed when the process started
+                stream.flush()
         except (OSError, ValueError):
             pass
     os._exit(status)
 
 
-def _say(prog: str, message: str) -> None:
+def say(line: str) -> None:
+    """One line on stderr, for diagnostics; never raises, and never lands on stdout: with
+    stderr closed (``2>&-``: ``sys.stderr`` is None, and ``print(file=None)`` would write
+    to stdout, into acp-tee's client stream) or gone (a broken pipe) it is dropped."""
+    err = sys.stderr
+    if err is None:
+        return
     try:
-        print(f"{prog}: {message}", file=sys.stderr, flush=True)
-    except OSError:
+        err.write(line + "\n")
+        err.flush()
+    except (OSError, ValueError):
         pass
+
+
+def _say(prog: str, message: str) -> None:
+    say(f"{prog}: {message}")
 
 
 def _flush_quietly(out: BinaryIO | None) -> None:
@@ -309,5 +329,6 @@ __all__ = [
     "Tool",
     "UsageError",
     "exit_now",
+    "say",
     "run",
 ]
