@@ -48,8 +48,8 @@ def make_clock(spec: str) -> Callable[[], int]:
             fixed = int(spec[6:])
         except ValueError:
             raise ValueError(f"--clock nanos:N needs an integer, got {spec!r}") from None
-        if fixed < 0:
-            raise ValueError("--clock nanos:N needs N >= 0")
+        if not 0 <= fixed < 1 << 63:  # a JSON integer every reader holds exactly
+            raise ValueError("--clock nanos:N needs 0 <= N < 2^63")
         return lambda: fixed
     raise ValueError(f"--clock must be system, epoch or nanos:N, got {spec!r}")
 

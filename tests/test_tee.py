@@ -579,21 +579,89 @@ def test_the_usual_order_for_other_spellings(tmp_path):
     assert [decode_raw(rec) for rec in recs] == [b"hi"]
 
 
-def test_an_agent_started_early_gets_sigterm_before_it_is_served():
-    """Between its early start and record() taking over, a SIGTERM sent to acp-tee is
-    passed on to the agent, as it is during the session (in a child process: without
-    the forwarding, the SIGTERM would end it)."""
-    script = textwrap.dedent("""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_an_agent_started_early_gets_signals_before_it_is_served(sig):
+    """From its start (signals are blocked while it is spawned) until record() serves it,
+    a signal sent to acp-tee is passed on to the agent, as it is during the session (in
+    a child process: without the forwarding, the signal would end it)."""
+    script = textwrap.dedent(f"""
         import os, signal
         from acp_pipes.tee import start_agent
-        agent = start_agent(["sleep", "10"], clock="epoch")
-        agent.forward_signals()
-        os.kill(os.getpid(), signal.SIGTERM)
+        agent = start_agent(["sleep", "10"], clock="epoch", forward_signals=True)
+        os.kill(os.getpid(), {int(sig)})
         _, status = os.waitpid(agent.pid, 0)
         agent.reaped = True
         agent.send_signal(signal.SIGTERM)  # reaped: nothing is sent to a reused pid
-        print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+        agent.restore_signals()
+        print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == {int(sig)})
     """)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, env=tool_env(),
                        timeout=TIMEOUT)
     assert (r.returncode, r.stdout) == (0, b"True\n"), r.stderr
+
+
+# -- the proxy's own stdio, fds and signal dispositions ------------------------------------
+
+
+def _tee_under_sh(prefix: str, *args: str, cwd: Path | None = None
+                  ) -> subprocess.CompletedProcess:
+    """acp-tee started by ``sh -c '<prefix> exec acp-tee ARGS'`` (redirections, traps)."""
+    return subprocess.run(["sh", "-c", f'{prefix} exec "$@"', "sh", *tool_argv("tee", *args)],
+                          capture_output=True, env=tool_env(), timeout=TIMEOUT, cwd=cwd,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_stderr_closed_exit_status_and_stdout_are_the_agents(tmp_path):
+    """With fd 2 closed, acp-tee's notes must not land in the client's stream (Python
+    would send print(file=None) to stdout) and the exit status stays the agent's."""
+    r = _tee_under_sh("exec 2>&-;", "--", "sh", "-c", "echo out; exit 3", cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (3, b"out\n")
+    assert len(list(tmp_path.glob("acp-tee-*.jsonl"))) == 1  # the default log was written
+
+
+def test_library_stderr_fd_on_the_harness_stdout(tmp_path):
+    """record(stderr_fd=1): the agent's stderr goes to the harness's fd 1, never into the
+    client stream that takes the agent's stdout."""
+    script = textwrap.dedent("""
+        import os
+        from acp_pipes.tee import record
+        r, w = os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY)
+        rc = record(["sh", "-c", "echo OUT; echo ERR >&2"], None, stdin_fd=null,
+                    stdout_fd=w, stderr_fd=1, forward_signals=False)
+        os.close(w)
+        os.write(2, b"client got %r, status %d" % (os.read(r, 100), rc))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, env=tool_env(),
+                       timeout=TIMEOUT)
+    assert r.stdout == b"ERR\n"
+    assert r.stderr == b"client got b'OUT\\n', status 0"
+
+
+def test_empty_agent_name(tmp_path):
+    """`acp-tee -- "$AGENT"` with AGENT unset: said, and 127 as a shell gives."""
+    r = tee("-o", str(tmp_path / "w.jsonl"), "--", "")
+    assert r.returncode == 127
+    assert r.stderr.startswith(b"acp-tee: cannot run ''")
+
+
+def test_the_agent_gets_no_fd_but_its_stdio(tmp_path):
+    """An fd acp-tee was started with (here 7, not close-on-exec) does not reach the
+    agent, as with subprocess's close_fds."""
+    r = _tee_under_sh(f"exec 7>{tmp_path / 'seven'};", "-o", str(tmp_path / "w.jsonl"), "--",
+                      "sh", "-c", "[ -e /proc/$$/fd/7 ] && echo leaked || echo clean")
+    assert (r.returncode, r.stdout) == (0, b"clean\n"), r.stderr
+
+
+def test_an_ignored_sigint_stays_ignored_for_the_agent(tmp_path):
+    """Started with SIGINT ignored (a background job of a script), acp-tee leaves it so:
+    the agent inherits it ignored, as it would without the proxy."""
+    r = _tee_under_sh("trap '' INT;", "-o", str(tmp_path / "w.jsonl"), "--",
+                      "sh", "-c", "kill -INT $$; echo survived")
+    assert (r.returncode, r.stdout) == (0, b"survived\n"), r.stderr
+
+
+def test_a_pinned_clock_beyond_64_bits_is_a_usage_error(tmp_path):
+    r = tee("--clock", "nanos:18446744073709551616", "-o", str(tmp_path / "w.jsonl"), "--",
+            "true")
+    assert r.returncode == 2 and b"--clock nanos:N needs" in r.stderr

@@ -154,11 +154,9 @@ def main() -> None:
     plain = plain_command(sys.argv[1:])
     if plain is not None:
         try:
-            early = start_agent(plain[0], clock=plain[1])
-        except OSError:  # not found or not runnable: the usual path says so
+            early = start_agent(plain[0], clock=plain[1], forward_signals=True)
+        except (OSError, ValueError):  # cannot be run: the usual path says so
             early = None
-        else:
-            early.forward_signals()
     from acp_pipes.cli.runner import exit_now, run
 
     def end(status: int) -> None:

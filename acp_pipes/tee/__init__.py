@@ -48,8 +48,12 @@ _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _stderr_warn(message: str) -> None:
+    err = sys.stderr  # None when fd 2 was closed: then print() would write to stdout
+    if err is None:
+        return
     try:
-        print(f"acp-tee: {message}", file=sys.stderr, flush=True)
+        err.write(f"acp-tee: {message}\n")
+        err.flush()
     except (OSError, ValueError):
         pass
 
@@ -65,22 +69,43 @@ def _occupy_stdio() -> None:
             os.open(os.devnull, os.O_RDWR)  # the lowest free fd: this one
 
 
+def _inherited_fds_close_on_exec() -> None:
+    """Mark every fd above 2 close-on-exec, so the agent gets its stdio and nothing else
+    (as ``subprocess``'s ``close_fds`` does): fds the proxy was started with, by an
+    editor or a shell, are none of the agent's business."""
+    for listing in ("/proc/self/fd", "/dev/fd"):
+        try:
+            fds = [int(name) for name in os.listdir(listing)]
+        except (OSError, ValueError):
+            continue
+        for fd in fds:
+            if fd > 2:
+                try:
+                    os.set_inheritable(fd, False)
+                except OSError:  # the listing's own fd, closed by now
+                    pass
+        return
+
+
 def spawn(argv: Sequence[str], stderr_fd: int | None = None) -> tuple[int, int, int]:
     """Start the agent on two new pipes: returns its pid, the write end of its stdin
     and the read end of its stdout. ``posix_spawnp`` rather than :mod:`subprocess`, which
     would cost the import it exists to save. The agent gets SIGPIPE and SIGXFSZ back at
-    their defaults (Python ignores them, and an ignored signal survives exec), and no fd
-    of ours but its stdio (Python's fds are close-on-exec). Raises OSError when ``argv[0]``
-    cannot be run. Fds 0-2 must be open (see ``_occupy_stdio``)."""
+    their defaults (Python ignores them, and an ignored signal survives exec), an empty
+    signal mask, and no fd but its stdio. Fds 0-2 must be open (see ``_occupy_stdio``).
+    Raises OSError when ``argv[0]`` cannot be run, ValueError when it is empty."""
+    if not argv or not argv[0]:
+        raise ValueError("empty command name")
+    _inherited_fds_close_on_exec()
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
-    actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
-    if stderr_fd is not None:
-        actions.append((os.POSIX_SPAWN_DUP2, stderr_fd, 2))
+    # stderr first: stderr_fd may be 0 or 1, which the next two actions replace
+    actions = [] if stderr_fd is None else [(os.POSIX_SPAWN_DUP2, stderr_fd, 2)]
+    actions += [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
     defaults = [signal.SIGPIPE] + ([signal.SIGXFSZ] if hasattr(signal, "SIGXFSZ") else [])
     try:
-        pid = os.posix_spawnp(argv[0], list(argv), os.environ,
-                              file_actions=actions, setsigdef=defaults)
+        pid = os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=actions,
+                              setsigdef=defaults, setsigmask=())
     except BaseException:
         for fd in (in_w, out_r):
             os.close(fd)
@@ -93,17 +118,33 @@ def spawn(argv: Sequence[str], stderr_fd: int | None = None) -> tuple[int, int, 
 
 class Agent:
     """An agent started by :func:`start_agent`, not yet served: its pid, the write end of
-    its stdin, the read end of its stdout, and when it was started (by the log's clock)."""
+    its stdin, the read end of its stdout, and when it was started (by the log's clock).
 
-    def __init__(self, argv: Sequence[str], clock: str, stderr_fd: int | None = None):
+    With ``forward_signals``, SIGINT, SIGTERM and SIGHUP sent to this process are passed
+    on to the agent from the moment it exists (they are blocked while it is spawned, so
+    none falls between its start and the handlers), until :meth:`restore_signals`. A
+    signal this process ignores stays ignored, and so the agent inherits it ignored.
+    """
+
+    def __init__(self, argv: Sequence[str], clock: str, stderr_fd: int | None = None,
+                 forward_signals: bool = False):
         self.argv = list(argv)
         self.clock = clock
         self.tick = make_clock(clock)
         self.started_ns = self.tick()
-        _occupy_stdio()
-        self.pid, self.stdin, self.stdout = spawn(self.argv, stderr_fd)
         self.taken = False
         self.reaped = False
+        self._saved: dict[int, object] = {}
+        _occupy_stdio()
+        if not forward_signals:
+            self.pid, self.stdin, self.stdout = spawn(self.argv, stderr_fd)
+            return
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED_SIGNALS)
+        try:
+            self.pid, self.stdin, self.stdout = spawn(self.argv, stderr_fd)
+            self.forward_signals()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # pending ones arrive now
 
     def send_signal(self, signum: int, _frame: object = None) -> None:
         """Pass ``signum`` on to the agent (a signal handler), unless it has been reaped:
@@ -115,34 +156,54 @@ class Agent:
                 pass
 
     def forward_signals(self) -> None:
-        """Until :func:`record` takes over, pass SIGTERM and SIGHUP sent to this process
-        on to the agent (SIGINT is the CLI runner's until then: it ends the run, which
-        ends the agent). Main thread only."""
+        """Pass SIGINT, SIGTERM and SIGHUP sent to this process on to the agent (again,
+        if something took one over since). Nothing outside the main thread."""
         for sig in _FORWARDED_SIGNALS:
-            if sig != signal.SIGINT:
-                signal.signal(sig, self.send_signal)
+            try:
+                current = signal.getsignal(sig)
+                if current == signal.SIG_IGN or current == self.send_signal:
+                    continue
+                previous = signal.signal(sig, self.send_signal)
+            except (OSError, ValueError):  # ValueError: not the main thread
+                return
+            self._saved.setdefault(sig, previous)
+
+    def restore_signals(self) -> None:
+        """Put back the handlers :meth:`forward_signals` replaced."""
+        saved, self._saved = self._saved, {}
+        for sig, handler in saved.items():
+            try:
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+            except (OSError, ValueError):
+                pass
 
     def abandon(self) -> None:
-        """Undo a start that will not be served (a usage error found after it): close its
-        pipes, end it and reap it. Nothing once :func:`record` has taken the agent."""
-        if self.taken:
-            return
+        """Undo a start that will not be served (a usage error found after it, or a
+        failure while setting up): close its pipes, end it and reap it. Nothing once
+        it has been reaped."""
         self.taken = True
+        if self.reaped:
+            return
         for fd in (self.stdin, self.stdout):
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         self.send_signal(signal.SIGTERM)
         os.waitpid(self.pid, 0)
         self.reaped = True
+        self.restore_signals()
 
 
 def start_agent(argv: Sequence[str], *, clock: str = "system",
-                stderr_fd: int | None = None) -> Agent:
+                stderr_fd: int | None = None, forward_signals: bool = False) -> Agent:
     """Start the agent now, to be served by ``record(..., agent=)``: acp-tee's CLI does so
     before it has even imported its argument parser. Raises OSError when ``argv[0]``
-    cannot be run, ValueError for a bad ``clock`` or an empty ``argv``."""
+    cannot be run, ValueError for an empty command name, a bad ``clock`` or an empty
+    ``argv``."""
     if not argv:
         raise ValueError("no agent command given")
-    return Agent(argv, clock, stderr_fd)
+    return Agent(argv, clock, stderr_fd, forward_signals)
 
 
 def record(
@@ -171,40 +232,43 @@ def record(
     an empty ``argv``.
     """
     warn = warn or _stderr_warn
+    if not argv:
+        raise ValueError("no agent command given")
+    make_clock(clock)  # a bad clock is the caller's ValueError, not the agent's failure
     if agent is None or agent.taken or agent.argv != list(argv) or agent.clock != clock:
-        if agent is not None:
+        if agent is not None and not agent.taken:
             agent.abandon()  # not the agent asked for: never serve the wrong one
         try:
-            agent = start_agent(argv, clock=clock, stderr_fd=stderr_fd)
+            agent = start_agent(argv, clock=clock, stderr_fd=stderr_fd,
+                                forward_signals=forward_signals)
         except OSError as e:
             warn(f"cannot run {argv[0]}: {e.strerror or e}")
             return 127 if isinstance(e, FileNotFoundError) else 126
+        except ValueError as e:  # an empty name (`-- "$AGENT"` unset), a NUL in argv
+            warn(f"cannot run {argv[0]!r}: {e}")
+            return 127
     agent.taken = True
-    pid, agent_in, agent_out = agent.pid, agent.stdin, agent.stdout
-    tick, started = agent.tick, agent.started_ns
-
-    saved: dict[int, object] = {}
     if forward_signals:
-        for sig in _FORWARDED_SIGNALS:
-            try:
-                saved[sig] = signal.signal(sig, agent.send_signal)
-            except (OSError, ValueError):  # ValueError: not the main thread
-                pass
+        agent.forward_signals()  # again: the CLI's runner took SIGINT in between
     try:
         from acp_pipes.tee.pump import Session  # while the agent starts (see above)
 
-        session = Session(agent_in, agent_out, stdin_fd=stdin_fd, stdout_fd=stdout_fd,
+        session = Session(agent.stdin, agent.stdout, stdin_fd=stdin_fd, stdout_fd=stdout_fd,
                           warn=warn)
-        session.open_log(log_path, tick, redact=not keep_secrets)
+        session.open_log(log_path, agent.tick, redact=not keep_secrets)
         env = {name: os.environ.get(name) for name in capture_env}
-        session.write_header(argv, started_ns=started, clock=clock, host=host, env=env,
-                             keep_secrets=keep_secrets)
+        session.write_header(argv, started_ns=agent.started_ns, clock=clock, host=host,
+                             env=env, keep_secrets=keep_secrets)
         session.start()
-        _, wait_status = os.waitpid(pid, 0)
+    except BaseException:  # a bug or no fds left: end the agent rather than orphan it
+        agent.abandon()
+        raise
+    try:
+        _, wait_status = os.waitpid(agent.pid, 0)
         agent.reaped = True
         session.finish()  # drain what the agent wrote before it ended
     finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+        agent.restore_signals()
     status = os.waitstatus_to_exitcode(wait_status)
     return 128 - status if status < 0 else status
+
