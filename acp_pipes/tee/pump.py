@@ -73,7 +73,8 @@ class _Log:
         self.clock = clock
         self.redact = redact
         self.warn = warn
-        self.lock = threading.Lock()
+        # reentrant: a failed write closes the log from inside frames(), under the lock
+        self.lock = threading.RLock()
         self.seq = 0
 
     def write_header(self, record: dict) -> None:
@@ -136,7 +137,10 @@ class _Log:
         self.close()
 
     def close(self) -> None:
-        fd, self.fd = self.fd, None
+        """Close the log once, under the lock: a writer still at work (a client thread
+        that outlived the session's end) never writes to a closed, reused fd number."""
+        with self.lock:
+            fd, self.fd = self.fd, None
         if fd is not None:
             try:
                 os.close(fd)
