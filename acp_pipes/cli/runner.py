@@ -26,7 +26,7 @@ import signal
 import sys
 
 from acp_pipes import __version__
-from acp_pipes.errors import InputError
+from acp_pipes.errors import InputError, say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # kept off start-up: acp-tee starts its agent as soon as it has parsed
@@ -278,20 +278,6 @@ def exit_now(status: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(status)
-
-
-def say(line: str) -> None:
-    """One line on stderr, for diagnostics; never raises, and never lands on stdout: with
-    stderr closed (``2>&-``: ``sys.stderr`` is None, and ``print(file=None)`` would write
-    to stdout, into acp-tee's client stream) or gone (a broken pipe) it is dropped."""
-    err = sys.stderr
-    if err is None:
-        return
-    try:
-        err.write(line + "\n")
-        err.flush()
-    except (OSError, ValueError):
-        pass
 
 
 def _say(prog: str, message: str) -> None:

@@ -29,13 +29,13 @@ Design choices, and why:
 from __future__ import annotations
 
 import os
-import sys
 
 try:  # the C module under signal.py, whose enums (~3 ms) need not delay the agent's start
     import _signal as signal
 except ImportError:  # pragma: no cover - an interpreter without it
     import signal
 
+from acp_pipes.errors import say
 from acp_pipes.wire import make_clock
 
 TYPE_CHECKING = False
@@ -48,14 +48,7 @@ _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _stderr_warn(message: str) -> None:
-    err = sys.stderr  # None when fd 2 was closed: then print() would write to stdout
-    if err is None:
-        return
-    try:
-        err.write(f"acp-tee: {message}\n")
-        err.flush()
-    except (OSError, ValueError):
-        pass
+    say(f"acp-tee: {message}")
 
 
 def _occupy_stdio() -> None:
