@@ -73,7 +73,7 @@ from acp_pipes.jsonl import (
     unparsable,
 )
 from acp_pipes.streams import ASR, FRAMES, VERSIONS, WIRE, describe, header_format
-from acp_pipes.wire import A2C, C2A, DIRECTIONS
+from acp_pipes.wire import A2C, C2A, DIRECTIONS, encode_raw
 
 if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
     from pathlib import Path
@@ -450,7 +450,7 @@ def _framed(
                             yield frames_header(None)
                     if not raw.strip():  # blank lines do not frame in ndjson
                         continue
-                    key, text = _encode(raw)
+                    key, text = encode_raw(raw)
                     wire = {"seq": seq, "t": None, "dir": direction, key: text}
                     if not terminated:
                         wire["nolf"] = True
@@ -479,9 +479,3 @@ def _framed(
         if stream is not None and path != STDIN:
             stream.close()
 
-
-def _encode(raw: bytes) -> tuple[str, str]:
-    try:
-        return "raw", raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "raw_b64", base64.b64encode(raw).decode("ascii")
