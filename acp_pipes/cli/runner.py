@@ -98,27 +98,6 @@ def _terminal_columns() -> int:
         return 80
 
 
-class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose usage line ends with the command after ``--`` when the tool
-    takes one. Usage is formatted only when shown: formatting imports shutil (for the
-    terminal width), which is ~5 ms that acp-tee would pay before starting its agent."""
-
-    command_metavar = ""
-
-    def format_usage(self) -> str:
-        self._add_command_to_usage()
-        return super().format_usage()
-
-    def format_help(self) -> str:
-        self._add_command_to_usage()
-        return super().format_help()
-
-    def _add_command_to_usage(self) -> None:
-        if self.command_metavar and self.usage is None:
-            usage = super().format_usage().removeprefix("usage: ").rstrip()
-            self.usage = f"{usage} {self.command_metavar}"
-
-
 class Tool:
     """A tool's declaration: its name, help text, arguments and body.
 
@@ -159,7 +138,7 @@ class Tool:
     def parser(self) -> argparse.ArgumentParser:
         epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
         epilog += "\n\nexit status: " + self.exits
-        p = _Parser(
+        p = argparse.ArgumentParser(
             prog=self.prog,
             description=self.summary + ("\n\n" + self.description if self.description else ""),
             epilog=epilog,
@@ -182,7 +161,7 @@ class Tool:
         if self.configure:
             self.configure(p)
         if self.takes_command:
-            p.command_metavar = self.command_metavar
+            p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " " + self.command_metavar
         return p
 
     def main(self, argv: Sequence[str] | None = None) -> int:
