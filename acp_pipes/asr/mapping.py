@@ -164,6 +164,8 @@ class Converter:
 
     def _stream(self, sid: str) -> _Stream:
         st = self.streams.get(sid)
+        if st is not None and st.ctx.conn == self.conn:
+            return st  # the common case: this connection's stream, already set up
         if st is None:
             st = self.streams[sid] = _Stream(sid, self.conn)
             st.ctx.secret_fields = self.secret
@@ -231,9 +233,7 @@ class Converter:
         sid = rec.get("session")
         if not isinstance(sid, str):
             return
-        st = self.streams.get(sid)
-        if st is None or st.ctx.conn != self.conn:
-            st = self._stream(sid)
+        st = self._stream(sid)
         replayed = bool(rec.get("replayed"))
         write = self._write
         kind = rec.get("entity")
@@ -250,9 +250,7 @@ class Converter:
         sid = rec.get("session")
         if not isinstance(sid, str):
             return
-        st = self.streams.get(sid)
-        if st is None or st.ctx.conn != self.conn:
-            st = self._stream(sid)
+        st = self._stream(sid)
         replayed = bool(rec.get("replayed"))
         for key, body in event_bodies(rec, st.ctx):
             self._write(st, key, body, rec, replayed)
