@@ -17,30 +17,18 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 
-REPO = Path(__file__).resolve().parents[1]
-_CANDIDATES = (
-    REPO / "schemas" / "acp",  # vendored copy
-    REPO.parent / "shared" / "acp-schema",  # the shared checkout next to the repo
-)
-REVISION = "v2.0.0-alpha.9"
+from acp_pipes.schemas import ACP_V2, acp_schema
+
+REVISION = ACP_V2
 
 
-def schema_path(revision: str = REVISION, name: str = "schema.unstable.json") -> Path:
-    for base in _CANDIDATES:
-        path = base / revision / name
-        if path.is_file():
-            return path
-    raise FileNotFoundError(f"ACP schema {revision}/{name} not found under {_CANDIDATES}")
-
-
-@cache
 def load_schema(revision: str = REVISION) -> dict:
-    return json.loads(schema_path(revision).read_text(encoding="utf-8"))
+    """The official schema (stable and unstable features) of ``revision``."""
+    return acp_schema(revision)
 
 
 @cache

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMAS = REPO / "schemas" / "acp"
-ACP_V2_SCHEMA = SCHEMAS / "v2.0.0-alpha.9" / "schema.unstable.json"
 
 
 def tool_argv(name: str, *args: str) -> list[str]:

@@ -42,7 +42,7 @@ def test_fixture_bytes_and_report(fixture: Path, tmp_path: Path):
 
 @pytest.mark.parametrize("path", ALL_STREAMS, ids=lambda p: p.parent.name)
 def test_every_notification_is_valid_acp_v2(path: Path):
-    """Each notification validates against schemas/acp/v2.0.0-alpha.9 (unstable), and
+    """Each notification validates against acp_pipes/schemas/acp/v2.0.0-alpha.9 (unstable), and
     only whole-entity upserts are sent, never chunks (ASR-725)."""
     r = run_tool("replay", str(path))
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""The JSON Schemas of ASR streams as acp-pipes writes them (schemas/asr/*.json).
+"""The JSON Schemas of ASR streams as acp-pipes writes them (acp_pipes/schemas/asr/).
 
 One schema per record type plus the header and the audit-only records; shared pieces
 (the record envelope, PathRef, capture states) are in defs.schema.json. Loaded once,
@@ -8,15 +8,13 @@ resolved locally (no network).
 from __future__ import annotations
 
 import functools
-import json
-from pathlib import Path
 from typing import Any
 
 from acp_pipes.asr.model import AUDIT_PREFIX
+from acp_pipes.schemas import asr_schemas
 
-__all__ = ["SCHEMA_DIR", "RECORD_TYPES", "validator_for"]
+__all__ = ["RECORD_TYPES", "validator_for"]
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas" / "asr"
 RECORD_TYPES = ("message", "tool_call", "tool_result", "file_change", "permission",
                 "input_request", "plan", "terminal", "compaction", "subagent", "state",
                 "usage_summary", "session_info", "config_change")
@@ -27,11 +25,10 @@ def _validators() -> dict[str, Any]:
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
-    docs = {p.name: json.loads(p.read_text()) for p in SCHEMA_DIR.glob("*.schema.json")}
+    docs = asr_schemas()
     registry = Registry().with_resources(
         (doc["$id"], Resource.from_contents(doc)) for doc in docs.values())
-    return {name.removesuffix(".schema.json"): Draft202012Validator(doc, registry=registry)
-            for name, doc in docs.items()}
+    return {name: Draft202012Validator(doc, registry=registry) for name, doc in docs.items()}
 
 
 def validator_for(record: dict, first: bool) -> Any | None:
