@@ -7,6 +7,7 @@ import os
 
 import orjson
 
+from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
 from acp_pipes.jsonl import STDIN, dumps
 
@@ -35,7 +36,8 @@ heuristic, the result may not be minimal, and it is marked "approximate" (ops, j
 diff, graph title) with a note on stderr. Without it the alignment is always exact.
 
 Exit status: 0 the runs are equal, 1 they differ, 2 usage or unusable input.
-See docs/acp-align.md."""
+
+""" + f"Manual: {page('acp-align.md')}"
 
 EXAMPLE = """\
 acp-align run1.jsonl run2.jsonl --format diff

@@ -9,6 +9,7 @@ import sys
 
 from acp_pipes.asr.mapping import Converter, V1Error
 from acp_pipes.asr.output import Spool
+from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.fold import ProtocolVersionError, fold_paths
 from acp_pipes.jsonl import InputError
@@ -23,7 +24,10 @@ entities are written as they stand, ASR-705); an update kind this version does n
 is kept as an audit record (ASR-710). A recording that negotiated ACP v1 is refused
 (exit 2): the mapping is for ACP v2. --validate checks ASR streams instead: exit 0 valid,
 1 invalid with one line per problem (FILE:LINE: POINTER: what is wrong), 2 for a file
-that cannot be read or is another kind of stream. Format and every choice: docs/asr.md."""
+that cannot be read or is another kind of stream.
+
+""" + (f"Manual: {page('acp-asr.md')}\n"
+                f"The ASR format, with every choice: {page('asr.md')}")
 
 
 def configure(p: argparse.ArgumentParser) -> None:

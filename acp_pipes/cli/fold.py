@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.fold import ProtocolVersionError, fold_paths
 from acp_pipes.jsonl import write_records
@@ -13,8 +14,10 @@ Reads wire logs (acp-tee) or frames (acp-frame); each is one ACP connection. App
 ACP v2's patch rule per session and entity (omitted unchanged, null clears, a value
 replaces, a chunk appends, full content replaces what chunks built; _meta key by key)
 and writes a fold stream: a header, then session events and one record per entity when
-it becomes final (ASR-704..706), in timeline order. Format: docs/acp-fold.md.
-A recording that negotiated ACP v1 is refused (exit 2): the mapping is for v2."""
+it becomes final (ASR-704..706), in timeline order.
+A recording that negotiated ACP v1 is refused (exit 2): the mapping is for v2.
+
+""" + f"Manual, with the format: {page('acp-fold.md')}"
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ from itertools import islice, repeat
 
 import orjson
 
+from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.frame import read_frames
 
@@ -23,7 +24,9 @@ skipped. Both exit 0. Input of the wrong kind, or a bare stream without --dir, e
 
 --summary prints what the recording holds instead: header, counts by direction, kind,
 method, session and update kind, sizes, time span, redactions, invalid lines, the
-negotiated protocol version. See docs/acp-frame.md."""
+negotiated protocol version.
+
+""" + f"Manual: {page('acp-frame.md')}"
 
 #: Records encoded and written together: a frame reaches stdout at most this many frames
 #: later than it would one at a time (stdout is block-buffered either way).

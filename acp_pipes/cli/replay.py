@@ -11,6 +11,7 @@ import sys
 
 import orjson
 
+from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
 from acp_pipes.jsonl import STDIN, display_name
 from acp_pipes.streams import ASR, header_format
@@ -39,7 +40,9 @@ client frames, each once the agent frames recorded before it have arrived (or af
 differs from the recording is reported on stderr as a JSON line; exit 1 only with
 --strict (which stops at the first difference).
 
---emit a2c|c2a writes one direction's recorded bytes verbatim (offline, no peer)."""
+--emit a2c|c2a writes one direction's recorded bytes verbatim (offline, no peer).
+
+""" + f"Manual: {page('acp-replay.md')}"
 
 EXAMPLE = """\
 acp-tee -o s.jsonl -- acp-echo-agent < client.jsonl > /dev/null   # record once

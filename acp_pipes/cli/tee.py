@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 DESCRIPTION = """\
 Put acp-tee where the agent command goes: it starts AGENT, passes the client's stdin to
 it and its stdout back, byte for byte, and writes every frame of both directions to a
-wire log (format: acp_pipes/wire.py; read it with acp-frame). The agent's stderr passes
-through, unrecorded. The exit status is the agent's (128+N if signal N killed it;
+wire log (read it with acp-frame; its format is in the manual). The agent's stderr
+passes through, unrecorded. The exit status is the agent's (128+N if signal N killed it;
 127 if AGENT cannot be found, 126 if it cannot be run). SIGINT, SIGTERM and SIGHUP are
 passed on to the agent.
 
@@ -130,6 +130,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
 
 def make_tool(early: Agent | None = None) -> Tool:
     """acp-tee's declaration for the runner; ``early`` is an agent already started."""
+    from acp_pipes.cli.manual import page
     from acp_pipes.cli.runner import Tool
 
     return Tool(
@@ -140,7 +141,7 @@ def make_tool(early: Agent | None = None) -> Tool:
                 "acp-frame /tmp/session.jsonl | head",
         run=lambda args, ctx: _run(args, ctx, early),
         configure=configure,
-        description=DESCRIPTION,
+        description=DESCRIPTION + f"\n\nManual: {page('acp-tee.md')}",
         takes_files=False,
         takes_output=False,
         takes_command=True,
