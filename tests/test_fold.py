@@ -114,7 +114,7 @@ def test_memory_bounded_by_open_entities():
         msg = upd("s", sessionUpdate="tool_call_update", toolCallId=f"c{i}", status="completed")[1]
         f.feed(i, None, "a2c", msg)
     sess = f.sessions["s"]
-    assert not sess.open and not sess.timeline and len(f.finals) == KEEP_FINAL
+    assert not sess.open and not sess.lane and len(f.timeline.finals) == KEEP_FINAL
 
 
 def test_v1_recording_refused_with_a_clear_message(tmp_path):

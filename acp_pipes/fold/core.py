@@ -2,11 +2,12 @@
 
 :class:`Folder` reads frames: it pairs the client's requests with the agent's responses
 (initialize, the session lifecycle, prompts, permissions, elicitations, resume windows)
-and folds each ``session/update`` into the entity it names, per session and ACP ID. When
-an entity is final and in which order records leave is its base class's part,
-:class:`~acp_pipes.fold.timeline.Timeline`. History an agent replays (session/resume
-with ``replayFrom``, or into a fork) folds in a namespace of its own, from empty, and is
-final when the replay ends; acp-asr compares it with what it already wrote (ASR-717).
+and folds each ``session/update`` into the entity it names, per session and ACP ID; it
+decides when each entity is final (ASR-705). It has a
+:class:`~acp_pipes.fold.timeline.Timeline`, which makes the records and lets them leave
+in order. History an agent replays (session/resume with ``replayFrom``, or into a fork)
+folds in a namespace of its own, from empty, and is final when the replay ends; acp-asr
+compares it with what it already wrote (ASR-717).
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ from typing import Any
 
 from acp_pipes.fold.entities import FOLDS, Entity, settle
 from acp_pipes.fold.patch import patch_fields
-from acp_pipes.fold.timeline import KEEP_FINAL, MAX_HELD, Timeline, final_digest
+from acp_pipes.fold.timeline import KEEP_FINAL, MAX_HELD, Timeline
 from acp_pipes.frame import is_jsonrpc_id, why_not_jsonrpc
 
 __all__ = ["KEEP_FINAL", "MAX_HELD", "Folder", "ProtocolVersionError"]
 
 TERMINAL_TOOL = frozenset({"completed", "failed", "cancelled"})
 TERMINAL_COMPACTION = TERMINAL_TOOL
+OPEN_TOOL = frozenset({"pending", "in_progress"})
+#: Final at the next idle or requires_action, at close, or at stop (ASR-705).
+TURN_SCOPED = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
+                         "plan", "terminal"})
 #: Entity kinds an update itself can make final (a status, or at once).
 _ENDS_BY_UPDATE = frozenset({"tool_call", "compaction", "subagent"})
 _SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume",
@@ -48,7 +53,7 @@ def rpc_id_str(rid: Any) -> str:
 
 
 class _Session:
-    __slots__ = ("sid", "open", "replay_open", "replaying", "replay_kind", "timeline",
+    __slots__ = ("sid", "open", "replay_open", "replaying", "replay_kind", "lane",
                  "info", "closed", "pending", "deferred", "running")
 
     def __init__(self, sid: str):
@@ -57,7 +62,7 @@ class _Session:
         self.replay_open: dict[tuple[str, Any], Entity] = {}
         self.replaying = False
         self.replay_kind = ""
-        self.timeline: deque = deque()
+        self.lane: deque = Timeline.lane()  # its entities and events, in timeline order
         self.info: dict[str, Any] = {}
         self.closed = False
         self.pending: set = set()  # this session's client requests not answered yet
@@ -65,13 +70,13 @@ class _Session:
         self.running = False  # the last state_update said running
 
 
-class Folder(Timeline):
+class Folder:
     """Folds one connection. ``feed(frame)`` and ``finish()`` return the records to
     write, in order."""
 
     def __init__(self, connection: int = 0, *, snapshots: bool = False,
                  warn: Warn | None = None, after_final: bool = True):
-        super().__init__(after_final=after_final)
+        self.timeline = Timeline(after_final=after_final)
         self.conn = connection
         self.snapshots = snapshots
         self.warn = warn or (lambda msg: None)
@@ -89,13 +94,13 @@ class Folder(Timeline):
 
     def feed(self, seq: int, t: int | None, direction: str, msg: Any) -> list[dict]:
         """Fold one parsed frame; returns the records it completes."""
-        self.out = out = []
+        take = self.timeline.take
         # the classification acp-frame makes (acp_pipes.frame): a frame that is not
         # JSON-RPC 2.0 (an id that is an object, a method that is not a string, ...) is
         # reported and skipped, so nothing below keys a table by an unhashable value
         if msg.__class__ is not dict or msg.get("jsonrpc") != "2.0":
             self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
-            return out
+            return take()
         method = msg.get("method")
         if method == "session/update" and "id" not in msg:
             # most frames are updates: checked first, with only the checks they need
@@ -109,7 +114,7 @@ class Folder(Timeline):
                             self._update(seq, t, sid, upd)
                     else:
                         self._sid_ok(method, msg)  # reports a sessionId of another type
-            return out
+            return take()
         if "id" in msg:
             rid = msg["id"]
             if rid.__class__ is not str and not is_jsonrpc_id(rid):
@@ -128,7 +133,7 @@ class Folder(Timeline):
         elif self._sid_ok(method, msg) and direction == "a2c" and (
                 method == "elicitation/complete"):  # checked first: reported either way
             self._elicitation_complete(seq, t, msg.get("params"))
-        return out
+        return take()
 
     def _sid_ok(self, method: str, msg: dict) -> bool:
         """A request or notification naming a session by something other than a string
@@ -142,7 +147,6 @@ class Folder(Timeline):
 
     def finish(self) -> list[dict]:
         """The recorder stops: every open entity is written as it stands (ASR-705)."""
-        self.out = []
         if self.init_version is not None and self.init_version != 2:
             raise ProtocolVersionError(self._v1_message(self.init_version))
         for _key, (method, params, _seq, _t, extra) in list(self.c2a.items()):
@@ -150,13 +154,48 @@ class Folder(Timeline):
                 sess = self.sessions.get(params.get("sessionId"))
                 if sess is not None and sess.deferred is not None:
                     self._start_resume(sess, extra, False)
-                self._lifecycle_ready(extra, None)
+                self.timeline.ready(extra)
         self.c2a.clear()
         for sess in self.sessions.values():
             self._end_replay(sess, "stop")
             self._finalize_all(sess, "stop")
-            self._flush(sess, force=True)
-        return self.out
+            self.timeline.flush(sess.lane, force=True)
+        return self.timeline.take()
+
+    # -- finality (ASR-705) ---------------------------------------------------------------
+
+    def _turn_end(self, sess: _Session, state: str) -> None:
+        """idle or requires_action: messages, plans and terminals are final (ASR-705);
+        at idle a tool call left with status other or a vendor value ends too."""
+        finalize = self.timeline.finalize
+        for k, ent in list(sess.open.items()):
+            if ent.kind in TURN_SCOPED and (ent.key is not None):
+                del sess.open[k]
+                finalize(ent, state)
+            elif state == "idle" and ent.kind == "tool_call":
+                st = ent.value.get("status")
+                if st is not None and (st.__class__ is not str or st not in OPEN_TOOL):
+                    del sess.open[k]
+                    finalize(ent, "turn_end")
+        self.timeline.flush(sess.lane, turn_end=state == "idle")
+
+    def _finalize_all(self, sess: _Session, why: str) -> None:
+        for ent in list(sess.open.values()):
+            self.timeline.finalize(ent, why)
+        sess.open.clear()
+
+    def _end_replay(self, sess: _Session, why: str) -> None:
+        """The replay window ends: replayed entities are final, then a replay_end."""
+        if not sess.replaying:
+            return
+        for ent in sess.replay_open.values():
+            self.timeline.finalize(ent, "replay")
+        sess.replay_open.clear()
+        sess.replaying = False
+        self.timeline.event(sess.lane, {"ev": "session", "op": "replay_end",
+                                        "session": sess.sid, "kind": sess.replay_kind,
+                                        "frames": [], "t": None})
+        sess.replay_kind = ""
 
     # -- requests and responses ---------------------------------------------------------
 
@@ -195,7 +234,7 @@ class Folder(Timeline):
                 ent.origin = "prompt"
                 ent.value["content"] = list(prompt) if isinstance(prompt, list) else []
                 ent.frames.append(seq)
-                sess.timeline.append(ent)
+                self.timeline.add(sess.lane, ent)
                 extra = ent
             elif method == "session/fork":
                 self.forks_pending += 1
@@ -219,13 +258,13 @@ class Folder(Timeline):
             if early is not None and (rid.__class__, rid) in self.a2c:
                 self._response(early[0], early[1], "c2a", early[2])
             if self.snapshots and isinstance(sid, str) and sid in self.sessions:
-                self._flush(self.sessions[sid], force=True)
+                self.timeline.flush(self.sessions[sid].lane, force=True)
 
     def _start_resume(self, sess: _Session, ev: dict, replay: bool) -> None:
         """The resume's record takes its place in the timeline (kept until the response
         says whether it succeeded); replayed history follows it."""
         sess.deferred = None
-        self._event(sess, -1, None, ev, ready=False)
+        self.timeline.event(sess.lane, ev, ready=False)
         if replay:
             sess.replaying = True
             sess.replay_kind = "resume"
@@ -242,7 +281,7 @@ class Folder(Timeline):
         ent.value.update((k, v) for k, v in params.items() if k != "sessionId")
         ent.frames.append(seq)
         sess.open[(kind, key)] = ent
-        sess.timeline.append(ent)
+        self.timeline.add(sess.lane, ent)
         return ent
 
     def _response(self, seq, t, direction, msg) -> None:
@@ -263,8 +302,8 @@ class Folder(Timeline):
                 ent.value["error"] = msg.get("error")
             sess = self.sessions[ent.session]
             sess.open.pop((kind, ent.key), None)
-            self._finalize(ent, "response")
-            self._flush(sess)
+            self.timeline.finalize(ent, "response")
+            self.timeline.flush(sess.lane)
             return
         asked = self.c2a.pop(k, None)
         if asked is None:
@@ -297,7 +336,7 @@ class Folder(Timeline):
             rec = {"ev": "initialize", "protocolVersion": version,
                    "agent": result.get("info"), "client": params.get("info"),
                    "frames": frames, "t": rt}
-            self.out.append(rec)
+            self.timeline.emit(rec)
         elif method in ("session/new", "session/fork"):
             if method == "session/fork":
                 self.forks_pending = max(0, self.forks_pending - 1)
@@ -314,7 +353,7 @@ class Folder(Timeline):
             rec["frames"] = frames
             rec["t"] = rt
             rec["pos"] = rseq
-            self.out.append(rec)  # before anything of the session leaves its timeline
+            self.timeline.emit(rec)  # before anything of the session leaves its lane
         elif method == "session/resume":
             sess = self.sessions.get(params.get("sessionId"))
             if sess is None:
@@ -322,20 +361,23 @@ class Folder(Timeline):
             if sess.deferred is not None and sess.deferred[0] is extra:
                 self._start_resume(sess, extra, False)  # answered before it could start
             self._end_replay(sess, "replay")
-            self._lifecycle_ready(extra, seq, ok)
+            # the resume's record waited for this answer: written only if it succeeded
             if ok:
+                self.timeline.ready(extra, seq)
                 sess.closed = False
-            self._flush(sess)
+            else:
+                self.timeline.drop(extra)
+            self.timeline.flush(sess.lane)
         elif method == "session/close":
             sess = self.sessions.get(params.get("sessionId"))
             if sess is None or not ok:
                 return
             self._end_replay(sess, "close")
             self._finalize_all(sess, "close")
-            self._event(sess, seq, t, {"ev": "session", "op": "close", "session": sess.sid,
-                                       "frames": frames, "t": rt})
+            self.timeline.event(sess.lane, {"ev": "session", "op": "close",
+                                            "session": sess.sid, "frames": frames, "t": rt})
             sess.closed = True
-            self._flush(sess, force=True)
+            self.timeline.flush(sess.lane, force=True)
         elif method == "session/prompt":
             ent: Entity = extra
             if ent is None:
@@ -344,11 +386,11 @@ class Folder(Timeline):
             mid = result.get("messageId")
             if not ok or not isinstance(mid, str):
                 ent.dead = True  # ACP: the message was not inserted; no record
-                self._flush(sess)
+                self.timeline.flush(sess.lane)
                 return
             ent.frames.append(seq)
             self._adopt_prompt(sess, ent, mid)
-            self._flush(sess)
+            self.timeline.flush(sess.lane)
 
     def _adopt_prompt(self, sess: _Session, ent: Entity, mid: str) -> None:
         """The prompt gets its messageId; a user_message with that ID is the same
@@ -365,18 +407,6 @@ class Folder(Timeline):
             ent.chunked = other.chunked
             ent.final = other.final
         sess.open[key] = ent
-
-    @staticmethod
-    def _lifecycle_ready(ev: dict | None, seq: int | None, ok: bool = True) -> None:
-        """A resume's record is kept for its response: it is written only if the resume
-        succeeded (or the recording ends first)."""
-        if ev is None:
-            return
-        if not ok:
-            ev["_failed"] = True
-        elif seq is not None:
-            ev["frames"].append(seq)
-        ev["_ready"] = True
 
     # -- updates ------------------------------------------------------------------------
 
@@ -411,7 +441,7 @@ class Folder(Timeline):
         if kind == "session_info_update":
             patch_fields(sess.info, upd, frozenset({"sessionUpdate"}))
             rec["folded"] = dict(sess.info)
-        self._event(sess, seq, t, rec)
+        self.timeline.event(sess.lane, rec)
         if kind == "state_update":
             state = upd.get("state")
             if not sess.replaying:
@@ -421,32 +451,19 @@ class Folder(Timeline):
             if state in ("idle", "requires_action") and not sess.replaying:
                 self._turn_end(sess, state)
             elif self.snapshots and not sess.replaying:
-                self._flush(sess, force=True)
-        if len(sess.timeline) > MAX_HELD:
-            self._flush(sess, cap=True)
+                self.timeline.flush(sess.lane, force=True)
+        self.timeline.bound(sess.lane)
 
     def _new_entity(self, sess, seq, t, kind, key, how, id_field, table) -> Entity:
         """The first update of an entity (in this namespace): a new entity, or one
         re-opened after its final record (ASR-706)."""
         ent = Entity(kind, key, sess.sid, seq, t, replayed=sess.replaying)
         if not sess.replaying:
-            old = self.finals.pop((sess.sid, kind, key), None)
-            if old is not None:  # a change after final (ASR-706)
-                ent.value = old[0]
-                ent.chunked = old[1]
-                ent.frames = list(old[2])
-                ent.origin = old[3]
-                ent.output = old[4]
-                ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
-                ent.after_final = True
-            elif self._final_ids is not None and final_digest(
-                    sess.sid, kind, key) in self._final_ids:
-                ent.after_final = True
-                ent.basis = "patch"
+            self.timeline.reopen(ent)  # a change after final (ASR-706), if it is one
         if how != "plan":
             ent.value[id_field] = key
         table[(kind, key)] = ent
-        sess.timeline.append(ent)
+        self.timeline.add(sess.lane, ent)
         return ent
 
     def _ended_by_update(self, sess, ent: Entity, table: dict, k: tuple) -> None:
@@ -459,20 +476,20 @@ class Folder(Timeline):
         if kind == "tool_call" and status in TERMINAL_TOOL:
             if not sess.replaying:
                 del table[k]
-                self._finalize(ent, "status")
-                self._flush(sess)
+                self.timeline.finalize(ent, "status")
+                self.timeline.flush(sess.lane)
         elif kind == "compaction" and status in TERMINAL_COMPACTION:
             if not sess.replaying:
                 del table[k]
-                self._finalize(ent, "status")
-                self._flush(sess)
+                self.timeline.finalize(ent, "status")
+                self.timeline.flush(sess.lane)
         elif kind == "subagent":
             # written at first sight, before any child traffic (ASR-721); later updates
             # supersede it
             if not sess.replaying:
                 del table[k]
-                self._finalize(ent, "update")
-                self._flush(sess)
+                self.timeline.finalize(ent, "update")
+                self.timeline.flush(sess.lane)
 
     def _elicitation_complete(self, seq, t, params) -> None:
         if params.__class__ is not dict:
@@ -483,11 +500,10 @@ class Folder(Timeline):
         if sid is None:
             return
         sess = self._session(sid)
-        self._event(sess, seq, t, {"ev": "update", "session": sid,
-                                   "kind": "elicitation_complete", "method":
-                                   "elicitation/complete", "update": params,
-                                   "frames": [seq], "t": t, "replayed": False})
-        self._flush(sess)
+        self.timeline.event(sess.lane, {"ev": "update", "session": sid,
+                                        "kind": "elicitation_complete", "method":
+                                        "elicitation/complete", "update": params,
+                                        "frames": [seq], "t": t, "replayed": False})
 
     # -- helpers ------------------------------------------------------------------------
 

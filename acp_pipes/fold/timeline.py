@@ -1,32 +1,30 @@
-"""The fold's records: when an entity is final (ASR-705) and in which order records leave.
+"""The fold's records: made from final (or released) entities, leaving in timeline order.
 
-:class:`Timeline` is the half of :class:`~acp_pipes.fold.core.Folder` that makes and
-writes records; the Folder reads frames (requests paired with responses, session/update
-folded into entities) and hands entities and events to it. It is a module of its own
-because it is the output's contract (the order acp-asr relies on, and the bound on
-memory) and depends on nothing that reads frames.
+The :class:`~acp_pipes.fold.core.Folder` reads frames and decides when an entity is
+final (ASR-705); it *has* a :class:`Timeline`, which makes the records and decides when
+each leaves. It is a module of its own because it is the output's contract (the order
+acp-asr relies on, and the bound on memory) and knows nothing of frames.
 
-Each session keeps its open entities and a *timeline*: every entity and event in the
-order ACP first showed it (its timeline position, the ``seq`` of its first frame). An
-entity's record is made when the entity becomes final and leaves the timeline once
-everything before it has left, so the output is in timeline order: a prompt comes
-before the tool calls of its turn although the tool calls finish first. At the end of a
-turn an open tool call leaves as a non-final record (the call, without a result) so one
-dangling call cannot hold the session back; ``--snapshots`` does that for every open
-entity at each checkpoint (ASR-705's crash safety). A timeline longer than
-:data:`MAX_HELD` releases its head the same way, so memory stays bounded by the
-entities open at once.
+Each session has a *lane*: every entity and event in the order ACP first showed it (its
+timeline position, the ``seq`` of its first frame). An entity's record is made when the
+entity becomes final and leaves the lane once everything before it has left, so the
+output is in timeline order: a prompt comes before the tool calls of its turn although
+the tool calls finish first. At the end of a turn an open tool call leaves as a
+non-final record (the call, without a result) so one dangling call cannot hold the
+session back; ``--snapshots`` does that for every open entity at each checkpoint
+(ASR-705's crash safety). A lane longer than :data:`MAX_HELD` releases its head the
+same way, so memory stays bounded by the entities open at once.
 
 Finals are dropped once written; a short LRU (:data:`KEEP_FINAL`) keeps recent final
-values so a late patch (ASR-706) folds onto the whole entity; an older one folds onto an
-empty entity and says so (``basis: "patch"``).
+values so a late patch (ASR-706) folds onto the whole entity (:meth:`Timeline.reopen`);
+an older one folds onto an empty entity and says so (``basis: "patch"``).
 """
 
 from __future__ import annotations
 
 import base64
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from collections import OrderedDict, deque
+from typing import Any
 
 import blake3
 import orjson
@@ -34,17 +32,10 @@ import orjson
 from acp_pipes.fold.entities import Entity, settle
 from acp_pipes.fold.index import DigestIndex
 
-if TYPE_CHECKING:
-    from acp_pipes.fold.core import _Session as Session
-
-__all__ = ["KEEP_FINAL", "MAX_HELD", "OPEN_TOOL", "TURN_SCOPED", "Timeline", "final_digest"]
+__all__ = ["KEEP_FINAL", "MAX_HELD", "Timeline", "final_digest"]
 
 MAX_HELD = 4096
 KEEP_FINAL = 256
-OPEN_TOOL = frozenset({"pending", "in_progress"})
-#: Final at the next idle or requires_action, at close, or at stop (ASR-705).
-TURN_SCOPED = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
-                         "plan", "terminal"})
 _LIST_FIELDS = ("content", "summary")  # copied so a record never shares a growing list
 #: Entities built from chunks or upserts: their records say which (ASR-704).
 _ASSEMBLED = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
@@ -52,8 +43,10 @@ _ASSEMBLED = frozenset({"user_message", "agent_message", "agent_thought", "sessi
 
 
 class Timeline:
-    """Finality and order: entities are finalized into records, and records leave each
-    session's timeline in order into ``out`` (what the current ``feed`` returns)."""
+    """Records, in order. A lane (:meth:`lane`) per session holds entities (:meth:`add`)
+    and events (:meth:`event`); :meth:`finalize` makes an entity's final record and
+    :meth:`flush` lets what reached a lane's head leave; :meth:`take` hands over the
+    records made so far."""
 
     def __init__(self, *, after_final: bool = True):
         self.out: list[dict] = []
@@ -64,37 +57,53 @@ class Timeline:
         # records) and asks for none (after_final=False): one index, not two.
         self._final_ids: DigestIndex | None = DigestIndex() if after_final else None
 
-    def _turn_end(self, sess: Session, state: str) -> None:
-        """idle or requires_action: messages, plans and terminals are final (ASR-705);
-        at idle a tool call left with status other or a vendor value ends too."""
-        for k, ent in list(sess.open.items()):
-            if ent.kind in TURN_SCOPED and (ent.key is not None):
-                del sess.open[k]
-                self._finalize(ent, state)
-            elif state == "idle" and ent.kind == "tool_call":
-                st = ent.value.get("status")
-                if st is not None and (st.__class__ is not str or st not in OPEN_TOOL):
-                    del sess.open[k]
-                    self._finalize(ent, "turn_end")
-        self._flush(sess, turn_end=state == "idle")
+    @staticmethod
+    def lane() -> deque:
+        return deque()
 
-    def _finalize_all(self, sess: Session, why: str) -> None:
-        for ent in list(sess.open.values()):
-            self._finalize(ent, why)
-        sess.open.clear()
+    def take(self) -> list[dict]:
+        """The records made since the last take, in order."""
+        out = self.out
+        self.out = []
+        return out
 
-    def _end_replay(self, sess: Session, why: str) -> None:
-        if not sess.replaying:
-            return
-        for ent in sess.replay_open.values():
-            self._finalize(ent, "replay")
-        sess.replay_open.clear()
-        sess.replaying = False
-        self._event(sess, -1, None, {"ev": "session", "op": "replay_end", "session": sess.sid,
-                                     "kind": sess.replay_kind, "frames": [], "t": None})
-        sess.replay_kind = ""
+    def emit(self, rec: dict) -> None:
+        """A record that leaves at once, ahead of every lane (a session's start)."""
+        self.out.append(rec)
 
-    def _finalize(self, ent: Entity, why: str) -> None:
+    def add(self, lane: deque, ent: Entity) -> None:
+        """An entity takes its place in its session's lane."""
+        lane.append(ent)
+
+    def event(self, lane: deque, rec: dict, ready: bool = True) -> dict:
+        """An event record takes its place in the lane; one not ``ready`` waits there
+        (and holds back what follows) until :meth:`ready` or :meth:`drop`."""
+        rec["_ready"] = ready
+        lane.append(rec)
+        if ready:
+            self.flush(lane)
+        return rec
+
+    @staticmethod
+    def ready(rec: dict, frame: int | None = None) -> None:
+        """A waiting event may leave (``frame``: one more frame it came from)."""
+        if frame is not None:
+            rec["frames"].append(frame)
+        rec["_ready"] = True
+
+    @staticmethod
+    def drop(rec: dict) -> None:
+        """A waiting event is not written (a request that failed)."""
+        rec["_failed"] = True
+        rec["_ready"] = True
+
+    def bound(self, lane: deque) -> None:
+        """Release the head of a lane longer than MAX_HELD (memory stays bounded)."""
+        if len(lane) > MAX_HELD:
+            self.flush(lane, cap=True)
+
+    def finalize(self, ent: Entity, why: str) -> None:
+        """The entity is final: its record is made, and leaves when its turn comes."""
         if ent.dead:
             return
         if ent.key is None:  # a prompt never answered: not inserted, no record
@@ -102,11 +111,11 @@ class Timeline:
             return
         ent.final = True
         ent.why = why
-        rec = self._record(ent, True, why)
+        rec = self.record(ent, True, why)
         if not ent.replayed:
             fk = (ent.session, ent.kind, ent.key)
             self.finals[fk] = (ent.value, ent.chunked, ent.frames, ent.origin, ent.output,
-                                ent.pos, ent.t)
+                               ent.pos, ent.t)
             if len(self.finals) > KEEP_FINAL:
                 self.finals.popitem(last=False)
         if ent.released:
@@ -114,7 +123,25 @@ class Timeline:
         else:
             ent.ready = rec
 
-    def _record(self, ent: Entity, final: bool, why: str) -> dict:
+    def reopen(self, ent: Entity) -> None:
+        """A new entity of a key written as final before: a change after final
+        (ASR-706). The entity starts from the final value where it is still known."""
+        old = self.finals.pop((ent.session, ent.kind, ent.key), None)
+        if old is not None:
+            ent.value = old[0]
+            ent.chunked = old[1]
+            ent.frames = list(old[2])
+            ent.origin = old[3]
+            ent.output = old[4]
+            ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
+            ent.after_final = True
+        elif self._final_ids is not None and final_digest(
+                ent.session, ent.kind, ent.key) in self._final_ids:
+            ent.after_final = True
+            ent.basis = "patch"
+
+    def record(self, ent: Entity, final: bool, why: str) -> dict:
+        """The entity's record as it stands (a copy: later updates do not change it)."""
         if ent.parts is not None:
             settle(ent)
         value = dict(ent.value)
@@ -141,28 +168,19 @@ class Timeline:
         rec["frames"] = list(ent.frames)
         return rec
 
-    def _event(self, sess: Session, seq: int, t, rec: dict, ready: bool = True) -> dict:
-        rec.setdefault("frames", [seq] if seq >= 0 else [])
-        rec["_ready"] = ready
-        sess.timeline.append(rec)
-        if ready:
-            self._flush(sess)
-        return rec
-
-    def _flush(self, sess: Session, *, force: bool = False, turn_end: bool = False,
-               cap: bool = False) -> None:
-        """Write what has reached the head of the session's timeline. ``force`` releases
-        open entities as partial records; ``turn_end`` releases open tool calls (their
-        call is written, the result follows when they end); ``cap`` releases the head
-        while the timeline is longer than MAX_HELD."""
-        tl = sess.timeline
+    def flush(self, lane: deque, *, force: bool = False, turn_end: bool = False,
+              cap: bool = False) -> None:
+        """Write what has reached the head of the lane. ``force`` releases open
+        entities as partial records; ``turn_end`` releases open tool calls (their call
+        is written, the result follows when they end); ``cap`` releases the head while
+        the lane is longer than MAX_HELD."""
         out = self.out
-        while tl:
-            item = tl[0]
+        while lane:
+            item = lane[0]
             if item.__class__ is dict:
                 if not item["_ready"] and not force:
                     break
-                tl.popleft()
+                lane.popleft()
                 if item.pop("_failed", None):
                     continue
                 item.pop("_ready", None)
@@ -170,10 +188,10 @@ class Timeline:
                 continue
             ent: Entity = item
             if ent.dead or ent.released:
-                tl.popleft()
+                lane.popleft()
                 continue
             if ent.ready is not None:
-                tl.popleft()
+                lane.popleft()
                 out.append(ent.ready)
                 ent.ready = None
                 ent.released = True
@@ -182,15 +200,15 @@ class Timeline:
                 continue
             if ent.key is None and not (force or cap):
                 break  # a prompt waiting for its messageId
-            release = force or (cap and len(tl) > MAX_HELD) or (
+            release = force or (cap and len(lane) > MAX_HELD) or (
                 turn_end and ent.kind == "tool_call")
             if not release:
                 break
-            tl.popleft()
+            lane.popleft()
             if ent.key is None:
                 continue
             ent.released = True
-            out.append(self._record(ent, False, "turn_end" if turn_end else "snapshot"))
+            out.append(self.record(ent, False, "turn_end" if turn_end else "snapshot"))
 
 
 def final_digest(sid: str, kind: str, key: Any) -> bytes:
