@@ -117,16 +117,17 @@ def test_memory_bounded_by_open_entities():
     assert not sess.open and not sess.lane and len(f.timeline.finals) == KEEP_FINAL
 
 
-def test_v1_recording_refused_with_a_clear_message(tmp_path):
-    wire = tmp_path / "v1.jsonl"
+def test_unknown_protocol_version_refused_with_a_clear_message(tmp_path):
+    """v1 and v2 are read; a version acp-pipes does not know (a future v3) is refused."""
+    wire = tmp_path / "v3.jsonl"
     lines = [{"format": "acp-pipes/wire", "version": 1},
-             {"seq": 0, "t": 0, "dir": "c2a", "raw": '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'},
-             {"seq": 1, "t": 0, "dir": "a2c", "raw": '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}'}]
+             {"seq": 0, "t": 0, "dir": "c2a", "raw": '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":3}}'},
+             {"seq": 1, "t": 0, "dir": "a2c", "raw": '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":3}}'}]
     wire.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
     for tool in ("fold", "asr"):
         got = run_tool(tool, str(wire))
         assert got.returncode == 2
-        assert b"protocol version 1" in got.stderr and b"v2" in got.stderr
+        assert b"protocol version 3" in got.stderr and b"v1 and v2" in got.stderr
         assert b"Traceback" not in got.stderr
 
 

@@ -5,9 +5,9 @@ records; :func:`convert` does it in memory; :mod:`acp_pipes.asr.output` writes
 streams; :mod:`acp_pipes.asr.validate` checks them. docs/asr.md is the format.
 """
 
-from acp_pipes.asr.mapping import Converter, V1Error, convert
+from acp_pipes.asr.mapping import Converter, convert
 from acp_pipes.asr.output import Spool, file_name, session_from_name
 from acp_pipes.asr.paths import declare_roots, path_ref
 
-__all__ = ["Converter", "Spool", "V1Error", "convert", "declare_roots", "file_name",
+__all__ = ["Converter", "Spool", "convert", "declare_roots", "file_name",
            "path_ref", "session_from_name"]

@@ -28,6 +28,8 @@ from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
 from acp_pipes.asr.records import BUILDERS, Ctx, audit, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
+from acp_pipes.fold import v1
+from acp_pipes.fold.core import ProtocolVersionError
 from acp_pipes.fold.index import DigestIndex
 from acp_pipes.streams import FOLD
 
@@ -36,13 +38,9 @@ _dumps = orjson.dumps
 _SORT = orjson.OPT_SORT_KEYS
 _ENVELOPE_FREE = ENVELOPE.isdisjoint
 
-__all__ = ["Converter", "V1Error", "convert"]
+__all__ = ["Converter", "convert"]
 
 CONTEXT_TYPES = frozenset({"message", "tool_call", "tool_result", "compaction"})
-
-
-class V1Error(ValueError):
-    """The recording negotiated ACP v1: the mapping is for v2."""
 
 
 class _Stream:
@@ -112,6 +110,7 @@ class Converter:
         self.streams: dict[str, _Stream] = {}
         self.conn = 0
         self.agents: dict[int, dict] = {}
+        self.v1: set[int] = set()  # connections that negotiated ACP v1
         self.store = _Lists() if store is None else store
         self._put = self.store.put
         self.index = DigestIndex()
@@ -138,11 +137,18 @@ class Converter:
             self._session(rec)
         elif ev is None and rec.get("format") == FOLD:
             self.conn = int(rec.get("connection") or 0)
+        elif ev == "lossy":  # a loss the v1 lift incurred (ASR-722)
+            sid = rec.get("session")
+            if isinstance(sid, str) and isinstance(rec.get("lossy"), str):
+                self._stream(sid).ctx.losses.add(rec["lossy"])
         elif ev == "initialize":
             version = rec.get("protocolVersion")
-            if version != 2:
-                raise V1Error(f"this recording negotiated ACP protocol version {version!r}; "
-                              "the ACP->ASR mapping covers ACP v2 (protocol version 2) only")
+            if version == 1:
+                self.v1.add(self.conn)
+            elif version != 2:
+                raise ProtocolVersionError(
+                    f"this recording negotiated ACP protocol version {version!r}; acp-pipes "
+                    "reads ACP v1 and v2 (protocol version 2)")
             info = rec.get("agent") if isinstance(rec.get("agent"), dict) else {}
             self.agents[self.conn] = {"name": agent_name(info.get("name"), self.configured_name),
                                       "version": info.get("version")}
@@ -156,8 +162,10 @@ class Converter:
             lineage = dict(st.lineage) if st.lineage else None
             if lineage and "inherits" in lineage and st.local_through:
                 lineage["inherits"] = {**lineage["inherits"], "localThroughId": st.local_through}
+            # a stream with records from an ACP v1 connection was mapped by the v1 choices
+            source = v1.SOURCE if not self.v1.isdisjoint(st.connections) else None
             out[sid] = header(sid, agent=agent, roots=st.ctx.roots, losses=st.ctx.losses,
-                              lineage=lineage, connections=st.connections)
+                              lineage=lineage, connections=st.connections, source=source)
         return out
 
     # -- streams --------------------------------------------------------------------------

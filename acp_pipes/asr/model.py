@@ -85,7 +85,10 @@ def ts_fields(t: int | None, replayed: bool) -> dict[str, str]:
 
 
 def header(sid: str, *, agent: dict, roots: list[dict], losses: set[str],
-           lineage: dict | None, connections: list[int]) -> dict:
+           lineage: dict | None, connections: list[int], source: dict | None = None) -> dict:
+    """The stream's header; ``source`` is ASR-700's ``producer.source`` (default: the
+    v2 revision the mapping is pinned to). Losses ASR-722 does not list (those of ACP v1)
+    follow its own, sorted."""
     h: dict[str, Any] = {
         "type": "header",
         "asr": ASR_VERSION,
@@ -96,8 +99,9 @@ def header(sid: str, *, agent: dict, roots: list[dict], losses: set[str],
             "name": "acp-pipes",
             "version": __version__,
             "method": "recorder",
-            "source": dict(SOURCE),
-            "lossy": [x for x in LOSS_ORDER if x in losses],
+            "source": dict(source or SOURCE),
+            "lossy": [x for x in LOSS_ORDER if x in losses] + sorted(
+                losses.difference(LOSS_ORDER)),
         },
     }
     if lineage:

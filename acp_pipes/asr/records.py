@@ -73,8 +73,10 @@ def _message(rec: dict, ctx: Ctx) -> list:
                 texts.append(b["text"])
             else:
                 ctx.losses.add("reasoning")
-        body = {"type": "message", "messageId": mid, "role": "assistant",
-                "content": [{"type": "reasoning", "text": "".join(texts)}]}
+        body = {"type": "message", "messageId": mid, "role": "assistant"}
+        if v.get("idSource") == "derived":  # an ID the v1 lift derived
+            body["idSource"] = "derived"
+        body["content"] = [{"type": "reasoning", "text": "".join(texts)}]
         key = ("thought", mid)
     elif kind == "session_message":
         sender = v.get("senderSessionId")
@@ -92,6 +94,8 @@ def _message(rec: dict, ctx: Ctx) -> list:
     else:
         role = "user" if kind == "user_message" else "assistant"
         body = {"type": "message", "messageId": mid, "role": role}
+        if v.get("idSource") == "derived":  # an ID the v1 lift derived
+            body["idSource"] = "derived"
         if rec.get("origin") == "prompt":
             body["origin"] = "prompt"  # ASR-713; never author: human
         body["content"] = content

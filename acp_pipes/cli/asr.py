@@ -1,4 +1,4 @@
-"""`acp-asr`: convert ACP v2 recordings into ASR streams, one per ACP session."""
+"""`acp-asr`: convert ACP recordings (v1 and v2) into ASR streams, one per ACP session."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gc
 import os
 import sys
 
-from acp_pipes.asr.mapping import Converter, V1Error
+from acp_pipes.asr.mapping import Converter
 from acp_pipes.asr.output import Spool
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
@@ -21,10 +21,11 @@ missing stages in-process. Writes one ASR stream per ACP session (ASR-701): with
 to back on stdout. Converting the same input twice gives the same bytes: times come from
 the recording, never the clock. A recording cut off mid-session still converts (open
 entities are written as they stand, ASR-705); an update kind this version does not know
-is kept as an audit record (ASR-710). A recording that negotiated ACP v1 is refused
-(exit 2): the mapping is for ACP v2. --validate checks ASR streams instead: exit 0 valid,
-1 invalid with one line per problem (FILE:LINE: POINTER: what is wrong), 2 for a file
-that cannot be read or is another kind of stream.
+is kept as an audit record (ASR-710). A recording that negotiated ACP v1 (every agent
+and editor in use today) converts by the same rules, with the choices and losses of the
+manual's "ACP v1"; v1 and v2 recordings may be given together. --validate checks ASR
+streams instead: exit 0 valid, 1 invalid with one line per problem (FILE:LINE: POINTER:
+what is wrong), 2 for a file that cannot be read or is another kind of stream.
 
 """ + (f"Manual: {page('acp-asr.md')}\n"
                 f"The ASR format, with every choice: {page('asr.md')}")
@@ -87,7 +88,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                 feed(rec)
         if progress:
             print(file=sys.stderr)
-    except (ProtocolVersionError, V1Error) as e:
+    except ProtocolVersionError as e:
         raise UsageError(str(e)) from None
     except InputError as e:  # unreadable past a point: convert and write what came before
         unreadable: InputError | None = e
@@ -111,7 +112,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 TOOL = Tool(
     prog="acp-asr",
-    summary="Convert ACP v2 recordings into ASR streams, one per ACP session.",
+    summary="Convert ACP recordings (v1 and v2) into ASR streams, one per ACP session.",
     example="acp-asr wire.jsonl -o streams/\nacp-asr --validate streams/*.asr.jsonl",
     run=_run,
     configure=configure,

@@ -1,4 +1,4 @@
-"""`acp-fold`: fold ACP v2 frames into one record per entity when it becomes final."""
+"""`acp-fold`: fold ACP frames into one record per entity when it becomes final."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ Reads wire logs (acp-tee) or frames (acp-frame); each is one ACP connection. App
 ACP v2's patch rule per session and entity (omitted unchanged, null clears, a value
 replaces, a chunk appends, full content replaces what chunks built; _meta key by key)
 and writes a fold stream: a header, then session events and one record per entity when
-it becomes final (ASR-704..706), in timeline order.
-A recording that negotiated ACP v1 is refused (exit 2): the mapping is for v2.
+it becomes final (ASR-704..706), in timeline order. A connection that negotiated ACP v1
+is lifted into v2's shapes first (asr.md, "ACP v1"); an ACP version other than 1 or 2 is
+refused (exit 2).
 
 """ + f"Manual, with the format: {page('acp-fold.md')}"
 
@@ -39,7 +40,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 TOOL = Tool(
     prog="acp-fold",
-    summary="Fold ACP v2 frames into one record per entity when it becomes final.",
+    summary="Fold ACP frames (v1 and v2) into one record per entity when it becomes final.",
     example="acp-fold wire.jsonl | acp-asr -o streams/",
     run=_run,
     configure=configure,

@@ -7,7 +7,9 @@ decides when each entity is final (ASR-705). It has a
 :class:`~acp_pipes.fold.timeline.Timeline`, which makes the records and lets them leave
 in order. History an agent replays (session/resume with ``replayFrom``, or into a fork)
 folds in a namespace of its own, from empty, and is final when the replay ends; acp-asr
-compares it with what it already wrote (ASR-717).
+compares it with what it already wrote (ASR-717). A connection that negotiated ACP v1
+has its frames lifted into v2's shapes first (:class:`~acp_pipes.fold.v1.V1Lift`), so
+the same rules apply to it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from acp_pipes.fold.entities import FOLDS, Entity, settle
 from acp_pipes.fold.patch import patch_fields
 from acp_pipes.fold.timeline import KEEP_FINAL, MAX_HELD, Timeline
+from acp_pipes.fold.v1 import V1Lift, lift_initialize
 from acp_pipes.frame import is_jsonrpc_id, why_not_jsonrpc
 
 __all__ = ["KEEP_FINAL", "MAX_HELD", "Folder", "ProtocolVersionError"]
@@ -35,6 +38,8 @@ _SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume
                     "session/close", "session/prompt"})
 
 Warn = Callable[[str], None]
+#: The ACP protocol versions the fold reads: v2 as the mapping says, v1 lifted into it.
+_VERSIONS = (1, 2)
 
 
 class ProtocolVersionError(ValueError):
@@ -89,18 +94,26 @@ class Folder:
         self.early: OrderedDict = OrderedDict()
         self.forks_pending = 0
         self.init_version: Any = None
+        self.lift: V1Lift | None = None  # set when initialize negotiated ACP v1
 
     # -- entry points -----------------------------------------------------------------
 
     def feed(self, seq: int, t: int | None, direction: str, msg: Any) -> list[dict]:
         """Fold one parsed frame; returns the records it completes."""
-        take = self.timeline.take
+        if self.lift is None:
+            self._frame(seq, t, direction, msg)
+        else:  # ACP v1: lifted into v2's shapes first (acp_pipes.fold.v1)
+            self.lift.feed(seq, t, direction, msg)
+        return self.timeline.take()
+
+    def _frame(self, seq: int, t: int | None, direction: str, msg: Any) -> None:
+        """One v2 frame into the fold; its records wait in the timeline's ``take``."""
         # the classification acp-frame makes (acp_pipes.frame): a frame that is not
         # JSON-RPC 2.0 (an id that is an object, a method that is not a string, ...) is
         # reported and skipped, so nothing below keys a table by an unhashable value
         if msg.__class__ is not dict or msg.get("jsonrpc") != "2.0":
             self.warn(f"not JSON-RPC: {why_not_jsonrpc(msg)}, skipped")
-            return take()
+            return
         method = msg.get("method")
         if method == "session/update" and "id" not in msg:
             # most frames are updates: checked first, with only the checks they need
@@ -114,7 +127,7 @@ class Folder:
                             self._update(seq, t, sid, upd)
                     else:
                         self._sid_ok(method, msg)  # reports a sessionId of another type
-            return take()
+            return
         if "id" in msg:
             rid = msg["id"]
             if rid.__class__ is not str and not is_jsonrpc_id(rid):
@@ -133,7 +146,6 @@ class Folder:
         elif self._sid_ok(method, msg) and direction == "a2c" and (
                 method == "elicitation/complete"):  # checked first: reported either way
             self._elicitation_complete(seq, t, msg.get("params"))
-        return take()
 
     def _sid_ok(self, method: str, msg: dict) -> bool:
         """A request or notification naming a session by something other than a string
@@ -147,8 +159,10 @@ class Folder:
 
     def finish(self) -> list[dict]:
         """The recorder stops: every open entity is written as it stands (ASR-705)."""
-        if self.init_version is not None and self.init_version != 2:
-            raise ProtocolVersionError(self._v1_message(self.init_version))
+        if self.init_version is not None and self.init_version not in _VERSIONS:
+            raise ProtocolVersionError(self._version_message(self.init_version))
+        if self.lift is not None:
+            self.lift.finish()
         for _key, (method, params, _seq, _t, extra) in list(self.c2a.items()):
             if method == "session/resume" and extra is not None:
                 sess = self.sessions.get(params.get("sessionId"))
@@ -331,8 +345,12 @@ class Folder:
                 return
             version = result.get("protocolVersion")
             self.init_version = version
-            if version != 2:
-                raise ProtocolVersionError(self._v1_message(version))
+            if version == 1:  # from here on every frame is lifted first
+                self.lift = V1Lift(self.conn, frame=self._frame, update=self._update,
+                                   mark=self._derived, declare=self._lossy)
+                params, result = lift_initialize(params, result)
+            elif version not in _VERSIONS:
+                raise ProtocolVersionError(self._version_message(version))
             rec = {"ev": "initialize", "protocolVersion": version,
                    "agent": result.get("info"), "client": params.get("info"),
                    "frames": frames, "t": rt}
@@ -516,10 +534,26 @@ class Folder:
                 sess.replay_kind = "fork"
         return sess
 
+    def _derived(self, sid: str, kind: str, key: str) -> None:
+        """The v1 lift derived this entity's ID: its record says so (``idSource``)."""
+        sess = self.sessions.get(sid)
+        if sess is None:
+            return
+        ent = sess.replay_open.get((kind, key)) if sess.replaying else None
+        if ent is None:
+            ent = sess.open.get((kind, key))
+        if ent is not None:
+            ent.value["idSource"] = "derived"
+
+    def _lossy(self, sid: str, loss: str, seq: int, t: int | None) -> None:
+        """A loss the v1 lift incurred for this session (ASR-722): a ``lossy`` record."""
+        self.timeline.event(self._session(sid).lane, {
+            "ev": "lossy", "session": sid, "lossy": loss, "frames": [seq], "t": t})
+
     @staticmethod
-    def _v1_message(version: Any) -> str:
-        return (f"this recording negotiated ACP protocol version {version!r}; the ACP->ASR "
-                "mapping covers ACP v2 (schema 2.0.0-alpha.9, protocol version 2) only")
+    def _version_message(version: Any) -> str:
+        return (f"this recording negotiated ACP protocol version {version!r}; acp-pipes "
+                "reads ACP v1 and v2 (schema 2.0.0-alpha.9, protocol version 2)")
 
 
 def _roots(params: dict) -> dict:

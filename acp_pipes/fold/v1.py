@@ -1,0 +1,496 @@
+"""ACP v1 recordings, lifted into the ACP v2 shapes the fold already folds.
+
+Every agent and editor in use today negotiates ``protocolVersion: 1``; the mapping
+(seed 000) is written for v2 and says only that a v1 converter follows the same
+principles and declares its losses. This module is the whole of what acp-pipes knows
+about v1: :class:`V1Lift` sits in front of the fold of a connection that negotiated v1
+and turns each v1 frame into the v2 frames the v2 rules then apply to, so the fold and
+the ASR mapping stay one implementation. Every choice below is written in docs/asr.md,
+"ACP v1", with a fixture named by its rule.
+
+What differs, and what the lift does (v2 names on the right):
+
+* ``initialize``: ``clientInfo``/``agentInfo`` -> ``info`` (ASR-703).
+* message chunks carry no ``messageId``: a message runs until the chunk kind changes, a
+  tool call, a plan or a request of the agent intervenes, or the turn ends (ASR-704).
+  Its chunks are held until then; its ID is derived from its folded content (so a
+  ``session/load`` replay of the same message gets the same ID, ASR-717) and marked
+  ``idSource: derived``; updates that arrive meanwhile (``usage_update`` between chunks)
+  follow it in order. The prompt's ``messageId`` is derived the same way (ASR-713).
+* ``tool_call`` (creation) -> ``tool_call_update`` (an upsert); v1 diffs
+  (``path``/``oldText``/``newText``) -> v2 diffs with a full-context ``git_patch``
+  (ASR-714, ASR-715).
+* ``plan`` (the whole entry list) -> ``plan_update`` of one plan per session.
+* the ``session/prompt`` response ends the turn: it answers with the derived
+  ``messageId`` and is followed by ``state_update`` idle with its ``stopReason`` (or the
+  JSON-RPC ``error``), so finality (ASR-705) and state records follow from it.
+* ``session/load`` -> ``session/resume`` with ``replayFrom: {type: start}`` (ASR-707,
+  ASR-717).
+* ``session/request_permission``: ``toolCall`` -> ``subject`` (ASR-716).
+* the client's terminals (``terminal/create``, ``terminal/output``,
+  ``terminal/wait_for_exit``) -> ``terminal_update``; ``fs/write_text_file`` is not
+  recorded and declared lost.
+
+Losses v1 adds to ASR-722's are declared per session through ``declare`` (a ``lossy``
+fold record); :data:`SOURCE` is the header's ``producer.source`` for a v1 stream.
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from acp_pipes.canonical import CanonicalError, canonical_hash
+from acp_pipes.fold.patch import append_block
+
+__all__ = ["LOSSES", "PLAN_ID", "SOURCE", "V1Lift", "git_patch", "lift_initialize"]
+
+#: ``producer.source`` of a stream recorded from ACP v1 (acp-pipes choice, ASR-700).
+SOURCE = {"format": "acp", "formatVersion": "1"}
+LOSS_BOUNDARIES = "_org.agent-session.acp/v1_message_boundaries"
+LOSS_FS_WRITES = "_org.agent-session.acp/v1_fs_writes"
+LOSS_TERMINAL_TRUNCATED = "_org.agent-session.acp/v1_terminal_truncated"
+#: Every loss a v1 stream can declare, in the order a header lists them.
+LOSSES = (LOSS_BOUNDARIES, LOSS_FS_WRITES, LOSS_TERMINAL_TRUNCATED)
+#: The ID of a session's one v1 plan (v1 plans have none).
+PLAN_ID = "v1:plan"
+
+_CHUNKS = {"user_message_chunk": ("user", "user_message"),
+           "agent_message_chunk": ("agent", "agent_message"),
+           "agent_thought_chunk": ("thought", "agent_thought")}
+_TOOL = frozenset({"tool_call", "tool_call_update"})
+
+Frame = Callable[[int, Any, str, Any], None]
+Update = Callable[[int, Any, str, dict], None]
+
+
+def lift_initialize(params: dict, result: dict) -> tuple[dict, dict]:
+    """v1's ``clientInfo`` and ``agentInfo`` under v2's name, ``info`` (ASR-703)."""
+    if "info" not in params and "clientInfo" in params:
+        params = {**params, "info": params["clientInfo"]}
+    if "info" not in result and "agentInfo" in result:
+        result = {**result, "info": result["agentInfo"]}
+    return params, result
+
+
+class _Session:
+    __slots__ = ("sid", "kind", "chunks", "held", "seen", "base", "declared")
+
+    def __init__(self, sid: str):
+        self.sid = sid
+        self.kind: str | None = None  # the chunk kind of the message being held
+        self.chunks: list[tuple[int, Any, dict]] = []
+        self.held: list[tuple] = []  # frames that came while a message was held
+        self.seen: dict[str, int] = {}  # derived-ID stem -> occurrences so far
+        # the history is known from its start on this connection (session/new, or the
+        # replay of session/load): derived IDs then need no connection number
+        self.base = False
+        self.declared: set[str] = set()
+
+
+class V1Lift:
+    """Lifts the frames of one v1 connection; hands v2 frames to ``frame`` (the fold's
+    frame path), session updates it checked to ``update``, marks derived IDs with
+    ``mark(sid, kind, key)`` and declares losses with ``declare(sid, loss, seq, t)``."""
+
+    def __init__(self, connection: int, *, frame: Frame, update: Update,
+                 mark: Callable[[str, str, str], None],
+                 declare: Callable[[str, str, int, Any], None]):
+        self.conn = connection
+        self.frame = frame
+        self.update = update
+        self.mark = mark
+        self.declare = declare
+        self.sessions: dict[str, _Session] = {}
+        self.asked: dict[tuple, tuple[str, Any, dict]] = {}  # client requests (c2a)
+        self.agent_asked: dict[tuple, tuple] = {}  # the agent's terminal requests (a2c)
+
+    # -- frames ---------------------------------------------------------------------
+
+    def feed(self, seq: int, t: Any, direction: str, msg: Any) -> None:
+        if msg.__class__ is not dict or msg.get("jsonrpc") != "2.0":
+            self.frame(seq, t, direction, msg)  # the fold reports it
+            return
+        method = msg.get("method")
+        if method == "session/update" and "id" not in msg and direction == "a2c":
+            params = msg.get("params")
+            if params.__class__ is dict:
+                sid = params.get("sessionId")
+                upd = params.get("update")
+                if sid.__class__ is str and upd.__class__ is dict:
+                    self._update(seq, t, sid, upd)
+                    return
+            self.frame(seq, t, direction, msg)
+            return
+        rid = msg.get("id", _NO_ID)
+        if rid is _NO_ID or not (rid.__class__ is str or rid.__class__ is int):
+            self.frame(seq, t, direction, msg)  # notifications; ids the fold refuses
+            return
+        key = (rid.__class__, rid)
+        if method is None:
+            if direction == "a2c":
+                self._answered(seq, t, msg, key)
+            else:
+                self._client_answered(seq, t, msg, key)
+        elif method.__class__ is str:
+            params = msg.get("params")
+            if params.__class__ is not dict:
+                params = {}
+            if direction == "c2a":
+                self._client_request(seq, t, msg, key, method, params)
+            else:
+                self._agent_request(seq, t, msg, key, method, params)
+        else:
+            self.frame(seq, t, direction, msg)
+
+    def finish(self) -> None:
+        """The recording stops: held messages end here (ASR-705)."""
+        for s in list(self.sessions.values()):
+            self._end(s)
+
+    # -- session/update -------------------------------------------------------------
+
+    def _update(self, seq: int, t: Any, sid: str, upd: dict) -> None:
+        s = self.sessions.get(sid) or self._session(sid)
+        kind = upd.get("sessionUpdate")
+        if kind == s.kind and upd.get("messageId") is None:
+            s.chunks.append((seq, t, upd))  # the hot path: the held message goes on
+            return
+        if kind in _CHUNKS:
+            self._end(s)
+            if upd.get("messageId").__class__ is str:
+                self.update(seq, t, sid, upd)  # a native messageId: folded as v2 does
+            else:
+                s.kind = kind
+                s.chunks.append((seq, t, upd))
+            return
+        if kind in _TOOL:
+            self._end(s)
+            self.update(seq, t, sid, lift_tool_call(upd))
+        elif kind == "plan":
+            self._end(s)
+            plan = {"type": "items", "planId": PLAN_ID, "idSource": "derived",
+                    "entries": upd.get("entries")}
+            if "_meta" in upd:
+                plan["_meta"] = upd["_meta"]
+            self.update(seq, t, sid, {"sessionUpdate": "plan_update", "plan": plan})
+        elif kind == "plan_update":
+            self._end(s)
+            self.update(seq, t, sid, upd)
+        elif s.kind is not None:
+            s.held.append((seq, t, sid, upd))  # comes after the message it interrupted
+        else:
+            self.update(seq, t, sid, upd)
+
+    def _end(self, s: _Session) -> None:
+        """The held message ends: its ID is derived, its chunks are folded, then what
+        came meanwhile."""
+        kind = s.kind
+        if kind is None:
+            return
+        chunks, held = s.chunks, s.held
+        s.kind = None
+        s.chunks = []
+        s.held = []
+        content = folded([u.get("content") for _, _, u in chunks])
+        if any(not _empty_text(b) for b in content):
+            role, entity = _CHUNKS[kind]
+            mid = self._derive(s, role, content)
+            update = self.update
+            sid = s.sid
+            for seq, t, upd in chunks:
+                update(seq, t, sid, {**upd, "messageId": mid})
+            self.mark(sid, entity, mid)
+            self._declare(s, LOSS_BOUNDARIES, chunks[0][0], chunks[0][1])
+        # else: only empty text, no message (acp-pipes choice)
+        for item in held:
+            self.update(*item)
+
+    def _derive(self, s: _Session, role: str, content: list) -> str:
+        """``v1:<role>:<digest>:<k>``: the first 16 hex digits of the canonical hash of
+        the folded content and its occurrence in the session (acp-pipes choice); with
+        the connection number (``v1:<n>:...``) when the session's history before this
+        connection is unknown, so that two connections never make the same ID for
+        different messages."""
+        try:
+            digest = canonical_hash(content)[7:23]
+        except CanonicalError:
+            digest = "0" * 16
+        stem = f"{role}:{digest}"
+        k = s.seen.get(stem, 0) + 1
+        s.seen[stem] = k
+        if s.base:
+            return f"v1:{stem}:{k}"
+        return f"v1:{self.conn}:{stem}:{k}"
+
+    def _declare(self, s: _Session, loss: str, seq: int, t: Any) -> None:
+        if loss not in s.declared:
+            s.declared.add(loss)
+            self.declare(s.sid, loss, seq, t)
+
+    def _session(self, sid: str) -> _Session:
+        s = self.sessions.get(sid)
+        if s is None:
+            s = self.sessions[sid] = _Session(sid)
+        return s
+
+    def _in_order(self, s: _Session, seq: int, t: Any, upd: dict) -> None:
+        """A lifted update: after the held message, if there is one."""
+        if s.kind is not None:
+            s.held.append((seq, t, s.sid, upd))
+        else:
+            self.update(seq, t, s.sid, upd)
+
+    # -- requests and responses -------------------------------------------------------
+
+    def _client_request(self, seq, t, msg, key, method, params) -> None:
+        sid = params.get("sessionId")
+        s = self._session(sid) if sid.__class__ is str else None
+        if method == "session/prompt" and s is not None:
+            self._end(s)
+            prompt = params.get("prompt")
+            self.asked[key] = (method, sid, prompt if prompt.__class__ is list else [])
+        elif method == "session/load" and s is not None:
+            # the agent replays the whole history before it answers: v2's resume with
+            # replayFrom start (ASR-707, ASR-717); derived IDs count from the start again
+            self._end(s)
+            s.seen = {}
+            s.base = True
+            self.asked[key] = (method, sid, params)
+            msg = {**msg, "method": "session/resume",
+                   "params": {**params, "replayFrom": {"type": "start"}}}
+        elif method in ("session/new", "session/close") or (
+                method == "session/resume" and s is not None):
+            self.asked[key] = (method, sid, params)
+        self.frame(seq, t, "c2a", msg)
+
+    def _answered(self, seq, t, msg, key) -> None:
+        """The agent answers one of the client's requests."""
+        asked = self.asked.pop(key, None)
+        if asked is None:
+            self.frame(seq, t, "a2c", msg)
+            return
+        method, sid, params = asked
+        result = msg.get("result")
+        if method == "session/new":
+            self.frame(seq, t, "a2c", msg)
+            if result.__class__ is dict and result.get("sessionId").__class__ is str:
+                s = self._session(result["sessionId"])
+                s.base = not s.seen  # a fresh session: its history starts here
+            return
+        s = self._session(sid) if sid.__class__ is str else None
+        if s is not None:
+            self._end(s)  # a turn, a replay or a session ends
+        if method != "session/prompt" or s is None:
+            self.frame(seq, t, "a2c", msg)
+            return
+        # v1: the response is the turn's end (v2: state_update idle)
+        state: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
+        if "result" in msg:
+            content = folded(params)
+            mid = self._derive(s, "user", content)
+            self.frame(seq, t, "a2c", {"jsonrpc": "2.0", "id": msg["id"],
+                                       "result": {"messageId": mid}})
+            self.mark(sid, "user_message", mid)
+            self._declare(s, LOSS_BOUNDARIES, seq, t)
+            if result.__class__ is dict:
+                for f in ("stopReason", "usage", "_meta"):
+                    if result.get(f) is not None:
+                        state[f] = result[f]
+        else:
+            self.frame(seq, t, "a2c", msg)  # not inserted: no message (as v2)
+            if msg.get("error").__class__ is dict:
+                state["error"] = msg["error"]
+        self.update(seq, t, sid, state)
+
+    def _agent_request(self, seq, t, msg, key, method, params) -> None:
+        sid = params.get("sessionId")
+        s = self.sessions.get(sid) if sid.__class__ is str else None
+        if s is not None:
+            self._end(s)  # the agent turned to the client: the message is over
+        if method == "session/request_permission" and "subject" not in params:
+            lifted = {k: v for k, v in params.items() if k != "toolCall"}
+            call = params.get("toolCall")
+            if call.__class__ is dict and call.get("toolCallId").__class__ is str:
+                # v1 clients apply the request's toolCall to the call they show (its
+                # title, input, proposed diff): so does the fold, before the request
+                if sid.__class__ is str:
+                    self.update(seq, t, sid, lift_tool_call(
+                        {"sessionUpdate": "tool_call_update", **call}))
+                if call.get("title").__class__ is str:
+                    lifted.setdefault("title", call["title"])
+                lifted["subject"] = {"type": "tool_call", "toolCall": call}
+            msg = {**msg, "params": lifted}
+        elif method.startswith("terminal/") and sid.__class__ is str:
+            self.agent_asked[key] = (method, sid, params, seq, t)
+        elif method == "fs/write_text_file" and sid.__class__ is str:
+            self._declare(self._session(sid), LOSS_FS_WRITES, seq, t)
+        self.frame(seq, t, "a2c", msg)
+
+    def _client_answered(self, seq, t, msg, key) -> None:
+        """The client answers the agent: a terminal of the client's becomes v2's
+        agent-reported terminal (``terminal_update``)."""
+        self.frame(seq, t, "c2a", msg)
+        asked = self.agent_asked.pop(key, None)
+        result = msg.get("result")
+        if asked is None or result.__class__ is not dict:
+            return
+        method, sid, params, rseq, rt = asked
+        s = self._session(sid)
+        if method == "terminal/create":
+            tid = result.get("terminalId")
+            if tid.__class__ is not str:
+                return
+            upd: dict[str, Any] = {"sessionUpdate": "terminal_update", "terminalId": tid}
+            command = params.get("command")
+            if command.__class__ is str:
+                args = params.get("args")
+                args = [a for a in args if a.__class__ is str] if args.__class__ is list else []
+                upd["command"] = shlex.join([command, *args]) if args else command
+            if params.get("cwd").__class__ is str:
+                upd["cwd"] = params["cwd"]
+            # env is never recorded: it can hold credentials (as ASR-712 for MCP)
+            self._in_order(s, rseq, rt, upd)  # the terminal as requested, then its answer
+            self._in_order(s, seq, t, {"sessionUpdate": "terminal_update", "terminalId": tid})
+            return
+        tid = params.get("terminalId")
+        if tid.__class__ is not str:
+            return
+        upd = {"sessionUpdate": "terminal_update", "terminalId": tid}
+        if method == "terminal/output":
+            out = result.get("output")
+            if out.__class__ is str:
+                upd["output"] = {"data": base64.b64encode(out.encode("utf-8", "surrogatepass"))
+                                 .decode("ascii")}
+            if result.get("truncated") is True:
+                self._declare(s, LOSS_TERMINAL_TRUNCATED, seq, t)
+            status = result.get("exitStatus")
+        elif method == "terminal/wait_for_exit":
+            status = {k: result[k] for k in ("exitCode", "signal") if k in result}
+        else:
+            return
+        if status.__class__ is dict:
+            upd["exitStatus"] = status
+        if len(upd) > 2:
+            self._in_order(s, seq, t, upd)
+
+
+_NO_ID = object()
+
+
+def _empty_text(block: Any) -> bool:
+    return block.__class__ is dict and block.get("type") == "text" and block.get("text") == ""
+
+
+def folded(blocks: list) -> list:
+    """Content blocks as the fold joins them (ASR-704: text onto text by concatenation),
+    the form a derived message ID is taken from, whatever the chunk boundaries were."""
+    out: list = []
+    for b in blocks:
+        if b is not None:
+            append_block(out, b)
+    return out
+
+
+def lift_tool_call(upd: dict) -> dict:
+    """``tool_call`` (creation) and ``tool_call_update`` -> v2's ``tool_call_update``
+    upsert (omitted fields unchanged), v1 diffs lifted to v2 diffs."""
+    out = {**upd, "sessionUpdate": "tool_call_update"}
+    content = upd.get("content")
+    if content.__class__ is list and any(
+            i.__class__ is dict and i.get("type") == "diff" and "changes" not in i
+            for i in content):
+        out["content"] = [lift_diff(i) if i.__class__ is dict and i.get("type") == "diff"
+                          and "changes" not in i else i for i in content]
+    return out
+
+
+def lift_diff(item: dict) -> dict:
+    """A v1 diff (one ``path``, ``oldText`` or none for a new file, ``newText``) -> a v2
+    diff: one change (``add`` without ``oldText``, else ``modify``) and a ``git_patch``
+    holding both texts whole (full context: nothing of v1's diff is lost). A diff
+    missing its path or new text is kept as sent."""
+    path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
+    if path.__class__ is not str or new.__class__ is not str:
+        return item
+    if old.__class__ is not str:
+        old = None  # "omitted or null for new files"
+    out: dict[str, Any] = {"type": "diff", "changes": [
+        {"operation": "add" if old is None else "modify", "path": path}],
+        "patch": {"format": "git_patch", "text": git_patch(path, old, new)}}
+    if item.get("_meta") is not None:
+        out["_meta"] = item["_meta"]
+    return out
+
+
+def _lines(text: str | None) -> list[str]:
+    """Lines split after each LF only (a CR stays in its line); the last one may lack
+    its LF."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    last = lines.pop()
+    out = [line + "\n" for line in lines]
+    if last:
+        out.append(last)
+    return out
+
+
+def git_patch(path: str, old: str | None, new: str) -> str:
+    """One ``diff --git`` section with absolute paths, as v2's ``git_patch`` format
+    asks, whose single hunk spans both files: the common leading and trailing lines as
+    context, the rest removed and added. Deterministic, linear in the texts, and both
+    texts can be read back from it whole (:func:`texts_from_patch`) unless they are
+    the same: a diff that changes nothing keeps its path only (acp-pipes choice)."""
+    a, b = _lines(old), _lines(new)
+    head = f"diff --git {path} {path}\n--- {path if old is not None else '/dev/null'}\n+++ {path}\n"
+    if a == b:
+        return head  # a diff that changes nothing: no hunk (patch tools refuse one)
+    n = min(len(a), len(b))
+    p = 0
+    while p < n and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < n - p and a[-1 - q] == b[-1 - q]:
+        q += 1
+    out = [head, f"@@ -{1 if a else 0},{len(a)} +{1 if b else 0},{len(b)} @@\n"]
+    for mark, lines in ((" ", a[:p]), ("-", a[p:len(a) - q]), ("+", b[p:len(b) - q]),
+                        (" ", a[len(a) - q:])):
+        for line in lines:
+            out.append(mark + line)
+            if not line.endswith("\n"):
+                out.append("\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def texts_from_patch(text: str) -> tuple[str | None, str]:
+    """The two texts back from a patch :func:`git_patch` made (``None`` for a file it
+    added; two empty texts for a diff that changed nothing): what a v1 diff needs, for
+    a replay into v1."""
+    lines = text.split("\n")
+    added = len(lines) > 1 and lines[1] == "--- /dev/null"
+    old: list[str] = []
+    new: list[str] = []
+    prev = ""  # the mark of the hunk line before
+    in_hunk = False
+    for line in lines:
+        if not in_hunk:
+            in_hunk = line.startswith("@@ ")
+            continue
+        mark, rest = line[:1], line[1:]
+        if not mark:
+            continue
+        if mark == "\\":  # "\ No newline at end of file": the line before has no LF
+            for side, marks in ((old, " -"), (new, " +")):
+                if prev and prev in marks and side:
+                    side[-1] = side[-1][:-1]
+            continue
+        if mark in " -":
+            old.append(rest + "\n")
+        if mark in " +":
+            new.append(rest + "\n")
+        if mark in " -+":
+            prev = mark
+    return (None if added else "".join(old)), "".join(new)
