@@ -1,16 +1,38 @@
-"""What goes wrong and how it is said: the error every reader raises for unusable input,
-and :func:`say`, the one way a diagnostic line reaches stderr. A module that imports
-nothing but sys.
+"""What goes wrong and how it is said, one vocabulary for the whole package.
 
-They live apart from :mod:`acp_pipes.jsonl` (which re-exports InputError) and the CLI
-runner so that both can be had without importing orjson or argparse: acp-tee starts its
-agent before it pays for those, and every tool's start-up is shorter for it.
+- :class:`AcpPipesError` is the base of every error the library raises for a reason the
+  user can act on (unusable input, wrong arguments, a protocol version it does not map,
+  a missing program). The CLI runner catches it once and prints ``prog: message``, exit
+  2; anything else escaping a tool is a bug, said as "internal error". A library error
+  that is also a ``ValueError`` (a refused protocol version, a value with no canonical
+  form) inherits from both, so ``except ValueError`` around it keeps working.
+- :data:`Warn` is the one callback for a problem in the input that a reader reports and
+  skips: ``warn(source, line, message)``, said as ``prog: SOURCE:LINE: message`` (line 0:
+  the whole source). :data:`Note` is a line about the run itself (where a log goes).
+- :func:`say` is the one way a diagnostic line reaches stderr.
+
+This module imports nothing but sys (and ``_collections_abc``, which the interpreter has
+loaded before any module runs): acp-tee imports it before it starts its agent.
 """
 
 import sys
+from _collections_abc import Callable  # collections.abc's own, without collections' import
+
+#: A problem in the input, reported and skipped: ``warn(source, line, message)``.
+Warn = Callable[[str, int, str], None]
+#: A message with no place of its own: about the run itself (where a log goes), or said
+#: by code that does not know the line (the Folder: its caller adds where).
+Note = Callable[[str], None]
 
 
-class InputError(Exception):
+class AcpPipesError(Exception):
+    """The base of every error the user can act on; ``str()`` is the whole message."""
+
+    #: The exit status a tool ends with when this error ends it.
+    status = 2
+
+
+class InputError(AcpPipesError):
     """Unusable input, reported as ``SOURCE:LINE: message`` (line 0: the whole source)."""
 
     def __init__(self, source: str, line: int, message: str):
@@ -22,6 +44,10 @@ class InputError(Exception):
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.line else self.source
         return f"{where}: {self.message}"
+
+
+class UsageError(AcpPipesError):
+    """Wrong arguments, or input of the wrong kind for this tool."""
 
 
 def say(line: str) -> None:
@@ -36,3 +62,6 @@ def say(line: str) -> None:
         err.flush()
     except (OSError, ValueError):
         pass
+
+
+__all__ = ["AcpPipesError", "InputError", "Note", "UsageError", "Warn", "say"]

@@ -56,13 +56,14 @@ bare stream without a direction, raises ``InputError``.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import blake3
 import orjson
 
 from acp_pipes.canonical import hash_raw
+from acp_pipes.errors import Warn
 from acp_pipes.jsonl import (
     READ_ERRORS,
     STDIN,
@@ -96,8 +97,6 @@ RAW_HASH_PREFIX = "blake3-raw:"
 #: Requests still waiting for an answer, per direction; the oldest are forgotten beyond
 #: this, so a log full of unanswered requests still frames in flat memory.
 MAX_PENDING = 1 << 16
-
-Warn = Callable[[str, int, str], None]
 
 _OTHER = {C2A: A2C, A2C: C2A}
 BARE = "bare"

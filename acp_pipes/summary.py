@@ -245,7 +245,7 @@ def run_summary(ctx: Any, direction: str | None, fmt: str) -> int:
         holder: dict[str, Any] = {}
 
         def warn(src: str, line: int, message: str, _h: dict[str, Any] = holder) -> None:
-            ctx.warn(message, src, line)
+            ctx.warn(src, line, message)
             _h["warn"](src, line, message)
 
         records = read_frames(path, direction=direction, warn=warn, headers=True)

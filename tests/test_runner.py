@@ -165,3 +165,16 @@ def test_ctrl_c_while_the_parser_is_built_exits_130():
                 configure=configure)
     run(tool, [], exit=got.append)
     assert got == [130]
+
+
+def test_context_warn_is_the_one_warn(capsys):
+    """``ctx.warn`` takes the library's Warn order (source, line, message), so a tool
+    passes it to a reader as it is; a caller using another order fails loudly."""
+    ctx = Context(prog="acp-t", files=[], out=sys.stdout.buffer)
+    ctx.warn("f.jsonl", 3, "not JSON, skipped")
+    ctx.warn("f.jsonl", 0, "empty")
+    err = capsys.readouterr().err
+    assert err == "acp-t: f.jsonl:3: not JSON, skipped\nacp-t: f.jsonl: empty\n"
+    assert ctx.warnings == 2
+    with pytest.raises(TypeError):
+        ctx.warn("not JSON", "f.jsonl", 3)  # type: ignore[arg-type]

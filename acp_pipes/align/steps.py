@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.canonical import CanonicalError, canonical_hash
+from acp_pipes.errors import Warn
 from acp_pipes.jsonl import InputError, Line, display_name, read_lines, unparsable
 from acp_pipes.normalize import Normalizer
 from acp_pipes.streams import ASR, describe, header_format
@@ -44,8 +45,6 @@ ASR_BOOKKEEPING = frozenset(
     ("seq", "id", "ts", "tsSource", "observedAt", "native", "supersedes", "parent",
      "copiedFrom")
 )
-
-Warn = Callable[[str, int, str], None]
 
 
 @dataclass

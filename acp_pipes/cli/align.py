@@ -104,12 +104,10 @@ def _lineage(args, ctx: Context, paths, names) -> int:
     fmt = args.fmt or "dot"
     if fmt not in ("dot", "svg", "json"):
         raise UsageError(f"--lineage writes dot, svg or json, not {fmt}")
-    def warn(source: str, line: int, message: str) -> None:
-        ctx.warn(message, source, line)
 
     streams = []
     for path, name in zip(paths, names, strict=True):
-        streams.extend(read_lineage(path, name, warn))
+        streams.extend(read_lineage(path, name, ctx.warn))
     g = lineage_graph(streams)
     if fmt == "json":
         rec = {
@@ -142,13 +140,10 @@ def _align(args, ctx: Context, paths, names) -> int:
     except ValueError as e:
         raise UsageError(f"--ignore: {e}") from None
 
-    def warn(source: str, line: int, message: str) -> None:
-        ctx.warn(message, source, line)
-
     table = StepTable()
     runs = [
         load_steps(path, table, normalizer=normalizer,
-                   session=sessions[i] if sessions else None, warn=warn,
+                   session=sessions[i] if sessions else None, warn=ctx.warn,
                    source=names[i], direction=args.direction, keep_cut=True)
         for i, path in enumerate(paths)
     ]
@@ -165,7 +160,7 @@ def _align(args, ctx: Context, paths, names) -> int:
     if cuts:  # a file unreadable past a point: aligned as read, then reported (exit 2)
         ctx.out.flush()
         for e in cuts[1:]:
-            ctx.warn(e.message, e.source, e.line)
+            ctx.warn(e.source, e.line, e.message)
         raise cuts[0]
     return status
 

@@ -73,15 +73,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                      keep_fields=args.keep_field, store=spool)
     progress = sys.stderr.isatty() and len(ctx.files) > 1
 
-    def warn(source: str, line: int, message: str) -> None:
-        ctx.warn(message, source, line)
-
     try:
         for i, path in enumerate(ctx.files):
             if progress:
                 print(f"\racp-asr: {i + 1}/{len(ctx.files)} {path}"[:120], end="",
                       file=sys.stderr, flush=True)
-            records = fold_paths([path], snapshots=args.snapshots, warn=warn,
+            records = fold_paths([path], snapshots=args.snapshots, warn=ctx.warn,
                                  connection=conv.conn + (1 if i else 0), after_final=False)
             feed = conv.feed
             for rec in records:

@@ -69,7 +69,7 @@ def run_echo_agent(args: argparse.Namespace, ctx: Context) -> int:
         return 0
 
     def warn(line: int, message: str) -> None:
-        ctx.warn(message, "stdin", line)
+        ctx.warn("stdin", line, message)
 
     serve(sys.stdin.buffer, ctx.out, warn)
     return 0

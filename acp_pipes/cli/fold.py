@@ -31,7 +31,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     try:
         records = fold_paths(ctx.files, snapshots=args.snapshots,
-                             warn=lambda src, line, msg: ctx.warn(msg, src, line))
+                             warn=ctx.warn)
         write_records(records, ctx.out)
     except ProtocolVersionError as e:
         raise UsageError(str(e)) from None

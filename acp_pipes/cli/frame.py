@@ -49,8 +49,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    ctx_warn = ctx.warn
-
     if args.fmt and not args.summary:
         raise UsageError("--format goes with --summary")
     if args.summary:
@@ -58,9 +56,6 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
         fmt = args.fmt or ("table" if _isatty(ctx.out) else "json")
         return run_summary(ctx, args.direction, fmt)
-
-    def warn(source: str, line: int, message: str) -> None:
-        ctx_warn(message, source, line)
 
     # Records are encoded by map() in C and written BATCH at a time: measured ~0.1 us a
     # frame less than one write per record. list.extend keeps what it took before an
@@ -76,7 +71,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
     try:
         for path in ctx.files:
-            records = read_frames(path, direction=args.direction, warn=warn, headers=True)
+            records = read_frames(path, direction=args.direction, warn=ctx.warn, headers=True)
             while True:  # dumps(record, None, OPT_APPEND_NEWLINE) for each record
                 lines.extend(map(dumps, islice(records, BATCH), no_default, newline))
                 if not lines:

@@ -180,10 +180,7 @@ def _run_asr(args: argparse.Namespace, ctx: Context, path: str, lines) -> int:
 def _run_trace(args, ctx: Context, path: str, lines, agent: list[str]) -> int:
     from acp_pipes.replay import drive_agent, emit, load_trace, replay_agent
 
-    def warn(source: str, line: int, message: str) -> None:
-        ctx.warn(message, source, line)
-
-    trace = load_trace(path, lines=lines, warn=warn)
+    trace = load_trace(path, lines=lines, warn=ctx.warn)
     if args.emit:
         emit(trace, args.emit, ctx.out)
         return EXIT_OK

@@ -13,9 +13,10 @@ exit statuses of the stream contract:
 ====  =====================================================
 
 A broken pipe downstream (``acp-frame big.jsonl | head``) ends the tool quietly with 0.
-A tool raises ``InputError``/``UsageError`` for bad input and returns its exit status;
-anything else escaping a tool is a bug, reported in one line (set ``ACP_PIPES_DEBUG=1``
-for the traceback).
+A tool returns its exit status; for bad input or arguments it (or the library under it)
+raises an :class:`~acp_pipes.errors.AcpPipesError` (``InputError``, ``UsageError``, ...),
+which the runner says once, ``prog: message``, exit 2. Anything else escaping a tool is
+a bug, reported in one line (set ``ACP_PIPES_DEBUG=1`` for the traceback).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import signal
 import sys
 
 from acp_pipes import __version__
-from acp_pipes.errors import InputError, say
+from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # kept off start-up: acp-tee starts its agent as soon as it has parsed
@@ -39,10 +40,6 @@ EXIT_OK = 0
 EXIT_DIFFERENT = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-
-
-class UsageError(Exception):
-    """Wrong arguments, or input of the wrong kind for this tool."""
 
 
 class Context:
@@ -61,13 +58,15 @@ class Context:
         for path in self.files:
             yield from read_lines(path)
 
-    def warn(self, message: str, source: str | None = None, line: int = 0) -> None:
-        """A diagnostic on stderr, ``prog: SOURCE:LINE: message``; never on stdout."""
+    def warn(self, source: str, line: int, message: str) -> None:
+        """A problem in the input, reported and skipped (an :data:`acp_pipes.errors.Warn`:
+        pass ``ctx.warn`` itself to a reader): ``prog: SOURCE:LINE: message`` on stderr,
+        ``prog: SOURCE: message`` for line 0."""
+        if not isinstance(line, int):  # the order of the one Warn: (source, line, message)
+            raise TypeError(f"warn(source, line, message) got line={line!r}")
         self.warnings += 1
-        where = ""
-        if source is not None:
-            where = f"{source}:{line}: " if line else f"{source}: "
-        say(f"{self.prog}: {where}{message}")
+        where = f"{source}:{line}" if line else source
+        say(f"{self.prog}: {where}: {message}")
 
     def note(self, message: str) -> None:
         """Informational stderr line (progress, where the output went)."""
@@ -198,14 +197,10 @@ class Tool:
             status = self.run(args, ctx)
             out.flush()
             return status
-        except InputError as e:
+        except AcpPipesError as e:  # InputError, UsageError and the library's own
             _say(self.prog, str(e))
             _flush_quietly(out)
-            return EXIT_USAGE
-        except UsageError as e:
-            _say(self.prog, str(e))
-            _flush_quietly(out)
-            return EXIT_USAGE
+            return e.status
         except BrokenPipeError:
             _silence_stdout()
             return EXIT_OK
@@ -285,6 +280,7 @@ def _silence_stdout() -> None:
 
 
 __all__ = [
+    "AcpPipesError",
     "EXIT_DIFFERENT",
     "EXIT_INTERRUPTED",
     "EXIT_OK",

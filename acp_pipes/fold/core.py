@@ -15,9 +15,9 @@ the same rules apply to it.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable
 from typing import Any
 
+from acp_pipes.errors import Note
 from acp_pipes.fold.entities import FOLDS, Entity, settle
 from acp_pipes.fold.patch import patch_fields
 from acp_pipes.fold.timeline import KEEP_FINAL, MAX_HELD, Timeline
@@ -37,7 +37,6 @@ _ENDS_BY_UPDATE = frozenset({"tool_call", "compaction", "subagent"})
 _SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume",
                     "session/close", "session/prompt"})
 
-Warn = Callable[[str], None]
 #: The ACP protocol versions the fold reads: v2 as the mapping says, v1 lifted into it.
 _VERSIONS = (1, 2)
 
@@ -80,7 +79,7 @@ class Folder:
     write, in order."""
 
     def __init__(self, connection: int = 0, *, snapshots: bool = False,
-                 warn: Warn | None = None, after_final: bool = True):
+                 warn: Note | None = None, after_final: bool = True):
         self.timeline = Timeline(after_final=after_final)
         self.conn = connection
         self.snapshots = snapshots

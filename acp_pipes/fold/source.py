@@ -12,12 +12,13 @@ deeper than :data:`MAX_DEPTH`): the fold's output must stay writable JSONL.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
+from acp_pipes.errors import Note, Warn
 from acp_pipes.fold.core import Folder
 from acp_pipes.jsonl import READ_ERRORS, InputError, display_name, open_source, unparsable
 from acp_pipes.streams import ASR, FOLD, FRAMES, VERSIONS, WIRE, describe, header_format
@@ -25,8 +26,6 @@ from acp_pipes.streams import ASR, FOLD, FRAMES, VERSIONS, WIRE, describe, heade
 __all__ = ["FOLD_VERSION", "fold", "fold_header", "fold_paths", "read_source"]
 
 FOLD_VERSION = VERSIONS[FOLD]
-Warn = Callable[[str, int, str], None]
-
 
 def fold_header(connection: int, source: Any, snapshots: bool = False) -> dict:
     return {"format": FOLD, "version": FOLD_VERSION, "connection": connection,
@@ -93,7 +92,7 @@ _DEEP = 2 * MAX_DEPTH
 
 
 def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False,
-         warn: Callable[[str], None] | None = None) -> Iterator[dict]:
+         warn: Note | None = None) -> Iterator[dict]:
     """The pure core: frame (or wire) records of one connection -> fold records.
     A record may carry the parsed message as ``msg`` to skip parsing ``raw``."""
     folder = Folder(connection, snapshots=snapshots, warn=warn)

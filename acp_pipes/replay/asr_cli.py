@@ -58,12 +58,9 @@ def _load(path: str, ctx, lines: Iterable[bytes] | None = None, *, keep: bool = 
     recording that stopped there: what was read is kept and the read error goes to
     ``cuts``, raised by :func:`_cut` once the output is written (exit 2)."""
 
-    def warn(source: str, line: int, message: str) -> None:
-        ctx.warn(message, source, line)
-
     read = read_streams if keep else read_indexed
     src = UntilCut(lines if lines is not None else _open_lines(path), display_name(path))
-    streams = list(read(src, display_name(path), warn))
+    streams = list(read(src, display_name(path), ctx.warn))
     if src.error is not None:
         if not streams:
             raise src.error
@@ -80,7 +77,7 @@ def _cut(cuts: list[InputError], ctx) -> None:
         return
     ctx.out.flush()
     for e in cuts[1:]:
-        ctx.warn(e.message, e.source, e.line)
+        ctx.warn(e.source, e.line, e.message)
     raise cuts[0]
 
 

@@ -9,18 +9,16 @@ cut (:class:`UntilCut`). What a replay keeps of each record is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
 
+from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
 from acp_pipes.streams import ASR, describe, header_format
 
 __all__ = ["AsrStream", "UntilCut", "Warn", "iter_streams", "read_streams"]
-
-#: ``warn(source, line, message)``: told of a bad line that is skipped.
-Warn = Callable[[str, int, str], None]
 
 
 @dataclass

@@ -28,13 +28,12 @@ from collections.abc import Callable, Iterable, Sequence
 
 import orjson
 
+from acp_pipes.errors import Note
 from acp_pipes.wire import A2C, C2A, frame_record, header
 
 __all__ = ["Session", "open_log"]
 
 _READ = 65536  # a pipe's default capacity; larger reads only allocate more per read
-
-Warn = Callable[[str], None]
 
 
 def open_log(path: str) -> int:
@@ -67,7 +66,7 @@ class _Log:
     per read chunk. Never raises: a write error disables it with one warning."""
 
     def __init__(self, fd: int | None, path: str, clock: Callable[[], int],
-                 redact: bool, warn: Warn):
+                 redact: bool, warn: Note):
         self.fd = fd
         self.path = path
         self.clock = clock
@@ -213,7 +212,7 @@ class Session:
     ``finish`` (the caller owns the agent process and waits for it in between)."""
 
     def __init__(self, agent_in: int, agent_out: int, *, stdin_fd: int, stdout_fd: int,
-                 warn: Warn):
+                 warn: Note):
         self.agent_in = agent_in
         self.agent_out = agent_out
         self.stdin_fd = stdin_fd
