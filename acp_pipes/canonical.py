@@ -52,6 +52,8 @@ import blake3
 import orjson
 import rfc8785
 
+from acp_pipes.errors import AcpPipesError
+
 __all__ = [
     "CanonicalError",
     "HASH_PREFIX",
@@ -72,7 +74,7 @@ class ParseError(ValueError):
     """The input is not one JSON text."""
 
 
-class CanonicalError(ValueError):
+class CanonicalError(AcpPipesError, ValueError):
     """A JSON value with no JCS form (lone surrogate, non-finite number, ...)."""
 
 

@@ -178,3 +178,31 @@ def test_context_warn_is_the_one_warn(capsys):
     assert ctx.warnings == 2
     with pytest.raises(TypeError):
         ctx.warn("not JSON", "f.jsonl", 3)  # type: ignore[arg-type]
+
+
+def _library_errors():
+    from acp_pipes.align.graph import DotMissing
+    from acp_pipes.canonical import CanonicalError
+    from acp_pipes.fold import ProtocolVersionError
+    from acp_pipes.replay.asr_wire import NoCapture
+
+    return [DotMissing, CanonicalError, ProtocolVersionError, NoCapture,
+            InputError, UsageError]
+
+
+@pytest.mark.parametrize("error", _library_errors(), ids=lambda e: e.__name__)
+def test_library_errors_share_one_base_caught_once_by_the_runner(error, capsys):
+    """Every error the library raises for the user is an AcpPipesError: the runner says it
+    as ``prog: message`` with exit 2, no tool translating it call site by call site."""
+    from acp_pipes.errors import AcpPipesError
+
+    assert issubclass(error, AcpPipesError)
+    exc = error("f.jsonl", 4, "bad") if error is InputError else error("what went wrong")
+
+    def boom(args, ctx):
+        raise exc
+
+    t = Tool(prog="acp-t", summary="s", example="acp-t", run=boom)
+    assert t.main([]) == 2
+    err = capsys.readouterr().err
+    assert err == f"acp-t: {exc}\n" and "internal error" not in err

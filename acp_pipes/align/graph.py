@@ -24,6 +24,7 @@ import networkx as nx
 
 from acp_pipes.align.myers import Alignment, opcodes
 from acp_pipes.align.steps import Steps, StepTable
+from acp_pipes.errors import AcpPipesError
 
 __all__ = ["DotMissing", "lineage_graph", "pair_graph", "to_dot", "to_svg", "tree_graph",
            "tree_json"]
@@ -38,7 +39,7 @@ HIGHLIGHT = "#ff7f00"
 SHOW = 4  # steps listed in a node label before "… N more"
 
 
-class DotMissing(Exception):
+class DotMissing(AcpPipesError):
     """Graphviz's `dot` program is not installed."""
 
 

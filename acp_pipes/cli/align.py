@@ -212,16 +212,13 @@ def _nway(args, ctx: Context, runs, table) -> int:
 
 
 def _write_graph(ctx: Context, g, fmt: str) -> None:
-    from acp_pipes.align.graph import DotMissing, to_dot, to_svg
+    from acp_pipes.align.graph import to_dot, to_svg
 
     src = to_dot(g)
     if fmt == "dot":
         ctx.out.write(src.encode("utf-8"))
         return
-    try:
-        ctx.out.write(to_svg(src))
-    except DotMissing as e:
-        raise UsageError(str(e)) from None
+    ctx.out.write(to_svg(src))
 
 
 TOOL = Tool(

@@ -11,7 +11,7 @@ from acp_pipes.asr.mapping import Converter
 from acp_pipes.asr.output import Spool
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.fold import ProtocolVersionError, fold_paths
+from acp_pipes.fold import fold_paths
 from acp_pipes.jsonl import InputError
 
 DESCRIPTION = """\
@@ -85,8 +85,6 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                 feed(rec)
         if progress:
             print(file=sys.stderr)
-    except ProtocolVersionError as e:
-        raise UsageError(str(e)) from None
     except InputError as e:  # unreadable past a point: convert and write what came before
         unreadable: InputError | None = e
     else:

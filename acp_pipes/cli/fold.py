@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from acp_pipes.cli.manual import page
-from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.fold import ProtocolVersionError, fold_paths
+from acp_pipes.cli.runner import Context, Tool, run
+from acp_pipes.fold import fold_paths
 from acp_pipes.jsonl import write_records
 
 DESCRIPTION = """\
@@ -29,12 +29,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    try:
-        records = fold_paths(ctx.files, snapshots=args.snapshots,
-                             warn=ctx.warn)
-        write_records(records, ctx.out)
-    except ProtocolVersionError as e:
-        raise UsageError(str(e)) from None
+    write_records(fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn), ctx.out)
     return 0
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any
 
-from acp_pipes.errors import Note
+from acp_pipes.errors import AcpPipesError, Note
 from acp_pipes.fold.entities import FOLDS, Entity, settle
 from acp_pipes.fold.patch import patch_fields
 from acp_pipes.fold.timeline import KEEP_FINAL, MAX_HELD, Timeline
@@ -41,7 +41,7 @@ _SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume
 _VERSIONS = (1, 2)
 
 
-class ProtocolVersionError(ValueError):
+class ProtocolVersionError(AcpPipesError, ValueError):
     """The recording negotiated an ACP protocol version this mapping does not cover."""
 
 

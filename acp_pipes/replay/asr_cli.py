@@ -132,13 +132,11 @@ def _keep_until_exit(obj) -> None:
 
 
 def _resend(stream, wire: list[str], out) -> None:
-    from acp_pipes.replay.asr_wire import NoCapture, captured_frames
+    from acp_pipes.replay.asr_wire import captured_frames
 
     try:
         for frame in captured_frames(stream, wire):
             out.write(frame + b"\n")
-    except NoCapture as e:
-        raise UsageError(str(e)) from None
     except OSError as e:
         raise UsageError(f"cannot read the wire log: {e.strerror or e}") from None
     out.flush()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from acp_pipes.errors import AcpPipesError
 from acp_pipes.jsonl import InputError, display_name
 from acp_pipes.replay.asr import ACP_STATES
 from acp_pipes.replay.asr_stream import AsrStream
@@ -24,7 +25,7 @@ _REPLAYED = frozenset({"message", "tool_call", "tool_result", "file_change", "pl
                        "terminal", "compaction", "session_info", "usage_summary", "state"})
 
 
-class NoCapture(ValueError):
+class NoCapture(AcpPipesError, ValueError):
     """The stream keeps no reference into a wire capture."""
 
 
