@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.streams import FRAMES
+from acp_pipes.terminal import printable
 from acp_pipes.wire import iso_time
 
 __all__ = ["MAX_LINES", "Summary", "render_table", "summaries"]
@@ -170,7 +171,8 @@ def summaries(
 
 
 def render_table(s: dict[str, Any]) -> str:
-    """A summary as aligned text, for a terminal."""
+    """A summary as aligned text, for a terminal. Every cell is :func:`printable`: method
+    names, argv and cwd come from the recording and may hold ESC, BEL or newlines."""
     rows: list[tuple[str, str]] = [("source", s["source"]), ("format", s["format"])]
     h = s["header"] or {}
     for k in _HEADER_KEYS:
@@ -218,11 +220,11 @@ def render_table(s: dict[str, Any]) -> str:
 
 def _kv(rows: list[tuple[str, str]]) -> str:
     w = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(w)}  {v}" for k, v in rows)
+    return "\n".join(f"{k.ljust(w)}  {printable(str(v))}" for k, v in rows)
 
 
 def _grid(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [headers, *[[str(c) for c in r] for r in rows]]
+    cells = [headers, *[[printable(str(c)) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [all(str(r[i]).isdigit() for r in rows) and i > 0 for i in range(len(headers))]
 

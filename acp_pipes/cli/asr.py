@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     spool = Spool(only=args.session)
     conv = Converter(agent_name=args.agent_name, secret_fields=args.secret_field,
                      keep_fields=args.keep_field, store=spool)
-    progress = sys.stderr.isatty() and len(ctx.files) > 1
+    progress = ctx.term.err_tty and len(ctx.files) > 1
 
     try:
         for i, path in enumerate(ctx.files):

@@ -84,6 +84,7 @@ TOOL = Tool(
     configure=configure,
     takes_files=False,
     takes_output=False,
+    takes_color=False,  # stdout is the ACP stream
     exits="0 ok, 2 usage error, 130 interrupted",
 )
 

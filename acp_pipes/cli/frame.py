@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from itertools import islice, repeat
 
 import orjson
@@ -54,7 +53,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.summary:
         from acp_pipes.summary import run_summary
 
-        fmt = args.fmt or ("table" if _isatty(ctx.out) else "json")
+        fmt = args.fmt or ("table" if ctx.term.tty else "json")
         return run_summary(ctx, args.direction, fmt)
 
     # Records are encoded by map() in C and written BATCH at a time: measured ~0.1 us a
@@ -81,13 +80,6 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         if lines:
             flush()
     return 0
-
-
-def _isatty(out) -> bool:
-    try:
-        return out is sys.stdout.buffer and out.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 TOOL = Tool(

@@ -2,8 +2,9 @@
 
 It owns what must be the same in every tool, so no tool gets it subtly different:
 ``[FILE ...]`` with ``-`` for stdin and ``.gz`` read transparently, ``-o FILE``,
-``--help`` with an example pipeline, ``--version``, diagnostics on stderr only, and the
-exit statuses of the stream contract:
+``--help`` with an example pipeline, ``--version``, ``--color``, "terminal or pipe"
+decided once (``ctx.term``, an :class:`acp_pipes.terminal.Terminal`), diagnostics on
+stderr only, and the exit statuses of the stream contract:
 
 ====  =====================================================
 0     ok
@@ -28,6 +29,7 @@ import sys
 
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
+from acp_pipes.terminal import Terminal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # kept off start-up: acp-tee starts its agent as soon as it has parsed
@@ -45,10 +47,13 @@ EXIT_INTERRUPTED = 130
 class Context:
     """What a tool's ``run`` gets besides its parsed arguments."""
 
-    def __init__(self, prog: str, files: list[str], out: BinaryIO):
+    def __init__(self, prog: str, files: list[str], out: BinaryIO,
+                 term: Terminal | None = None):
         self.prog = prog
         self.files = files
         self.out = out
+        #: Terminal or pipe, decided once for the run: read it, never ask ``isatty``.
+        self.term = term if term is not None else Terminal()
         self.warnings = 0
 
     def lines(self) -> Iterator[Line]:
@@ -101,7 +106,8 @@ class Tool:
     """A tool's declaration: its name, help text, arguments and body.
 
     ``example`` is a real pipeline shown at the end of ``--help``. ``takes_files`` adds
-    the ``[FILE ...]`` positional; ``takes_output`` adds ``-o FILE``. With
+    the ``[FILE ...]`` positional; ``takes_output`` adds ``-o FILE``; ``takes_color``
+    adds ``--color WHEN`` (not for a tool whose stdout is a protocol stream). With
     ``takes_command``, everything after the first ``--`` is a command to run (the agent),
     split off before parsing so options after the files still count as the tool's own;
     it arrives as ``args.command`` (a list, empty when there was no ``--``).
@@ -119,6 +125,7 @@ class Tool:
         takes_files: bool = True,
         takes_output: bool = True,
         takes_command: bool = False,
+        takes_color: bool = True,
         command_metavar: str = "-- AGENT [ARGS ...]",
         exits: str = "0 ok, 1 a difference found, 2 usage or unusable input, 130 interrupted",
     ):
@@ -131,6 +138,7 @@ class Tool:
         self.takes_files = takes_files
         self.takes_output = takes_output
         self.takes_command = takes_command
+        self.takes_color = takes_color
         self.command_metavar = command_metavar
         self.exits = exits
 
@@ -154,6 +162,11 @@ class Tool:
             p.add_argument(
                 "-o", "--output", metavar="FILE", help="write to FILE instead of stdout"
             )
+        if self.takes_color:
+            p.add_argument(
+                "--color", choices=("auto", "always", "never"), default="auto",
+                metavar="WHEN", help="colour at a terminal: auto (default; NO_COLOR turns "
+                "it off), always, never")
         p.add_argument(
             "--version", action="version", version=f"{self.prog} (acp-pipes) {__version__}"
         )
@@ -193,7 +206,8 @@ class Tool:
             else:  # fd 1 was closed at start: nothing written there can arrive anywhere
                 out = open(os.devnull, "wb")  # noqa: SIM115 - closed below
                 opened = True
-            ctx = Context(prog=self.prog, files=files, out=out)
+            term = Terminal.decide(out, sys.stderr, getattr(args, "color", "auto"))
+            ctx = Context(prog=self.prog, files=files, out=out, term=term)
             status = self.run(args, ctx)
             out.flush()
             return status
