@@ -1,0 +1,515 @@
+"""acp-frame --validate: hand-made frames, one per kind of violation, each asserting the
+exact violation reported (rule, frame, JSON pointer, message); and clean conversations
+that report none.
+
+The conversations are written out frame by frame (v1 and v2), then broken in one place.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from acp_pipes.frame import frames
+from acp_pipes.spec import RULES, reports, violations
+from acp_pipes.wire import frame_record
+
+V1_SCHEMA = "v1/schema.unstable.json"
+V2_SCHEMA = "v2.0.0-alpha.9/schema.unstable.json"
+
+
+def m(**kw) -> dict:
+    return {"jsonrpc": "2.0", **kw}
+
+
+def records(convo: list[tuple[str, object]], *, header: bool = True) -> list[dict]:
+    """Frame records of a conversation of (dir, message dict or raw bytes)."""
+    wire = [frame_record(i, 1_000 + i, d, x if isinstance(x, bytes) else orjson.dumps(x))
+            for i, (d, x) in enumerate(convo)]
+    out = list(frames(wire))
+    if header:
+        out.insert(0, {"format": "acp-pipes/frames", "version": 1, "source": {"format": "x"}})
+    return out
+
+
+def found(convo, **kw) -> list[tuple]:
+    """(rule, seq, pointer, message) of every violation, in the order reported."""
+    return [(v["rule"], v["seq"], v["pointer"], v["message"])
+            for v in violations(records(convo), **kw)]
+
+
+def summary(convo, **kw) -> dict:
+    return [r for r in reports(records(convo), **kw) if r["type"] == "summary"][-1]
+
+
+# -- two clean conversations -------------------------------------------------------------
+
+V1_CLIENT_CAPS = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+V1_AGENT_CAPS = {"loadSession": True, "promptCapabilities": {"image": True}}
+
+
+def v1(client_caps=None, agent_caps=None) -> list[tuple[str, object]]:
+    """A v1 conversation: initialize, a session, one prompt with an update and a file
+    read by the agent, answered."""
+    return [
+        ("c2a", m(id=0, method="initialize", params={
+            "protocolVersion": 1,
+            "clientCapabilities": V1_CLIENT_CAPS if client_caps is None else client_caps})),
+        ("a2c", m(id=0, result={
+            "protocolVersion": 1,
+            "agentCapabilities": V1_AGENT_CAPS if agent_caps is None else agent_caps,
+            "authMethods": []})),
+        ("c2a", m(id=1, method="session/new", params={"cwd": "/tmp", "mcpServers": []})),
+        ("a2c", m(id=1, result={"sessionId": "s1"})),
+        ("c2a", m(id=2, method="session/prompt", params={
+            "sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]})),
+        ("a2c", m(method="session/update", params={"sessionId": "s1", "update": {
+            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "yo"}}})),
+        ("a2c", m(id=0, method="fs/read_text_file", params={"sessionId": "s1", "path": "/a"})),
+        ("c2a", m(id=0, result={"content": "x"})),
+        ("a2c", m(id=2, result={"stopReason": "end_turn"})),
+    ]
+
+
+def v2(client_caps=None, agent_caps=None) -> list[tuple[str, object]]:
+    """A v2 conversation: initialize, a session, one prompt answered at once, updates
+    until idle, a permission asked and granted, the session closed."""
+    sid = "sess-1"
+
+    def upd(u):
+        return ("a2c", m(method="session/update", params={"sessionId": sid, "update": u}))
+
+    return [
+        ("c2a", m(id=0, method="initialize", params={
+            "protocolVersion": 2, "info": {"name": "c", "version": "1"},
+            "capabilities": {} if client_caps is None else client_caps})),
+        ("a2c", m(id=0, result={
+            "protocolVersion": 2, "info": {"name": "a", "version": "1"},
+            "capabilities": {"session": {}} if agent_caps is None else agent_caps})),
+        ("c2a", m(id=1, method="session/new", params={"cwd": "/tmp", "mcpServers": []})),
+        ("a2c", m(id=1, result={"sessionId": sid})),
+        ("c2a", m(id=2, method="session/prompt", params={
+            "sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})),
+        ("a2c", m(id=2, result={"messageId": "u1"})),
+        upd({"sessionUpdate": "state_update", "state": "running"}),
+        upd({"sessionUpdate": "agent_message_chunk", "messageId": "a1",
+             "content": {"type": "text", "text": "yo"}}),
+        ("a2c", m(id=7, method="session/request_permission", params={
+            "sessionId": sid, "title": "Run?",
+            "subject": {"type": "tool_call", "toolCall": {"toolCallId": "c1", "name": "t"}},
+            "options": [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]})),
+        ("c2a", m(id=7, result={"outcome": {"outcome": "selected", "optionId": "ok"}})),
+        upd({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}),
+        ("c2a", m(id=3, method="session/close", params={"sessionId": sid})),
+        ("a2c", m(id=3, result={})),
+    ]
+
+
+def test_clean_conversations_have_no_violation():
+    assert found(v1()) == []
+    assert found(v2()) == []
+    s = summary(v2())
+    assert (s["protocolVersion"], s["versionFrom"], s["schema"], s["frames"]) == (
+        2, "agreed", "v2.0.0-alpha.9", 13)
+    assert (s["violations"], s["rules"], s["paired"], s["unstable"]) == (0, {}, True, 0)
+
+
+def v2_open(**kw) -> list[tuple[str, object]]:
+    """:func:`v2` before the session is closed: the session is still live."""
+    return v2(**kw)[:-2]
+
+
+def replace(convo, seq, message):
+    out = list(convo)
+    out[seq] = (out[seq][0], message)
+    return out
+
+
+# -- frames that are no JSON-RPC message -------------------------------------------------
+
+
+def test_not_json():
+    convo = [*v2(), ("c2a", b"{oops")]
+    assert found(convo) == [("not-json", 13, "", "not one JSON text")]
+
+
+def test_not_jsonrpc():
+    convo = [*v2(), ("c2a", b'{"id":9,"method":"session/prompt"}')]
+    assert found(convo) == [("not-jsonrpc", 13, "", 'no "jsonrpc": "2.0"')]
+
+
+def test_a_batch_is_not_jsonrpc_in_v1_and_checked_whole_in_v2():
+    call = m(method="session/cancel", params={"sessionId": "s1"})
+    assert found([*v1(), ("c2a", orjson.dumps([call]))]) == [
+        ("not-jsonrpc", 9, "", "a batch (JSON array)")]
+    ok = m(method="session/cancel", params={"sessionId": "sess-1"})
+    assert found([*v2(), ("c2a", orjson.dumps([ok]))]) == []
+    bad = found([*v2(), ("c2a", orjson.dumps([{"jsonrpc": "1.0"}]))])
+    assert [b[:2] for b in bad] == [("schema", 13)]
+
+
+# -- the version -------------------------------------------------------------------------
+
+
+def test_a_version_with_no_schema_is_one_violation_and_nothing_is_checked_against_a_schema():
+    convo = v2()
+    convo[1] = ("a2c", m(id=0, result={"protocolVersion": 7, "capabilities": {}}))
+    convo[4] = ("c2a", m(id=2, method="session/prompt", params={"sessionId": "sess-1"}))
+    assert found(convo) == [
+        ("version", 1, "/result/protocolVersion",
+         "protocol version 7 has no schema here (have 1, 2); frames are not checked "
+         "against a schema")]
+    assert summary(convo)["schema"] is None
+
+
+def test_the_agreed_version_decides_the_schema():
+    # the client asks for 2 (its initialize is checked as v2), the agent answers 1: the
+    # rest is v1, where {"stopReason"} answers a prompt (v2 wants a messageId)
+    convo = [*v1()[:6], v1()[-1]]
+    convo[0] = ("c2a", m(id=0, method="initialize", params={
+        "protocolVersion": 2, "info": {"name": "c", "version": "1"}, "capabilities": {}}))
+    s = summary(convo)
+    assert (s["protocolVersion"], s["versionFrom"], s["schema"], s["violations"]) == (
+        1, "agreed", "v1", 0)
+
+
+def test_protocol_forced_and_assumed():
+    no_init = v2()[2:]
+    s = summary(no_init, paired=False)
+    assert (s["protocolVersion"], s["versionFrom"]) == (2, "assumed")
+    s = summary(v1(), protocol=2)
+    assert (s["protocolVersion"], s["versionFrom"], s["schema"]) == (2, "forced", "v2.0.0-alpha.9")
+    assert s["violations"] > 0  # a v1 conversation read as v2
+
+
+def test_not_initialized():
+    convo = v2()
+    convo = [convo[2], *convo]  # session/new before initialize
+    convo[0] = ("c2a", m(id=9, method="session/new", params={"cwd": "/tmp", "mcpServers": []}))
+    out = found(convo)
+    assert out[0] == ("not-initialized", 0, "",
+                      "session/new sent before the initialize exchange completed "
+                      "(later frames before it are not reported)")
+    assert [o[0] for o in out[1:]] == ["unanswered"]
+
+
+# -- methods -----------------------------------------------------------------------------
+
+
+def test_unknown_method_and_extension_methods():
+    convo = [*v2(), ("c2a", m(id=8, method="session/frobnicate", params={})),
+             ("a2c", m(id=8, result={})),  # answered: no second violation for it
+             ("c2a", m(id=9, method="_acme/frobnicate", params={"any": 1})),
+             ("a2c", m(id=9, result={"whatever": True}))]
+    assert found(convo) == [
+        ("unknown-method", 13, "/method",
+         "session/frobnicate is not a method of ACP v2.0.0-alpha.9 (extension methods "
+         "begin with _)")]
+
+
+def test_v1_methods_are_unknown_in_v2():
+    convo = replace(v2(), 11, m(id=3, method="session/load", params={
+        "sessionId": "sess-1", "cwd": "/", "mcpServers": []}))
+    assert found(convo) == [
+        ("unknown-method", 11, "/method",
+         "session/load is not a method of ACP v2.0.0-alpha.9 (extension methods begin "
+         "with _)")]
+
+
+def test_unstable_methods_pass_and_are_counted_and_fail_with_stable():
+    fork = m(id=3, method="session/fork", params={"sessionId": "sess-1", "cwd": "/tmp"})
+    convo = replace(v2(agent_caps={"session": {"fork": {}}}), 11, fork)
+    convo[12] = ("a2c", m(id=3, result={"sessionId": "sess-2"}))
+    assert found(convo) == []
+    assert summary(convo)["unstable"] == 2  # the request and its response
+    v = list(violations(records(convo), stable=True))
+    assert [(x["rule"], x["seq"], x["message"], x["schema"]) for x in v] == [
+        ("unknown-method", 11, "session/fork is unstable: not in "
+         "v2.0.0-alpha.9/schema.json", V2_SCHEMA)]
+
+
+def test_wrong_direction():
+    convo = [*v2_open(), ("a2c", m(id=50, method="session/prompt", params={
+        "sessionId": "sess-1", "prompt": []})), ("c2a", m(id=50, result={"messageId": "x"}))]
+    v = list(violations(records(convo)))
+    assert [(x["rule"], x["seq"], x["pointer"], x["message"]) for x in v] == [
+        ("wrong-direction", 11, "/method", "session/prompt is sent by the client, not to it")]
+    assert v[0]["location"] == "#/$defs/PromptRequest"
+    assert v[0]["words"].startswith("Request parameters for sending a user prompt")
+
+
+def test_wrong_kind():
+    convo = [*v2_open(), ("c2a", m(method="session/prompt", params={
+        "sessionId": "sess-1", "prompt": []})),
+        ("c2a", m(id=60, method="session/cancel", params={"sessionId": "sess-1"})),
+        ("a2c", m(id=60, result={}))]
+    assert found(convo) == [
+        ("wrong-kind", 11, "/method", "session/prompt is a request, sent as a notification"),
+        ("wrong-kind", 12, "/method", "session/cancel is a notification, sent as a request")]
+
+
+# -- the schema --------------------------------------------------------------------------
+
+
+def test_schema_violation_names_pointer_file_location_and_words():
+    convo = replace(v2(), 7, m(method="session/update", params={"sessionId": "sess-1", "update": {
+        "sessionUpdate": "agent_message_chunk", "messageId": "a1", "content": {"type": "text"}}}))
+    (v,) = violations(records(convo))
+    assert v == {
+        "seq": 7, "dir": "a2c", "kind": "notification", "method": "session/update",
+        "rule": "schema", "pointer": "/params/update/content",
+        "message": '"text" is a required property', "schema": V2_SCHEMA,
+        "location": "#/$defs/TextContent/required",
+        "words": "Text payload carried by this content block."}
+
+
+def test_a_response_is_checked_as_the_result_of_the_request_it_answers():
+    # {"messageId": ...} answers session/prompt; as the answer to session/new it is wrong
+    convo = replace(v2(), 3, m(id=1, result={"messageId": "u0"}))
+    out = found(convo)
+    assert out[0] == ("schema", 3, "/result", '"sessionId" is a required property')
+    # and the session it failed to create is unknown to what follows
+    assert {o[0] for o in out[1:]} == {"unknown-session"}
+
+
+def test_schema_errors_inside_a_union_point_at_the_branch_meant():
+    convo = replace(v2(), 7, m(method="session/update", params={"sessionId": "sess-1", "update": {
+        "sessionUpdate": "agent_message_chunk", "messageId": "a1",
+        "content": {"type": "text", "text": 5}}}))
+    assert found(convo) == [
+        ("schema", 7, "/params/update/content/text", '5 is not of type "string"')]
+
+
+def test_error_responses_are_checked_against_the_error_object():
+    convo = replace(v2(), 5, m(id=2, error={"code": "bad", "message": "no"}))
+    out = found(convo)
+    assert [(o[0], o[1], o[2]) for o in out] == [("schema", 5, "/error/code")]
+
+
+def test_a_frame_with_many_errors_reports_twenty_and_counts_the_rest():
+    blocks = [{"type": "text"} for _ in range(25)]
+    convo = replace(v2(), 4, m(id=2, method="session/prompt", params={
+        "sessionId": "sess-1", "prompt": blocks}))
+    out = found(convo)
+    assert len(out) == 20
+    assert out[-1][3].endswith("(and 5 more in this frame)")
+
+
+def test_reserved_value():
+    convo = replace(v2(), 7, m(method="session/update", params={"sessionId": "sess-1", "update": {
+        "sessionUpdate": "agent_mesage_chunk", "messageId": "a1",
+        "content": {"type": "text", "text": "yo"}}}))
+    (v,) = violations(records(convo))
+    assert (v["rule"], v["seq"], v["pointer"], v["message"], v["location"]) == (
+        "reserved-value", 7, "/params/update/sessionUpdate",
+        '"agent_mesage_chunk" is reserved for future ACP versions (an extension value '
+        "must begin with _)", "#/$defs/SessionUpdate/anyOf/23")
+    assert v["schema"] == V2_SCHEMA
+    assert v["words"] == "Custom or future session update."
+    # an extension value is fine
+    convo = replace(v2(), 7, m(method="session/update", params={"sessionId": "sess-1", "update": {
+        "sessionUpdate": "_acme_progress", "percent": 5}}))
+    assert found(convo) == []
+
+
+def test_reserved_value_nested_in_the_branch_meant():
+    convo = replace(v2(), 10, m(method="session/update", params={"sessionId": "sess-1", "update": {
+        "sessionUpdate": "state_update", "state": "idle", "stopReason": "done"}}))
+    assert found(convo) == [
+        ("reserved-value", 10, "/params/update/stopReason",
+         '"done" is reserved for future ACP versions (an extension value must begin with _)')]
+
+
+# -- requests and responses ---------------------------------------------------------------
+
+
+def test_id_reused_while_in_flight():
+    convo = v2()
+    convo.insert(5, ("c2a", m(id=2, method="_acme/ping", params={})))
+    # two answers with id 2 (seq 6, and one at the end): one each, neither a duplicate
+    convo.append(("a2c", m(id=2, result={"messageId": "u1"})))
+    v = list(violations(records(convo)))
+    assert [(x["rule"], x["seq"], x["pointer"], x["message"], x.get("related")) for x in v] == [
+        ("id-reused", 5, "/id", "id 2 is still in flight (session/prompt, seq 4)", 4)]
+
+
+def test_an_id_may_be_reused_once_answered():
+    convo = [*v2()[:-2], ("c2a", m(id=2, method="session/prompt", params={
+        "sessionId": "sess-1", "prompt": [{"type": "text", "text": "again"}]})),
+        ("a2c", m(id=2, result={"messageId": "u2"}))]
+    assert found(convo) == []
+
+
+def test_unknown_response():
+    convo = [*v2(), ("a2c", m(id=99, result={}))]
+    assert found(convo) == [
+        ("unknown-response", 13, "/id",
+         "no request with id 99 is waiting for an answer from the agent")]
+
+
+def test_ids_match_by_json_type():
+    convo = [*v2(), ("a2c", m(id="2", result={}))]  # "2" is not 2
+    assert [o[0] for o in found(convo)] == ["unknown-response"]
+
+
+def test_duplicate_response():
+    convo = [*v2(), ("a2c", m(id=2, result={"messageId": "u1"}))]
+    v = list(violations(records(convo)))
+    assert [(x["rule"], x["seq"], x["message"], x.get("related")) for x in v] == [
+        ("duplicate-response", 13, "id 2 was already answered (seq 5)", 5)]
+
+
+def test_unanswered_requests_are_reported_at_the_end_in_order():
+    convo = v2()[:-1]  # session/close never answered
+    convo = replace(convo, 9, m(method="session/cancel", params={"sessionId": "sess-1"}))
+    # the permission request (seq 8) is no longer answered either
+    v = list(violations(records(convo)))
+    assert [(x["rule"], x["seq"], x["dir"], x["method"], x["id"], x["message"]) for x in v] == [
+        ("unanswered", 8, "a2c", "session/request_permission", 7,
+         "session/request_permission (id 7) got no response: the recording ended"),
+        ("unanswered", 11, "c2a", "session/close", 3,
+         "session/close (id 3) got no response: the recording ended")]
+
+
+# -- sessions ----------------------------------------------------------------------------
+
+
+def test_unknown_session():
+    convo = [*v2(), ("c2a", m(id=20, method="session/prompt", params={
+        "sessionId": "sess-9", "prompt": [{"type": "text", "text": "x"}]})),
+        ("a2c", m(id=20, error={"code": -32002, "message": "no such session"}))]
+    assert found(convo) == [
+        ("unknown-session", 13, "/params/sessionId",
+         "session/prompt: session sess-9 was never created, loaded, resumed or forked on "
+         "this connection")]
+
+
+def test_a_closed_session_is_not_live():
+    convo = [*v2(), ("a2c", m(method="session/update", params={"sessionId": "sess-1", "update": {
+        "sessionUpdate": "state_update", "state": "idle"}}))]
+    v = list(violations(records(convo)))
+    assert [(x["rule"], x["seq"], x["message"], x.get("related")) for x in v] == [
+        ("unknown-session", 13, "session/update: session sess-1 was closed (seq 12)", 12)]
+
+
+def test_load_makes_a_session_live_from_its_request_and_a_failed_load_does_not():
+    convo = v1()
+    load = m(id=5, method="session/load", params={"sessionId": "old", "cwd": "/",
+                                                   "mcpServers": []})
+    replay = m(method="session/update", params={"sessionId": "old", "update": {
+        "sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "before"}}})
+    ok = [*convo, ("c2a", load), ("a2c", replay), ("a2c", m(id=5, result={}))]
+    assert found(ok) == []
+    failed = [*convo, ("c2a", load), ("a2c", m(id=5, error={"code": -32002, "message": "no"})),
+              ("a2c", replay)]
+    assert found(failed) == [
+        ("unknown-session", 11, "/params/sessionId",
+         "session/update: session old was never created, loaded, resumed or forked on "
+         "this connection")]
+
+
+def test_stored_sessions_need_not_be_live():
+    convo = [*v2(agent_caps={"session": {"delete": {}}}),
+             ("c2a", m(id=30, method="session/delete", params={"sessionId": "archived-7"})),
+             ("a2c", m(id=30, result={}))]
+    assert found(convo) == []
+
+
+# -- capabilities ------------------------------------------------------------------------
+
+
+def test_capability_of_the_client():
+    convo = v1(client_caps={"fs": {"readTextFile": False}})
+    v = list(violations(records(convo)))
+    assert [(x["rule"], x["seq"], x["pointer"], x["message"]) for x in v] == [
+        ("capability", 6, "/method",
+         "fs/read_text_file needs the client capability clientCapabilities.fs.readTextFile, "
+         "which it did not advertise")]
+    assert (v[0]["schema"], v[0]["location"], v[0]["words"]) == (
+        V1_SCHEMA, "#/$defs/FileSystemCapabilities/properties/readTextFile",
+        "Whether the Client supports `fs/read_text_file` requests.")
+
+
+def test_capability_of_the_agent_for_a_method_and_for_content():
+    convo = [*v1(agent_caps={}),
+             ("c2a", m(id=3, method="session/load", params={
+                 "sessionId": "s1", "cwd": "/", "mcpServers": []})),
+             ("a2c", m(id=3, result={})),
+             ("c2a", m(id=4, method="session/prompt", params={"sessionId": "s1", "prompt": [
+                 {"type": "text", "text": "see"},
+                 {"type": "image", "data": "AA==", "mimeType": "image/png"}]})),
+             ("a2c", m(id=4, result={"stopReason": "end_turn"}))]
+    assert found(convo) == [
+        ("capability", 9, "/method", "session/load needs the agent capability "
+         "agentCapabilities.loadSession, which it did not advertise"),
+        ("capability", 11, "/params/prompt/1/type", "prompt/image needs the agent capability "
+         "agentCapabilities.promptCapabilities.image, which it did not advertise")]
+
+
+def test_capability_of_mcp_transports_and_v2_session_surface():
+    http = {"type": "http", "name": "x", "url": "http://127.0.0.1:1/", "headers": []}
+    convo = replace(v2(agent_caps={"session": {"mcp": {"stdio": {}}}}), 2, m(
+        id=1, method="session/new", params={"cwd": "/tmp", "mcpServers": [http]}))
+    assert found(convo) == [
+        ("capability", 2, "/params/mcpServers/0", "mcp/http needs the agent capability "
+         "capabilities.session.mcp.http, which it did not advertise")]
+    # an agent with no session capability supports no session/* method at all
+    out = found(v2(agent_caps={}))
+    assert out[0] == ("capability", 2, "/method", "session/new needs the agent capability "
+                      "capabilities.session, which it did not advertise")
+
+
+def test_elicitation_needs_the_client_capability_and_its_mode():
+    ask = m(id=40, method="elicitation/create", params={
+        "sessionId": "sess-1", "mode": "form", "message": "name?",
+        "requestedSchema": {"type": "object", "properties": {}}})
+    answer = m(id=40, result={"action": "cancel"})
+    base = v2()[:-2]
+    assert found([*base, ("a2c", ask), ("c2a", answer)]) == [
+        ("capability", 11, "/method", "elicitation/create needs the client capability "
+         "capabilities.elicitation, which it did not advertise")]
+    only_url = v2(client_caps={"elicitation": {"url": {}}})[:-2]
+    assert found([*only_url, ("a2c", ask), ("c2a", answer)]) == [
+        ("capability", 11, "/params/mode", "elicitation/form needs the client capability "
+         "capabilities.elicitation.form, which it did not advertise")]
+    both = v2(client_caps={"elicitation": {"form": {}}})[:-2]
+    assert found([*both, ("a2c", ask), ("c2a", answer)]) == []
+
+
+# -- one direction -----------------------------------------------------------------------
+
+
+def test_a_bare_stream_is_checked_frame_by_frame_only():
+    agent_side = [(d, x) for d, x in v2() if d == "a2c"]
+    wire = [frame_record(i, None, d, orjson.dumps(x)) for i, (d, x) in enumerate(agent_side)]
+    recs = [{"format": "acp-pipes/frames", "version": 1, "source": None}, *frames(wire)]
+    s = [r for r in reports(recs) if r["type"] == "summary"][0]
+    assert (s["paired"], s["violations"], s["protocolVersion"], s["versionFrom"]) == (
+        False, 0, 2, "agreed")
+    bad = list(agent_side)
+    bad[3] = ("a2c", m(method="session/update", params={"sessionId": "sess-1", "update": {
+        "sessionUpdate": "agent_message_chunk", "messageId": "a1", "content": {"type": "text"}}}))
+    wire = [frame_record(i, None, d, orjson.dumps(x)) for i, (d, x) in enumerate(bad)]
+    recs = [{"format": "acp-pipes/frames", "version": 1, "source": None}, *frames(wire)]
+    assert [(v["rule"], v["seq"]) for v in violations(recs)] == [("schema", 3)]
+
+
+def test_streams_are_checked_each_on_its_own():
+    one = records(v2())
+    two = records(v1())
+    out = [r for r in reports([*one, *two]) if r["type"] == "summary"]
+    assert [(s["protocolVersion"], s["violations"]) for s in out] == [(2, 0), (1, 0)]
+
+
+def test_every_rule_is_exercised_here():
+    import inspect
+    import sys
+
+    src = inspect.getsource(sys.modules[__name__])
+    missing = [rule for rule in RULES if f'"{rule}"' not in src.split("def test_every_rule")[0]]
+    assert missing == []
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_rules_are_described(rule):
+    assert RULES[rule] and rule == rule.lower()
