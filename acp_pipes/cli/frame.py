@@ -10,6 +10,8 @@ import orjson
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.frame import read_frames
+from acp_pipes.spec.schema import REVISIONS
+from acp_pipes.terminal import Terminal, printable
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee -o), frames streams (re-framed, idempotently) or bare ACP JSONL
@@ -25,6 +27,16 @@ skipped. Both exit 0. Input of the wrong kind, or a bare stream without --dir, e
 method, session and update kind, sizes, time span, redactions, invalid lines, the
 negotiated protocol version.
 
+--validate checks every frame against the official ACP JSON Schema of the protocol
+version the recording negotiated (its stable definitions, then its unstable ones; with
+--stable the stable ones alone), by direction and method, a response as the result of
+the request it answers; and what a schema cannot say: each request answered exactly
+once, no response to an unknown id, no id reused while in flight, each method in its
+direction, sessions used only while live, capability-gated calls only when advertised.
+It writes one JSON line per violation (seq, dir, method, rule, JSON pointer, message,
+the schema file, location and words) and a summary line per stream, or a table on a
+terminal; exit 1 when anything is wrong.
+
 """ + f"Manual: {page('acp-frame.md')}"
 
 #: Records encoded and written together: a frame reaches stdout at most this many frames
@@ -35,21 +47,36 @@ EXAMPLE = """\
 acp-frame wire.jsonl | acp-fold | acp-asr
 acp-frame --dir c2a client.jsonl > client.frames.jsonl
 acp-frame --summary wire.jsonl.gz
+acp-frame --validate wire.jsonl || echo "not valid ACP"
 """
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", choices=("c2a", "a2c"), dest="direction",
                    help="direction of a bare ACP JSONL stream (c2a: client to agent)")
-    p.add_argument("--summary", action="store_true",
-                   help="print a summary of each stream instead of the frames")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--summary", action="store_true",
+                      help="print a summary of each stream instead of the frames")
+    mode.add_argument("--validate", action="store_true",
+                      help="check every frame against the ACP spec; print the violations")
     p.add_argument("--format", choices=("json", "table"), dest="fmt",
-                   help="--summary output: json (default when not a terminal) or table")
+                   help="--summary/--validate output: json (default when not a terminal) "
+                        "or table")
+    p.add_argument("--protocol", type=int, choices=sorted(REVISIONS),
+                   help="--validate: check as this protocol version, whatever initialize "
+                        "negotiated (for a recording without initialize)")
+    p.add_argument("--stable", action="store_true",
+                   help="--validate: the stable schema alone (unstable features are "
+                        "violations)")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    if args.fmt and not args.summary:
-        raise UsageError("--format goes with --summary")
+    if args.fmt and not (args.summary or args.validate):
+        raise UsageError("--format goes with --summary or --validate")
+    if (args.protocol is not None or args.stable) and not args.validate:
+        raise UsageError("--protocol and --stable go with --validate")
+    if args.validate:
+        return _validate(args, ctx, args.fmt or ("table" if ctx.term.tty else "json"))
     if args.summary:
         from acp_pipes.summary import run_summary
 
@@ -82,6 +109,68 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _validate(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
+    """``--validate``: violation lines and a summary line per stream; 1 if any."""
+    from acp_pipes.jsonl import display_name
+    from acp_pipes.spec import reports
+
+    write = ctx.out.write
+    term = ctx.term
+    found = 0
+    table = fmt == "table"
+    start, first = True, True  # at a stream's start; nothing written yet
+    for path in ctx.files:
+        source = display_name(path)
+        records = read_frames(path, direction=args.direction, warn=ctx.warn, headers=True)
+        for r in reports(records, protocol=args.protocol, stable=args.stable):
+            if r["type"] == "summary":
+                r = {"type": "summary", "source": source, **r}
+                found += r["violations"]
+            if not table:
+                write(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE))
+                continue
+            if start:  # streams apart by a blank line; a table head before violations
+                write(b"" if first else b"\n")
+                if r["type"] == "violation":
+                    write(_TABLE_HEAD)
+            start, first = r["type"] == "summary", False
+            write(_table_row(r, term).encode("utf-8", "backslashreplace"))
+    return 1 if found else 0
+
+
+_COLUMNS = (("seq", 7), ("dir", 3), ("method", 26), ("rule", 18), ("pointer", 28))
+_INDENT = " " * (_COLUMNS[0][1] + 2)
+_TABLE_HEAD = ("  ".join(n.rjust(w) if n == "seq" else n.ljust(w) for n, w in _COLUMNS)
+               + "  message\n").encode()
+
+
+def _table_row(r: dict, term: Terminal) -> str:
+    """One violation (two lines: the problem, then the schema's words) or a summary.
+    Recorded strings (methods, pointers, messages quoting values) are :func:`printable`."""
+    if r["type"] == "summary":
+        rules = ", ".join(f"{k} {n}" for k, n in r["rules"].items())
+        schema = r["schema"] or "no schema"
+        how = f"ACP {r['protocolVersion']} ({r['versionFrom']}), {schema}"
+        if not r["paired"]:
+            how += ", one direction only"
+        found = (term.paint(f"{r['violations']} violations", "error") + f": {rules}"
+                 if r["violations"] else term.paint("valid", "added"))
+        return f"{printable(r['source'])}: {r['frames']} frames, {how}: {found}\n"
+    cells = [str(r["seq"]), r["dir"], r["method"] or "-", r["rule"], r["pointer"] or "/"]
+    line = "  ".join(
+        (_cut(printable(c), w).rjust(w) if n == "seq" else _cut(printable(c), w).ljust(w))
+        for c, (n, w) in zip(cells, _COLUMNS, strict=True))
+    line += "  " + printable(r["message"]) + "\n"
+    if r["words"]:  # the schema's own words, under the row
+        words = f"{r['schema']}{r['location']}: {printable(r['words'])}"
+        line += _INDENT + term.paint(words, "context") + "\n"
+    return line
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 TOOL = Tool(
     prog="acp-frame",
     summary="Classify and hash the frames of a wire log or a bare ACP JSONL stream.",
@@ -90,7 +179,7 @@ TOOL = Tool(
     run=_run,
     configure=configure,
     exits="0 ok (frames that are not JSON or not JSON-RPC are reported and kept), "
-          "2 usage or unusable input, 130 interrupted",
+          "1 --validate found violations, 2 usage or unusable input, 130 interrupted",
 )
 
 
