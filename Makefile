@@ -27,8 +27,10 @@ $(NODE_STAMP): tests/clients/package.json tests/clients/package-lock.json
 	touch $@
 
 # Graphviz's `dot` renders acp-align's graphs; the Python package only writes DOT.
+# Debian's Chromium is the real browser the acp-view pages are tested in (Playwright
+# drives it; it never downloads a browser of its own).
 tools:
-	@command -v dot >/dev/null 2>&1 || scripts/install-system-deps
+	@{ command -v dot && command -v chromium; } >/dev/null 2>&1 || scripts/install-system-deps
 
 demo: install
 	@scripts/demo

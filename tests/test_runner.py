@@ -12,7 +12,7 @@ from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.jsonl import InputError, parse_line
 from tests.conftest import run_tool, tool_argv, tool_env
 
-ALL_TOOLS = ["tee", "frame", "fold", "asr", "replay", "align", "echo-agent"]
+ALL_TOOLS = ["tee", "frame", "fold", "asr", "replay", "align", "view", "echo-agent"]
 
 
 def _echo_lines(args, ctx: Context) -> int:
@@ -110,7 +110,7 @@ def test_broken_pipe_ends_quietly():
     assert b"Traceback" not in err and b"BrokenPipe" not in err
 
 
-@pytest.mark.parametrize("name", ["frame", "fold", "asr", "align"])
+@pytest.mark.parametrize("name", ["frame", "fold", "asr", "align", "view"])
 def test_corrupt_gzip_body_names_the_file(tmp_path, name):
     """A .gz with a valid magic but a corrupt body is unusable input (exit 2) named by its
     file, never an internal error (zlib.error is not an OSError)."""

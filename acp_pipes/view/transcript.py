@@ -1,0 +1,177 @@
+"""ASR records -> the transcript a page shows: one item per thing a person reads.
+
+A session's ASR stream (docs/asr.md) already says what happened in order; a reader wants
+some of its records together: a tool call with its result, the file changes it made
+(ASR-715) and the terminal it ran (``tool_result.exec.terminalId``) are one card. A
+record that supersedes an earlier one (ASR-706, ASR-717) takes that record's place, so
+the card shows the final state once, marked as revised. Everything else is an item of
+its own, in stream order. Records are kept whole: the page shows their fields.
+
+Item kinds (``k``): ``message``, ``tool`` (``call``, ``result``, ``changes``,
+``terminals``), ``plan``, ``permission``, ``input`` (an input_request), ``terminal`` (one
+no tool result names), ``subagent``, ``compaction``, ``state``, ``note`` (usage,
+session info, config changes) and ``audit`` (records the mapping kept as received,
+ASR-710).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["SessionView", "items", "lineage_links"]
+
+_SIMPLE = {
+    "message": "message",
+    "plan": "plan",
+    "permission": "permission",
+    "input_request": "input",
+    "subagent": "subagent",
+    "compaction": "compaction",
+    "state": "state",
+    "usage_summary": "note",
+    "session_info": "note",
+    "config_change": "note",
+}
+
+
+def items(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The transcript items of one session's records (header excluded), in order."""
+    records = [r for r in records if isinstance(r, dict)]
+    named = {_hashable(_terminal_of(r)) for r in records
+             if r.get("type") == "tool_result" and _terminal_of(r) is not None}
+    out: list[dict[str, Any]] = []
+    tools: dict[Any, dict[str, Any]] = {}  # callId -> its card
+    shown: dict[Any, list[dict[str, Any]]] = {}  # terminalId a result names -> its records
+    where: dict[str, tuple[dict[str, Any], str, int | None]] = {}  # record id -> its slot
+
+    def place(rec: dict[str, Any], item: dict[str, Any], key: str, pos: int | None) -> None:
+        rid = rec.get("id")
+        if isinstance(rid, str):
+            where[rid] = (item, key, pos)
+
+    def superseded(rec: dict[str, Any]) -> bool:
+        """Put ``rec`` where the record it supersedes is; False when there is none."""
+        old = rec.get("supersedes")
+        slot = where.get(old) if isinstance(old, str) else None
+        if slot is None:
+            return False
+        item, key, pos = slot
+        if pos is None:
+            item[key] = rec
+        else:
+            item[key][pos] = rec
+        item["revised"] = item.get("revised", 0) + 1
+        place(rec, item, key, pos)
+        return True
+
+    def tool(call_id: Any) -> dict[str, Any]:
+        key = _hashable(call_id)
+        card = tools.get(key)
+        if card is None:
+            card = tools[key] = {"k": "tool", "call": None, "result": None, "changes": [],
+                                 "terminals": []}
+            out.append(card)
+        return card
+
+    for rec in records:
+        rtype = rec.get("type")
+        if not isinstance(rtype, str):
+            continue
+        if rtype == "terminal" and _hashable(rec.get("terminalId")) in named:
+            shown.setdefault(_hashable(rec.get("terminalId")), []).append(rec)
+            continue
+        if rec.get("supersedes") is not None and superseded(rec):
+            continue
+        if rtype in ("tool_call", "tool_result"):
+            card = tool(rec.get("callId"))
+            key = "call" if rtype == "tool_call" else "result"
+            card[key] = rec
+            place(rec, card, key, None)
+        elif rtype == "file_change":
+            cause = rec.get("cause")
+            call_id = cause.get("callId") if isinstance(cause, dict) else None
+            if call_id is None:
+                item = {"k": "changes", "changes": [rec]}
+                out.append(item)
+                place(rec, item, "changes", 0)
+                continue
+            card = tool(call_id)
+            card["changes"].append(rec)
+            place(rec, card, "changes", len(card["changes"]) - 1)
+        else:
+            item = {"k": _SIMPLE.get(rtype, "audit" if rtype != "terminal" else "terminal"),
+                    "r": rec}
+            out.append(item)
+            place(rec, item, "r", None)
+    for card in tools.values():  # a terminal's last record is its final state
+        tid = _terminal_of(card["result"]) if card["result"] is not None else None
+        recs = shown.get(_hashable(tid)) if tid is not None else None
+        if recs:
+            card["terminals"].append(recs[-1])
+    return out
+
+
+def _terminal_of(result: dict[str, Any]) -> Any:
+    exec_ = result.get("exec")
+    return exec_.get("terminalId") if isinstance(exec_, dict) else None
+
+
+def _hashable(value: Any) -> Any:
+    """A dict key for an ID as recorded (IDs are strings, but a record is untrusted)."""
+    try:
+        hash(value)
+    except TypeError:
+        return ("unhashable", repr(value))
+    return (value.__class__.__name__, value)
+
+
+def lineage_links(headers: dict[str, dict[str, Any]],
+                  records: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, list]]:
+    """Per session, the sessions it came from and those that came from it: forks
+    (``lineage.forkedFrom``, ASR-718) and subagents (``lineage.spawnedBy`` and the
+    parent's ``subagent`` records, ASR-721). Only sessions in the page are linked."""
+    links: dict[str, dict[str, list]] = {sid: {"parents": [], "children": []}
+                                         for sid in headers}
+
+    def link(parent: Any, child: str, kind: str) -> None:
+        if not isinstance(parent, str) or parent not in links or parent == child:
+            return
+        if {"session": parent, "kind": kind} not in links[child]["parents"]:
+            links[child]["parents"].append({"session": parent, "kind": kind})
+        if {"session": child, "kind": kind} not in links[parent]["children"]:
+            links[parent]["children"].append({"session": child, "kind": kind})
+
+    for sid, head in headers.items():
+        lineage = head.get("lineage") if isinstance(head, dict) else None
+        if not isinstance(lineage, dict):
+            continue
+        for field, kind in (("forkedFrom", "fork"), ("spawnedBy", "subagent")):
+            ref = lineage.get(field)
+            if isinstance(ref, dict):
+                link(ref.get("session"), sid, kind)
+    for sid, recs in records.items():
+        for rec in recs:
+            if isinstance(rec, dict) and rec.get("type") == "subagent":
+                child = rec.get("childSession")
+                if isinstance(child, str) and child in links:
+                    link(sid, child, "subagent")
+    return links
+
+
+class SessionView:
+    """One session as the page holds it: header, transcript items, lineage links and
+    the connections its records came from."""
+
+    __slots__ = ("header", "items", "links", "records", "sid")
+
+    def __init__(self, sid: str, header: dict[str, Any], records: list[dict[str, Any]]):
+        self.sid = sid
+        self.header = header
+        self.records = records
+        self.items = items(records)
+        self.links: dict[str, list] = {"parents": [], "children": []}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.sid, "header": self.header, "items": self.items,
+                "links": self.links, "records": len(self.records)}

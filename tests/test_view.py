@@ -1,0 +1,195 @@
+"""acp-view without a browser: the page's safety by construction, the transcript's
+grouping, the timeline's columns, and the CLI's contract (bad input, cut input, stdin).
+What the page looks like is tested in a real browser (test_view_browser.py)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import re
+from pathlib import Path
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acp_pipes.view import load, session_page
+from acp_pipes.view.page import embed_json, html_page
+from acp_pipes.view.transcript import items
+from tests.conftest import run_tool
+
+FIXTURES = Path(__file__).parent / "fixtures" / "asr"
+
+
+def _streams(name: str) -> list[list[dict]]:
+    """The records of each stream of a fixture's expected ASR file."""
+    out: list[list[dict]] = []
+    for line in (FIXTURES / name / "expected.asr.jsonl").read_bytes().splitlines():
+        rec = orjson.loads(line)
+        if rec["type"] == "header":
+            out.append([])
+        else:
+            out[-1].append(rec)
+    return out
+
+
+def _asr(name: str) -> list[dict]:
+    (records,) = _streams(name)
+    return records
+
+
+@given(st.recursive(st.text() | st.integers(-2**53, 2**53) | st.none(),
+                    lambda c: st.lists(c) | st.dictionaries(st.text(), c), max_leaves=20))
+def test_embedded_json_cannot_end_its_element_and_reads_back(value):
+    text = embed_json(value)
+    for raw in (b"<", b">", b"&", "\u2028".encode(), "\u2029".encode()):
+        assert raw not in text
+    assert orjson.loads(text) == value
+
+
+def test_the_policy_names_exactly_the_pages_own_script_and_style():
+    page = html_page(body="<p>x</p>", style="p{color:red}", script="var a = 1;",
+                     data={"x": "</script><script>alert(1)</script>"}, generator="t").decode()
+    policy = re.search(r'Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert page.index("Content-Security-Policy") < page.index("<style>")
+
+    def sha(text: str) -> str:
+        return base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+    assert f"script-src 'sha256-{sha('var a = 1;')}';" in policy
+    assert f"style-src 'sha256-{sha('p{color:red}')}';" in policy
+    assert policy.startswith("default-src 'none';")
+    assert "base-uri 'none'" in policy and "form-action 'none'" in policy
+    assert "unsafe" not in policy
+    assert page.count("<script") == 2
+
+
+def test_a_superseding_record_takes_the_place_of_the_one_it_replaces_ASR_706():
+    got = items(_asr("ASR-706-change-after-final"))
+    tools = [it for it in got if it["k"] == "tool"]
+    assert len(tools) == 1
+    assert tools[0]["call"]["title"] == "Edit main.py" and tools[0]["revised"] == 1
+    assert tools[0]["result"]["status"] == "completed"
+
+
+def test_file_changes_belong_to_their_tool_card_ASR_715():
+    got = items(_asr("ASR-715-diff-to-file-change"))
+    tools = [it for it in got if it["k"] == "tool"]
+    assert [len(t["changes"]) for t in tools] == [1, 1, 1, 1]
+    assert not any(it["k"] == "changes" for it in got)
+
+
+def test_a_terminal_a_result_names_is_shown_on_its_card_ASR_714():
+    recs = _asr("ASR-714-tool-result")
+    named = {r["exec"]["terminalId"] for r in recs if r["type"] == "tool_result" and "exec" in r}
+    got = items(recs)
+    on_cards = {t["terminalId"] for it in got if it["k"] == "tool" for t in it["terminals"]}
+    assert named and on_cards == named & {r["terminalId"] for r in recs if r["type"] == "terminal"}
+    assert not any(it["k"] == "terminal" and it["r"]["terminalId"] in named for it in got)
+
+
+def test_every_record_of_a_stream_is_shown_once():
+    for fixture, recs in ((f, r) for f in sorted(FIXTURES.glob("ASR-*"))
+                          for r in _streams(f.name)):
+        got = items(recs)
+        shown = []
+        for it in got:
+            for key in ("r", "call", "result"):
+                if it.get(key):
+                    shown.append(it[key]["id"])
+            shown += [r["id"] for r in it.get("changes", []) + it.get("terminals", [])]
+        replaced = {r["supersedes"] for r in recs if "supersedes" in r}
+        named = {r["exec"]["terminalId"] for r in recs
+                 if r["type"] == "tool_result" and "exec" in r}
+        states: dict[str, list[str]] = {}
+        for r in recs:
+            if r["type"] == "terminal" and r["terminalId"] in named:
+                states.setdefault(r["terminalId"], []).append(r["id"])
+        hidden = {i for ids in states.values() for i in ids[:-1]}  # a card shows the last
+        want = [r["id"] for r in recs if r["id"] not in replaced and r["id"] not in hidden]
+        assert sorted(shown) == sorted(want), fixture.name
+        assert len(shown) == len(set(shown)), fixture.name
+
+
+def test_timeline_pairs_requests_and_responses_with_latency(tmp_path):
+    rec = load([str(FIXTURES / "ASR-716-permission" / "wire.jsonl")])
+    cols = rec.timeline.columns()
+    seq = cols["seq"]
+    for i, j in enumerate(cols["pair"]):
+        if j >= 0:
+            assert cols["pair"][j] == i
+            assert cols["lat"][i] == abs(rec.timeline.t[i] - rec.timeline.t[j])
+    kinds = cols["kind"]
+    assert all(cols["pair"][i] >= 0 for i in range(len(seq)) if kinds[i] == 1)  # responses
+    assert cols["t0"] == str(rec.timeline.t[0])
+
+
+def test_cli_writes_one_page_from_stdin_too(tmp_path):
+    wire = FIXTURES / "ASR-715-diff-to-file-change" / "wire.jsonl"
+    a = run_tool("view", str(wire))
+    b = run_tool("view", input=wire.read_bytes())
+    assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+    assert a.stdout.startswith(b"<!DOCTYPE html>")
+    data = lambda page: orjson.loads(page.split(b'id="acp-data">')[1].split(b"</script>")[0])  # noqa: E731
+    da, db = data(a.stdout), data(b.stdout)
+    assert da["inputs"][0]["name"] != db["inputs"][0]["name"] == "stdin"
+    da["inputs"] = db["inputs"] = None
+    assert da == db
+
+
+def test_the_page_is_a_pure_function_of_the_input():
+    wire = str(FIXTURES / "ASR-718-fork-lineage" / "wire.jsonl")
+    assert session_page(load([wire])) == session_page(load([wire]))
+
+
+def test_wrong_input_is_refused_with_its_name(tmp_path):
+    bad = tmp_path / "x.jsonl"
+    bad.write_bytes(b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n')
+    r = run_tool("view", str(bad))
+    assert r.returncode == 2
+    assert f"acp-view: {bad}: no stream header: a bare ACP JSONL stream needs --dir".encode() \
+        in r.stderr
+    r = run_tool("view", "--dir", "c2a", str(bad))
+    assert r.returncode == 0 and b"one direction" in r.stdout
+
+
+def test_a_bad_line_is_reported_and_listed_in_the_page(tmp_path):
+    wire = (FIXTURES / "ASR-713-prompt-message" / "wire.jsonl").read_bytes().splitlines()
+    wire.insert(3, b"not json")
+    path = tmp_path / "w.jsonl"
+    path.write_bytes(b"\n".join(wire) + b"\n")
+    r = run_tool("view", str(path))
+    assert r.returncode == 0
+    assert r.stderr.count(f"{path}:4: ".encode()) == 1  # once, though read twice
+    assert f"{path}:4: ".encode() in r.stdout
+
+
+def test_an_input_cut_short_is_shown_as_read_then_reported(tmp_path, cut_asr_stream):
+    wire = (FIXTURES / "ASR-716-permission" / "wire.jsonl").read_bytes()
+    packed = gzip.compress(wire * 40)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) * 2 // 3])
+    r = run_tool("view", str(cut))
+    assert r.returncode == 2
+    assert re.search(rb"acp-view: .*cut.jsonl.gz:\d+: cannot read", r.stderr)
+    assert r.stdout.endswith(b"</html>\n")  # the page, of what was read
+    r = run_tool("view", str(cut_asr_stream["cut"]))
+    assert r.returncode == 2 and r.stdout.endswith(b"</html>\n")
+
+
+def test_a_v1_recording_gets_its_timeline_and_says_why_it_has_no_transcript(tmp_path):
+    msgs = [("c2a", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                     "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+            ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}})]
+    head = {"format": "acp-pipes/wire", "version": 1, "recorder": "t", "argv": ["a"],
+            "started": "2026-01-01T00:00:00.000000Z", "clock": "nanos", "env": {}}
+    lines = [orjson.dumps(head)] + [
+        orjson.dumps({"seq": i, "t": i, "dir": d, "raw": orjson.dumps(m).decode()})
+        for i, (d, m) in enumerate(msgs)]
+    path = tmp_path / "v1.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    rec = load([str(path)])
+    assert len(rec.timeline) == 2
+    assert not rec.sessions  # the mapping converts ACP v2: the page says why
+    assert any("no transcript" in n and "protocol version 1" in n for n in rec.notes)

@@ -1,0 +1,391 @@
+"""acp-view pages in a real browser: what a person sees, not that a file exists.
+
+Recordings: the echo agent (ACP v2) under the real acp-tee, driven turn by turn by the
+lockstep client (permissions, questions, a failing tool), and hand-made wire logs whose
+prompts, tool output, paths, IDs and method names carry script injections.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import orjson
+import pytest
+from playwright.sync_api import expect
+
+from acp_pipes.echo_client import client_session
+from tests.conftest import record_lockstep, run_tool
+from tests.view_browser import FLAGS, chromium_path, open_page
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path(), args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def echo(tmp_path_factory) -> dict:
+    """An echo session with five prompts (two ask permission, one asks a question),
+    recorded by acp-tee, and its page."""
+    tmp = tmp_path_factory.mktemp("view")
+    wire = tmp / "wire.jsonl"
+    record_lockstep(list(client_session(5, permission_every=2, elicit_every=3)), wire)
+    html = tmp / "echo.html"
+    r = run_tool("view", str(wire), "-o", str(html))
+    assert r.returncode == 0, r.stderr
+    lines = wire.read_bytes().splitlines()
+    frames = [orjson.loads(x) for x in lines[1:]]
+    return {"wire": wire, "html": html, "frames": frames}
+
+
+def row_of(page, i: int):
+    """Timeline row of frame ``i`` (all rows shown), scrolled into sight as a reader
+    scrolls: only the rows in sight exist."""
+    page.locator("#tl-scroll").evaluate("(e, y) => { e.scrollTop = y; }", max(0, i * 22 - 100))
+    row = page.locator(f"#tl-space .tl-row[data-frame='{i}']:not([hidden])")
+    row.wait_for()
+    return row
+
+
+def _messages(frames: list[dict]) -> list[dict]:
+    return [orjson.loads(f["raw"]) for f in frames if "raw" in f]
+
+
+def test_page_opens_from_file_with_no_network_and_no_console_error(browser, echo):
+    page = open_page(browser, echo["html"])
+    assert page.url.startswith("file://")
+    assert page.foreign_requests == []
+    assert page.console_errors == []
+    assert page.page.title() == f"acp-view: {echo['wire']}"
+    assert page.page.locator("#sessions button").count() == 1
+
+
+def test_one_tool_card_per_tool_call_of_the_stream(browser, echo):
+    calls = {m["params"]["update"]["toolCallId"] for m in _messages(echo["frames"])
+             if m.get("method") == "session/update"
+             and m["params"]["update"].get("sessionUpdate") == "tool_call_update"}
+    assert len(calls) == 5
+    page = open_page(browser, echo["html"]).page
+    cards = page.locator(".card.tool")
+    assert cards.count() == len(calls)
+    assert {cards.nth(i).get_attribute("data-call-id") for i in range(cards.count())} == calls
+    # what a card shows: the kind, the final status, the input, the output
+    first = cards.nth(0)
+    assert "completed" in first.locator(".h").inner_text()
+    assert '"text": "hello 1"' in first.inner_text()
+
+
+def test_permissions_and_questions_show_their_answers(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    perms = page.locator(".card.permission")
+    assert perms.count() == 2
+    assert "answer: allow" in perms.nth(0).inner_text()
+    question = page.locator(".card.input")
+    assert question.count() == 1
+    assert "answered" in question.inner_text()
+
+
+def test_thoughts_plans_and_state_read_as_a_person_reads_them(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    plan = page.locator(".card.plan").first
+    assert "Echo the prompt" in plan.inner_text()
+    assert plan.locator(".badge.b-completed").count() >= 1
+    # the agent's chunks read as one message
+    assert page.locator(".card.msg.assistant").first.locator(".text").inner_text() == \
+        "Echo: hello 1"
+
+
+def test_transcript_search_finds_a_known_phrase(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    page.fill("#t-search", "hello 4")
+    expect(page.locator("#t-count")).to_contain_text("match")
+    cards = page.locator("#t-body .card")
+    assert cards.count() >= 1
+    for i in range(cards.count()):
+        assert "hello 4" in cards.nth(i).inner_text().lower()
+    assert page.locator("#t-body mark").first.inner_text() == "hello 4"
+    assert page.locator("#t-body .card", has_text="hello 1").count() == 0
+
+
+def test_timeline_search_finds_a_known_phrase(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    page.click("#tab-timeline")
+    page.fill("#f-search", "hello 3")
+    found = [f for f in echo["frames"] if "hello 3" in f["raw"]]
+    expect(page.locator("#f-count")).to_have_text(f"{len(found)} of {len(echo['frames'])} frames")
+    page.uncheck("#f-runs")
+    rows = page.locator("#tl-space .tl-row:not([hidden])")
+    assert rows.count() == len(found)
+    seqs = sorted(int(rows.nth(i).locator("span").first.inner_text()) for i in range(rows.count()))
+    assert seqs == [f["seq"] for f in found]
+
+
+def test_clicking_a_timeline_row_shows_that_frames_exact_bytes(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    page.click("#tab-timeline")
+    page.uncheck("#f-runs")  # every frame a row of its own
+    frames = echo["frames"]
+    rows = page.locator("#tl-space .tl-row:not([hidden])")
+    assert 0 < rows.count() < len(frames)  # virtual: only the rows in sight are drawn
+    for i, frame in enumerate(frames):
+        row_of(page, i).click()
+        assert page.locator("#raw").text_content() == frame["raw"], frame["seq"]
+        assert page.locator("#detail h3").first.inner_text().startswith(f"#{frame['seq']} ")
+
+
+def test_chunk_runs_collapse_and_open(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    page.click("#tab-timeline")
+    runs = page.locator("#tl-space .tl-row.run")
+    assert runs.count() >= 3  # agent_message_chunk and tool content chunks, two or more
+    first = runs.first
+    assert "× agent_message_chunk" in first.inner_text()
+    n = int(first.inner_text().split("▸ ")[1].split(" ×")[0])
+    height = page.locator("#tl-space").evaluate("e => e.offsetHeight")
+    first.click()
+    assert page.locator("#tl-space").evaluate("e => e.offsetHeight") == height + n * 22
+    assert "▾ " in first.inner_text()
+    assert page.locator("#tl-space .tl-row.member:not([hidden])").count() == n
+
+
+def test_timeline_filters_by_kind_method_and_session(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    page.click("#tab-timeline")
+    requests = [f for f in echo["frames"] if "method" in orjson.loads(f["raw"])
+                and "id" in orjson.loads(f["raw"])]
+    page.select_option("#f-kind", label="request")
+    assert page.locator("#f-count").inner_text() == f"{len(requests)} of {len(echo['frames'])} frames"
+    page.select_option("#f-kind", label="every kind")
+    page.select_option("#f-method", label="session/prompt")
+    prompts = [m for m in _messages(echo["frames"]) if m.get("method") == "session/prompt"]
+    assert page.locator("#f-count").inner_text().startswith(f"{2 * len(prompts)} of")
+
+
+def test_a_pair_is_linked_with_its_latency(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    page.click("#tab-timeline")
+    page.locator("#tl-space .tl-row[data-frame='0']").click()  # initialize
+    detail = page.locator("#detail").inner_text()
+    assert "answered by" in detail and "#1 response" in detail
+    page.locator("#detail button", has_text="#1 response").click()
+    assert '"result"' in page.locator("#raw").text_content()
+
+
+def test_a_transcript_card_links_to_its_frames(browser, echo):
+    page = open_page(browser, echo["html"]).page
+    card = page.locator(".card.msg.user").first
+    seq = card.locator(".foot button").first.inner_text()
+    card.locator(".foot button").first.click()
+    assert not page.locator("#timeline").is_hidden()
+    frame = next(f for f in echo["frames"] if str(f["seq"]) == seq)
+    assert page.locator("#raw").text_content() == frame["raw"]
+
+
+# -- untrusted input ----------------------------------------------------------------
+
+PAYLOADS = [
+    "</script><script>window.__pwned = 1; alert(1)</script>",
+    "<img src=x onerror=\"window.__pwned = 2; alert(2)\">",
+    "javascript:window.__pwned=3;alert(3)",
+    "<!--<script>window.__pwned = 4</script>-->",
+    "<svg onload=\"window.__pwned=5\"><a href=\"javascript:alert(5)\">x</a></svg>",
+    "\u2028\u2029<style>body{display:none}</style>",
+]
+
+
+def _wire(records: list[tuple[str, dict]]) -> bytes:
+    head = {"format": "acp-pipes/wire", "version": 1, "recorder": "hand", "argv": ["a"],
+            "started": "2026-01-01T00:00:00.000000Z", "clock": "nanos", "env": {}}
+    out = [orjson.dumps(head)]
+    for seq, (d, msg) in enumerate(records):
+        out.append(orjson.dumps({"seq": seq, "t": 1_767_225_600_000_000_000 + seq * 1000,
+                                 "dir": d, "raw": orjson.dumps(msg).decode()}))
+    return b"\n".join(out) + b"\n"
+
+
+def _hostile() -> bytes:
+    p = " ".join(PAYLOADS)
+    sid = PAYLOADS[0]
+
+    def upd(update: dict) -> tuple[str, dict]:
+        return "a2c", {"jsonrpc": "2.0", "method": "session/update",
+                       "params": {"sessionId": sid, "update": update}}
+
+    return _wire([
+        ("c2a", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": 2, "info": {"name": p, "version": "1"},
+                            "capabilities": {}}}),
+        ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {
+            "protocolVersion": 2, "info": {"name": PAYLOADS[1], "version": PAYLOADS[2]},
+            "capabilities": {"session": {}}}}),
+        ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                 "params": {"cwd": "/ws/" + PAYLOADS[1], "mcpServers": []}}),
+        ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": sid}}),
+        ("c2a", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+            "sessionId": sid, "prompt": [{"type": "text", "text": "PROMPT " + p},
+                                         {"type": "resource_link", "name": PAYLOADS[1],
+                                          "uri": PAYLOADS[2]}]}}),
+        ("a2c", {"jsonrpc": "2.0", "id": 2, "result": {"messageId": "m1"}}),
+        upd({"sessionUpdate": "user_message", "messageId": "m1",
+             "content": [{"type": "text", "text": "PROMPT " + p}]}),
+        upd({"sessionUpdate": "agent_thought_chunk", "messageId": "t1",
+             "content": {"type": "text", "text": "THOUGHT " + p}}),
+        upd({"sessionUpdate": "agent_message_chunk", "messageId": "a1",
+             "content": {"type": "text", "text": "ANSWER " + p}}),
+        upd({"sessionUpdate": "plan_update", "plan": {
+            "type": "items", "planId": "p1",
+            "entries": [{"content": "PLAN " + p, "priority": "high", "status": "pending"}]}}),
+        upd({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "name": PAYLOADS[1],
+             "title": "TITLE " + p, "kind": "edit", "status": "in_progress",
+             "rawInput": {"path": PAYLOADS[2], "cmd": p},
+             "locations": [{"path": "/ws/" + PAYLOADS[0]}]}),
+        upd({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed",
+             "rawOutput": {"out": "OUTPUT " + p},
+             "content": [{"type": "content", "content": {"type": "text", "text": "OUTPUT " + p}},
+                         {"type": "diff", "changes": [{"operation": "modify",
+                                                       "path": "/ws/" + PAYLOADS[1]}],
+                          "patch": {"format": "unified", "text": "--- a\n+++ b\n@@ -1 +1 @@\n-"
+                                    + PAYLOADS[0] + "\n+" + PAYLOADS[1] + "\n"}}]}),
+        ("a2c", {"jsonrpc": "2.0", "method": PAYLOADS[1], "params": {"x": p}}),
+        ("a2c", {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission", "params": {
+            "sessionId": sid, "toolCall": {"toolCallId": "c1"},
+            "title": "PERMISSION " + p,
+            "options": [{"optionId": "allow", "name": PAYLOADS[1], "kind": "allow_once"}]}}),
+        ("c2a", {"jsonrpc": "2.0", "id": 7, "result": {
+            "outcome": {"outcome": "selected", "optionId": "allow"}}}),
+    ])
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("hostile")
+    wire = tmp / "hostile.jsonl"
+    wire.write_bytes(_hostile())
+    html = tmp / "hostile.html"
+    r = run_tool("view", str(wire), "-o", str(html))
+    assert r.returncode == 0, r.stderr
+    return {"wire": wire, "html": html}
+
+
+def test_the_html_holds_no_recorded_markup(hostile):
+    page = hostile["html"].read_bytes()
+    body = page[page.index(b'id="acp-data">'):]
+    data = body[len(b'id="acp-data">'):body.index(b"</script>")]
+    for p in PAYLOADS:  # (a javascript: URL in JSON text is inert text: it stays)
+        if "<" in p:
+            assert p.encode() not in page
+    assert b"<" not in data and b">" not in data and b"&" not in data
+    assert page.count(b"<script") == 2 and page.count(b"</script>") == 2
+    assert b"onerror" not in page.replace(data, b"") and b"javascript:" not in page.replace(data, b"")
+
+
+def test_script_injections_render_as_text_and_run_none(browser, hostile):
+    opened = open_page(browser, hostile["html"])
+    page = opened.page
+    assert page.evaluate("window.__pwned") is None
+    assert opened.dialogs == []
+    assert opened.foreign_requests == []
+    assert opened.console_errors == []
+    # nothing from the data became an element: no image, svg, link, style or extra script
+    assert page.evaluate("document.querySelectorAll('img, svg, a, iframe, object, embed').length") == 0
+    assert page.evaluate("document.scripts.length") == 2
+    assert page.evaluate("document.querySelectorAll('style').length") == 1
+    text = page.locator("#t-body").inner_text()
+    for word in ("PROMPT", "ANSWER", "PLAN", "TITLE", "OUTPUT", "PERMISSION"):
+        assert f"{word} {PAYLOADS[0]}" in text or f"{word} " + " ".join(PAYLOADS).split("\u2028")[0] in text, word
+    assert PAYLOADS[1] in text and PAYLOADS[2] in text  # the tool name, the link's URI: text
+    page.locator("details.thought summary").click()
+    assert "THOUGHT " + PAYLOADS[0] in page.locator("details.thought").inner_text()
+    # the diff shows the injected lines as lines of the diff
+    assert page.locator(".diff .del").inner_text() == "-" + PAYLOADS[0]
+    assert page.locator(".diff .add").inner_text() == "+" + PAYLOADS[1]
+    # the timeline: the method name and every raw frame are text too
+    page.click("#tab-timeline")
+    page.uncheck("#f-runs")
+    records = [orjson.loads(x) for x in hostile["wire"].read_bytes().splitlines()[1:]]
+    for i, rec in enumerate(records):
+        row_of(page, i).click()
+        assert page.locator("#raw").text_content() == rec["raw"]
+    page.fill("#f-search", "onerror")
+    assert page.evaluate("window.__pwned") is None
+    assert page.evaluate("document.querySelectorAll('img, svg, a').length") == 0
+    assert opened.dialogs == [] and opened.console_errors == []
+
+
+def test_the_policy_forbids_network_and_foreign_script(browser, hostile, tmp_path):
+    """Even markup that got into the page could do nothing: the page's own policy
+    refuses an inline script and an image it did not name."""
+    page_bytes = hostile["html"].read_bytes()
+    planted = page_bytes.replace(
+        b"</body>", b'<img src="http://127.0.0.1:9/x.png"><script>window.__pwned=9</script></body>')
+    evil = tmp_path / "planted.html"
+    evil.write_bytes(planted)
+    opened = open_page(browser, evil)
+    assert opened.page.evaluate("window.__pwned") is None
+    assert opened.foreign_requests == ["http://127.0.0.1:9/x.png"]  # attempted, and
+    assert opened.failed == [("http://127.0.0.1:9/x.png", "csp")]  # blocked by the policy
+    assert any("Content Security Policy" in e for e in opened.console_errors)
+
+
+def test_bytes_that_are_not_utf8_show_as_hex(browser, tmp_path):
+    head = {"format": "acp-pipes/wire", "version": 1, "recorder": "hand", "argv": ["a"],
+            "started": "2026-01-01T00:00:00.000000Z", "clock": "nanos", "env": {}}
+    raw = b'{"jsonrpc":"2.0","method":"x","params":{"s":"\xff<script>"}}'
+    rec = {"seq": 0, "t": 5, "dir": "a2c", "raw_b64": base64.b64encode(raw).decode()}
+    wire = tmp_path / "bin.jsonl"
+    wire.write_bytes(orjson.dumps(head) + b"\n" + orjson.dumps(rec) + b"\n")
+    html = tmp_path / "bin.html"
+    assert run_tool("view", str(wire), "-o", str(html)).returncode == 0
+    opened = open_page(browser, html)
+    page = opened.page
+    assert not page.locator("#timeline").is_hidden()  # no session: the timeline first
+    page.locator("#tl-space .tl-row[data-frame='0']").click()
+    dump = page.locator("#raw").text_content()
+    assert dump.startswith("00000000  7b 22 6a 73")
+    assert "22 ff 3c 73" in dump
+    assert opened.console_errors == []
+
+
+def test_asr_streams_give_a_transcript_without_timeline(browser, echo, tmp_path):
+    streams = tmp_path / "streams"
+    assert run_tool("asr", "-o", str(streams), str(echo["wire"])).returncode == 0
+    html = tmp_path / "asr.html"
+    r = run_tool("view", *map(str, sorted(streams.iterdir())), "-o", str(html))
+    assert r.returncode == 0, r.stderr
+    opened = open_page(browser, html)
+    assert opened.page.locator(".card.tool").count() == 5
+    assert opened.page.locator(".card.tool .foot button").count() == 0  # no frames to show
+    assert opened.console_errors == []
+
+
+def _fixture(name: str) -> Path:
+    return Path(__file__).parent / "fixtures" / "asr" / name / "wire.jsonl"
+
+
+def test_diffs_render_as_diffs_ASR_715(browser, tmp_path):
+    html = tmp_path / "diff.html"
+    assert run_tool("view", str(_fixture("ASR-715-diff-to-file-change")), "-o", str(html)).returncode == 0
+    page = open_page(browser, html).page
+    card = page.locator(".card.tool").first
+    assert card.locator(".fchange li").first.inner_text() == "modify /ws/app/src/a.py"
+    assert card.locator(".diff .meta").first.inner_text() == "diff --git a/src/a.py b/src/a.py"
+
+
+def test_forks_and_subagents_link_their_sessions_ASR_718_ASR_721(browser, tmp_path):
+    for name in ("ASR-718-fork-lineage", "ASR-721-subagents"):
+        html = tmp_path / f"{name}.html"
+        assert run_tool("view", str(_fixture(name)), "-o", str(html)).returncode == 0
+        page = open_page(browser, html).page
+        links = page.locator(".shead dd button")
+        assert links.count() >= 1, name
+        target = links.first.inner_text().split()[-1]
+        links.first.click()
+        assert page.locator(".shead h2").inner_text() == target, name
+        back = page.locator(".shead dd button").first
+        assert back.count() == 1, name
