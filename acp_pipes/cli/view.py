@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, run
 from acp_pipes.jsonl import STDIN
 
@@ -25,7 +26,9 @@ frame's exact bytes. ASR streams and folded entities have no frames: transcript 
 Everything recorded is shown as text, never as markup: the data is embedded as escaped
 JSON and the page's Content-Security-Policy allows no network and no script but its own.
 Lines the readers skip are reported on stderr and listed in the page; an input cut short
-is shown as read, then reported (exit 2). See docs/acp-view.md."""
+is shown as read, then reported (exit 2).
+
+""" + f"Manual: {page('acp-view.md')}"
 
 EXAMPLE = """\
 acp-view wire.jsonl -o session.html
