@@ -758,7 +758,9 @@ const timeline = (function () {
   }
   function show() {
     if (!built) { setup(); rebuild(); }
-    requestAnimationFrame(draw);
+    draw();
+    document.body.dataset.timeline = '1';
+    performance.mark('acp-view:timeline');
   }
   return {show, reveal, select};
 })();
@@ -782,6 +784,7 @@ function start() {
   if (sessions.length) { renderTranscript(); showTab('transcript'); }
   else { renderTranscript(); showTab(F.n ? 'timeline' : 'transcript'); }
   document.body.dataset.ready = '1';
+  performance.mark('acp-view:ready');  // how long the page took to open (bench/bench_view.py)
 }
 start();
 """
