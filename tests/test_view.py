@@ -178,18 +178,29 @@ def test_an_input_cut_short_is_shown_as_read_then_reported(tmp_path, cut_asr_str
     assert r.returncode == 2 and r.stdout.endswith(b"</html>\n")
 
 
-def test_a_v1_recording_gets_its_timeline_and_says_why_it_has_no_transcript(tmp_path):
+def test_a_v1_recording_gets_its_timeline_and_its_transcript():
+    """ACP v1 (what agents in use speak) converts as acp-asr converts it."""
+    wire = FIXTURES / "ASR-714-v1-tool-calls" / "wire.jsonl"
+    rec = load([str(wire)])
+    assert len(rec.timeline) == len(wire.read_bytes().splitlines()) - 1
+    assert not any("no transcript" in n for n in rec.notes)
+    (session,) = rec.sessions.values()
+    calls = [r for r in _asr("ASR-714-v1-tool-calls") if r["type"] == "tool_call"]
+    tools = [it for it in session.items if it["k"] == "tool"]
+    assert [t["call"]["callId"] for t in tools] == [c["callId"] for c in calls]
+
+
+def test_a_protocol_version_the_fold_does_not_know_still_has_its_timeline(tmp_path):
     msgs = [("c2a", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                     "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
-            ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}})]
+                     "params": {"protocolVersion": 99, "clientCapabilities": {}}}),
+            ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 99}})]
     head = {"format": "acp-pipes/wire", "version": 1, "recorder": "t", "argv": ["a"],
             "started": "2026-01-01T00:00:00.000000Z", "clock": "nanos", "env": {}}
     lines = [orjson.dumps(head)] + [
         orjson.dumps({"seq": i, "t": i, "dir": d, "raw": orjson.dumps(m).decode()})
         for i, (d, m) in enumerate(msgs)]
-    path = tmp_path / "v1.jsonl"
+    path = tmp_path / "v99.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     rec = load([str(path)])
-    assert len(rec.timeline) == 2
-    assert not rec.sessions  # the mapping converts ACP v2: the page says why
-    assert any("no transcript" in n and "protocol version 1" in n for n in rec.notes)
+    assert len(rec.timeline) == 2 and not rec.sessions
+    assert any(n.startswith("no transcript: ") and "99" in n for n in rec.notes)

@@ -389,3 +389,21 @@ def test_forks_and_subagents_link_their_sessions_ASR_718_ASR_721(browser, tmp_pa
         assert page.locator(".shead h2").inner_text() == target, name
         back = page.locator(".shead dd button").first
         assert back.count() == 1, name
+
+
+def test_a_v1_recording_has_its_tool_cards(browser, tmp_path):
+    """ACP v1, what agents in use speak: the cards of its tool calls (v1 ``tool_call``
+    and ``tool_call_update``), one per call ID of the stream."""
+    wire = _fixture("ASR-714-v1-tool-calls")
+    calls = {m["params"]["update"]["toolCallId"] for m in _messages(
+        [orjson.loads(x) for x in wire.read_bytes().splitlines()[1:]])
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] in ("tool_call", "tool_call_update")}
+    html = tmp_path / "v1.html"
+    assert run_tool("view", str(wire), "-o", str(html)).returncode == 0
+    opened = open_page(browser, html)
+    cards = opened.page.locator(".card.tool")
+    assert {cards.nth(i).get_attribute("data-call-id") for i in range(cards.count())} == calls
+    assert cards.count() == len(calls) == 2
+    assert "Fetch example.com" in cards.nth(1).inner_text()
+    assert opened.console_errors == []

@@ -10,8 +10,8 @@ stream has one direction: it has a timeline but no transcript.
 Damaged input is shown as far as it was read: lines the readers skip are reported
 through ``warn`` and listed in the page; an input unreadable past a point (a ``.gz`` cut
 short) keeps what came before and is returned in :attr:`Recording.cut` for the caller to
-report after the page is written. A recording the mapping cannot convert (a protocol
-version it does not cover) still gets its timeline, with the reason in the page.
+report after the page is written. A recording the fold cannot read (a protocol version
+it does not know) still gets its timeline, with the reason in the page.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def _renamed(warn: Warn, path: str, name: str) -> Warn:
 def _convert(rec: Recording, inputs: list[tuple[str, str]], warn: Warn,
              headers: dict[str, dict], records: dict[str, list[dict]]) -> None:
     """Fold and map each input as acp-asr does (one connection per wire log)."""
-    from acp_pipes.asr.mapping import Converter, V1Error
+    from acp_pipes.asr.mapping import Converter
     from acp_pipes.fold import ProtocolVersionError, fold_paths
 
     conv = Converter()
@@ -168,7 +168,7 @@ def _convert(rec: Recording, inputs: list[tuple[str, str]], warn: Warn,
             for r in fold_paths([path], warn=_renamed(warn, path, name),
                                 connection=conv.conn + (1 if i else 0), after_final=False):
                 feed(r)
-    except (ProtocolVersionError, V1Error) as e:
+    except ProtocolVersionError as e:
         rec.notes.append(f"no transcript: {e}")
         conv.close()
         return
