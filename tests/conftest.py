@@ -84,3 +84,16 @@ def cut_asr_stream(tmp_path_factory) -> dict:
     prefix = tmp / "prefix.asr.jsonl"
     prefix.write_bytes(before)
     return {"whole": whole, "cut": cut, "prefix": prefix, "lines": before.count(b"\n")}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, headless, under Playwright (tests/view_browser.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.view_browser import FLAGS, chromium_path
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path(), args=FLAGS)
+        yield b
+        b.close()

@@ -16,17 +16,7 @@ from playwright.sync_api import expect
 
 from acp_pipes.echo_client import client_session
 from tests.conftest import record_lockstep, run_tool
-from tests.view_browser import FLAGS, chromium_path, open_page
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_path(), args=FLAGS)
-        yield b
-        b.close()
+from tests.view_browser import PAYLOADS, hostile_wire, open_page
 
 
 @pytest.fixture(scope="module")
@@ -189,84 +179,11 @@ def test_a_transcript_card_links_to_its_frames(browser, echo):
 
 # -- untrusted input ----------------------------------------------------------------
 
-PAYLOADS = [
-    "</script><script>window.__pwned = 1; alert(1)</script>",
-    "<img src=x onerror=\"window.__pwned = 2; alert(2)\">",
-    "javascript:window.__pwned=3;alert(3)",
-    "<!--<script>window.__pwned = 4</script>-->",
-    "<svg onload=\"window.__pwned=5\"><a href=\"javascript:alert(5)\">x</a></svg>",
-    "\u2028\u2029<style>body{display:none}</style>",
-]
-
-
-def _wire(records: list[tuple[str, dict]]) -> bytes:
-    head = {"format": "acp-pipes/wire", "version": 1, "recorder": "hand", "argv": ["a"],
-            "started": "2026-01-01T00:00:00.000000Z", "clock": "nanos", "env": {}}
-    out = [orjson.dumps(head)]
-    for seq, (d, msg) in enumerate(records):
-        out.append(orjson.dumps({"seq": seq, "t": 1_767_225_600_000_000_000 + seq * 1000,
-                                 "dir": d, "raw": orjson.dumps(msg).decode()}))
-    return b"\n".join(out) + b"\n"
-
-
-def _hostile() -> bytes:
-    p = " ".join(PAYLOADS)
-    sid = PAYLOADS[0]
-
-    def upd(update: dict) -> tuple[str, dict]:
-        return "a2c", {"jsonrpc": "2.0", "method": "session/update",
-                       "params": {"sessionId": sid, "update": update}}
-
-    return _wire([
-        ("c2a", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                 "params": {"protocolVersion": 2, "info": {"name": p, "version": "1"},
-                            "capabilities": {}}}),
-        ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {
-            "protocolVersion": 2, "info": {"name": PAYLOADS[1], "version": PAYLOADS[2]},
-            "capabilities": {"session": {}}}}),
-        ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
-                 "params": {"cwd": "/ws/" + PAYLOADS[1], "mcpServers": []}}),
-        ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": sid}}),
-        ("c2a", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
-            "sessionId": sid, "prompt": [{"type": "text", "text": "PROMPT " + p},
-                                         {"type": "resource_link", "name": PAYLOADS[1],
-                                          "uri": PAYLOADS[2]}]}}),
-        ("a2c", {"jsonrpc": "2.0", "id": 2, "result": {"messageId": "m1"}}),
-        upd({"sessionUpdate": "user_message", "messageId": "m1",
-             "content": [{"type": "text", "text": "PROMPT " + p}]}),
-        upd({"sessionUpdate": "agent_thought_chunk", "messageId": "t1",
-             "content": {"type": "text", "text": "THOUGHT " + p}}),
-        upd({"sessionUpdate": "agent_message_chunk", "messageId": "a1",
-             "content": {"type": "text", "text": "ANSWER " + p}}),
-        upd({"sessionUpdate": "plan_update", "plan": {
-            "type": "items", "planId": "p1",
-            "entries": [{"content": "PLAN " + p, "priority": "high", "status": "pending"}]}}),
-        upd({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "name": PAYLOADS[1],
-             "title": "TITLE " + p, "kind": "edit", "status": "in_progress",
-             "rawInput": {"path": PAYLOADS[2], "cmd": p},
-             "locations": [{"path": "/ws/" + PAYLOADS[0]}]}),
-        upd({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed",
-             "rawOutput": {"out": "OUTPUT " + p},
-             "content": [{"type": "content", "content": {"type": "text", "text": "OUTPUT " + p}},
-                         {"type": "diff", "changes": [{"operation": "modify",
-                                                       "path": "/ws/" + PAYLOADS[1]}],
-                          "patch": {"format": "unified", "text": "--- a\n+++ b\n@@ -1 +1 @@\n-"
-                                    + PAYLOADS[0] + "\n+" + PAYLOADS[1] + "\n"}}]}),
-        ("a2c", {"jsonrpc": "2.0", "method": PAYLOADS[1], "params": {"x": p}}),
-        ("a2c", {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission", "params": {
-            "sessionId": sid, "toolCall": {"toolCallId": "c1"},
-            "title": "PERMISSION " + p,
-            "options": [{"optionId": "allow", "name": PAYLOADS[1], "kind": "allow_once"}]}}),
-        ("c2a", {"jsonrpc": "2.0", "id": 7, "result": {
-            "outcome": {"outcome": "selected", "optionId": "allow"}}}),
-    ])
-
-
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("hostile")
     wire = tmp / "hostile.jsonl"
-    wire.write_bytes(_hostile())
+    wire.write_bytes(hostile_wire())
     html = tmp / "hostile.html"
     r = run_tool("view", str(wire), "-o", str(html))
     assert r.returncode == 0, r.stderr
