@@ -55,10 +55,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         paths = [spooled if f == STDIN else f for f in files]
         names = ["stdin" if f == STDIN else f for f in files]
 
-        def warn(source: str, line: int, message: str) -> None:
-            ctx.warn(message, source, line)
-
-        recording = load(paths, names, direction=args.direction, warn=warn)
+        recording = load(paths, names, direction=args.direction, warn=ctx.warn)
     finally:
         if spooled:
             os.unlink(spooled)
@@ -66,7 +63,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if recording.cut:  # shown as read; the input still could not be read whole
         ctx.out.flush()
         for e in recording.cut[1:]:
-            ctx.warn(e.message, e.source, e.line)
+            ctx.warn(e.source, e.line, e.message)
         raise recording.cut[0]
     return 0
 

@@ -16,20 +16,17 @@ it does not know) still gets its timeline, with the reason in the page.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from acp_pipes.errors import Warn
 from acp_pipes.jsonl import InputError, display_name, read_lines
 from acp_pipes.streams import ASR, FOLD, describe, header_format
 from acp_pipes.view.timeline import Strings, Timeline
 from acp_pipes.view.transcript import SessionView, lineage_links
 
 __all__ = ["Recording", "kind_of", "load"]
-
-Warn = Callable[[str, int, str], None]
-
 
 class Recording:
     """What one page shows: inputs, the timeline, the sessions, notes for the reader."""
