@@ -24,7 +24,16 @@ from pathlib import Path
 
 import orjson
 
-from bench.common import max_rss, median_cpu, median_wall, run_cmd, side_by_side, table, tool, workdir
+from bench.common import (
+    max_rss,
+    median_cpu,
+    median_wall,
+    run_cmd,
+    side_by_side,
+    table,
+    tool,
+    workdir,
+)
 
 SIZES = (1_000, 10_000, 100_000)
 REPEAT = 5
