@@ -5,9 +5,9 @@ Workload (the seed's): one session of 1000 prompts (quick: 50) from
 are whole processes as a user starts them, interleaved, medians of N. That piped session is the
 worst case for a proxy: the agent does almost nothing per frame, so the proxy's own
 start-up and per-frame work are the whole difference. The second workload is the same
-session driven turn by turn as an editor does (``tests/clients/lockstep_client.py``
-sends each frame once the agent has answered the previous one), which is what acp-tee
-sits in front of in real use.
+session driven turn by turn as an editor does (the editor is played by
+``acp-tee --script CLIENT -o /dev/null``, which sends each frame once the agent has
+answered the previous one), which is what acp-tee sits in front of in real use.
 
 Besides the totals, two fixed costs are measured in the same run: how much later the
 agent starts behind acp-tee than on its own (a probe agent prints the time it started),
@@ -18,10 +18,10 @@ any proxy written in Python. The per-frame figure is given with and without the 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from bench.common import (
     Run,
@@ -34,9 +34,6 @@ from bench.common import (
     tool,
     workdir,
 )
-
-LOCKSTEP = Path(__file__).resolve().parents[1] / "tests" / "clients" / "lockstep_client.py"
-
 
 PROBE = ["sh", "-c", "date +%s%N"]  # an agent that says when it started, in ns
 
@@ -60,7 +57,7 @@ def main(quick: bool) -> str:
     direct_out, tee_out, wire = d / "direct.out", d / "tee.out", d / "wire.jsonl"
     agent = tool("echo-agent")
     proxied = tool("tee", "-o", str(wire), "--", *agent)
-    lockstep = [sys.executable, str(LOCKSTEP), str(client), "--"]
+    lockstep = tool("tee", "--script", str(client), "-o", os.devnull, "--")
 
     runs = side_by_side({
         "direct": lambda: run_cmd(agent, stdin=client, stdout=direct_out),
@@ -111,6 +108,4 @@ def main(quick: bool) -> str:
 
 
 if __name__ == "__main__":
-    import sys
-
     print(main("--quick" in sys.argv))

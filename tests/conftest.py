@@ -32,24 +32,20 @@ def run_tool(
     )
 
 
-LOCKSTEP_CLIENT = REPO / "tests" / "clients" / "lockstep_client.py"
-
-
 def record_lockstep(client: list[bytes], wire: Path, agent: list[str] | None = None,
                     tmp: Path | None = None) -> bytes:
     """Record ``client`` (frames without LF) against ``agent`` (default: the echo agent)
-    under the real acp-tee, sent turn by turn as an editor would, so two recordings of a
-    deterministic session interleave the directions identically. Returns what the client
-    received."""
+    with the real ``acp-tee --script``, which sends each frame once the agent has answered
+    the previous one, as an editor waits: two recordings of a deterministic session
+    interleave the directions identically. Returns what the client received."""
     script = (tmp or wire.parent) / (wire.name + ".client.jsonl")
     script.write_bytes(b"".join(line + b"\n" for line in client))
     proc = subprocess.run(
-        [sys.executable, str(LOCKSTEP_CLIENT), str(script), "--",
-         *tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
-                    *(agent or tool_argv("echo-agent")))],
-        capture_output=True, env=tool_env(), timeout=120,
+        tool_argv("tee", "--script", str(script), "-o", str(wire), "--clock", "epoch",
+                  "--no-host", "--", *(agent or tool_argv("echo-agent"))),
+        capture_output=True, env=tool_env(), timeout=120, stdin=subprocess.DEVNULL,
     )
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode(errors="replace")
     return proc.stdout
 
 

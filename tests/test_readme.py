@@ -2,8 +2,9 @@
 
 Each ```console block is a shell session: ``$ `` starts a command (a trailing ``\\``
 continues it), the lines up to the next command are its expected output. The blocks
-run in order in one scratch directory holding the example and the client script, with
-the checkout's ``bin/`` and this Python first on PATH, as a reader following along has.
+run in order in one scratch directory holding the examples, with the checkout's ``bin/``
+first on PATH, as a reader following along has (tests/test_installed.py runs them again
+with the installed commands).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 from tests.conftest import REPO, tool_env
 
@@ -43,11 +42,8 @@ def console_sessions(text: str) -> list[tuple[str, str]]:
 
 def test_readme_console_examples_run_as_shown(tmp_path):
     shutil.copytree(REPO / "examples", tmp_path / "examples")
-    shutil.copytree(REPO / "tests" / "clients", tmp_path / "tests" / "clients",
-                    ignore=shutil.ignore_patterns("node_modules"))
     env = tool_env()
-    env["PATH"] = os.pathsep.join([str(REPO / "bin"), str(Path(sys.executable).parent),
-                                   env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([str(REPO / "bin"), env.get("PATH", "")])
     sessions = console_sessions((REPO / "README.md").read_text())
     assert len(sessions) >= 8  # the three pipelines are there
     for command, expected in sessions:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
 from acp_pipes.wire import decode_raw
-from tests.conftest import REPO, run_tool, tool_argv, tool_env
-
-CLIENTS = REPO / "tests" / "clients"
+from tests.conftest import run_tool, tool_argv, tool_env
 
 PROMPTS = 1000
 
@@ -28,7 +26,7 @@ def lines(data: bytes) -> list[bytes]:
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> dict:
     """A 1000-prompt echo session (every 10th asks permission, every 25th elicits),
-    recorded by acp-tee over real pipes, turn by turn (the lockstep client waits for each
+    recorded by acp-tee over real pipes, turn by turn (``--script`` waits for each
     answer, as an editor does); also framed by acp-frame."""
     d = tmp_path_factory.mktemp("replay")
     client = run_tool("echo-agent", "--client-session", str(PROMPTS), "--permission-every",
@@ -37,10 +35,9 @@ def session(tmp_path_factory) -> dict:
     script.write_bytes(client)
     wire = d / "wire.jsonl"
     rec = subprocess.run(
-        [sys.executable, str(CLIENTS / "lockstep_client.py"), str(script), "--",
-         *tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
-                    *tool_argv("echo-agent"))],
-        capture_output=True, env=tool_env(), check=True)
+        tool_argv("tee", "--script", str(script), "-o", str(wire), "--clock", "epoch",
+                  "--no-host", "--", *tool_argv("echo-agent")),
+        capture_output=True, env=tool_env(), check=True, stdin=subprocess.DEVNULL)
     frames = d / "frames.jsonl"
     framed = run_tool("frame", str(wire), "-o", str(frames))
     assert framed.returncode == 0, framed.stderr
@@ -62,11 +59,12 @@ def report(proc: subprocess.CompletedProcess) -> dict:
 def test_an_interactive_client_gets_the_recorded_bytes_of_1000_prompts(session):
     assert session["agent"].count(b'"method":"session/request_permission"') == PROMPTS // 10
     assert session["agent"].count(b'"method":"elicitation/create"') == PROMPTS // 25
-    # the lockstep client waits for each answer: it would hang (or fail) on a missing one
+    # a client that waits for each answer (acp-tee --script, as an editor waits) would
+    # hang, or say what it could not send, on a missing one
     p = subprocess.run(
-        [sys.executable, str(CLIENTS / "lockstep_client.py"), str(session["script"]), "--",
-         *tool_argv("replay", str(session["wire"]))],
-        capture_output=True, env=tool_env(), timeout=60)
+        tool_argv("tee", "--script", str(session["script"]), "-o", os.devnull, "--",
+                  *tool_argv("replay", str(session["wire"]))),
+        capture_output=True, env=tool_env(), timeout=60, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
     assert p.stdout == session["agent"]
     assert p.stderr == b""
@@ -271,10 +269,11 @@ def test_a_cut_trace_replays_up_to_the_cut_and_says_so(session, tmp_path):
     assert p.stdout and session["agent"].startswith(p.stdout)
     # an interactive client waiting for the rest of the turn is not left hanging
     waiting = subprocess.run(
-        [sys.executable, str(CLIENTS / "lockstep_client.py"), str(session["script"]), "--",
-         *tool_argv("replay", str(trace))],
-        capture_output=True, env=tool_env(), timeout=60)
+        tool_argv("tee", "--script", str(session["script"]), "-o", os.devnull, "--",
+                  *tool_argv("replay", str(trace))),
+        capture_output=True, env=tool_env(), timeout=60, stdin=subprocess.DEVNULL)
     assert waiting.returncode == 1  # the "agent" ended before answering everything
+    assert b"acp-tee: the agent ended before the script did" in waiting.stderr
     assert waiting.stdout == p.stdout
     assert report(waiting)["event"] == "trace_cut"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -508,7 +509,7 @@ def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
 
 _OPTIONS = ["-o", "--output", "--clock", "--capture-env", "--no-host", "--keep-secrets",
             "--help", "-h", "--version", "--out", "--no-h", "--clock=epoch", "-ow.jsonl",
-            "-x", "--", ""]
+            "-x", "--script", "--", ""]
 _VALUES = ["epoch", "system", "nanos:5", "nanos:-1", "nanos:x", "bogus", "-x", "--x", "-1",
            "", "w.jsonl", "-", "--", "HOME"]
 # Command lines shaped like real ones (options, values, then -- and a command), with
@@ -665,3 +666,191 @@ def test_a_pinned_clock_beyond_64_bits_is_a_usage_error(tmp_path):
     r = tee("--clock", "nanos:18446744073709551616", "-o", str(tmp_path / "w.jsonl"), "--",
             "true")
     assert r.returncode == 2 and b"--clock nanos:N needs" in r.stderr
+
+
+# -- the client from a script: --script ---------------------------------------------------
+
+
+def _tee_script(tmp_path: Path, frames: list[bytes], agent: list[str], *flags: str
+                ) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    script, wire = tmp_path / "script.jsonl", tmp_path / "w.jsonl"
+    script.write_bytes(b"".join(f + b"\n" for f in frames))
+    r = subprocess.run(tool_argv("tee", "--script", str(script), "-o", str(wire), *flags, "--",
+                                 *agent),
+                       capture_output=True, env=tool_env(), timeout=TIMEOUT,
+                       stdin=subprocess.DEVNULL)
+    return r, read_log(wire)[1] if wire.exists() else []
+
+
+def _steps(recs: list[dict]) -> list[str]:
+    """Each logged frame as DIR:what (the method, else the id it answers)."""
+    out = []
+    for rec in recs:
+        msg = orjson.loads(decode_raw(rec))
+        what = msg.get("method") or f"#{msg.get('id')}"
+        if what == "session/update":
+            update = msg["params"]["update"]
+            what = update.get("state") or update["sessionUpdate"]
+        out.append(f"{rec['dir']}:{what}")
+    return out
+
+
+def _rpc(id_, method, **params) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
+
+
+def test_script_waits_for_a_v2_turn_to_go_idle(tmp_path):
+    """ACP v2: the prompt's response comes at once, the turn ends with state idle later;
+    the next prompt waits for that (a script piped in would be read long before)."""
+    agent = agent_script(tmp_path, """
+        import json, time
+        for line in sys.stdin:
+            msg = json.loads(line)
+            def send(m):
+                os.write(1, json.dumps(m).encode() + b"\\n")
+            if msg["method"] == "initialize":
+                send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 2}})
+            elif msg["method"] == "session/prompt":
+                sid = msg["params"]["sessionId"]
+                send({"jsonrpc": "2.0", "id": msg["id"], "result": {"messageId": "m"}})
+                time.sleep(0.3)
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {
+                      "sessionId": sid, "update": {"sessionUpdate": "state_update",
+                                                   "state": "idle"}}})
+    """)
+    frames = [_rpc(0, "initialize", protocolVersion=2), b"",
+              _rpc(1, "session/prompt", sessionId="s", prompt=[]),
+              _rpc(2, "session/prompt", sessionId="s", prompt=[])]
+    r, recs = _tee_script(tmp_path, frames, agent)
+    assert (r.returncode, r.stderr) == (0, b"")
+    assert _steps(recs) == ["c2a:initialize", "a2c:#0", "c2a:session/prompt", "a2c:#1",
+                            "a2c:idle", "c2a:session/prompt", "a2c:#2", "a2c:idle"]
+    assert logged(recs, A2C) == r.stdout
+
+
+V1_AGENT = """
+    import asyncio
+    from acp import PROTOCOL_VERSION, run_agent, update_agent_message_text
+    from acp.schema import (InitializeResponse, NewSessionResponse, PermissionOption,
+                            PromptResponse, ToolCallUpdate)
+
+    class Echo:
+        def on_connect(self, conn):
+            self.conn = conn
+
+        async def initialize(self, protocol_version, **kw):
+            return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+
+        async def new_session(self, cwd, **kw):
+            return NewSessionResponse(session_id="v1-sess")
+
+        async def prompt(self, session_id, prompt, **kw):
+            text = prompt[0].text
+            await asyncio.sleep(0.2)  # a client that did not wait would be ahead by now
+            await self.conn.session_update(session_id, update_agent_message_text(text))
+            if text.startswith("/permission"):
+                await self.conn.request_permission(
+                    session_id=session_id, tool_call=ToolCallUpdate(tool_call_id="call-1"),
+                    options=[PermissionOption(option_id="allow", name="Allow",
+                                              kind="allow_once")])
+                await asyncio.sleep(0.2)
+                await self.conn.session_update(session_id, update_agent_message_text("ran"))
+            return PromptResponse(stop_reason="end_turn")
+
+    asyncio.run(run_agent(Echo()))
+"""
+
+
+def test_script_drives_an_acp_v1_agent_turn_by_turn(tmp_path):
+    """ACP v1 (an agent on the official v1 SDK): no state updates; a turn ends at the
+    prompt's response, which the next prompt waits for; the agent's request is answered
+    by the script's next frame."""
+    agent = agent_script(tmp_path, V1_AGENT)
+
+    def prompt(id_, text):
+        return _rpc(id_, "session/prompt", sessionId="v1-sess",
+                    prompt=[{"type": "text", "text": text}])
+
+    frames = [_rpc(0, "initialize", protocolVersion=1, clientCapabilities={}),
+              _rpc(1, "session/new", cwd="/tmp", mcpServers=[]),
+              prompt(2, "hello"), prompt(3, "/permission please"),
+              b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"selected",'
+              b'"optionId":"allow"}}}',
+              prompt(4, "bye")]
+    r, recs = _tee_script(tmp_path, frames, agent, "--clock", "epoch")
+    assert (r.returncode, r.stderr) == (0, b""), r.stderr
+    assert _steps(recs) == [
+        "c2a:initialize", "a2c:#0", "c2a:session/new", "a2c:#1",
+        "c2a:session/prompt", "a2c:agent_message_chunk", "a2c:#2",
+        "c2a:session/prompt", "a2c:agent_message_chunk", "a2c:session/request_permission",
+        "c2a:#0", "a2c:agent_message_chunk", "a2c:#3",
+        "c2a:session/prompt", "a2c:agent_message_chunk", "a2c:#4"]
+
+
+def test_script_answers_a_v2_request_without_requires_action(tmp_path):
+    """An ACP v2 agent that asks without reporting requires_action is answered once it
+    has gone quiet (acp_pipes.tee.script.QUIET), not waited for forever."""
+    agent = agent_script(tmp_path, """
+        import json
+        lines = iter(sys.stdin)
+        def send(m):
+            os.write(1, json.dumps(m).encode() + b"\\n")
+        for line in lines:
+            msg = json.loads(line)
+            if msg.get("method") == "session/prompt":
+                send({"jsonrpc": "2.0", "id": msg["id"], "result": {"messageId": "m"}})
+                send({"jsonrpc": "2.0", "id": "ask", "method": "fs/read_text_file",
+                      "params": {"sessionId": "s", "path": "/x"}})
+                answer = json.loads(next(lines))
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {
+                      "sessionId": "s", "update": {"sessionUpdate": "state_update",
+                                                   "state": "idle"}}})
+    """)
+    frames = [_rpc(1, "session/prompt", sessionId="s", prompt=[]),
+              b'{"jsonrpc":"2.0","id":"ask","result":{"content":"x"}}']
+    r, recs = _tee_script(tmp_path, frames, agent)
+    assert (r.returncode, r.stderr) == (0, b"")
+    assert _steps(recs) == ["c2a:session/prompt", "a2c:#1", "a2c:fs/read_text_file",
+                            "c2a:#ask", "a2c:idle"]
+
+
+def test_script_the_agent_ends_early(tmp_path):
+    agent = agent_script(tmp_path, """
+        line = sys.stdin.readline()
+        os.write(1, b'{"jsonrpc":"2.0","id":1,"result":{}}\\n')
+        sys.exit(5)
+    """)
+    frames = [_rpc(1, "session/new", cwd="/"), _rpc(2, "session/new", cwd="/"),
+              _rpc(3, "session/new", cwd="/")]
+    r, recs = _tee_script(tmp_path, frames, agent)
+    assert r.returncode == 5
+    # the second frame may reach the pipe before the agent is gone, or not
+    said = re.fullmatch(rb"acp-tee: the agent ended before the script did: ([12]) of its 3 "
+                        rb"frames were sent\n", r.stderr)
+    assert said, r.stderr
+    assert _steps(recs) == ["c2a:session/new", "a2c:#1",
+                            "c2a:session/new"][:1 + int(said[1])]
+
+
+def test_script_that_cannot_be_read_starts_no_agent(tmp_path):
+    marker = tmp_path / "agent-ran"
+    r = tee("--script", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "w.jsonl"),
+            "--", "sh", "-c", f"touch {marker}")
+    assert r.returncode == 2
+    assert r.stderr.startswith(b"acp-tee: cannot read the script ")
+    assert not marker.exists()
+
+
+def test_script_recordings_of_the_echo_agent_are_identical(tmp_path):
+    """With permission requests (answered after the agent reports requires_action) and
+    elicitations, two --script recordings are the same file."""
+    client = list(client_session(30, permission_every=3, elicit_every=4))
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for wire in (a, b):
+        record_lockstep(client, wire)
+    assert a.read_bytes() == b.read_bytes()
+    steps = _steps(read_log(a)[1])
+    asks = [i for i, s in enumerate(steps) if s == "a2c:session/request_permission"]
+    assert len(asks) == 10
+    for i in asks:  # the answer follows the agent's report that it waits for the user
+        assert steps[i + 1] == "a2c:requires_action" and steps[i + 2].startswith("c2a:#")

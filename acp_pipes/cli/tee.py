@@ -56,6 +56,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="leave host os/arch/cwd/pid out of the header")
     p.add_argument("--keep-secrets", action="store_true",
                    help="log MCP server env/headers values as sent (default: redacted)")
+    p.add_argument("--script", metavar="CLIENT.jsonl",
+                   help="be the client: send the frames of this file (one a line) instead "
+                        "of stdin, each once the agent has answered the previous one, as an "
+                        "editor waits; for recordings that are the same in every run")
 
 
 def default_log_path() -> str:
@@ -112,6 +116,12 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         make_clock(args.clock)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    script = None
+    if args.script is not None:
+        try:
+            script = open(args.script, "rb")  # noqa: SIM115 - read to its end by the session
+        except OSError as e:
+            raise UsageError(f"cannot read the script {args.script}: {e.strerror or e}") from None
     log_path = args.output
     if not log_path:
         log_path = default_log_path()
@@ -125,6 +135,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         keep_secrets=args.keep_secrets,
         warn=ctx.note,
         agent=early,
+        script=script,
     )
 
 
@@ -137,8 +148,9 @@ def make_tool(early: Agent | None = None) -> Tool:
         prog="acp-tee",
         summary="Record an ACP session: a stdio proxy that forwards every byte untouched and "
                 "logs every frame.",
-        example="acp-tee -o /tmp/session.jsonl -- acp-echo-agent < client.jsonl > agent.jsonl\n"
-                "acp-frame /tmp/session.jsonl | head",
+        example="acp-tee -o session.jsonl -- acp-echo-agent < client.jsonl > agent.jsonl\n"
+                "acp-frame session.jsonl | head\n"
+                "acp-tee --script client.jsonl -o s.jsonl -- acp-echo-agent > /dev/null",
         run=lambda args, ctx: _run(args, ctx, early),
         configure=configure,
         description=DESCRIPTION + f"\n\nManual: {page('acp-tee.md')}",

@@ -40,7 +40,7 @@ from acp_pipes.wire import make_clock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
 __all__ = ["Agent", "record", "start_agent"]
 
@@ -213,6 +213,7 @@ def record(
     warn: Callable[[str], None] | None = None,
     forward_signals: bool = True,
     agent: Agent | None = None,
+    script: Iterable[bytes] | None = None,
 ) -> int:
     """Run ``argv`` as the agent between ``stdin_fd``/``stdout_fd`` and log to ``log_path``.
 
@@ -220,7 +221,10 @@ def record(
     (default: inherited) and is not logged. ``capture_env`` names the environment
     variables to record in the header (an unset one is recorded as null). ``agent``, from
     :func:`start_agent` with the same ``argv`` and ``clock``, is served instead of
-    starting one. Returns the agent's exit status (128+N if signal N killed it; 127/126 if
+    starting one. ``script`` (lines of client frames) replaces the client on
+    ``stdin_fd``: each frame is sent once the agent is done with the previous one, as an
+    editor waits (:mod:`acp_pipes.tee.script`), and the agent's stdin is closed after the
+    last. Returns the agent's exit status (128+N if signal N killed it; 127/126 if
     it could not be started, as a shell would). Raises ValueError for a bad ``clock`` or
     an empty ``argv``.
     """
@@ -247,7 +251,7 @@ def record(
         from acp_pipes.tee.pump import Session  # while the agent starts (see above)
 
         session = Session(agent.stdin, agent.stdout, stdin_fd=stdin_fd, stdout_fd=stdout_fd,
-                          warn=warn)
+                          warn=warn, script=script)
         session.open_log(log_path, agent.tick, redact=not keep_secrets)
         env = {name: os.environ.get(name) for name in capture_env}
         session.write_header(argv, started_ns=agent.started_ns, clock=clock, host=host,

@@ -148,12 +148,13 @@ class _Log:
 
 
 def _pump(src: int, dst: int, direction: str, log: _Log, *, wake: int | None = None,
-          on_dst_gone: Callable[[], None] | None = None, stop: threading.Event | None = None
-          ) -> None:
+          on_dst_gone: Callable[[], None] | None = None,
+          observe: Callable[[list[bytes]], None] | None = None) -> None:
     """Copy ``src`` to ``dst`` until EOF, logging each frame before forwarding it.
 
     ``wake`` (a pipe read end) ends the loop early when it becomes readable. When ``dst``
     goes away, ``on_dst_gone`` runs; without one, the rest of ``src`` is drained unlogged.
+    ``observe`` gets the frames of each read once they are forwarded.
     """
     pending = bytearray()  # an unfinished frame, held until its LF
     forwarding = True
@@ -198,6 +199,8 @@ def _pump(src: int, dst: int, direction: str, log: _Log, *, wake: int | None = N
             if on_dst_gone is not None:
                 on_dst_gone()
                 return
+        if observe is not None:
+            observe(frames)
     if pending and forwarding:
         tail = bytes(pending)
         log.frames(direction, [tail], nolf=True)
@@ -205,6 +208,8 @@ def _pump(src: int, dst: int, direction: str, log: _Log, *, wake: int | None = N
             _write_all(dst, tail)
         except OSError:
             pass
+        if observe is not None:
+            observe([tail])
 
 
 class Session:
@@ -212,7 +217,7 @@ class Session:
     ``finish`` (the caller owns the agent process and waits for it in between)."""
 
     def __init__(self, agent_in: int, agent_out: int, *, stdin_fd: int, stdout_fd: int,
-                 warn: Note):
+                 warn: Note, script: Iterable[bytes] | None = None):
         self.agent_in = agent_in
         self.agent_out = agent_out
         self.stdin_fd = stdin_fd
@@ -221,8 +226,15 @@ class Session:
         self.log = _Log(None, "", lambda: 0, False, warn)
         self._open = {agent_in, agent_out}
         self._wake_r, self._wake_w = os.pipe()
-        self._c2a = threading.Thread(target=self._client_to_agent, name="acp-tee c2a",
-                                     daemon=True)
+        self.script = script
+        self.lockstep = None
+        if script is not None:
+            from acp_pipes.tee.script import Lockstep
+
+            self.lockstep = Lockstep()
+        self._c2a = threading.Thread(
+            target=self._client_to_agent if script is None else self._script_to_agent,
+            name="acp-tee c2a", daemon=True)
         self._a2c = threading.Thread(target=self._agent_to_client, name="acp-tee a2c",
                                      daemon=True)
 
@@ -276,13 +288,49 @@ class Session:
             self.warn(f"internal error forwarding to the agent: {type(e).__name__}: {e}")
         self._close(self.agent_in)  # client EOF (or shutdown): the agent sees EOF too
 
+    def _script_to_agent(self) -> None:
+        """The client side from the script, each frame once the agent is done with the
+        previous one (:mod:`acp_pipes.tee.script`)."""
+        from acp_pipes.tee.script import script_frames
+
+        lockstep, frames, sent = self.lockstep, None, 0
+        try:
+            frames = script_frames(self.script)
+            for frame in frames:
+                if not lockstep.wait():
+                    self._unsent(1 + sum(1 for _ in frames), sent)
+                    break
+                lockstep.sending(frame)  # before the agent can answer it
+                self.log.frames(C2A, [frame])
+                try:
+                    _write_all(self.agent_in, frame + b"\n")
+                except OSError:  # the agent stopped reading
+                    self._unsent(1 + sum(1 for _ in frames), sent)
+                    break
+                sent += 1
+            else:
+                lockstep.wait()  # the last frame answered too, as an editor ends a session
+        except OSError as e:
+            self.warn(f"cannot read the script: {e.strerror or e}; sent {sent} frames")
+        except Exception as e:
+            self.warn(f"internal error sending the script: {type(e).__name__}: {e}")
+        self._close(self.agent_in)  # the script is over: the agent sees EOF
+
+    def _unsent(self, count: int, sent: int) -> None:
+        self.warn(f"the agent ended before the script did: {sent} of its {sent + count} "
+                  "frames were sent")
+
     def _agent_to_client(self) -> None:
+        lockstep = self.lockstep
         try:
             _pump(self.agent_out, self.stdout_fd, A2C, self.log,
-                  on_dst_gone=self._client_gone)
+                  on_dst_gone=self._client_gone,
+                  observe=lockstep.received if lockstep is not None else None)
         except Exception as e:
             self.warn(f"internal error forwarding to the client: {type(e).__name__}: {e}")
             self._client_gone()
+        if lockstep is not None:
+            lockstep.close()  # nothing more will answer the script
 
     def _client_gone(self) -> None:
         # The client stopped reading: let the agent see a closed pipe, as it would
