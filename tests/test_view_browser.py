@@ -324,3 +324,47 @@ def test_a_v1_recording_has_its_tool_cards(browser, tmp_path):
     assert cards.count() == len(calls) == 2
     assert "Fetch example.com" in cards.nth(1).inner_text()
     assert opened.console_errors == []
+
+
+def test_spec_violations_are_those_acp_frame_validate_reports(browser, hostile, tmp_path):
+    """The spec column shows, on each frame, the violations ``acp-frame --validate`` finds
+    (a prompt without its required field, a method no side defines, a request never
+    answered, ...); the filter shows just those frames."""
+    r = run_tool("frame", "--validate", str(hostile["wire"]))
+    found = [orjson.loads(x) for x in r.stdout.splitlines()]
+    found = [v for v in found if v["type"] == "violation"]
+    assert found
+    by_seq: dict[int, int] = {}
+    for v in found:
+        by_seq[v["seq"]] = by_seq.get(v["seq"], 0) + 1
+    page = open_page(browser, hostile["html"]).page
+    n = len(found)
+    assert page.locator("#summary").inner_text().endswith(f"{n} spec violation" + ("s" if n > 1 else ""))
+    page.click("#tab-timeline")
+    page.uncheck("#f-runs")
+    page.select_option("#f-kind", value="v")
+    rows = page.locator("#tl-space .tl-row:not([hidden])")
+    assert rows.count() == len(by_seq)
+    for k in range(rows.count()):
+        row = rows.nth(k)
+        seq = int(row.locator("span").first.inner_text())
+        assert row.locator("span").nth(9).inner_text() == f"⚠ {by_seq[seq]}"
+    row = rows.first
+    seq = int(row.locator("span").first.inner_text())
+    row.click()
+    spec = page.locator("#detail ul.viols li")
+    assert spec.count() == by_seq[seq]
+    first = next(v for v in found if v["seq"] == seq)
+    assert first["rule"] in spec.first.inner_text() and first["message"] in spec.first.inner_text()
+
+
+def test_a_clean_recording_says_no_violation(browser, tmp_path):
+    wire, html = tmp_path / "clean.jsonl", tmp_path / "clean.html"
+    record_lockstep(list(client_session(3, permission_every=2)), wire)
+    assert run_tool("frame", "--validate", str(wire)).returncode == 0
+    assert run_tool("view", str(wire), "-o", str(html)).returncode == 0
+    page = open_page(browser, html).page
+    assert page.locator("#summary").inner_text().endswith("no spec violation")
+    page.click("#tab-timeline")
+    row_of(page, 0).click()
+    assert "no violation" in page.locator("#detail").inner_text()

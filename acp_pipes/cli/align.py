@@ -25,7 +25,8 @@ tsSource, observedAt, native, supersedes, parent, copiedFrom).
 --format diff: a unified diff (-U N context), one line per step: direction arrow and a
   short summary (method, prompt text, update kind). json: counts, LCS length, edit
   distance and the first divergence with both steps described. dot / svg: a divergence
-  graph (svg needs Graphviz's dot program).
+  graph (svg needs Graphviz's dot program). html: the two runs side by side in one
+  self-contained page (-U N as for diff; see the acp-view manual).
 
 Three or more inputs draw one divergence tree (a prefix tree, shared runs of steps
 merged; formats dot, svg, json). --lineage STREAM... draws the sessions of ASR streams:
@@ -47,15 +48,15 @@ acp-align runs/*.jsonl --format svg -o tree.svg
 acp-align --lineage parent.asr.jsonl child.asr.jsonl --format svg -o lineage.svg
 """
 
-FORMATS = ("ops", "diff", "json", "dot", "svg")
+FORMATS = ("ops", "diff", "json", "dot", "svg", "html")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, dest="fmt",
-                   help="output: ops (JSONL, default for two inputs), diff, json, dot, svg "
+                   help="output: ops (JSONL, default for two inputs), diff, json, dot, svg, html "
                    "(json for three or more inputs, dot for --lineage)")
     p.add_argument("-U", "--context", type=int, default=3, metavar="N",
-                   help="--format diff: N steps of context around each change (default 3)")
+                   help="--format diff, html: N steps of context around each change (default 3)")
     p.add_argument("--ignore", action="append", default=[], metavar="POINTER",
                    help="JSON pointer (RFC 6901, '*' matches any key or index) of a volatile "
                    "field to leave out before hashing; repeatable (same meaning as in "
@@ -187,6 +188,11 @@ def _pair(args, ctx: Context, a, b, table) -> int:
                 out.write(line.encode("utf-8") + b"\n")
     elif fmt == "json":
         out.write(dumps(render.summary(al, a, b, table)))
+    elif fmt == "html":
+        from acp_pipes.view.sidebyside import align_page
+
+        out.write(align_page(render.ops(al, a, b, table), a, b,
+                             render.summary(al, a, b, table), args.context))
     else:
         from acp_pipes.align.graph import pair_graph
 

@@ -19,7 +19,8 @@ The page shows, per session, the transcript: messages, thoughts (collapsed), too
 with kind, status, input and output, diffs, terminal output, plans, permissions and
 questions with their answers, subagents and forks linked to their sessions, the losses
 the stream declares. And the protocol timeline of a trace: every frame with time,
-direction, kind, method, id, session, size and the latency to its pair; chunk runs
+direction, kind, method, id, session, size, the latency to its pair and each spec
+violation (the checks of acp-frame --validate, unless --no-validate); chunk runs
 collapsed; filters by session, kind, method and direction; search; a click shows the
 frame's exact bytes. ASR streams and folded entities have no frames: transcript only.
 
@@ -40,6 +41,9 @@ acp-frame wire.jsonl | acp-view > frames.html
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", choices=("c2a", "a2c"), dest="direction",
                    help="direction of a bare ACP JSONL input (streams with a header ignore it)")
+    p.add_argument("--no-validate", dest="validate", action="store_false",
+                   help="do not check the frames against the ACP spec (the timeline's spec "
+                   "column stays empty; saves the time acp-frame --validate takes)")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -55,7 +59,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         paths = [spooled if f == STDIN else f for f in files]
         names = ["stdin" if f == STDIN else f for f in files]
 
-        recording = load(paths, names, direction=args.direction, warn=ctx.warn)
+        recording = load(paths, names, direction=args.direction, warn=ctx.warn,
+                         validate=args.validate)
     finally:
         if spooled:
             os.unlink(spooled)

@@ -98,6 +98,7 @@ border-bottom:1px solid #eef0f3;left:0;right:0}
 #detail dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:4px 0 8px}
 #detail dt{color:var(--mute)}#detail dd{margin:0;word-break:break-all}
 #detail pre.raw{max-height:none}
+#detail ul.viols{margin:0;padding-left:16px}
 """
 
 JS = r"""
@@ -116,6 +117,10 @@ function title() {
   document.getElementById('title').textContent = names || 'acp-view';
   const parts = [sessions.length + (sessions.length === 1 ? ' session' : ' sessions'),
                  F.n + (F.n === 1 ? ' frame' : ' frames')];
+  if (D.validated) {
+    let n = 0; for (const k in F.viol) n += F.viol[k].length;
+    parts.push(n ? n + (n === 1 ? ' spec violation' : ' spec violations') : 'no spec violation');
+  }
   document.getElementById('summary').textContent = parts.join(' · ');
 }
 function firstPrompt(s) {
@@ -539,6 +544,7 @@ const timeline = (function () {
     const fk = document.getElementById('f-kind');
     option(fk, '', 'every kind');
     KINDS.forEach((k, i) => option(fk, String(i), k));
+    if (D.validated) option(fk, 'v', '⚠ spec violations');
     const fm = document.getElementById('f-method');
     option(fm, '', 'every method');
     const ms = new Set(); for (const x of F.method) if (x >= 0) ms.add(x);
@@ -569,13 +575,15 @@ const timeline = (function () {
   let list = null;
   function rebuild() {
     const out = [];
-    const sid = vis.session === '' ? null : +vis.session, kind = vis.kind === '' ? null : +vis.kind;
+    const sid = vis.session === '' ? null : +vis.session;
+    const bad = vis.kind === 'v', kind = vis.kind === '' || bad ? null : +vis.kind;
     const method = vis.method === '' ? null : +vis.method, dir = vis.dir === '' ? null : +vis.dir;
     const q = vis.q;
     if (q && !rawLow) rawLow = F.raw.map(r => r.toLowerCase());
     for (let i = 0; i < F.n; i++) {
       if (sid !== null && F.sid[i] !== sid) continue;
       if (kind !== null && F.kind[i] !== kind) continue;
+      if (bad && !viol[String(i)]) continue;
       if (method !== null && F.method[i] !== method) continue;
       if (dir !== null && F.dir[i] !== dir) continue;
       if (q && !rawLow[i].includes(q)) continue;
@@ -698,7 +706,16 @@ const timeline = (function () {
     if (p >= 0) row(F.kind[i] === 0 ? 'answered by' : 'answers', [button('#' + F.seq[p] + ' ' + KINDS[F.kind[p]], () => reveal(p)), F.lat[i] !== null ? ' after ' + fmtNs(F.lat[i]) : '']);
     else if (F.kind[i] === 0) row('answered by', 'no response in the recording');
     const v = viol[String(i)];
-    if (v) { const ul = el('ul'); for (const x of v) add(ul, el('li', '', (x.pointer ? x.pointer + ': ' : '') + String(x.message || JSON.stringify(x)))); row('spec', ul); }
+    if (v) {
+      const ul = el('ul', 'viols');
+      for (const x of v) {
+        const li = el('li', '', plain('span', 'badge b-failed', String(x.rule)), ' ', x.pointer ? el('code', '', x.pointer + ' ') : null, String(x.message));
+        if (x.words) add(li, el('div', 'muted', '“' + x.words + '”' + (x.schema ? ' (' + x.schema + (x.location || '') + ')' : '')));
+        if (x.related !== undefined) add(li, el('div', 'muted', 'see frame #' + x.related));
+        add(ul, li);
+      }
+      row('spec', ul);
+    }
     else row('spec', D.validated ? 'no violation' : 'not validated');
     const flags = [];
     if (F.redacted.includes(i)) flags.push('secrets redacted by the recorder');

@@ -70,8 +70,10 @@ def kind_of(path: str) -> str | None:
 
 
 def load(paths: list[str], names: list[str] | None = None, *, direction: str | None = None,
-         warn: Warn | None = None) -> Recording:
-    """Read every input (``names`` are how the page and diagnostics call them)."""
+         warn: Warn | None = None, validate: bool = True) -> Recording:
+    """Read every input (``names`` are how the page and diagnostics call them). With
+    ``validate``, every frame is checked against the ACP spec (:mod:`acp_pipes.spec`,
+    what ``acp-frame --validate`` reports) and its violations shown on its row."""
     names = names or [display_name(p) for p in paths]
     rec = Recording()
     seen: set[tuple[str, int]] = set()  # both passes read the same lines: say it once
@@ -100,7 +102,8 @@ def load(paths: list[str], names: list[str] | None = None, *, direction: str | N
         if fmt is not None:
             convertible.append((path, name))
     for path, name in traces:
-        _frames(rec, path, name, direction, note)
+        _frames(rec, path, name, direction, note, validate)
+    rec.validated = validate and bool(traces)
     if any(i["what"] == describe(None) for i in rec.inputs):
         rec.notes.append("a bare ACP JSONL stream holds one direction: it has a timeline "
                          "but no transcript (record both with acp-tee)")
@@ -117,23 +120,39 @@ def load(paths: list[str], names: list[str] | None = None, *, direction: str | N
     return rec
 
 
-def _frames(rec: Recording, path: str, name: str, direction: str | None, warn: Warn) -> None:
+def _frames(rec: Recording, path: str, name: str, direction: str | None, warn: Warn,
+            validate: bool) -> None:
     from acp_pipes.frame import read_frames
+    from acp_pipes.spec import Checker
 
     # connections are numbered across every input, as acp-asr numbers them
     conn = rec.timeline.conn[-1] + 1 if rec.timeline.conn else 0
     timeline = rec.timeline
     first = True
+    checker: Checker | None = None
+
+    def finish() -> None:
+        if checker is not None:
+            for v in checker.finish():
+                timeline.violation(conn, v)
+
     try:
         for fr in read_frames(path, direction=direction, warn=_renamed(warn, path, name),
                               headers=True):
             if "dir" not in fr:  # a frames header: the next connection starts
+                finish()
                 if not first:
                     conn += 1
                 first = False
                 timeline.new_connection()
+                # a bare stream (no source) holds one direction: nothing to pair
+                checker = Checker(paired=fr.get("source") is not None) if validate else None
                 continue
             timeline.add(fr, conn)
+            if checker is not None:
+                for v in checker.check(fr):
+                    timeline.violation(conn, v)
+        finish()
     except ValueError as e:  # a bare stream without a direction
         raise InputError(name, 0, str(e)) from None
     except InputError as e:

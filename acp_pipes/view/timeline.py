@@ -68,6 +68,7 @@ class Timeline:
         self.lat: list[int | None] = []
         self.violations: dict[int, list[dict[str, Any]]] = {}
         self._pending: dict[tuple[str, type, Any], int] = {}
+        self._at: dict[tuple[int, int], int] = {}  # (connection, seq) -> index
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -80,6 +81,7 @@ class Timeline:
         """Append one frame record (as :func:`acp_pipes.frame.read_frames` gives it);
         returns its index."""
         i = len(self.seq)
+        self._at[(conn, frame["seq"])] = i
         s = self.strings
         d = frame["dir"]
         kind = frame.get("kind")
@@ -122,6 +124,15 @@ class Timeline:
                 if t0 is not None and t1 is not None:
                     self.lat[i] = self.lat[j] = t1 - t0
         return i
+
+    def violation(self, conn: int, v: dict[str, Any]) -> None:
+        """Attach a spec violation (:mod:`acp_pipes.spec`) to the frame it names."""
+        i = self._at.get((conn, v.get("seq")))
+        if i is None:
+            return
+        self.violations.setdefault(i, []).append(
+            {k: v[k] for k in ("rule", "pointer", "message", "words", "schema", "location",
+                               "related") if v.get(k) is not None})
 
     def extend(self, frames: Iterable[dict[str, Any]], conn: int) -> None:
         for fr in frames:

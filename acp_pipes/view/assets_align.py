@@ -1,0 +1,190 @@
+# ruff: noqa: E501 - the page's own script and style, kept as written for the browser
+"""The side-by-side page's own markup, style and script (acp-align --format html).
+
+Rows of the alignment, A on the left and B on the right: equal steps plain, a step only
+one run has on its side alone, a changed step on both sides with its differences, runs
+of equal steps folded into one row. The first divergence is marked and the page opens
+scrolled to it. A click on a row shows both steps' exact text and, for a changed step,
+each JSON pointer that differs with both values. Rows are drawn in pages as the reader
+scrolls.
+"""
+
+BODY = r"""
+<header class="top">
+<h1 id="title">acp-align</h1>
+<span id="verdict" class="badge"></span>
+<span id="summary" class="muted"></span>
+<button type="button" id="go-first" class="link">first divergence</button>
+<button type="button" id="go-prev" class="link">previous</button>
+<button type="button" id="go-next" class="link">next difference</button>
+<label class="muted"><input type="checkbox" id="only-diff"> differences only</label>
+</header>
+<div id="notes"></div>
+<div id="sbs-wrap">
+<div id="sbs-scroll">
+<div class="sbs-row sbs-head"><span>A</span><span id="name-a"></span><span></span><span>B</span><span id="name-b"></span></div>
+<div id="sbs-body"></div><div id="sbs-more"></div>
+</div>
+<aside id="detail" aria-label="step"><p class="muted">Click a row to see both steps.</p></aside>
+</div>
+"""
+
+CSS = r"""
+#notes{flex:none}
+#notes .notes{margin:6px 12px}
+#sbs-wrap{flex:1;display:flex;min-height:0}
+#sbs-scroll{flex:1;overflow:auto;min-width:0}
+.sbs-row{display:grid;grid-template-columns:56px minmax(0,1fr) 28px 56px minmax(0,1fr);font-size:12.5px;
+line-height:20px;border-bottom:1px solid #eef0f3;cursor:pointer}
+.sbs-row span{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;padding:0 6px}
+.sbs-row .ix{color:var(--mute);text-align:right;font-family:var(--mono)}
+.sbs-row .mk{text-align:center;font-weight:600}
+.sbs-head{background:var(--soft);font-weight:600;position:sticky;top:0;cursor:default;z-index:1}
+.sbs-row.only-a .la,.sbs-row.only-a .ia{background:var(--del);color:var(--delfg)}
+.sbs-row.only-b .lb,.sbs-row.only-b .ib{background:var(--add);color:var(--addfg)}
+.sbs-row.changed .la,.sbs-row.changed .lb,.sbs-row.changed .ia,.sbs-row.changed .ib{background:#fff4e0;color:var(--warn)}
+.sbs-row.gap{color:var(--mute);font-style:italic;background:var(--soft)}
+.sbs-row.gap span.lb{grid-column:2 / 6}
+.sbs-row.first{outline:2px solid var(--delfg);outline-offset:-2px}
+.sbs-row.sel{background:#dbeafe}
+.sbs-row .fd{display:inline-block;background:var(--delfg);color:#fff;border-radius:3px;padding:0 4px;margin-right:4px;font-size:11px;font-style:normal}
+#detail{flex:none;width:42%;border-left:1px solid var(--line);overflow:auto;padding:8px 12px}
+#detail .pair{display:grid;grid-template-columns:1fr 1fr;gap:8px}
+#detail table{border-collapse:collapse;font-size:12.5px;width:100%}
+#detail td,#detail th{border:1px solid var(--line);padding:2px 6px;vertical-align:top;text-align:left;font-family:var(--mono);word-break:break-all}
+#detail th{font-family:inherit;background:var(--soft)}
+#detail td.va{background:var(--del)}#detail td.vb{background:var(--add)}
+"""
+
+JS = r"""
+const SUM = D.summary, A = D.a, B = D.b, ROWS = D.rows;
+const ARROWS = {c2a: '→', a2c: '←'};
+const MARK = {equal: '', 'only-a': '−', 'only-b': '+', changed: '≠', gap: ''};
+let onlyDiff = false, list = [], drawn = 0, selected = -1;
+const PAGE = 400;
+// ops come in the order every format lists them: the first that is not equal is where
+// the runs first part ways (the summary's first_divergence)
+const firstRow = ROWS.findIndex(r => r.op !== 'equal' && r.op !== 'gap');
+function name(side) { return side.source + (side.session ? ' (session ' + side.session + ')' : ''); }
+function head() {
+  document.title = 'acp-align: ' + A.source + ' vs ' + B.source;
+  document.getElementById('title').textContent = A.source + '  ⇄  ' + B.source;
+  const v = document.getElementById('verdict');
+  v.textContent = SUM.equal ? 'equal' : 'different';
+  v.classList.add(SUM.equal ? 'b-equal' : 'b-failed');
+  const c = SUM.counts || {};
+  const parts = [A.steps + ' and ' + B.steps + ' steps', (c.equal !== undefined ? c.equal : SUM.lcs) + ' equal'];
+  if (c.changed) parts.push(c.changed + ' changed');
+  parts.push((c['only-a'] || 0) + ' only in A', (c['only-b'] || 0) + ' only in B', 'edit distance ' + SUM.distance);
+  if (SUM.approximate) parts.push('approximate (--max-cost)');
+  document.getElementById('summary').textContent = parts.join(' · ');
+  document.getElementById('name-a').textContent = name(A);
+  document.getElementById('name-b').textContent = name(B);
+  const notes = [];
+  if (D.truncated) notes.push('This page holds the first ' + ROWS.length + ' rows; acp-align --format diff or ops has them all.');
+  if (SUM.first_divergence) {
+    const fd = SUM.first_divergence;
+    notes.push('First divergence: ' + (fd.a !== null && fd.a !== undefined ? 'A step ' + fd.a : 'A ended') + ', ' + (fd.b !== null && fd.b !== undefined ? 'B step ' + fd.b : 'B ended') + '.');
+  }
+  const box = document.getElementById('notes');
+  if (notes.length) { const ul = el('ul', 'notes'); for (const n of notes) add(ul, el('li', '', n)); add(box, ul); }
+}
+function label(side, i, r) {
+  if (i === null || i === undefined) return '';
+  const s = side.shown[String(i)];
+  const arrow = side.kind === 'trace' && r.dir ? ARROWS[r.dir] + ' ' : '';
+  return arrow + (s ? s[0] : '?');
+}
+function rowEl(k) {
+  const r = ROWS[k];
+  const row = el('div', 'sbs-row ' + r.op);
+  row.dataset.row = String(k);
+  if (r.op === 'gap') {
+    add(row, plain('span', 'ix', ''));
+    add(row, plain('span', 'lb', '… ' + r.n + ' equal steps (A ' + r.a[0] + '–' + r.a[1] + ', B ' + r.b[0] + '–' + r.b[1] + ') …'));
+    return row;
+  }
+  const la = el('span', 'la'), lb = el('span', 'lb');
+  if (k === firstRow) { add(la, plain('span', 'fd', 'first divergence')); row.classList.add('first'); row.id = 'first-divergence'; }
+  add(la, label(A, r.a, r));
+  add(lb, label(B, r.b, r));
+  add(row, [plain('span', 'ix ia', r.a === null ? '' : String(r.a)), la, plain('span', 'mk', r.op in MARK ? MARK[r.op] : '?'),
+            plain('span', 'ix ib', r.b === null ? '' : String(r.b)), lb]);
+  return row;
+}
+function rebuild() {
+  list = [];
+  for (let k = 0; k < ROWS.length; k++) if (!onlyDiff || (ROWS[k].op !== 'equal' && ROWS[k].op !== 'gap')) list.push(k);
+  const body = document.getElementById('sbs-body');
+  clear(body);
+  drawn = 0;
+  more();
+}
+function more(upTo) {
+  const body = document.getElementById('sbs-body');
+  const end = Math.min(list.length, Math.max(drawn + PAGE, upTo === undefined ? 0 : upTo + 1));
+  for (; drawn < end; drawn++) add(body, rowEl(list[drawn]));
+}
+function goTo(k) {
+  if (k < 0) return;
+  let at = list.indexOf(k);
+  if (at < 0) { onlyDiff = false; document.getElementById('only-diff').checked = false; rebuild(); at = list.indexOf(k); }
+  more(at);
+  const row = document.querySelector('.sbs-row[data-row="' + k + '"]');
+  if (row) { row.scrollIntoView({block: 'center'}); select(k); }
+}
+function diffs() { const out = []; ROWS.forEach((r, k) => { if (r.op !== 'equal' && r.op !== 'gap') out.push(k); }); return out; }
+function select(k) {
+  selected = k;
+  for (const e of document.querySelectorAll('.sbs-row.sel')) e.classList.remove('sel');
+  const row = document.querySelector('.sbs-row[data-row="' + k + '"]');
+  if (row) row.classList.add('sel');
+  const r = ROWS[k], box = document.getElementById('detail');
+  clear(box);
+  if (r.op === 'gap') { add(box, plain('p', 'muted', r.n + ' equal steps, folded.')); return; }
+  add(box, el('h3', '', (r.op === 'changed' ? 'changed step' : r.op === 'equal' ? 'equal step' : r.op === 'only-a' ? 'only in A' : 'only in B') + (k === firstRow ? ' — the first divergence' : '')));
+  if (Array.isArray(r.diff)) {
+    const t = el('table', 'fields');
+    add(t, el('tr', '', plain('th', '', 'pointer'), plain('th', '', 'A'), plain('th', '', 'B')));
+    for (const d of r.diff) {
+      const show = (side) => d[side] === undefined ? '(absent)' : JSON.stringify(d[side]);
+      add(t, el('tr', '', el('td', '', String(d.path)), el('td', 'va', show('a')), el('td', 'vb', show('b'))));
+    }
+    add(box, plain('h3', '', 'fields that differ'));
+    add(box, t);
+    if (r.cut) add(box, plain('p', 'muted', 'more differences than shown'));
+  }
+  const side = (s, i, tag) => {
+    const d = el('div');
+    add(d, plain('h3', '', tag + (i === null ? '' : ' step ' + i)));
+    if (i === null || i === undefined) { add(d, plain('p', 'muted', '(no step)')); return d; }
+    const s2 = s.shown[String(i)];
+    add(d, el('div', 'muted', s2 ? s2[0] : ''));
+    const pre = el('pre', 'raw', s2 && s2[1] !== null ? s2[1] : '(bytes that are not UTF-8)');
+    pre.id = 'raw-' + tag.toLowerCase();
+    add(d, pre);
+    return d;
+  };
+  add(box, el('div', 'pair', side(A, r.a, 'A'), side(B, r.b, 'B')));
+}
+function start() {
+  head();
+  rebuild();
+  document.getElementById('sbs-body').addEventListener('click', e => {
+    const row = e.target.closest('.sbs-row');
+    if (row) select(+row.dataset.row);
+  });
+  document.getElementById('only-diff').addEventListener('change', e => { onlyDiff = e.target.checked; rebuild(); });
+  document.getElementById('go-first').addEventListener('click', () => goTo(firstRow));
+  document.getElementById('go-next').addEventListener('click', () => { const d = diffs(); const n = d.find(k => k > selected); goTo(n === undefined ? d[0] : n); });
+  document.getElementById('go-prev').addEventListener('click', () => { const d = diffs(); const p = d.filter(k => k < selected).pop(); goTo(p === undefined ? d[d.length - 1] : p); });
+  const obs = new IntersectionObserver(es => { if (es.some(x => x.isIntersecting) && drawn < list.length) more(); },
+                                       {root: document.getElementById('sbs-scroll'), rootMargin: '600px'});
+  obs.observe(document.getElementById('sbs-more'));
+  if (firstRow >= 0) goTo(firstRow);
+  else document.getElementById('go-first').hidden = true;
+  document.body.dataset.ready = '1';
+  performance.mark('acp-view:ready');
+}
+start();
+"""
