@@ -69,25 +69,41 @@ def test_changed_prompt_first_divergence(runs):
     assert first["step_a"]["summary"] == 'session/prompt "hello 2"'
     assert first["step_b"]["summary"] == 'session/prompt "bye 2"'
     assert first["a"] == first["b"]
-    assert s["counts"]["only-a"] == s["counts"]["only-b"] > 0
-    assert s["lcs"] == s["counts"]["equal"]
-    assert s["distance"] == s["counts"]["only-a"] + s["counts"]["only-b"]
+    # one changed step, not a removed and an added one: the pointer and both values
+    assert first["op"] == "changed"
+    assert first["diff"] == [{"op": "replace", "path": "/params/prompt/0/text",
+                              "a": "hello 2", "b": "bye 2"}]
+    c = s["counts"]
+    assert c["changed"] > 0 and c["only-a"] == c["only-b"] == 0
+    assert s["lcs"] == c["equal"]
+    assert s["distance"] == c["only-a"] + c["only-b"] + 2 * c["changed"]
     assert s["approximate"] is False
+    assert len(s["changed"]) == c["changed"]
+    assert s["changed"][0] == {"a": first["a"], "b": first["b"], **{
+        k: first["step_a"][k] for k in ("dir", "kind", "method", "hash")},
+        "hash_b": first["step_b"]["hash"], "diff": first["diff"]}
 
 
 def test_ops_reconstruct_b(runs):
-    """The ops stream is a valid edit script over the real recordings."""
+    """The ops stream covers every step of both runs once, in A's order, and rebuilds B:
+    equal ops pair equal frames, changed ones carry both hashes."""
     p = align(runs["a"], runs["b"])
     assert p.returncode == 1
     ops = [orjson.loads(line) for line in p.stdout.splitlines()]
     frames_b = [orjson.loads(x) for x in run_tool("frame", str(runs["b"])).stdout.splitlines()][1:]
     frames_a = [orjson.loads(x) for x in run_tool("frame", str(runs["a"])).stdout.splitlines()][1:]
-    rebuilt = [frames_a[o["a"]]["hash"] if o["op"] == "equal" else frames_b[o["b"]]["hash"]
-               for o in ops if o["op"] != "only-a"]
-    assert rebuilt == [f["hash"] for f in frames_b]
+    assert [o["a"] for o in ops if o["a"] is not None] == list(range(len(frames_a)))
+    assert sorted(o["b"] for o in ops if o["b"] is not None) == list(range(len(frames_b)))
+    rebuilt = {o["b"]: o["hash_b"] if o["op"] == "changed" else o["hash"]
+               for o in ops if o["b"] is not None}
+    assert [rebuilt[j] for j in range(len(frames_b))] == [f["hash"] for f in frames_b]
+    assert {o["op"] for o in ops} == {"equal", "changed"}
     for o in ops:
         if o["op"] == "equal":
             assert frames_a[o["a"]]["hash"] == frames_b[o["b"]]["hash"] == o["hash"]
+        else:
+            assert frames_a[o["a"]]["hash"] == o["hash"] != o["hash_b"]
+            assert o["diff"] and all(d["op"] == "replace" for d in o["diff"])
 
 
 def test_diff_is_readable(runs):
@@ -95,8 +111,10 @@ def test_diff_is_readable(runs):
     assert p.returncode == 1
     text = p.stdout.decode()
     assert text.startswith(f"--- {runs['a']}\n+++ {runs['b']}\n@@ -")
-    assert '-→ session/prompt "hello 2"' in text
-    assert '+→ session/prompt "bye 2"' in text
+    assert "\x1b" not in text  # a pipe gets no colour
+    assert ('!→ session/prompt "hello 2"\n'
+            '!     /params/prompt/0/text: "hello 2" → "bye 2"\n') in text
+    assert '+→ session/prompt "bye 2"' not in text
     assert "user_message" in text and "←" in text
 
 
@@ -196,8 +214,9 @@ def test_two_sessions_of_one_recording(tmp_path):
     s = orjson.loads(p.stdout)
     assert p.returncode == 1, p.stderr
     assert (s["a"]["session"], s["b"]["session"]) == ("s1", "s2")
-    assert s["counts"] == {"equal": 1, "only-a": 0, "only-b": 1}
+    assert s["counts"] == {"equal": 1, "changed": 0, "only-a": 0, "only-b": 1}
     assert s["first_divergence"]["step_b"]["method"] == "session/cancel"
+    assert s["first_divergence"]["step_a"] is None
 
 
 # -- ASR streams --------------------------------------------------------------------------
@@ -272,7 +291,8 @@ def test_bad_asr_lines_are_reported_and_skipped(tmp_path):
     a.write_bytes(lines[0] + b"{not json\n[1]\n" + b'{"seq":9}\n' + b"".join(lines[1:]))
     p = align(a, good, "--format", "json")
     assert p.returncode == 0, p.stderr
-    assert orjson.loads(p.stdout)["counts"] == {"equal": 2, "only-a": 0, "only-b": 0}
+    assert orjson.loads(p.stdout)["counts"] == {"equal": 2, "changed": 0, "only-a": 0,
+                                                "only-b": 0}
     assert f"{a}:2: not JSON, skipped: ".encode() in p.stderr
     assert f"{a}:3: an ASR record must be a JSON object, skipped".encode() in p.stderr
     assert f"{a}:4: ASR record without a string 'type', skipped".encode() in p.stderr
@@ -294,7 +314,8 @@ def test_torn_last_asr_line_aligns_what_was_read(tmp_path):
     good.write_bytes(full)
     p = align(torn, good, "--format", "json")
     assert p.returncode == 1, p.stderr  # the cut record is only in b
-    assert orjson.loads(p.stdout)["counts"] == {"equal": 1, "only-a": 0, "only-b": 1}
+    assert orjson.loads(p.stdout)["counts"] == {"equal": 1, "changed": 0, "only-a": 0,
+                                                "only-b": 1}
     assert f"{torn}:3: torn last line (no LF), skipped: unexpected end".encode() in p.stderr
     p = align("--lineage", torn, "--format", "json")
     assert p.returncode == 0, p.stderr

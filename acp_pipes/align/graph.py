@@ -1,10 +1,14 @@
 """Divergence graphs as networkx graphs, written as Graphviz DOT (and SVG through `dot`).
 
 Three graphs, each readable at a glance (labels say what happened, never hashes; runs
-coloured; the first divergence drawn thick and orange):
+coloured; the first divergence drawn thick and orange, and said once):
 
 - :func:`pair_graph`, two runs: runs of shared steps merged into one grey node; where the
-  runs part, one branch per side (A red, B blue) that rejoins at the next shared run.
+  runs part, a node of the changed steps (both runs, yellow, each with the first pointer
+  that differs and both values) and one branch per side for its own steps (A red, B
+  blue), rejoining at the next shared run. At most :data:`MAX_PLACES` places where the
+  runs differ are drawn, the rest summed up in one node, so any input renders in
+  seconds.
 - :func:`tree_graph`, N runs: a prefix tree (trie) of the step sequences with runs of
   shared steps compressed into one node. A node is where some runs walk together; a
   branch opens where they part, labelled with its runs and its first differing step.
@@ -22,9 +26,11 @@ from typing import Any
 
 import networkx as nx
 
-from acp_pipes.align.myers import Alignment, opcodes
+from acp_pipes.align.compare import Change, Comparison
+from acp_pipes.align.render import ABSENT, UNANSWERED_NOTE, show_values
 from acp_pipes.align.steps import Steps, StepTable
 from acp_pipes.errors import AcpPipesError
+from acp_pipes.terminal import printable
 
 __all__ = ["DotMissing", "lineage_graph", "pair_graph", "to_dot", "to_svg", "tree_graph",
            "tree_json"]
@@ -36,7 +42,12 @@ LIGHT = ["#fbe0e0", "#deebf7", "#e5f5e0", "#efe5f5", "#fdebd6", "#efe3df", "#fbe
          "#dff5f8", "#f5f5d6", "#eeeeee"]
 SHARED = "#f0f0f0"
 HIGHLIGHT = "#ff7f00"
+CHANGED = "#b8860b"
+CHANGED_LIGHT = "#fff3c4"
 SHOW = 4  # steps listed in a node label before "… N more"
+#: At most this many places where two runs differ are drawn: Graphviz's layout time grows
+#: faster than linearly with the nodes, and a graph of thousands of them says nothing.
+MAX_PLACES = 40
 
 
 class DotMissing(AcpPipesError):
@@ -51,24 +62,26 @@ def _light(i: int) -> str:
     return LIGHT[i % len(LIGHT)]
 
 
-def _lines(steps: Steps, table: StepTable, idx: Sequence[int], texts: dict[int, str]) -> str:
-    """Label lines for a run of steps: the first SHOW, then how many more."""
-    out = []
-    shown = idx[:SHOW] if len(idx) <= SHOW + 1 else idx[: SHOW - 1]
-    for i in shown:
-        out.append(_one(steps, table, i, texts))
-    if len(shown) < len(idx):
-        rest = len(idx) - len(shown)
-        out.append(f"… {rest} more")
-        out.append(_one(steps, table, idx[-1], texts))
+def _lines(steps: Steps, table: StepTable, idx: Sequence[int], texts: dict[int, str],
+           total: int | None = None) -> str:
+    """Label lines for a run of steps: the first SHOW, then how many more and the last.
+    ``idx`` may already be cut to those (``total``: how many steps the run has)."""
+    total = len(idx) if total is None else total
+    if total <= SHOW + 1:
+        return "\n".join(_one(steps, table, i, texts) for i in idx)
+    out = [_one(steps, table, i, texts) for i in idx[: SHOW - 1]]
+    out.append(f"… {total - SHOW} more")
+    out.append(_one(steps, table, idx[-1], texts))
     return "\n".join(out)
 
 
 def _one(steps: Steps, table: StepTable, i: int, texts: dict[int, str]) -> str:
     text = texts.get(i, "?")
     if steps.kind == "trace":
-        arrow = {"c2a": "→ ", "a2c": "← "}.get(table.meta[steps.seq[i]][0], "")
-        return f"{i}: {arrow}{text}"
+        step = steps.seq[i]
+        arrow = {"c2a": "→ ", "a2c": "← "}.get(table.meta[step][0], "")
+        note = UNANSWERED_NOTE if table.unanswered(step) else ""
+        return f"{i}: {arrow}{text}{note}"
     return f"{i}: {text}"
 
 
@@ -76,74 +89,185 @@ def _label_idx(n: int) -> list[int]:
     return list(range(n)) if n <= SHOW + 1 else [*range(SHOW - 1), n - 1]
 
 
-def pair_graph(al: Alignment, a: Steps, b: Steps, table: StepTable) -> nx.DiGraph:
-    """The two-way divergence graph (see the module docstring)."""
+def _gaps(cmp: Comparison) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """The runs of a comparison as segments: ``("equal", [run])`` for shared steps and
+    ``("gap", [runs])`` for each place where the runs differ (changed, only-a and
+    only-b runs between two shared ones)."""
+    out: list[tuple[str, list[tuple[str, int, int]]]] = []
+    for run in cmp.runs():
+        if run[0] == "equal":
+            out.append(("equal", [run]))
+        elif out and out[-1][0] == "gap":
+            out[-1][1].append(run)
+        else:
+            out.append(("gap", [run]))
+    return out
+
+
+def _positions(runs: list[tuple[str, int, int]], tag: str) -> list[int]:
+    return [k for t, lo, hi in runs if t == tag for k in range(lo, hi)]
+
+
+def pair_graph(cmp: Comparison, max_places: int = MAX_PLACES) -> nx.DiGraph:
+    """The two-way divergence graph (see the module docstring), at most ``max_places``
+    places where the runs differ drawn: the rest is one node that says what it holds,
+    so any comparison renders in seconds."""
+    a, b, table = cmp.a, cmp.b, cmp.table
+    oa, ob = cmp.oa, cmp.ob
+    segments = _gaps(cmp)
+    places = sum(1 for kind, _ in segments if kind == "gap")
+    drawn = min(places, max_places)
+    title = f"acp-align: A = {a.source}   B = {b.source}"
+    if cmp.approximate:
+        title += "   (approximate)"
+    if drawn < places:
+        title += f"   (the first {drawn:,} of {places:,} places where they differ drawn)"
     g = nx.DiGraph(name="divergence")
     g.graph["graph"] = {"rankdir": "TB", "fontname": "Helvetica", "labelloc": "t",
-                        "label": f"acp-align: A = {a.source}   B = {b.source}"
-                        + ("   (approximate)" if al.approximate else "")}
+                        "label": title}
     g.graph["node"] = {"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
                        "fontsize": "10"}
     g.graph["edge"] = {"fontname": "Helvetica", "fontsize": "9"}
-    codes = list(opcodes(al))
+    # what gets drawn: every segment up to the last drawn place, and the shared run after
+    shown: list[tuple[str, list[tuple[str, int, int]]]] = []
+    seen = 0
+    rest: list[tuple[str, list[tuple[str, int, int]]]] = []
+    for n, seg in enumerate(segments):
+        if seg[0] == "gap":
+            if seen == drawn:
+                rest = segments[n:]
+                break
+            seen += 1
+        shown.append(seg)
+    # the steps whose words are needed
     want_a: list[int] = []
     want_b: list[int] = []
-    for tag, a0, a1, b0, b1 in codes:
-        if tag == "only-b":
-            want_b += [b0 + k for k in _label_idx(b1 - b0)]
-        else:
-            want_a += [a0 + k for k in _label_idx(a1 - a0)]
+    want_changes: list[int] = []
+    for kind, runs in shown:
+        if kind == "equal":
+            _, lo, hi = runs[0]
+            want_a += [oa[lo + k] for k in _label_idx(hi - lo)]
+            continue
+        for tag in ("changed", "only-a", "only-b"):
+            pos = _positions(runs, tag)
+            pick = [pos[k] for k in _label_idx(len(pos))]
+            if tag == "only-b":
+                want_b += [ob[k] for k in pick]
+            else:
+                want_a += [oa[k] for k in pick]
+            if tag == "changed":
+                want_b += [ob[k] for k in pick]
+                want_changes += pick
     ta, tb = a.describe(want_a), b.describe(want_b)
+    changes = cmp.changes(want_changes)
+
     g.add_node("start", label="start", shape="circle", style="filled", fillcolor="white")
     grey = {"color": "#777777"}
     pending: list[tuple[str, dict[str, str]]] = [("start", grey)]  # edges into the next node
     first = True
-    n = 0
-    while n < len(codes):
-        tag, a0, a1, b0, b1 = codes[n]
-        if tag == "equal":
+    for n, (kind, runs) in enumerate(shown):
+        if kind == "equal":
+            _, lo, hi = runs[0]
             node = f"n{n}"
-            idx = list(range(a0, a1))
-            label = f"A and B: {a1 - a0} shared step{'s' * (a1 - a0 != 1)}\n" + _lines(
-                a, table, idx, ta)
+            idx = [oa[k] for k in range(lo, hi)] if hi - lo <= SHOW + 1 else \
+                [oa[k] for k in range(lo, lo + SHOW - 1)] + [oa[hi - 1]]
+            label = f"A and B: {hi - lo} shared step{'s' * (hi - lo != 1)}\n" + _lines(
+                a, table, idx, ta, hi - lo)
             g.add_node(node, label=label, fillcolor=SHARED, color="#999999")
             for src, attrs in pending:
                 g.add_edge(src, node, **attrs)
             pending = [(node, grey)]
-            n += 1
             continue
-        # a gap: an only-a run, an only-b run, or both (in that order)
         base = pending[0][0]
-        gap = {"only-a": None, "only-b": None}
-        while n < len(codes) and codes[n][0] != "equal":
-            gap[codes[n][0]] = codes[n]
-            n += 1
         new: list[tuple[str, dict[str, str]]] = []
-        for side, key, steps, texts in ((0, "only-a", a, ta), (1, "only-b", b, tb)):
-            name = "A" if side == 0 else "B"
-            code = gap[key]
-            colour = {"color": _colour(side), "label": name, "fontcolor": _colour(side)}
-            if code is None:  # this side goes on without steps of its own
-                new.append((base, {**colour, "style": "dashed"}))
+        branches = []
+        pos = _positions(runs, "changed")
+        has_changed = bool(pos)
+        if pos:
+            lines = _changed_lines(cmp, pos, ta, tb, changes)
+            branches.append((f"n{n}C", f"changed ({len(pos)})\n" + lines, "A, B",
+                             CHANGED, CHANGED_LIGHT))
+        for side, tag, steps, texts, idx_of in ((0, "only-a", a, ta, oa),
+                                                (1, "only-b", b, tb, ob)):
+            name = "AB"[side]
+            pos = _positions(runs, tag)
+            if not pos:  # a side with no steps of its own: dashed, unless it went through
+                if not has_changed:  # the changed steps
+                    branches.append((None, "", name, _colour(side), None))
                 continue
-            _, x0, x1, y0, y1 = code
-            lo, hi = (x0, x1) if side == 0 else (y0, y1)
-            idx = list(range(lo, hi))
-            node = f"n{n}{name}"
-            g.add_node(node, label=f"only {name} ({hi - lo})\n" + _lines(steps, table, idx, texts),
-                       fillcolor=_light(side), color=_colour(side))
-            edge = dict(colour)
-            if first:
-                g.nodes[node].update(penwidth="3", color=HIGHLIGHT, xlabel="first divergence")
-                edge["penwidth"] = "3"
+            idx = [idx_of[k] for k in pos]
+            branches.append((f"n{n}{name}", f"only {name} ({len(pos)})\n"
+                             + _lines(steps, table, _shown(idx), texts, len(idx)), name,
+                             _colour(side), _light(side)))
+        for node, label, who, colour, fill in branches:
+            edge = {"color": colour, "label": who, "fontcolor": colour}
+            if node is None:  # this side goes on without steps of its own
+                new.append((base, {**edge, "style": "dashed"}))
+                continue
+            g.add_node(node, label=label, fillcolor=fill, color=colour)
+            if first:  # said once, as an edge label: dot keeps those clear of every node
+                g.nodes[node].update(penwidth="3", color=HIGHLIGHT)
+                edge.update(penwidth="3", label=f"first divergence\n{who}",
+                            fontcolor=HIGHLIGHT)
+                first = False
             g.add_edge(base, node, **edge)
-            new.append((node, {"color": _colour(side)}))
-        first = False
+            new.append((node, {"color": colour}))
         pending = new
+    if rest:
+        counts = {"changed": 0, "only-a": 0, "only-b": 0}
+        for kind, runs in rest:
+            for tag, lo, hi in runs:
+                if tag != "equal":
+                    counts[tag] += hi - lo
+        a_from = _next_at(oa, rest[0][1][0][1])
+        label = (f"… {places - drawn:,} more place{'s' * (places - drawn != 1)} where "
+                 "the runs differ, not drawn:\n"
+                 f"{counts['changed']:,} changed, {counts['only-a']:,} only in A, "
+                 f"{counts['only-b']:,} only in B"
+                 + (f"\nfrom step {a_from} of A on" if a_from is not None else "")
+                 + "\n(--format diff or json lists them all)")
+        g.add_node("rest", label=label, style="rounded,dashed", fillcolor="white",
+                   color="#777777")
+        for src, attrs in pending:
+            g.add_edge(src, "rest", **attrs)
+        pending = [("rest", {**grey, "style": "dashed"})]
     g.add_node("end", label="end", shape="doublecircle", style="filled", fillcolor="white")
     for src, attrs in pending:
         g.add_edge(src, "end", **attrs)
     return g
+
+
+def _shown(idx: list[int]) -> list[int]:
+    """The indices a label lists: the first SHOW, or SHOW - 1 and the last."""
+    return idx if len(idx) <= SHOW + 1 else [*idx[: SHOW - 1], idx[-1]]
+
+
+def _next_at(idx, start: int) -> int | None:
+    for k in range(start, len(idx)):
+        if idx[k] >= 0:
+            return idx[k]
+    return None
+
+
+def _changed_lines(cmp: Comparison, pos: list[int], ta: dict[int, str], tb: dict[int, str],
+                   changes: dict[int, Change]) -> str:
+    """Label lines for changed steps: each step as in A, with its first differing
+    pointer and both values."""
+    out = []
+    pick = _shown(pos)
+    for n, k in enumerate(pick):
+        if n == len(pick) - 1 and len(pick) < len(pos):
+            out.append(f"… {len(pos) - len(pick)} more")
+        i, j = cmp.oa[k], cmp.ob[k]
+        line = _one(cmp.a, cmp.table, i, ta)
+        out.append(line if i == j else f"{line}  (B: {j})")
+        change = changes.get(k)
+        if change is not None and change.diff:
+            d = change.diff[0]
+            va, vb = show_values(d.get("a", ABSENT), d.get("b", ABSENT), width=40)
+            more = f" (+{len(change.diff) - 1})" if len(change.diff) > 1 else ""
+            out.append(f"    {printable(d['path']) or '(whole)'}: {va} → {vb}{more}")
+    return "\n".join(out)
 
 
 def to_dot(g: nx.DiGraph) -> str:
@@ -162,23 +286,49 @@ def to_dot(g: nx.DiGraph) -> str:
     return dot.source
 
 
-_PRIVATE = ("runs", "kind")  # graph data that is not a Graphviz attribute
+_PRIVATE = ("runs", "kind", "first")  # graph data that is not a Graphviz attribute
 
 
 def to_svg(dot_source: str) -> bytes:
-    """Render DOT to SVG with Graphviz's `dot`; DotMissing when it is not installed."""
-    import graphviz
+    """Render DOT to SVG with Graphviz's ``dot``; DotMissing when it is not installed.
 
-    try:
-        return graphviz.Source(dot_source).pipe(format="svg")
-    except graphviz.ExecutableNotFound:
+    ``dot`` runs as a child that never outlives this call: whatever ends it early (an
+    exception, Ctrl-C, a signal handler that raises) kills and reaps the child first; on
+    Linux the child also gets SIGKILL if this process dies without a chance to (kill -9).
+    """
+    import shutil
+    import subprocess
+
+    exe = shutil.which("dot")
+    if exe is None:
         raise DotMissing(
             "--format svg needs Graphviz's 'dot' program, which is not on PATH: install "
             "the graphviz package (apt-get install graphviz / brew install graphviz), or "
             "use --format dot and render elsewhere"
-        ) from None
-    except graphviz.CalledProcessError as e:  # pragma: no cover - dot rejected our DOT
-        raise DotMissing(f"Graphviz 'dot' failed: {e.stderr!r}") from None
+        )
+    proc = subprocess.Popen([exe, "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+    try:
+        out, err = proc.communicate(dot_source.encode("utf-8"))
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode != 0:  # pragma: no cover - dot rejected our DOT
+        raise DotMissing(f"Graphviz 'dot' failed: {err.decode('utf-8', 'replace').strip()}")
+    return out
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """In the child before exec: SIGKILL it when its parent dies (Linux prctl)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 # -- N-way: a compressed prefix tree -----------------------------------------------------
@@ -271,7 +421,9 @@ def tree_graph(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) ->
                                  "color": "#999999" if len(members) > 1 else _colour(r0),
                                  "runs": members}
         if node is first_branch:
-            attrs.update(penwidth="3", color=HIGHLIGHT, xlabel="first divergence")
+            # said inside the node, so it can overlap nothing
+            attrs.update(penwidth="3", color=HIGHLIGHT, label=label + "\n(first divergence)",
+                         first=True)
         g.add_node(name, **attrs)
         if parent is not None:
             first_step = node["start"]
@@ -279,7 +431,7 @@ def tree_graph(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) ->
             colours = ":".join(_colour(r) for r in members[:6])
             g.add_edge(parent, name, label=f"{who}\nfirst: {first}", color=colours,
                        fontcolor=_colour(r0) if len(members) == 1 else "black",
-                       penwidth="2.5" if g.nodes[parent].get("xlabel") else "1.2",
+                       penwidth="2.5" if g.nodes[parent].get("first") else "1.2",
                        runs=members)
     return g
 

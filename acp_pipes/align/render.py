@@ -1,7 +1,8 @@
-"""An alignment as records and text: ops JSONL, a unified diff, a JSON summary.
+"""A comparison as records and text: ops JSONL, a unified diff, a JSON summary.
 
-All three are pure functions of an :class:`~acp_pipes.align.myers.Alignment` and the two
-inputs' :class:`~acp_pipes.align.steps.Steps`; none prints.
+All three are pure functions of a :class:`~acp_pipes.align.compare.Comparison`; none
+prints. A changed step is one op (``changed``) carrying the JSON pointers that differ and
+both values, in every format.
 """
 
 from __future__ import annotations
@@ -9,13 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from acp_pipes.align.myers import Alignment, opcodes
-from acp_pipes.align.steps import Steps, StepTable
+import orjson
 
-__all__ = ["ARROWS", "diff_lines", "first_divergence", "ops", "step_info", "summary"]
+from acp_pipes.align.compare import Change, Comparison
+from acp_pipes.align.steps import Steps, StepTable
+from acp_pipes.terminal import Terminal, printable
+
+__all__ = ["ABSENT", "ARROWS", "diff_lines", "ops", "show_values", "step_info", "summary"]
 
 #: How a direction reads in a diff: client to agent, agent to client.
 ARROWS = {"c2a": "→", "a2c": "←"}
+#: Said after the summary of a reply that answers no request seen before it.
+UNANSWERED_NOTE = " (before its request)"
 
 
 def _tail(table: StepTable, step: int, kind: str) -> dict[str, Any]:
@@ -30,17 +36,22 @@ def _tail(table: StepTable, step: int, kind: str) -> dict[str, Any]:
             tail["kind"] = sub
         if method is not None:
             tail["method"] = method
-    tail["hash"] = table.keys[step][1]
+    tail["hash"] = table.hashes[step]
     return tail
 
 
-def ops(al: Alignment, a: Steps, b: Steps, table: StepTable) -> Iterator[dict[str, Any]]:
-    """One record per aligned step: ``{"op", "a", "b", dir|type, kind, method, hash}``,
-    with ``"approximate": true`` on every op when ``--max-cost`` cut the search."""
+def ops(cmp: Comparison, changes: dict[int, Change] | None = None
+        ) -> Iterator[dict[str, Any]]:
+    """One record per op, in merged order: ``{"op", "a", "b", dir|type, kind, method,
+    hash}``; a changed op also has ``hash_b`` and ``diff`` (and ``cut``), and every op
+    ``"approximate": true`` when ``--max-cost`` cut the search. ``changes``: from
+    :meth:`Comparison.changes` (computed here when not given)."""
+    if changes is None:
+        changes = cmp.changes()
+    table, kind = cmp.table, cmp.a.kind
+    sa, sb, oa, ob = cmp.a.seq, cmp.b.seq, cmp.oa, cmp.ob
+    approx = cmp.approximate
     tails: dict[int, dict[str, Any]] = {}
-    kind = a.kind
-    sa, sb = a.seq, b.seq
-    approx = al.approximate
 
     def tail(step: int) -> dict[str, Any]:
         t = tails.get(step)
@@ -50,26 +61,44 @@ def ops(al: Alignment, a: Steps, b: Steps, table: StepTable) -> Iterator[dict[st
                 t["approximate"] = True
         return t
 
-    for tag, a0, a1, b0, b1 in opcodes(al):
+    for tag, lo, hi in cmp.runs():
         if tag == "equal":
-            for i in range(a0, a1):
-                rec = {"op": "equal", "a": i, "b": b0 + i - a0}
+            for k in range(lo, hi):
+                i = oa[k]
+                rec = {"op": "equal", "a": i, "b": ob[k]}
                 rec.update(tail(sa[i]))
                 yield rec
         elif tag == "only-a":
-            for i in range(a0, a1):
+            for k in range(lo, hi):
+                i = oa[k]
                 rec = {"op": "only-a", "a": i, "b": None}
                 rec.update(tail(sa[i]))
                 yield rec
-        else:
-            for j in range(b0, b1):
+        elif tag == "only-b":
+            for k in range(lo, hi):
+                j = ob[k]
                 rec = {"op": "only-b", "a": None, "b": j}
                 rec.update(tail(sb[j]))
                 yield rec
+        else:
+            for k in range(lo, hi):
+                i, j = oa[k], ob[k]
+                rec = {"op": "changed", "a": i, "b": j}
+                rec.update(tail(sa[i]))
+                rec["hash_b"] = table.hashes[sb[j]]
+                _add_diff(rec, changes.get(k))
+                yield rec
+
+
+def _add_diff(rec: dict[str, Any], change: Change | None) -> None:
+    if change is not None:
+        rec["diff"] = change.diff
+        if change.cut:
+            rec["cut"] = True
 
 
 def step_info(steps: Steps, table: StepTable, i: int, text: str | None) -> dict[str, Any] | None:
-    """A described step (for the JSON summary), or None past the end of the input."""
+    """A described step (for the JSON summary), or None when there is none."""
     if not 0 <= i < len(steps.seq):
         return None
     info = {"index": i, **_tail(table, steps.seq[i], steps.kind)}
@@ -78,38 +107,43 @@ def step_info(steps: Steps, table: StepTable, i: int, text: str | None) -> dict[
     return info
 
 
-def first_divergence(al: Alignment) -> tuple[int, int] | None:
-    """Indices in A and B where the runs first part ways (None when they never do)."""
-    for tag, a0, _a1, b0, _b1 in opcodes(al):
-        if tag != "equal":
-            return a0, b0
-    return None
-
-
-def summary(al: Alignment, a: Steps, b: Steps, table: StepTable) -> dict[str, Any]:
-    """The JSON summary: counts, LCS length, edit distance, the first divergence."""
-    lcs = al.lcs
-    fd = first_divergence(al)
+def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[str, Any]:
+    """The JSON summary: counts, LCS length, edit distance, the first divergence, and
+    every changed step with its differences."""
+    if changes is None:
+        changes = cmp.changes()
+    a, b, table = cmp.a, cmp.b, cmp.table
     first = None
-    if fd is not None:
-        i, j = fd
-        ta = a.describe([i]).get(i)
-        tb = b.describe([j]).get(j)
+    k = cmp.first_divergence()
+    if k is not None:
+        i, j = cmp.at(k)
+        ta = a.describe([i]).get(i) if i >= 0 else None
+        tb = b.describe([j]).get(j) if j >= 0 else None
         first = {
-            "a": i,
-            "b": j,
+            "op": cmp.tag(k),
+            "a": i if i >= 0 else None,
+            "b": j if j >= 0 else None,
             "step_a": step_info(a, table, i, ta),
             "step_b": step_info(b, table, j, tb),
         }
+        _add_diff(first, changes.get(k))
+    changed = []
+    for pos in sorted(changes):
+        c = changes[pos]
+        rec = {"a": c.a, "b": c.b, **_tail(table, a.seq[c.a], a.kind),
+               "hash_b": table.hashes[b.seq[c.b]]}
+        _add_diff(rec, c)
+        changed.append(rec)
     return {
-        "equal": al.n == al.m == lcs,
-        "counts": {"equal": lcs, "only-a": al.n - lcs, "only-b": al.m - lcs},
-        "lcs": lcs,
-        "distance": al.distance,
-        "approximate": al.approximate,
+        "equal": cmp.equal,
+        "counts": cmp.counts(),
+        "lcs": cmp.lcs,
+        "distance": cmp.distance,
+        "approximate": cmp.approximate,
         "a": _side(a),
         "b": _side(b),
         "first_divergence": first,
+        "changed": changed,
     }
 
 
@@ -120,79 +154,145 @@ def _side(s: Steps) -> dict[str, Any]:
     return out
 
 
-def _groups(al: Alignment, context: int):
-    """Hunks: lists of opcodes with at most ``context`` equal steps around the changes."""
-    codes = list(opcodes(al))
-    if not codes or all(c[0] == "equal" for c in codes):
-        return
-    n = context
-    if codes[0][0] == "equal":
-        tag, a0, a1, b0, b1 = codes[0]
-        codes[0] = (tag, max(a0, a1 - n), a1, max(b0, b1 - n), b1)
-    if codes[-1][0] == "equal":
-        tag, a0, a1, b0, b1 = codes[-1]
-        codes[-1] = (tag, a0, min(a1, a0 + n), b0, min(b1, b0 + n))
-    group: list = []
-    for tag, a0, a1, b0, b1 in codes:
-        if tag == "equal" and a1 - a0 > 2 * n and group:
-            group.append((tag, a0, a0 + n, b0, b0 + n))
-            yield group
-            group = []
-            a0, b0 = max(a0, a1 - n), max(b0, b1 - n)
-        if a1 > a0 or b1 > b0:
-            group.append((tag, a0, a1, b0, b1))
-    if group and not (len(group) == 1 and group[0][0] == "equal"):
-        yield group
+# -- the unified diff --------------------------------------------------------------------
 
 
-def diff_lines(
-    al: Alignment, a: Steps, b: Steps, table: StepTable, context: int = 3
-) -> Iterator[str]:
-    """A unified diff of the two step sequences, one line per step: the direction arrow
-    (or the ASR record type) and a short summary of the frame."""
-    groups = list(_groups(al, context))
+def hunks(cmp: Comparison, context: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` positions of the hunks: the ops that differ with ``context`` equal
+    ops around them, hunks closer than that merged."""
+    out: list[tuple[int, int]] = []
+    total = len(cmp)
+    for k in cmp.differing:
+        lo, hi = max(0, k - context), min(total, k + 1 + context)
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | None = None,
+               term: Terminal | None = None) -> Iterator[str]:
+    """A unified diff of the two runs, one line per step: ``-`` only in A, ``+`` only in
+    B, ``!`` changed (then one line per differing JSON pointer with both values), the
+    direction arrow (or nothing for ASR records) and a short summary of the step. Steps
+    are in merged order (A's, B's own steps beside theirs); a hunk header counts the
+    steps of each run in it and starts at the first of them. Coloured as ``term`` says
+    (plain without one)."""
+    paint = term.paint if term is not None else _plain
+    a, b, table = cmp.a, cmp.b, cmp.table
+    oa, ob = cmp.oa, cmp.ob
+    groups = hunks(cmp, context)
     want_a: list[int] = []
     want_b: list[int] = []
-    for g in groups:
-        for tag, a0, a1, b0, b1 in g:
-            if tag == "only-b":
-                want_b.extend(range(b0, b1))
+    for lo, hi in groups:
+        for k in range(lo, hi):
+            if oa[k] >= 0:
+                want_a.append(oa[k])
             else:
-                want_a.extend(range(a0, a1))
+                want_b.append(ob[k])
+    if changes is None:
+        changes = cmp.changes()
     text_a = a.describe(want_a)
     text_b = b.describe(want_b)
-    yield f"--- {a.source}" + (f" (session {a.session})" if a.session else "")
-    yield f"+++ {b.source}" + (f" (session {b.session})" if b.session else "")
-    if al.approximate:
+    yield paint(f"--- {a.source}" + (f" (session {a.session})" if a.session else ""), "heading")
+    yield paint(f"+++ {b.source}" + (f" (session {b.session})" if b.session else ""), "heading")
+    if cmp.approximate:
         yield "# approximate: --max-cost cut the search; the script may not be minimal"
 
     def line(sign: str, steps: Steps, i: int, texts: dict[int, str]) -> str:
         step = steps.seq[i]
-        first = table.meta[step][0]
-        lead = ARROWS.get(first, "") if steps.kind == "trace" else ""
-        return f"{sign}{lead}{' ' if lead else ''}{texts.get(i, '?')}"
+        lead = ARROWS.get(table.meta[step][0], "") if steps.kind == "trace" else ""
+        note = UNANSWERED_NOTE if steps.kind == "trace" and table.unanswered(step) else ""
+        return f"{sign}{lead}{' ' if lead else ''}{texts.get(i, '?')}{note}"
 
-    for g in groups:
-        a_start, a_end = g[0][1], g[-1][2]
-        b_start, b_end = g[0][3], g[-1][4]
-        yield f"@@ -{_range(a_start, a_end)} +{_range(b_start, b_end)} @@"
-        for tag, a0, a1, b0, b1 in g:
+    for lo, hi in groups:
+        ia = [oa[k] for k in range(lo, hi) if oa[k] >= 0]
+        jb = [ob[k] for k in range(lo, hi) if ob[k] >= 0]
+        a_start = ia[0] if ia else _next_index(oa, hi, cmp.n)
+        b_start = min(jb) if jb else _next_index(ob, hi, cmp.m)
+        yield paint(f"@@ -{_range(a_start, len(ia))} +{_range(b_start, len(jb))} @@", "heading")
+        for k in range(lo, hi):
+            tag = cmp.tag(k)
             if tag == "equal":
-                for i in range(a0, a1):
-                    yield line(" ", a, i, text_a)
+                yield line(" ", a, oa[k], text_a)
             elif tag == "only-a":
-                for i in range(a0, a1):
-                    yield line("-", a, i, text_a)
+                yield paint(line("-", a, oa[k], text_a), "removed")
+            elif tag == "only-b":
+                yield paint(line("+", b, ob[k], text_b), "added")
             else:
-                for j in range(b0, b1):
-                    yield line("+", b, j, text_b)
+                yield paint(line("!", a, oa[k], text_a), "warning")
+                change = changes.get(k)
+                if change is None:
+                    continue
+                for d in change.diff:
+                    va, vb = show_values(d.get("a", ABSENT), d.get("b", ABSENT))
+                    path = printable(d["path"]) or "(the whole value)"
+                    yield (paint("!", "warning") + f"     {path}: " + paint(va, "removed")
+                           + " → " + paint(vb, "added"))
+                if change.cut:
+                    yield paint("!", "warning") + "     … and more differences"
 
 
-def _range(start: int, stop: int) -> str:
+def _plain(text: str, role: str) -> str:
+    return text
+
+
+def _next_index(idx, start: int, end: int) -> int:
+    """The first step index at or after merged position ``start`` (``end`` if none)."""
+    for k in range(start, len(idx)):
+        if idx[k] >= 0:
+            return idx[k]
+    return end
+
+
+def _range(start: int, length: int) -> str:
     """Unified diff range: 1-based start, and the length unless it is 1."""
-    length = stop - start
     if length == 1:
         return f"{start + 1}"
     if length == 0:
         return f"{start},0"
     return f"{start + 1},{length}"
+
+
+class _Absent:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+ABSENT = _Absent()
+
+
+def show_values(a: Any, b: Any, width: int = 60) -> tuple[str, str]:
+    """Both values of a difference as short, printable JSON; two long strings that share
+    a beginning are shown from a little before where they part, so the difference is
+    in view however late it comes.
+
+    >>> show_values("x" * 80 + "end", "x" * 80 + "END", width=20)
+    ('"…xxxxxxxxxxend"', '"…xxxxxxxxxxEND"')
+    """
+    if isinstance(a, str) and isinstance(b, str):
+        common = 0
+        for ca, cb in zip(a, b, strict=False):
+            if ca != cb:
+                break
+            common += 1
+        skip = max(0, common - width // 2)
+        if skip > 3:
+            return _show_text(a, skip, width), _show_text(b, skip, width)
+    return _show(a, width), _show(b, width)
+
+
+def _show(value: Any, width: int) -> str:
+    if value is ABSENT:
+        return "(absent)"
+    text = printable(orjson.dumps(value).decode())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _show_text(s: str, skip: int, width: int) -> str:
+    text = printable(orjson.dumps(s[skip:]).decode())
+    text = '"…' + text[1:]
+    return text if len(text) <= width else text[: width - 1] + "…"

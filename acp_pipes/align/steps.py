@@ -3,16 +3,27 @@
 A step is a small int standing for a key, through one :class:`StepTable` shared by all the
 inputs of an alignment, so the LCS compares ints:
 
-- traces (wire logs, frames streams; read with :func:`acp_pipes.frame.read_frames`): the
+- traces (wire logs, frames streams, bare ACP JSONL; :mod:`acp_pipes.align.traces`): the
   key is ``(dir, hash)``, the frame's canonical hash after the ``--ignore`` normaliser
-  (:class:`acp_pipes.normalize.Normalizer`, shared with acp-replay);
+  (:class:`acp_pipes.normalize.Normalizer`, shared with acp-replay). A response or error
+  that answers no request seen before it (a scripted client's answer written before the
+  agent asked) gets a key of its own: "a response after its request" is an order the
+  protocol fixes, so a run where it does not hold differs;
 - ASR streams: the key is ``(type, hash)``, the canonical hash of the record with its
   bookkeeping fields removed (:data:`ASR_BOOKKEEPING`), so two runs that wrote the same
   records under other sequence numbers, ids and times still match.
 
+Each step also belongs to a *chain*: the steps whose order the protocol fixes. In a trace
+a chain is one direction of one session (``(dir, sessionId)``; frames naming no session
+form a chain per direction): the client's frames of a session in the client's order, the
+agent's in the agent's. How two chains interleave in the log is scheduling (two pipes
+read by two threads), so :mod:`acp_pipes.align.compare` aligns chain with chain. In an
+ASR file a chain is one stream (one session).
+
 Only ints and a line number per step are kept, so a million-step trace costs a few MB.
-Words for people (method, prompt text, update kind) are read back from the input for the
-few steps a diff or a graph shows (:meth:`Steps.describe`).
+Words for people (method, prompt text, update kind) and the values of changed steps are
+read back from the input for the few steps a diff or a graph shows (:meth:`Steps.describe`,
+:meth:`Steps.values`).
 """
 
 from __future__ import annotations
@@ -27,15 +38,32 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.canonical import CanonicalError, canonical_hash
+from acp_pipes.align.traces import REPLIES, trace_steps
+from acp_pipes.align.words import (
+    asr_kind,
+    clip,
+    message_of_record,
+    summarize_message,
+    summarize_record,
+    summary_of_line,
+    text_of,
+)
+from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.errors import Warn
-from acp_pipes.jsonl import InputError, Line, display_name, read_lines, unparsable
+from acp_pipes.jsonl import (
+    READ_ERRORS,
+    InputError,
+    Line,
+    display_name,
+    open_source,
+    read_lines,
+    unparsable,
+)
 from acp_pipes.normalize import Normalizer
 from acp_pipes.streams import ASR, describe, header_format
-from acp_pipes.wire import decode_raw
 
-__all__ = ["ASR_BOOKKEEPING", "StepTable", "Steps", "load_steps", "summarize_message",
-           "summarize_record", "spool_stdin", "read_lineage"]
+__all__ = ["ASR_BOOKKEEPING", "StepTable", "Steps", "load_steps", "read_lineage",
+           "spool_stdin", "summarize_message", "summarize_record"]
 
 #: ASR record fields that are bookkeeping, not content: excluded before hashing a step.
 #: seq/id (position and identity in one stream), ts/tsSource/observedAt (times), native
@@ -49,20 +77,60 @@ ASR_BOOKKEEPING = frozenset(
 
 @dataclass
 class StepTable:
-    """Keys -> small ints, shared by every input of one alignment."""
+    """Step keys -> small ints, shared by every input of one alignment.
 
-    ids: dict[tuple, int] = field(default_factory=dict)
-    keys: list[tuple] = field(default_factory=list)
-    #: per id: (dir or type, method or kind or None) for the ops output
+    Per step id: ``hashes`` its canonical hash (after ``--ignore``), ``meta``
+    ``(dir or type, kind, method)`` (for a trace the direction, frame kind and method, of
+    a reply the method of the request it answers, None when it answers none seen; for
+    an ASR record its type and role/state/kind/status), and, once looked up,
+    ``updates`` the ``sessionUpdate`` of a ``session/update``. :meth:`coarse` is what a
+    step *is* (a prompt request, a ``usage_update``, a message of the agent) whatever it
+    says: two steps that differ only in what they say are one changed step, not two."""
+
+    ids: dict[Any, int] = field(default_factory=dict)
+    hashes: list[str | None] = field(default_factory=list)
     meta: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    updates: dict[int, str | None] = field(default_factory=dict)
+    _coarse: dict[tuple, int] = field(default_factory=dict)
 
-    def hash_of(self, step: int) -> str:
-        return self.keys[step][1]
+    def add(self, key: Any, h: str | None, meta: tuple[str, str | None, str | None]) -> int:
+        """The id of a new key (the caller looked it up first)."""
+        step = self.ids[key] = len(self.hashes)
+        self.hashes.append(h)
+        self.meta.append(meta)
+        return step
+
+    def hash_of(self, step: int) -> str | None:
+        return self.hashes[step]
+
+    def unanswered(self, step: int) -> bool:
+        """A trace's reply that answers no request seen before it."""
+        first, kind, method = self.meta[step]
+        return method is None and kind in REPLIES and first in ("c2a", "a2c")
+
+    def needs_update(self, step: int) -> bool:
+        """A ``session/update`` whose update kind was not looked up yet."""
+        return self.meta[step][2] == "session/update" and step not in self.updates
+
+    def coarse(self, step: int) -> int:
+        """A small int for what the step is: direction or type, request/notification
+        vs response/error, method, update kind (when looked up) or ASR sub-kind."""
+        first, kind, method = self.meta[step]
+        role = "reply" if kind in REPLIES else "call" if kind in ("request", "notification") \
+            else kind
+        c = (first, role, method, self.updates.get(step))
+        cid = self._coarse.get(c)
+        if cid is None:
+            cid = self._coarse[c] = len(self._coarse)
+        return cid
 
 
 @dataclass
 class Steps:
-    """One input's steps: ``seq`` (step ids), and the input line of each step."""
+    """One input's steps: ``seq`` (step ids), the input line of each step, and the chains
+    (see the module docstring): ``chains[c]`` names chain ``c`` as ``(dir, session)``
+    (``(None, session)`` for an ASR stream) and ``chain_pos[c]`` holds the indices of its
+    steps, in order."""
 
     source: str  # display name
     path: str  # where to read descriptions back from
@@ -76,25 +144,80 @@ class Steps:
     #: before it, as if the recording stopped there; the caller reports it after its
     #: output (``FILE:LINE: cannot read: ...``, exit 2)
     cut: InputError | None = None
+    chains: list[tuple[str | None, str | None]] = field(default_factory=list)
+    chain_pos: list[array] = field(default_factory=list)
+    normalizer: Normalizer | None = None
 
-    def describe(self, indices: Iterable[int]) -> dict[int, str]:
-        """A short human summary of each wanted step (method, prompt text, update kind)."""
+    def read(self, indices: Iterable[int]) -> Iterator[tuple[list[int], bytes]]:
+        """The input line of each wanted step, in file order: ``(step indices, raw)``."""
         want: dict[int, list[int]] = {}
         for i in indices:
             if 0 <= i < len(self.seq):
                 want.setdefault(self.lines[i], []).append(i)
-        out: dict[int, str] = {}
         if not want:
-            return out
+            return
         last = max(want)
-        for line in read_lines(self.path):
-            if line.number in want:
-                text = _summary_of_line(line.raw, self.kind)
-                for i in want[line.number]:
-                    out[i] = text
-            if line.number >= last:
-                break
+        stream = open_source(self.path)
+        try:
+            for number, chunk in enumerate(stream, 1):
+                got = want.get(number)
+                if got is not None:
+                    yield got, chunk[:-1] if chunk.endswith(b"\n") else chunk
+                if number >= last:
+                    break
+        except READ_ERRORS as e:  # read before: the file changed since
+            raise InputError(self.source, 0, f"cannot read again: {e}") from None
+        finally:
+            if self.path != "-":
+                stream.close()
+
+    def describe(self, indices: Iterable[int]) -> dict[int, str]:
+        """A short human summary of each wanted step (method, prompt text, update kind)."""
+        out: dict[int, str] = {}
+        for got, raw in self.read(indices):
+            text = summary_of_line(raw, self.kind)
+            for i in got:
+                out[i] = text
         return out
+
+    def update_kinds(self, indices: Iterable[int]) -> Iterator[tuple[int, str | None]]:
+        """The ``sessionUpdate`` of each wanted step of a trace (None when it has none)."""
+        for got, raw in self.read(indices):
+            msg = _value_of_line(raw, "trace", _IDENTITY)
+            upd = msg.get("params") if isinstance(msg, dict) else None
+            upd = upd.get("update") if isinstance(upd, dict) else None
+            kind = upd.get("sessionUpdate") if isinstance(upd, dict) else None
+            for i in got:
+                yield i, kind if isinstance(kind, str) else None
+
+    def values(self, indices: Iterable[int]) -> Iterator[tuple[int, Any]]:
+        """The JSON value each wanted step stands for, in file order, as compared: for a
+        trace the JSON-RPC message (the text itself when it is not JSON) with MCP secrets
+        redacted; for an ASR record, the record without its bookkeeping fields; both
+        after ``--ignore``."""
+        norm = self.normalizer or Normalizer.from_pointers([])
+        for got, raw in self.read(indices):
+            value = _value_of_line(raw, self.kind, norm)
+            for i in got:
+                yield i, value
+
+
+_IDENTITY = Normalizer.from_pointers([])
+
+
+def _value_of_line(raw: bytes, kind: str, norm: Normalizer) -> Any:
+    """What a step is compared as (see :meth:`Steps.values`)."""
+    from acp_pipes.redact import redact_value
+
+    try:
+        rec = parse_json(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+    if kind == "asr":
+        if isinstance(rec, dict):
+            rec = {k: v for k, v in rec.items() if k not in ASR_BOOKKEEPING}
+        return norm.apply(rec)
+    return redact_value(norm.apply(message_of_record(rec)))[0]
 
 
 def spool_stdin() -> str:
@@ -125,99 +248,82 @@ def load_steps(
     before its first line always raises."""
     source = source or display_name(path)
     cuts: list[InputError] = []
-    lines = _until_cut(read_lines(path), source, cuts)
-    first: Line | None = None
-    for line in lines:
-        if line.raw.strip():
-            first = line
-            break
-    if first is None:
-        if cuts:
-            raise cuts[0]
-        raise InputError(source, 0, "empty input: no frames or records")
     try:
-        head = orjson.loads(first.raw)
-    except orjson.JSONDecodeError:
-        head = None
-    normalizer = normalizer or Normalizer.from_pointers([])
-    rest = _chain(first, lines)
-    fmt = header_format(head)
+        stream = open_source(path)
+    except InputError as e:
+        raise InputError(source, 0, e.message) from None
     try:
-        if fmt == ASR:
-            steps = _asr_steps(rest, path, source, table, normalizer, session, warn)
-        else:
-            steps = _trace_steps(rest, path, source, table, normalizer, session, warn,
-                                 direction)
-    except InputError:
-        if cuts:  # nothing of what was asked for came before the cut: the cut says why
-            raise cuts[0] from None
-        raise
+        lines = _until_cut(stream, source, cuts)
+        number = 0
+        first = None
+        for chunk in lines:
+            number += 1
+            if chunk.strip():
+                first = chunk
+                break
+        lines.close()  # what follows is read from the stream itself (or anew through it)
+        if first is None:
+            if cuts:
+                raise cuts[0]
+            raise InputError(source, 0, "empty input: no frames or records")
+        try:
+            head = orjson.loads(first)
+        except orjson.JSONDecodeError:
+            head = None
+        normalizer = normalizer or Normalizer.from_pointers([])
+        fmt = header_format(head)
+        try:
+            if fmt == ASR:
+                rest = _until_cut(stream, source, cuts, number)
+                steps = _asr_steps(_as_lines(first, number, rest, source), path, source,
+                                   table, normalizer, session, warn)
+            else:
+                seq, at, chains, chain_pos = trace_steps(
+                    first, number, stream, cuts, head, table, normalizer, source=source,
+                    session=session, warn=warn, direction=direction)
+                steps = Steps(source, path, "trace", seq, at, session, chains=chains,
+                              chain_pos=chain_pos)
+        except InputError:
+            if cuts:  # nothing of what was asked for came before the cut: the cut says why
+                raise cuts[0] from None
+            raise
+    finally:
+        if path != "-":
+            stream.close()
     steps.what = describe(fmt)
+    steps.normalizer = normalizer
     if cuts and not keep_cut:
         raise cuts[0]
     steps.cut = cuts[0] if cuts else None
     return steps
 
 
-def _chain(first: Line, rest: Iterator[Line]) -> Iterator[Line]:
+def _until_cut(stream, source: str, cuts: list[InputError], number: int = 0
+               ) -> Iterator[bytes]:
+    """The lines of ``stream`` (bytes with their LF) up to where it stops being readable
+    (a .gz cut short, a bad disk): the read error, naming ``source`` and the first line
+    not read, is appended to ``cuts`` and the lines end there, as if the recording
+    stopped (as acp-fold and acp-asr read it). ``number``: the lines read before."""
+    try:
+        for chunk in stream:
+            number += 1
+            yield chunk
+    except READ_ERRORS as e:
+        cuts.append(InputError(source, number + 1, f"cannot read: {e}"))
+
+
+def _as_lines(first: bytes, number: int, rest: Iterator[bytes], source: str
+              ) -> Iterator[Line]:
+    for n, chunk in enumerate(_chained(first, rest), number):
+        if chunk.endswith(b"\n"):
+            yield Line(source, n, chunk[:-1])
+        else:
+            yield Line(source, n, chunk, terminated=False)
+
+
+def _chained(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield first
     yield from rest
-
-
-def _until_cut(lines: Iterator[Line], source: str, cuts: list[InputError]
-               ) -> Iterator[Line]:
-    """``lines`` up to where they stop being readable (a .gz cut short, a bad disk), the
-    read error (renamed to ``source``) appended to ``cuts``: a recording that stopped
-    there, as acp-fold and acp-asr read it. A line the reader could not use is raised
-    from the loop body, not here, so it is never taken for a cut."""
-    while True:
-        try:
-            line = next(lines)
-        except StopIteration:
-            return
-        except InputError as e:
-            if e.line == 0:  # cannot open: nothing was read
-                raise InputError(source, 0, e.message) from None
-            cuts.append(InputError(source, e.line, e.message))
-            return
-        yield line
-
-
-def _trace_steps(lines, path, source, table, normalizer, session, warn, direction) -> Steps:
-    from acp_pipes.frame import frame_lines
-
-    where = [0]
-
-    def numbered() -> Iterator[Line]:
-        # frame_lines yields a frame right after reading its line: this is that line
-        for line in lines:
-            where[0] = line.number
-            yield line
-
-    ids, keys, meta = table.ids, table.keys, table.meta
-    seq: list[int] = []
-    at = array("L")
-    push, mark = seq.append, at.append
-    hash_frame = normalizer.hash_frame
-    identity = normalizer.identity
-    try:
-        for fr in frame_lines(numbered(), source, warn=warn, direction=direction):
-            if session is not None and fr.get("sessionId") != session:
-                continue
-            h = fr.get("hash") if identity else hash_frame(fr)
-            key = (fr["dir"], h)
-            step = ids.get(key)
-            if step is None:
-                step = ids[key] = len(keys)
-                keys.append(key)
-                meta.append((fr["dir"], fr.get("kind"), fr.get("method")))
-            push(step)
-            mark(where[0])
-    except ValueError as e:  # a bare stream without a direction
-        raise InputError(source, 0, str(e)) from None
-    if session is not None and not seq:
-        raise InputError(source, 0, f"no frames of session {session!r}")
-    return Steps(source, path, "trace", seq, at, session)
 
 
 def _bad_line(warn: Warn | None) -> Callable[[Line, str], None]:
@@ -250,13 +356,17 @@ def _json_lines(lines: Iterable[Line], bad: Callable[[Line, str], None]
 
 
 def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> Steps:
-    ids, keys, meta = table.ids, table.keys, table.meta
+    ids, add = table.ids, table.add
     seq: list[int] = []
     at = array("L")
     header: dict | None = None
     selected = session is None
     found = False
     bad = _bad_line(warn)
+    chains: list[tuple[str | None, str | None]] = []
+    chain_pos: list[array] = []
+    pos: array | None = None
+    stream_session: str | None = None
     for line, rec in _json_lines(lines, bad):
         if not isinstance(rec, dict):
             bad(line, "an ASR record must be a JSON object")
@@ -266,6 +376,9 @@ def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> St
             if selected and (header is None or session is not None):
                 header = rec
                 found = True
+            sid = rec.get("sessionId")
+            stream_session = sid if isinstance(sid, str) else None
+            pos = None  # a new stream: a chain of its own once it has a record
             continue
         if not selected:
             continue
@@ -282,133 +395,19 @@ def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> St
         key = (rtype, h)
         step = ids.get(key)
         if step is None:
-            step = ids[key] = len(keys)
-            keys.append(key)
-            meta.append((rtype, _asr_kind(rec), None))
+            step = add(key, h, (rtype, asr_kind(rec), None))
+        if pos is None:
+            chains.append((None, stream_session))
+            pos = array("L")
+            chain_pos.append(pos)
+        pos.append(len(seq))
         seq.append(step)
         at.append(line.number)
     if session is not None and not found:
         raise InputError(source, 0, f"no ASR stream of session {session!r}")
-    return Steps(source, path, "asr", seq, at, session, header)
+    return Steps(source, path, "asr", seq, at, session, header, chains=chains,
+                 chain_pos=chain_pos)
 
-
-def _asr_kind(rec: dict) -> str | None:
-    """The sub-kind worth showing next to an ASR record's type (role, state, status)."""
-    for name in ("role", "state", "kind", "status"):
-        v = rec.get(name)
-        if isinstance(v, str):
-            return v
-    return None
-
-
-# -- words for people ------------------------------------------------------------------
-
-
-def _summary_of_line(raw: bytes, kind: str) -> str:
-    try:
-        rec = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return _clip(raw.decode("utf-8", "replace"))
-    if kind == "asr":
-        return summarize_record(rec) if isinstance(rec, dict) else _clip(str(rec))
-    if isinstance(rec, dict) and "dir" in rec and ("raw" in rec or "raw_b64" in rec):
-        try:
-            msg_raw = decode_raw(rec)
-        except ValueError:
-            return "(unreadable frame)"
-        try:
-            msg = orjson.loads(msg_raw)
-        except orjson.JSONDecodeError:
-            return "(not JSON) " + _clip(msg_raw.decode("utf-8", "replace"))
-        return summarize_message(msg)
-    return summarize_message(rec)
-
-
-def _clip(text: str, width: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _text_of(value: Any) -> str | None:
-    """The first text found in a content block, a list of blocks, or a chunk."""
-    if isinstance(value, dict):
-        t = value.get("text")
-        if isinstance(t, str):
-            return t
-        for k in ("content", "prompt"):
-            if k in value:
-                found = _text_of(value[k])
-                if found is not None:
-                    return found
-    elif isinstance(value, list):
-        for v in value:
-            found = _text_of(v)
-            if found is not None:
-                return found
-    return None
-
-
-def summarize_message(msg: Any) -> str:
-    """One short line for an ACP JSON-RPC message: method, update kind, a snippet of text.
-
-    >>> summarize_message({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-    ...   "params": {"prompt": [{"type": "text", "text": "hello 1"}]}})
-    'session/prompt "hello 1"'
-    """
-    if not isinstance(msg, dict):
-        return _clip(orjson.dumps(msg).decode())
-    method = msg.get("method")
-    params = msg.get("params")
-    if isinstance(method, str):
-        parts = [method]
-        if isinstance(params, dict):
-            upd = params.get("update")
-            if isinstance(upd, dict):
-                su = upd.get("sessionUpdate")
-                if isinstance(su, str):
-                    parts.append(su)
-                for k in ("state", "status", "stopReason"):
-                    if isinstance(upd.get(k), str):
-                        parts.append(upd[k])
-                text = _text_of(upd)
-            else:
-                text = _text_of(params)
-            if text is not None:
-                parts.append(orjson.dumps(_clip(text, 40)).decode())
-        return " ".join(parts)
-    if "error" in msg:
-        err = msg["error"]
-        if isinstance(err, dict):
-            return f"error {err.get('code')} {_clip(str(err.get('message', '')), 40)}"
-        return "error"
-    if "result" in msg:
-        res = msg["result"]
-        if isinstance(res, dict):
-            if not res:
-                return "result {}"
-            keys = ",".join(list(res)[:4])
-            for k in ("stopReason", "sessionId", "messageId"):
-                if isinstance(res.get(k), str):
-                    return f"result {k}={_clip(res[k], 30)}"
-            return f"result {{{keys}}}"
-        return "result " + _clip(orjson.dumps(res).decode(), 40)
-    return _clip(orjson.dumps(msg).decode())
-
-
-def summarize_record(rec: dict) -> str:
-    """One short line for an ASR record: its type, sub-kind and a snippet of text."""
-    parts = [str(rec.get("type"))]
-    kind = _asr_kind(rec)
-    if kind:
-        parts.append(kind)
-    for k in ("name", "childSession", "title"):
-        if isinstance(rec.get(k), str):
-            parts.append(_clip(rec[k], 30))
-            break
-    text = _text_of(rec)
-    if text is not None:
-        parts.append(orjson.dumps(_clip(text, 40)).decode())
-    return " ".join(parts)
 
 
 def read_lineage(path: str, source: str | None = None, warn: Warn | None = None
@@ -441,9 +440,9 @@ def read_lineage(path: str, source: str | None = None, warn: Warn | None = None
         elif rtype == "state" and rec.get("state") == "resumed":
             cur["resumes"] += 1
         elif rtype == "message" and rec.get("role") == "user" and cur["prompt"] is None:
-            text = _text_of(rec)
+            text = text_of(rec)
             if text is not None:
-                cur["prompt"] = _clip(text, 40)
+                cur["prompt"] = clip(text, 40)
     if not streams:
         raise InputError(source, 0, "no ASR stream (no header line)")
     return streams

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 
 import orjson
 
@@ -19,14 +21,24 @@ streams. A trace step is (direction, canonical hash of the message); an ASR step
 (record type, canonical hash of the record without its bookkeeping fields: seq, id, ts,
 tsSource, observedAt, native, supersedes, parent, copiedFrom).
 
---format ops (default): JSONL, one op per aligned step:
-  {"op":"equal"|"only-a"|"only-b","a":INDEX|null,"b":INDEX|null,
-   "dir"|"type", "kind", "method", "hash"}
---format diff: a unified diff (-U N context), one line per step: direction arrow and a
-  short summary (method, prompt text, update kind). json: counts, LCS length, edit
-  distance and the first divergence with both steps described. dot / svg: a divergence
-  graph (svg needs Graphviz's dot program). html: the two runs side by side in one
-  self-contained page (-U N as for diff; see the acp-view manual).
+Order the protocol does not fix is no difference: each direction of each session is
+aligned on its own (where session/close lands among the agent's updates is scheduling),
+while a response still has to come after its request. Steps of the same kind that say
+something else (a prompt and a prompt) are one changed step, shown with the JSON
+pointers that differ and both values.
+
+--format ops (default in a pipe): JSONL, one op per step:
+  {"op":"equal"|"changed"|"only-a"|"only-b","a":INDEX|null,"b":INDEX|null,
+   "dir"|"type", "kind", "method", "hash"}; changed also "hash_b" and
+   "diff": [{"op","path","a","b"}]
+--format diff (default at a terminal, in colour unless NO_COLOR is set): a unified diff
+  (-U N context), one line per step: direction arrow and a short summary (method,
+  prompt text, update kind); "!" marks a changed step, followed by its pointers. json:
+  counts, LCS length, edit distance, the first divergence and every changed step.
+  dot / svg: a divergence graph (svg needs Graphviz's dot program, and a file or pipe:
+  it is not written to a terminal); at most 40 places where the runs differ are drawn.
+  html: the two runs side by side in one self-contained page (-U N as for diff; see
+  the acp-view manual).
 
 Three or more inputs draw one divergence tree (a prefix tree, shared runs of steps
 merged; formats dot, svg, json). --lineage STREAM... draws the sessions of ASR streams:
@@ -41,7 +53,7 @@ Exit status: 0 the runs are equal, 1 they differ, 2 usage or unusable input.
 """ + f"Manual: {page('acp-align.md')}"
 
 EXAMPLE = """\
-acp-align run1.jsonl run2.jsonl --format diff
+acp-align run1.jsonl run2.jsonl
 acp-align run1.jsonl run2.jsonl --ignore /params/sessionId --ignore '/result/*Id' --format json
 acp-align run.jsonl --session sess-1 --session sess-2 --format diff
 acp-align runs/*.jsonl --format svg -o tree.svg
@@ -53,8 +65,9 @@ FORMATS = ("ops", "diff", "json", "dot", "svg", "html")
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, dest="fmt",
-                   help="output: ops (JSONL, default for two inputs), diff, json, dot, svg, html "
-                   "(json for three or more inputs, dot for --lineage)")
+                   help="output: ops (JSONL; the default for two inputs in a pipe), diff "
+                   "(the default at a terminal), json, dot, svg, html (json for three or "
+                   "more inputs, dot for --lineage)")
     p.add_argument("-U", "--context", type=int, default=3, metavar="N",
                    help="--format diff, html: N steps of context around each change (default 3)")
     p.add_argument("--ignore", action="append", default=[], metavar="POINTER",
@@ -168,36 +181,45 @@ def _align(args, ctx: Context, paths, names) -> int:
 
 def _pair(args, ctx: Context, a, b, table) -> int:
     from acp_pipes.align import render
-    from acp_pipes.align.myers import align
+    from acp_pipes.align.compare import compare
 
-    al = align(a.seq, b.seq, args.max_cost)
-    if al.approximate:
+    fmt = args.fmt or ("diff" if ctx.term.tty else "ops")
+    if fmt == "svg":
+        _no_svg_on_terminal(ctx)
+    cmp = compare(a, b, table, args.max_cost)
+    if cmp.approximate:
         ctx.note(f"approximate: the edit distance passed --max-cost {args.max_cost}; the "
                  "alignment is valid but may not be minimal")
-    fmt = args.fmt or "ops"
     out = ctx.out
     if fmt == "ops":
         dumps_ = orjson.dumps
         nl = orjson.OPT_APPEND_NEWLINE
         write = out.write
-        for rec in render.ops(al, a, b, table):
+        for rec in render.ops(cmp):
             write(dumps_(rec, option=nl))
     elif fmt == "diff":
-        if al.distance:
-            for line in render.diff_lines(al, a, b, table, args.context):
+        if cmp.distance:
+            for line in render.diff_lines(cmp, args.context, term=ctx.term):
                 out.write(line.encode("utf-8") + b"\n")
     elif fmt == "json":
-        out.write(dumps(render.summary(al, a, b, table)))
+        out.write(dumps(render.summary(cmp)))
     elif fmt == "html":
         from acp_pipes.view.sidebyside import align_page
 
-        out.write(align_page(render.ops(al, a, b, table), a, b,
-                             render.summary(al, a, b, table), args.context))
+        changes = cmp.changes()
+        out.write(align_page(render.ops(cmp, changes), a, b, render.summary(cmp, changes),
+                             args.context))
     else:
         from acp_pipes.align.graph import pair_graph
 
-        _write_graph(ctx, pair_graph(al, a, b, table), fmt)
-    return EXIT_OK if al.distance == 0 else EXIT_DIFFERENT
+        _write_graph(ctx, pair_graph(cmp), fmt)
+    return EXIT_OK if cmp.equal else EXIT_DIFFERENT
+
+
+def _no_svg_on_terminal(ctx: Context) -> None:
+    if ctx.term.tty:
+        raise UsageError("--format svg writes an SVG document, not for a terminal: give "
+                         "-o FILE.svg or redirect the output (> FILE.svg)")
 
 
 def _nway(args, ctx: Context, runs, table) -> int:
@@ -224,7 +246,43 @@ def _write_graph(ctx: Context, g, fmt: str) -> None:
     if fmt == "dot":
         ctx.out.write(src.encode("utf-8"))
         return
-    ctx.out.write(to_svg(src))
+    _no_svg_on_terminal(ctx)
+    with _signals_raise():
+        svg = to_svg(src)  # DotMissing: an AcpPipesError, said by the runner (exit 2)
+    ctx.out.write(svg)
+
+
+class _Ended(BaseException):
+    """A SIGTERM or SIGHUP arrived: unwind (so `dot` is killed), then exit 128+N."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_raise():
+    """While a child runs, SIGTERM and SIGHUP unwind this process like Ctrl-C does, so
+    the child is killed and reaped on the way out; then the process ends by the same
+    signal, as if it had not been caught."""
+    def raise_(signum, _frame):
+        raise _Ended(signum)
+
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            old[sig] = signal.signal(sig, raise_)
+    try:
+        yield
+    except _Ended as e:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        old.clear()
+        os.kill(os.getpid(), e.signum)  # the default action: end, as killed
+        raise SystemExit(128 + e.signum) from None
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 TOOL = Tool(

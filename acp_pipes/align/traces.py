@@ -1,0 +1,228 @@
+"""Traces -> steps: frame records made step ids.
+
+A trace is a wire log, a frames stream or bare ACP JSONL. A frames stream (acp-frame's
+output, told by its header) is trusted: its records' ``hash``, ``kind``, ``method`` and
+``sessionId`` are used as written, so each line is parsed once and nothing is hashed
+again; anything else is framed here (:func:`acp_pipes.frame.frame_chunks`).
+
+At a million steps the cost is what is done per line besides parsing, so that is kept
+to a few dict lookups on the record while it is fresh in the cache (batches of records
+split into columns with ``map`` measured slower: the records have left the cache by the
+time their columns are taken).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from acp_pipes.errors import Warn
+from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
+from acp_pipes.streams import FRAMES, VERSIONS, WIRE, describe, header_format
+
+if TYPE_CHECKING:
+    from acp_pipes.align.steps import StepTable
+    from acp_pipes.normalize import Normalizer
+
+__all__ = ["REPLIES", "UNANSWERED", "trace_steps"]
+
+#: Frame kinds that answer a request.
+REPLIES = frozenset(("response", "error"))
+#: Before the key of a reply that answers no request seen before it.
+UNANSWERED = "unanswered:"
+_HASH_TYPES = frozenset((str, type(None)))
+_KINDS = frozenset(("request", "response", "error", "notification", "invalid_json",
+                    "not_jsonrpc"))
+_DIRS = frozenset(("c2a", "a2c"))
+
+
+class _Builder:
+    """A trace's steps, frame by frame: step ids (``seq``), line numbers, and the
+    positions of each chain (one direction of one session)."""
+
+    def __init__(self, table: StepTable, normalizer: Normalizer, session: str | None):
+        self.table = table
+        self.hash_frame = None if normalizer.identity else normalizer.hash_frame
+        self.session = session
+        self.seq: list[int] = []
+        self.lines = array("L")
+        self.chains: list[tuple[str, str | None]] = []
+        self.chain_ids: dict[tuple[str, str | None], int] = {}
+        self.chain_pos: list[array] = []
+
+    def adder(self) -> Callable[[dict[str, Any], int], None]:
+        """``add(frame, line)``: one frame record (``dir`` c2a/a2c, ``kind`` a frame
+        kind, ``hash`` a string or null) made a step. A closure over locals, not a
+        method: this runs once a frame, and at a million frames every lookup counts."""
+        table = self.table
+        ids, new = table.ids, table.add
+        hash_frame = self.hash_frame
+        session = self.session
+        push, mark = self.seq.append, self.lines.append
+        seq = self.seq
+        chain = self._chain
+        replies, unanswered = REPLIES, UNANSWERED
+        last: list[Any] = [None, None, None]  # dir, session, positions.append of the chain
+
+        def add(rec: dict[str, Any], number: int) -> None:
+            sid = rec.get("sessionId")
+            if session is not None and sid != session:
+                return
+            d = rec["dir"]
+            h = rec.get("hash") if hash_frame is None else hash_frame(rec)
+            method = rec.get("method")
+            # the key: direction and hash in one string (a string is the cheapest dict
+            # key there is); a reply that answers no request seen has a key of its own
+            key = d + h if h is not None else d
+            if method is None and rec.get("kind") in replies:
+                key = unanswered + key
+            step = ids.get(key)
+            if step is None:
+                step = new(key, h, (d, rec.get("kind"), method))
+            if sid != last[1] or d != last[0]:
+                last[0], last[1], last[2] = d, sid, self.chain_pos[chain((d, sid))].append
+            last[2](len(seq))
+            push(step)
+            mark(number)
+
+        return add
+
+    def _chain(self, key: tuple[str, str | None]) -> int:
+        c = self.chain_ids.get(key)
+        if c is None:
+            c = self.chain_ids[key] = len(self.chains)
+            self.chains.append(key)
+            self.chain_pos.append(array("L"))
+        return c
+
+
+def trace_steps(
+    first: bytes,
+    first_number: int,
+    stream: Iterable[bytes],
+    cuts: list[InputError],
+    head: Any,
+    table: StepTable,
+    normalizer: Normalizer,
+    *,
+    source: str,
+    session: str | None,
+    warn: Warn | None,
+    direction: str | None,
+) -> tuple[list[int], array, list[tuple[str, str | None]], list[array]]:
+    """The steps of a trace whose first non-blank line ``first`` (number
+    ``first_number``, parsed: ``head``) has been read from ``stream``, which holds the
+    other lines: ``(step ids, line numbers, chains, positions of each chain)``. Where
+    the stream stops being readable (a .gz cut short) the read error is appended to
+    ``cuts`` and the steps are those before it."""
+    b = _Builder(table, normalizer, session)
+    fmt = header_format(head)
+    version = head.get("version") if fmt == FRAMES else None
+    try:
+        if fmt == FRAMES and normalizer.identity and version.__class__ is int \
+                and 1 <= version <= VERSIONS[FRAMES]:
+            _trusted(b, first_number, stream, cuts, source, warn, direction)
+        else:
+            lines = _until_cut(stream, first_number, source, cuts)
+            _framed(b, _numbered(first, first_number, lines), source, warn, direction)
+    except ValueError as e:  # a bare stream without a direction
+        raise InputError(source, 0, str(e)) from None
+    if session is not None and not b.seq:
+        raise InputError(source, 0, f"no frames of session {session!r}")
+    return b.seq, b.lines, b.chains, b.chain_pos
+
+
+def _until_cut(stream: Iterable[bytes], number: int, source: str, cuts: list[InputError]
+               ) -> Iterator[bytes]:
+    """The lines of ``stream`` (line ``number`` was the last read) up to where it stops
+    being readable (a .gz cut short, a bad disk): the read error, naming ``source`` and
+    the first line not read, is appended to ``cuts`` and the lines end there, as if the
+    recording stopped (as acp-fold and acp-asr read it)."""
+    try:
+        for chunk in stream:
+            number += 1
+            yield chunk
+    except READ_ERRORS as e:
+        cuts.append(InputError(source, number + 1, f"cannot read: {e}"))
+
+
+def _numbered(first: bytes, first_number: int, lines: Iterator[bytes]
+              ) -> Iterator[tuple[int, bytes]]:
+    yield first_number, first
+    for n, chunk in enumerate(lines, first_number + 1):
+        yield n, chunk
+
+
+def _framed(b: _Builder, numbered: Iterator[tuple[int, bytes]], source: str,
+            warn: Warn | None, direction: str | None) -> None:
+    """Frame the lines here (a wire log, a bare stream, a frames stream with --ignore),
+    as acp-frame would, and add the frames in batches."""
+    from acp_pipes.frame import frame_chunks
+
+    where = [0]
+
+    def chunks() -> Iterator[bytes]:
+        # frame_chunks yields a frame right after reading its line: this is that line
+        for number, chunk in numbered:
+            where[0] = number
+            yield chunk
+
+    add = b.adder()
+    for fr in frame_chunks(chunks(), source, warn=warn, direction=direction):
+        add(fr, where[0])
+
+
+def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[InputError],
+             source: str, warn: Warn | None, direction: str | None) -> None:
+    """Add a frames stream's records as they are (the header, line ``number``, is read):
+    one parse a line, nothing hashed. A record that lacks what acp-frame writes is
+    framed again, a line that is not JSON is reported and skipped, and from a header of
+    another kind on (a wire log appended to the file) the rest is framed. The stream is
+    read directly, not through a generator: that costs ~10% at a million lines."""
+    from acp_pipes.frame import Framer
+
+    loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
+    dirs, kinds, hash_types = _DIRS, _KINDS, _HASH_TYPES
+    add = b.adder()
+    framer = None
+    n = number
+    try:
+        for n, chunk in enumerate(stream, number + 1):  # noqa: B007 - n after the loop
+            try:
+                rec = loads(chunk)
+            except JSONDecodeError as e:
+                if warn is not None and chunk.strip():
+                    what = unparsable(chunk.endswith(b"\n"))
+                    warn(source, n, f"{what}, frame record skipped: {e}")
+                continue
+            if rec.__class__ is dict and rec.get("dir") in dirs:
+                if rec.get("kind") in kinds and rec.get("hash").__class__ in hash_types:
+                    add(rec, n)
+                    continue
+                framer = framer or Framer(source, warn)  # not as acp-frame writes it
+                rec = framer.frame(rec, n)
+                if rec is not None:
+                    add(rec, n)
+                continue
+            fmt = header_format(rec)
+            if fmt == FRAMES:
+                version = rec.get("version")
+                if version.__class__ is int and 1 <= version <= VERSIONS[FRAMES]:
+                    continue  # the next frames stream: trusted as the first
+            if fmt in (FRAMES, WIRE):  # the framer judges it and frames the rest
+                rest = _until_cut(stream, n, source, cuts)
+                _framed(b, _numbered(chunk, n, rest), source, warn, direction)
+                return
+            if fmt is None:
+                if warn is not None:
+                    warn(source, n, "not a frame record (needs seq, t, dir), skipped")
+                continue
+            raise InputError(source, n,
+                             f"expected a wire log or ACP JSONL, got {describe(fmt)}")
+    except READ_ERRORS as e:
+        cuts.append(InputError(source, n + 1, f"cannot read: {e}"))
+
+

@@ -1,0 +1,160 @@
+"""Words for people: one short line for a frame or an ASR record, safe for a terminal.
+
+What a diff line or a graph label says about a step: the method, the update kind, a
+state, a snippet of the prompt or message text. Recorded strings are untrusted: every
+character that would act on a terminal (ESC, BEL, bidirectional overrides) is written as
+an escape (:func:`acp_pipes.terminal.printable`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from acp_pipes.canonical import parse_json
+from acp_pipes.terminal import printable
+from acp_pipes.wire import decode_raw
+
+__all__ = ["asr_kind", "clip", "message_of_record", "printable", "summarize_message",
+           "summarize_record", "summary_of_line", "text_of"]
+
+
+def asr_kind(rec: dict) -> str | None:
+    """The sub-kind worth showing next to an ASR record's type (role, state, status)."""
+    for name in ("role", "state", "kind", "status"):
+        v = rec.get(name)
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def message_of_record(rec: Any) -> Any:
+    """The JSON-RPC message a trace line holds: a wire or frame record's bytes, parsed
+    (the text itself when they are not JSON), or the line itself in a bare stream."""
+    if isinstance(rec, dict) and "dir" in rec and ("raw" in rec or "raw_b64" in rec):
+        try:
+            msg_raw = decode_raw(rec)
+        except ValueError:
+            return "(unreadable frame)"
+        try:
+            return parse_json(msg_raw)
+        except ValueError:
+            return msg_raw.decode("utf-8", "replace")
+    return rec
+
+
+def summary_of_line(raw: bytes, kind: str) -> str:
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return clip(raw.decode("utf-8", "replace"))
+    if kind == "asr":
+        return summarize_record(rec) if isinstance(rec, dict) else clip(str(rec))
+    if isinstance(rec, dict) and "dir" in rec and ("raw" in rec or "raw_b64" in rec):
+        try:
+            msg_raw = decode_raw(rec)
+        except ValueError:
+            return "(unreadable frame)"
+        try:
+            msg = orjson.loads(msg_raw)
+        except orjson.JSONDecodeError:
+            return "(not JSON) " + clip(msg_raw.decode("utf-8", "replace"))
+        return summarize_message(msg)
+    return summarize_message(rec)
+
+
+def clip(text: str, width: int = 60) -> str:
+    text = printable(" ".join(text.split()))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def text_of(value: Any) -> str | None:
+    """The first text found in a content block, a list of blocks, or a chunk."""
+    if isinstance(value, dict):
+        t = value.get("text")
+        if isinstance(t, str):
+            return t
+        for k in ("content", "prompt"):
+            if k in value:
+                found = text_of(value[k])
+                if found is not None:
+                    return found
+    elif isinstance(value, list):
+        for v in value:
+            found = text_of(v)
+            if found is not None:
+                return found
+    return None
+
+
+def summarize_message(msg: Any) -> str:
+    """One short line for an ACP JSON-RPC message: method, update kind, a snippet of text,
+    every character that would act on a terminal escaped (:func:`printable`).
+
+    >>> summarize_message({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+    ...   "params": {"prompt": [{"type": "text", "text": "hello 1"}]}})
+    'session/prompt "hello 1"'
+    """
+    return printable(_summarize_message(msg))
+
+
+def _summarize_message(msg: Any) -> str:
+    if not isinstance(msg, dict):
+        return clip(orjson.dumps(msg).decode())
+    method = msg.get("method")
+    params = msg.get("params")
+    if isinstance(method, str):
+        parts = [method]
+        if isinstance(params, dict):
+            upd = params.get("update")
+            if isinstance(upd, dict):
+                su = upd.get("sessionUpdate")
+                if isinstance(su, str):
+                    parts.append(su)
+                for k in ("state", "status", "stopReason"):
+                    if isinstance(upd.get(k), str):
+                        parts.append(upd[k])
+                text = text_of(upd)
+            else:
+                text = text_of(params)
+            if text is not None:
+                parts.append(orjson.dumps(clip(text, 40)).decode())
+        return " ".join(parts)
+    if "error" in msg:
+        err = msg["error"]
+        if isinstance(err, dict):
+            return f"error {err.get('code')} {clip(str(err.get('message', '')), 40)}"
+        return "error"
+    if "result" in msg:
+        res = msg["result"]
+        if isinstance(res, dict):
+            if not res:
+                return "result {}"
+            keys = ",".join(list(res)[:4])
+            for k in ("stopReason", "sessionId", "messageId"):
+                if isinstance(res.get(k), str):
+                    return f"result {k}={clip(res[k], 30)}"
+            return f"result {{{keys}}}"
+        return "result " + clip(orjson.dumps(res).decode(), 40)
+    return clip(orjson.dumps(msg).decode())
+
+
+def summarize_record(rec: dict) -> str:
+    """One short line for an ASR record: its type, sub-kind and a snippet of text."""
+    return printable(_summarize_record(rec))
+
+
+def _summarize_record(rec: dict) -> str:
+    parts = [str(rec.get("type"))]
+    kind = asr_kind(rec)
+    if kind:
+        parts.append(kind)
+    for k in ("name", "childSession", "title"):
+        if isinstance(rec.get(k), str):
+            parts.append(clip(rec[k], 30))
+            break
+    text = text_of(rec)
+    if text is not None:
+        parts.append(orjson.dumps(clip(text, 40)).decode())
+    return " ".join(parts)
