@@ -1,30 +1,56 @@
-"""acp-align on big traces: exact LCS at 1M steps beside framing the same inputs.
+"""acp-align: exact at 1M steps, fast on frames, order-blind where the protocol is, bounded SVG.
 
-Inputs are synthetic but real-shaped wire logs: the echo agent (in-process, deterministic)
-answering a scripted client, written as wire records; B is A with scattered edits
-(a third each: a frame deleted, a new frame inserted, a frame replaced by a changed one).
-Inserted and changed frames are new content, so the exact LCS length is known:
-N - deletions - replacements; the bench checks acp-align finds exactly that.
+Inputs are real-shaped: the echo agent answering a scripted client.
 
-Subjects, same run, interleaved (bench.common.side_by_side):
-- ``acp-align A B --format json`` through the CLI (frames and hashes both inputs itself);
-- baseline ``acp-frame A`` plus ``acp-frame B`` (the framing alone, both inputs);
-- the LCS alone, in-process, beside ``difflib.SequenceMatcher(autojunk=False)`` on the
-  same step keys (difflib on 1M steps runs under a time cap and is reported as such).
+- **The piped pair**: a 1000-prompt session recorded through acp-tee with the client
+  script piped in whole (``acp-tee -o A -- acp-echo-agent < client.jsonl``), so how the
+  two directions interleave in the log is up to the scheduler; recorded twice (A, A')
+  and once with prompt 500 changed (B). ``acp-align A B`` and ``acp-align A A'`` through
+  the CLI, beside the same commands of acp-align as it was before the comparison over
+  the protocol's order (commit :data:`BEFORE`, run from a ``git archive`` of it).
+- **Frames**: two 200,000-step frames streams (``acp-frame`` of synthetic wire logs, B
+  with scattered edits) aligned, beside a bare loop that parses both files with orjson
+  (the floor for anything that reads them), and before.
+- **Wire logs at scale**: 1,000,000 steps with 100 edits and 100,000 with 5,000, beside
+  ``acp-frame`` of both inputs and ``difflib.SequenceMatcher(autojunk=False)``; B's
+  inserted and changed frames are new content, so the exact LCS is known and checked.
+- **SVG**: ``--format svg`` of 20,000- and 100,000-step pairs with many scattered edits,
+  after and before (before under a time cap).
+
+Every subject is a whole process as a user starts it; subjects of one case run
+interleaved (bench.common.side_by_side); medians; RSS is the peak of the process.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import random
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import orjson
 
-from bench.common import Run, env, max_rss, median_wall, run_cmd, side_by_side, table, tool, workdir
+from bench.common import (
+    REPO,
+    Run,
+    env,
+    max_rss,
+    median_wall,
+    run_cmd,
+    side_by_side,
+    table,
+    tool,
+    workdir,
+)
+
+#: acp-align before it compared over the protocol's order, trusted frames streams and
+#: bounded its drawing: the "before" of every case.
+BEFORE = "d6ca992"
 
 
 def _trace(steps: int) -> list[bytes]:
@@ -128,6 +154,152 @@ def difflib_alone(steps: int, d: str) -> dict:
     return {"seconds": time.perf_counter() - t, "lcs": lcs}
 
 
+# -- acp-align as it was ---------------------------------------------------------------
+
+
+def _before_tree(d: Path) -> Path | None:
+    """acp_pipes as of :data:`BEFORE`, unpacked beside the bench's work (None: no git
+    history here, so no before)."""
+    root = d / f"before-{BEFORE}"
+    if (root / "acp_pipes").is_dir():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE, "acp_pipes"],
+                                 capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    return root
+
+
+def _before(root: Path, *args: str) -> list[str]:
+    """argv running acp-align from ``root`` (its acp_pipes first on sys.path)."""
+    code = (f"import sys; sys.path.insert(0, {str(root)!r}); sys.argv[0] = 'acp-align'; "
+            "from acp_pipes.cli.align import main; main()")
+    return [sys.executable, "-c", code, *args]
+
+
+def _capped(argv: list[str], cap: float, stdout: Path | None = None) -> Run | None:
+    """Run ``argv`` measured as run_cmd does, but stop it (its whole process group) after
+    ``cap`` seconds: None then."""
+    fout = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
+    with tempfile.NamedTemporaryFile("r", suffix=".measure") as report:
+        p = subprocess.Popen([sys.executable, "-m", "bench._measure", report.name, "--",
+                              *argv], stdout=fout, env=env(), cwd=REPO,
+                             start_new_session=True)
+        try:
+            p.wait(timeout=cap)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            return None
+        finally:
+            if stdout:
+                fout.close()  # type: ignore[union-attr]
+        wall, rss_kb, cpu = report.read().split()
+    return Run(float(wall), int(rss_kb) / 1024, float(cpu))
+
+
+# -- the cases ---------------------------------------------------------------------------
+
+
+def _piped(d: Path, prompts: int, repeat: int, before: Path | None) -> str:
+    """The piped pair (see the module docstring)."""
+    from acp_pipes.echo_client import client_session
+
+    client = list(client_session(prompts))
+    mid = prompts // 2
+    changed = [line.replace(f'"hello {mid}"'.encode(), f'"bye {mid}"'.encode())
+               for line in client]
+    scripts = {"a": client, "a2": client, "b": changed}
+    wires = {}
+    for name, script in scripts.items():
+        src = d / f"piped-{name}.client.jsonl"
+        src.write_bytes(b"".join(line + b"\n" for line in script))
+        wires[name] = d / f"piped-{name}.wire.jsonl"
+        run_cmd(tool("tee", "-o", str(wires[name]), "--clock", "epoch", "--no-host", "--",
+                     *tool("echo-agent")), stdin=src)
+    out = {k: d / f"piped-{k}.json" for k in ("after-ab", "after-aa", "before-ab", "before-aa")}
+    subjects = {
+        "after-ab": lambda: run_cmd(tool("align", str(wires["a"]), str(wires["b"]),
+                                         "--format", "json"), stdout=out["after-ab"]),
+        "after-aa": lambda: run_cmd(tool("align", str(wires["a"]), str(wires["a2"]),
+                                         "--format", "json"), stdout=out["after-aa"]),
+    }
+    if before is not None:
+        subjects["before-ab"] = lambda: run_cmd(
+            _before(before, str(wires["a"]), str(wires["b"]), "--format", "json"),
+            stdout=out["before-ab"])
+        subjects["before-aa"] = lambda: run_cmd(
+            _before(before, str(wires["a"]), str(wires["a2"]), "--format", "json"),
+            stdout=out["before-aa"])
+    runs = side_by_side(subjects, repeat=repeat)
+    rows = []
+    frames = sum(1 for _ in open(wires["a"], "rb")) - 1
+    for who in ("before", "after"):
+        if f"{who}-ab" not in runs:
+            continue
+        ab = orjson.loads(out[f"{who}-ab"].read_bytes())
+        aa = orjson.loads(out[f"{who}-aa"].read_bytes())
+        rows.append([
+            f"{who} ({BEFORE})" if who == "before" else "after",
+            f"{median_wall(runs[f'{who}-ab']):.2f} s", f"{max_rss(runs[f'{who}-ab']):.0f} MB",
+            _reported(ab), _reported(aa)])
+    return (f"### The piped pair: {prompts} prompts, {frames:,} frames a recording\n\n"
+            + table(["acp-align", "A B --format json", "peak RSS",
+                     "A vs B (prompt changed): reported", "A vs A' (same script): reported"],
+                    rows)
+            + f"\n\nMedian of {repeat} interleaved runs. A, A' and B are recorded once, "
+            "through acp-tee with the client script piped in whole, so where the "
+            "client's frames land among the agent's differs between A and A'. "
+            "\"Reported\": steps that differ (before: only-a + only-b ops; after: changed "
+            "steps, and steps only in one run). For scale, from the same pair (not "
+            "measurable here: it is not installable offline): acp-devtools' diff reports "
+            "509 changed frames in 3.3 s and 1.1 GB.")
+
+
+def _reported(summary: dict) -> str:
+    c = summary["counts"]
+    if "changed" not in c:
+        return f"{c['only-a']:,} only-a + {c['only-b']:,} only-b"
+    return (f"{c['changed']:,} changed, {c['only-a']:,} only-a, {c['only-b']:,} only-b")
+
+
+def _frames(d: Path, steps: int, edits: int, repeat: int, before: Path | None) -> str:
+    """Two frames streams: acp-align beside a bare orjson loop over both files."""
+    _child("prepare", steps, edits, str(d))
+    fa, fb = d / f"a{steps}.frames.jsonl", d / f"b{steps}.frames.jsonl"
+    for src, dst in ((d / f"a{steps}.jsonl", fa), (d / f"b{steps}.jsonl", fb)):
+        run_cmd(tool("frame", str(src)), stdout=dst)
+    loop = [sys.executable, "-c",
+            "import orjson, sys\nfor p in sys.argv[1:]:\n"
+            "    with open(p, 'rb') as f:\n        for line in f:\n            orjson.loads(line)",
+            str(fa), str(fb)]
+    subjects = {
+        "after": lambda: run_cmd(tool("align", str(fa), str(fb), "--format", "json")),
+        "loop": lambda: run_cmd(loop),
+    }
+    if before is not None:
+        subjects["before"] = lambda: run_cmd(_before(before, str(fa), str(fb), "--format",
+                                                     "json"))
+    runs = side_by_side(subjects, repeat=repeat)
+    base = median_wall(runs["loop"])
+    rows = [["bare loop: orjson.loads of every line of both", f"{base:.2f} s", "1.00x",
+             f"{max_rss(runs['loop']):.0f} MB"]]
+    for who in ("before", "after"):
+        if who in runs:
+            w = median_wall(runs[who])
+            rows.append([f"acp-align A B --format json ({who}"
+                         + (f", {BEFORE})" if who == "before" else ")"),
+                         f"{w:.2f} s", f"{w / base:.2f}x", f"{max_rss(runs[who]):.0f} MB"])
+    return (f"### Frames: two {steps:,}-step frames streams, {edits:,} edits\n\n"
+            + table(["run", "wall", "vs the bare loop", "peak RSS"], rows)
+            + f"\n\nMedian of {repeat} interleaved runs; target: acp-align within 2x of "
+            "the bare loop. A frames stream's records are trusted (hash, kind, method, "
+            "session used as written; one parse a line); a wire log is framed.")
+
+
 def _case(steps: int, edits: int, repeat: int, d: Path, difflib_cap: float | None):
     lcs = _child("prepare", steps, edits, str(d))["lcs"]
     pa, pb = d / f"a{steps}.jsonl", d / f"b{steps}.jsonl"
@@ -153,12 +325,8 @@ def _case(steps: int, edits: int, repeat: int, d: Path, difflib_cap: float | Non
     return runs, exact, lcs, got, alone["seconds"], t_diff
 
 
-def main(quick: bool) -> str:
-    d = workdir("align")
-    cases = [(20_000, 20, 1, None), (5_000, 250, 1, None)] if quick else [
-        (1_000_000, 100, 3, 120.0), (100_000, 5_000, 3, None)]
+def _wire(d: Path, cases) -> str:
     rows = []
-    notes = []
     for steps, edits, repeat, cap in cases:
         runs, exact, lcs, got, t_lcs, t_diff = _case(steps, edits, repeat, d, cap)
         ma, mf = median_wall(runs["align"]), median_wall(runs["frame"])
@@ -167,13 +335,52 @@ def main(quick: bool) -> str:
                      f"{max_rss(runs['frame']):.0f} MB",
                      f"{got['lcs']:,} / {lcs:,} {'exact' if exact else 'NOT EXACT'}",
                      f"{t_lcs:.2f} s", t_diff])
-    notes.append("align: `acp-align A B --format json` (CLI; frames, hashes and aligns "
-                 "both inputs). frame: `acp-frame A` + `acp-frame B` (CLI, same run). "
-                 f"Median of {cases[0][2]} interleaved runs; RSS = peak of the process. "
-                 "LCS alone: the Myers step in process, on the same step keys as difflib. "
-                 "difflib and the LCS alone run in child processes on the same step keys; "
-                 "difflib on the 1M case under a time cap (reading the inputs included).")
-    return "## acp-align\n\n" + table(
+    return ("### Wire logs at scale\n\n" + table(
         ["case", "align (CLI)", "frame A + B (CLI)", "ratio", "align peak RSS",
          "frame peak RSS", "LCS found / exact", "LCS alone", "difflib.SequenceMatcher"],
-        rows) + "\n\n" + "\n".join(notes)
+        rows) + "\n\n"
+        "align: `acp-align A B --format json` (CLI; frames, hashes and aligns both "
+        "inputs). frame: `acp-frame A` + `acp-frame B` (CLI, same run). "
+        f"Median of {cases[0][2]} interleaved runs. LCS alone: the Myers step in "
+        "process, on the same step keys as difflib. difflib and the LCS alone run in "
+        "child processes on the same step keys; difflib on the 1M case under a time cap "
+        "(reading the inputs included).")
+
+
+def _svg(d: Path, cases, repeat: int, before: Path | None, cap: float) -> str:
+    rows = []
+    for steps, edits in cases:
+        _child("prepare", steps, edits, str(d))
+        pa, pb = d / f"a{steps}.jsonl", d / f"b{steps}.jsonl"
+        svg = d / f"align{steps}.svg"
+        after = [run_cmd(tool("align", str(pa), str(pb), "--format", "svg"), stdout=svg)
+                 for _ in range(repeat)]
+        ok = svg.read_bytes().rstrip().endswith(b"</svg>")
+        row = [f"{steps:,} steps, {edits:,} edits", f"{median_wall(after):.2f} s",
+               f"{max_rss(after):.0f} MB", f"{svg.stat().st_size / 1e3:.0f} kB"
+               + ("" if ok else " (NOT AN SVG)")]
+        if before is not None:
+            b = _capped(_before(before, str(pa), str(pb), "--format", "svg"), cap)
+            row.append(f"{b.wall:.2f} s" if b else f"> {cap:.0f} s (stopped at the cap)")
+        rows.append(row)
+    heads = ["case", "--format svg (after)", "peak RSS", "SVG size"]
+    if before is not None:
+        heads.append(f"before ({BEFORE})")
+    return ("### SVG\n\n" + table(heads, rows)
+            + f"\n\nAfter: median of {repeat} runs, Graphviz's dot included; at most 40 "
+            "places where the runs differ are drawn and the rest summed up in one node. "
+            "Before: one run, stopped at the cap.")
+
+
+def main(quick: bool) -> str:
+    d = workdir("align")
+    before = _before_tree(d)
+    if quick:
+        parts = [_piped(d, 100, 1, before), _frames(d, 20_000, 20, 1, before),
+                 _wire(d, [(20_000, 20, 1, None)]),
+                 _svg(d, [(5_000, 250)], 1, before, 30.0)]
+    else:
+        parts = [_piped(d, 1000, 5, before), _frames(d, 200_000, 100, 5, before),
+                 _wire(d, [(1_000_000, 100, 3, 120.0), (100_000, 5_000, 3, None)]),
+                 _svg(d, [(20_000, 2_000), (100_000, 5_000)], 3, before, 120.0)]
+    return "## acp-align\n\n" + "\n\n".join(parts)
