@@ -215,7 +215,7 @@ def pair_graph(cmp: Comparison, max_places: int = MAX_PLACES) -> nx.DiGraph:
         pending = new
     if rest:
         counts = {"changed": 0, "only-a": 0, "only-b": 0}
-        for kind, runs in rest:
+        for _, runs in rest:
             for tag, lo, hi in runs:
                 if tag != "equal":
                     counts[tag] += hi - lo

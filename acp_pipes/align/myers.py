@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Sequence
-from itertools import compress
 from dataclasses import dataclass
+from itertools import compress
 
 __all__ = ["Alignment", "align", "opcodes"]
 

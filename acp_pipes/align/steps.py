@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.align.traces import REPLIES, trace_steps
+from acp_pipes.align.traces import REPLIES, trace_steps, until_cut
 from acp_pipes.align.words import (
     asr_kind,
     clip,
@@ -253,7 +253,7 @@ def load_steps(
     except InputError as e:
         raise InputError(source, 0, e.message) from None
     try:
-        lines = _until_cut(stream, source, cuts)
+        lines = until_cut(stream, 0, source, cuts)
         number = 0
         first = None
         for chunk in lines:
@@ -274,7 +274,7 @@ def load_steps(
         fmt = header_format(head)
         try:
             if fmt == ASR:
-                rest = _until_cut(stream, source, cuts, number)
+                rest = until_cut(stream, number, source, cuts)
                 steps = _asr_steps(_as_lines(first, number, rest, source), path, source,
                                    table, normalizer, session, warn)
             else:
@@ -296,20 +296,6 @@ def load_steps(
         raise cuts[0]
     steps.cut = cuts[0] if cuts else None
     return steps
-
-
-def _until_cut(stream, source: str, cuts: list[InputError], number: int = 0
-               ) -> Iterator[bytes]:
-    """The lines of ``stream`` (bytes with their LF) up to where it stops being readable
-    (a .gz cut short, a bad disk): the read error, naming ``source`` and the first line
-    not read, is appended to ``cuts`` and the lines end there, as if the recording
-    stopped (as acp-fold and acp-asr read it). ``number``: the lines read before."""
-    try:
-        for chunk in stream:
-            number += 1
-            yield chunk
-    except READ_ERRORS as e:
-        cuts.append(InputError(source, number + 1, f"cannot read: {e}"))
 
 
 def _as_lines(first: bytes, number: int, rest: Iterator[bytes], source: str

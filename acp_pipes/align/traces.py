@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from acp_pipes.align.steps import StepTable
     from acp_pipes.normalize import Normalizer
 
-__all__ = ["REPLIES", "UNANSWERED", "trace_steps"]
+__all__ = ["REPLIES", "UNANSWERED", "trace_steps", "until_cut"]
 
 #: Frame kinds that answer a request.
 REPLIES = frozenset(("response", "error"))
@@ -126,7 +126,7 @@ def trace_steps(
                 and 1 <= version <= VERSIONS[FRAMES]:
             _trusted(b, first_number, stream, cuts, source, warn, direction)
         else:
-            lines = _until_cut(stream, first_number, source, cuts)
+            lines = until_cut(stream, first_number, source, cuts)
             _framed(b, _numbered(first, first_number, lines), source, warn, direction)
     except ValueError as e:  # a bare stream without a direction
         raise InputError(source, 0, str(e)) from None
@@ -135,7 +135,7 @@ def trace_steps(
     return b.seq, b.lines, b.chains, b.chain_pos
 
 
-def _until_cut(stream: Iterable[bytes], number: int, source: str, cuts: list[InputError]
+def until_cut(stream: Iterable[bytes], number: int, source: str, cuts: list[InputError]
                ) -> Iterator[bytes]:
     """The lines of ``stream`` (line ``number`` was the last read) up to where it stops
     being readable (a .gz cut short, a bad disk): the read error, naming ``source`` and
@@ -152,8 +152,7 @@ def _until_cut(stream: Iterable[bytes], number: int, source: str, cuts: list[Inp
 def _numbered(first: bytes, first_number: int, lines: Iterator[bytes]
               ) -> Iterator[tuple[int, bytes]]:
     yield first_number, first
-    for n, chunk in enumerate(lines, first_number + 1):
-        yield n, chunk
+    yield from enumerate(lines, first_number + 1)
 
 
 def _framed(b: _Builder, numbered: Iterator[tuple[int, bytes]], source: str,
@@ -213,7 +212,7 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
                 if version.__class__ is int and 1 <= version <= VERSIONS[FRAMES]:
                     continue  # the next frames stream: trusted as the first
             if fmt in (FRAMES, WIRE):  # the framer judges it and frames the rest
-                rest = _until_cut(stream, n, source, cuts)
+                rest = until_cut(stream, n, source, cuts)
                 _framed(b, _numbered(chunk, n, rest), source, warn, direction)
                 return
             if fmt is None:

@@ -16,7 +16,7 @@ from acp_pipes.canonical import parse_json
 from acp_pipes.terminal import printable
 from acp_pipes.wire import decode_raw
 
-__all__ = ["asr_kind", "clip", "message_of_record", "printable", "summarize_message",
+__all__ = ["asr_kind", "clip", "message_of_record", "summarize_message",
            "summarize_record", "summary_of_line", "text_of"]
 
 
@@ -32,16 +32,25 @@ def asr_kind(rec: dict) -> str | None:
 def message_of_record(rec: Any) -> Any:
     """The JSON-RPC message a trace line holds: a wire or frame record's bytes, parsed
     (the text itself when they are not JSON), or the line itself in a bare stream."""
+    return _message(rec)[0]
+
+
+_UNREADABLE = "(unreadable frame)"
+
+
+def _message(rec: Any) -> tuple[Any, bool]:
+    """:func:`message_of_record`, and whether it is JSON (False: the text, or
+    :data:`_UNREADABLE` when the record's bytes cannot be had)."""
     if isinstance(rec, dict) and "dir" in rec and ("raw" in rec or "raw_b64" in rec):
         try:
             msg_raw = decode_raw(rec)
         except ValueError:
-            return "(unreadable frame)"
+            return _UNREADABLE, False
         try:
-            return parse_json(msg_raw)
+            return parse_json(msg_raw), True
         except ValueError:
-            return msg_raw.decode("utf-8", "replace")
-    return rec
+            return msg_raw.decode("utf-8", "replace"), False
+    return rec, True
 
 
 def summary_of_line(raw: bytes, kind: str) -> str:
@@ -51,17 +60,10 @@ def summary_of_line(raw: bytes, kind: str) -> str:
         return clip(raw.decode("utf-8", "replace"))
     if kind == "asr":
         return summarize_record(rec) if isinstance(rec, dict) else clip(str(rec))
-    if isinstance(rec, dict) and "dir" in rec and ("raw" in rec or "raw_b64" in rec):
-        try:
-            msg_raw = decode_raw(rec)
-        except ValueError:
-            return "(unreadable frame)"
-        try:
-            msg = orjson.loads(msg_raw)
-        except orjson.JSONDecodeError:
-            return "(not JSON) " + clip(msg_raw.decode("utf-8", "replace"))
+    msg, is_json = _message(rec)
+    if is_json:
         return summarize_message(msg)
-    return summarize_message(rec)
+    return msg if msg is _UNREADABLE else "(not JSON) " + clip(msg)
 
 
 def clip(text: str, width: int = 60) -> str:
