@@ -98,6 +98,94 @@ def wire_log(updates: int) -> tuple[Path, int, int]:
     return path, n, lines
 
 
+def v1_wire_log_in_child(updates: int) -> tuple[Path, int, int]:
+    """:func:`v1_wire_log` in a subprocess, so this process stays small."""
+    code = f"import orjson; from bench.bench_asr import v1_wire_log; p, n, l = " \
+           f"v1_wire_log({updates}); print(orjson.dumps([str(p), n, l]).decode())"
+    p = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True,
+                       check=True)
+    path, n, lines = orjson.loads(p.stdout)
+    return Path(path), n, lines
+
+
+def v1_wire_log(updates: int) -> tuple[Path, int, int]:
+    """The session of :func:`wire_log` as an ACP v1 agent and client send it (cached):
+    ``clientInfo``/``agentInfo``, chunks without ``messageId``, ``tool_call`` first,
+    tool content as ``tool_call_update``s of the whole list, ``plan``, the permission's
+    ``toolCall``, and the turn ended by the ``session/prompt`` response (its
+    ``stopReason``) where v2 sends idle; v2's ``user_message`` echo and ``state_update``
+    have no v1 form and are left out."""
+    src, _, _ = wire_log(updates)
+    path = workdir("asr") / f"wire-v1-{updates}.jsonl"
+    meta = path.with_suffix(".json")
+    if path.exists() and meta.exists():
+        n, lines = orjson.loads(meta.read_bytes())
+        return path, n, lines
+    tmp = path.with_suffix(".tmp")
+    n = lines = 0
+    calls: dict[str, list] = {}
+    turns: dict[str, object] = {}  # session -> the prompt's id, answered at idle
+    with open(src, "rb") as inp, open(tmp, "wb") as out:
+        for line in inp:
+            rec = orjson.loads(line)
+            if "raw" not in rec:
+                out.write(line)
+                lines += 1
+                continue
+            for msg in _to_v1(orjson.loads(rec["raw"]), rec["dir"], calls, turns):
+                raw = orjson.dumps(msg).decode()
+                out.write(orjson.dumps({**rec, "raw": raw}) + b"\n")
+                lines += 1
+                n += msg.get("method") == "session/update"
+    tmp.replace(path)
+    meta.write_bytes(orjson.dumps([n, lines]))
+    return path, n, lines
+
+
+def _to_v1(msg: dict, d: str, calls: dict, turns: dict) -> list[dict]:
+    method, params = msg.get("method"), msg.get("params") or {}
+    result = msg.get("result")
+    if method == "initialize":
+        p = {k: v for k, v in params.items() if k not in ("info", "capabilities")}
+        return [{**msg, "params": {**p, "protocolVersion": 1, "clientInfo": params["info"],
+                                   "clientCapabilities": {}}}]
+    if isinstance(result, dict) and result.get("protocolVersion") == 2:
+        return [{**msg, "result": {"protocolVersion": 1, "agentInfo": result["info"],
+                                   "agentCapabilities": {"loadSession": True}}}]
+    if method == "session/prompt":
+        turns[params["sessionId"]] = msg["id"]
+    if d == "a2c" and isinstance(result, dict) and "messageId" in result:
+        return []  # the prompt's response comes at the end of the turn
+    if method == "session/request_permission":
+        call = params["subject"]["toolCall"]
+        return [{**msg, "params": {"sessionId": params["sessionId"], "toolCall": call,
+                                   "options": params["options"]}}]
+    if method != "session/update":
+        return [msg]
+    sid, u = params["sessionId"], params["update"]
+    kind = u["sessionUpdate"]
+    if kind == "state_update":
+        if u["state"] != "idle" or sid not in turns:
+            return []
+        return [{"jsonrpc": "2.0", "id": turns.pop(sid),
+                 "result": {"stopReason": u.get("stopReason", "end_turn")}}]
+    if kind == "user_message":
+        return []
+    if kind.endswith("_message_chunk") or kind == "agent_thought_chunk":
+        u = {k: v for k, v in u.items() if k != "messageId"}
+    elif kind == "tool_call_update" and u["toolCallId"] not in calls:
+        calls[u["toolCallId"]] = []
+        u = {**u, "sessionUpdate": "tool_call"}
+    elif kind == "tool_call_content_chunk":
+        content = calls.setdefault(u["toolCallId"], [])
+        content.append(u["content"])
+        u = {"sessionUpdate": "tool_call_update", "toolCallId": u["toolCallId"],
+             "content": list(content)}
+    elif kind == "plan_update":
+        u = {"sessionUpdate": "plan", "entries": u["plan"]["entries"]}
+    return [{**msg, "params": {"sessionId": sid, "update": u}}]
+
+
 def streamed_message(chunks: int) -> Run:
     """Fold one agent message streamed in ``chunks`` text chunks (in-process, parsed
     messages prepared beforehand): linear in the chunks if the time per chunk stays flat."""
@@ -138,8 +226,10 @@ def main(quick: bool) -> str:
     # __pycache__, every run would recompile the acp_pipes modules it imports (~15 ms a
     # run here), a cost of the checkout, not of the tool
     compileall.compile_dir(REPO / "acp_pipes", quiet=1)
+    v1_rows = []
     for size in sizes:
         log, n, lines = wire_log_in_child(size)
+        v1_log, v1_n, _ = v1_wire_log_in_child(size)
 
         def subject(log=log) -> Run:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -147,9 +237,12 @@ def main(quick: bool) -> str:
 
         runs = side_by_side(
             {"acp-asr": subject,
+             "acp-asr v1": lambda v1_log=v1_log: subject(v1_log),
              "bare parse": lambda log=log: run_cmd([sys.executable, "-c", BARE, str(log)])},
             repeat=repeat,
         )
+        v1 = median_wall(runs["acp-asr v1"])
+        v1_cpu = median_cpu(runs["acp-asr v1"])
         asr, bare = median_wall(runs["acp-asr"]), median_wall(runs["bare parse"])
         cpu_asr = median_cpu(runs["acp-asr"])
         cpu_bare = median_cpu(runs["bare parse"])
@@ -159,6 +252,12 @@ def main(quick: bool) -> str:
             f"{asr / bare:.2f}x", f"{cpu_asr:.2f} s / {cpu_bare:.2f} s = "
             f"{cpu_asr / cpu_bare:.1f}x", f"{n / asr / 1e3:.0f}k updates/s",
             f"{max_rss(runs['acp-asr']):.1f} MB", f"{max_rss(runs['bare parse']):.1f} MB",
+        ])
+        per2, per1 = cpu_asr / n * 1e6, v1_cpu / v1_n * 1e6
+        v1_rows.append([
+            f"{n:,} / {v1_n:,}", f"{asr:.3f} s / {v1:.3f} s", f"{v1 / asr:.2f}x",
+            f"{per2:.2f} µs / {per1:.2f} µs", f"{per1 / per2:.2f}x",
+            f"{max_rss(runs['acp-asr v1']):.1f} MB",
         ])
     shutil.rmtree(out_dir, ignore_errors=True)
     head = ["updates", "lines", "wire log", "acp-asr (median)", "bare parse (median)",
@@ -174,6 +273,13 @@ def main(quick: bool) -> str:
         "the time per chunk stays flat, so a long streamed message folds in linear time "
         "(chunks append in place; text pieces are joined once, when the record is made).\n\n"
         + table(["chunks", "fold time", "per chunk"], streaming_rows(quick))
+        + "\n\nThe same sessions recorded from ACP v1 (the v2 log as a v1 agent and client "
+        "send it: chunks without messageId, tool_call, plan, the turn ended by the prompt "
+        "response; no user_message echo or state_update), same run, interleaved with the "
+        "rows above; target: v1 at least as fast per update as v2 (CPU per update: v1/v2 "
+        "at most 1.00x).\n\n"
+        + table(["updates v2 / v1", "acp-asr v2 / v1 (median)", "v1/v2 wall",
+                 "CPU per update v2 / v1", "v1/v2 per update", "v1 peak RSS"], v1_rows)
     )
 
 

@@ -239,3 +239,23 @@ def test_git_patch_applies_with_gnu_patch(tmp_path, old, new):
                          capture_output=True)
     assert got.returncode == 0, got.stdout + got.stderr
     assert out.read_bytes() == new.encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.text()}),
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.text(),
+                           "annotations": st.fixed_dictionaries({"priority": st.floats(0, 1)})}),
+    st.fixed_dictionaries({"type": st.just("image"), "data": st.text(max_size=8),
+                           "mimeType": st.just("image/png")})), max_size=3))
+def test_content_digest_is_the_canonical_hash(content):
+    """Derived IDs take the canonical hash (blake3 of JCS) of the content; the direct
+    path for one text block gives the same digits."""
+    from acp_pipes.canonical import CanonicalError, canonical_hash
+    from acp_pipes.fold.v1 import content_digest
+
+    try:
+        want = canonical_hash(content)[7:23]
+    except CanonicalError:
+        want = "0" * 16
+    assert content_digest(content) == want

@@ -427,7 +427,9 @@ class Folder:
 
     # -- updates ------------------------------------------------------------------------
 
-    def _update(self, seq: int, t: int | None, sid: str, upd: dict) -> None:
+    def _update(self, seq: int, t: int | None, sid: str, upd: dict, key: Any = None) -> None:
+        """Fold one ``session/update``; ``key``: the entity's ID when the update does not
+        carry it (a v1 chunk, under the ID the lift derived)."""
         sess = self.sessions.get(sid) or self._session(sid)
         kind = upd.get("sessionUpdate")
         spec = FOLDS.get(kind) if kind.__class__ is str else None
@@ -436,7 +438,7 @@ class Folder:
             if how == "plan":
                 plan = upd.get("plan")
                 key = plan.get("planId") if plan.__class__ is dict else None
-            else:
+            elif key is None:
                 key = upd.get(id_field)
             if key.__class__ is str:  # (a plan's key is None unless the plan is a dict)
                 # the entity's fold, inlined: most frames are updates of an open entity

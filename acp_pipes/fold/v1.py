@@ -42,6 +42,9 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
+import blake3
+import orjson
+
 from acp_pipes.canonical import CanonicalError, canonical_hash
 from acp_pipes.fold.patch import append_block
 
@@ -63,7 +66,7 @@ _CHUNKS = {"user_message_chunk": ("user", "user_message"),
 _TOOL = frozenset({"tool_call", "tool_call_update"})
 
 Frame = Callable[[int, Any, str, Any], None]
-Update = Callable[[int, Any, str, dict], None]
+Update = Callable[..., None]  # (seq, t, sessionId, update[, the entity's ID])
 
 
 def lift_initialize(params: dict, result: dict) -> tuple[dict, dict]:
@@ -120,7 +123,12 @@ class V1Lift:
                 sid = params.get("sessionId")
                 upd = params.get("update")
                 if sid.__class__ is str and upd.__class__ is dict:
-                    self._update(seq, t, sid, upd)
+                    s = self.sessions.get(sid)
+                    if s is not None and s.kind is not None and upd.get(
+                            "sessionUpdate") == s.kind and upd.get("messageId") is None:
+                        s.chunks.append((seq, t, upd))  # the hot path: the message goes on
+                    else:
+                        self._update(seq, t, sid, upd)
                     return
             self.frame(seq, t, direction, msg)
             return
@@ -155,20 +163,18 @@ class V1Lift:
     def _update(self, seq: int, t: Any, sid: str, upd: dict) -> None:
         s = self.sessions.get(sid) or self._session(sid)
         kind = upd.get("sessionUpdate")
-        if kind == s.kind and upd.get("messageId") is None:
-            s.chunks.append((seq, t, upd))  # the hot path: the held message goes on
-            return
-        if kind in _CHUNKS:
-            self._end(s)
+        if kind in _TOOL:
+            if s.kind is not None:
+                self._end(s)
+            self.update(seq, t, sid, lift_tool_call(upd))
+        elif kind in _CHUNKS:
+            if s.kind is not None:
+                self._end(s)
             if upd.get("messageId").__class__ is str:
                 self.update(seq, t, sid, upd)  # a native messageId: folded as v2 does
             else:
                 s.kind = kind
                 s.chunks.append((seq, t, upd))
-            return
-        if kind in _TOOL:
-            self._end(s)
-            self.update(seq, t, sid, lift_tool_call(upd))
         elif kind == "plan":
             self._end(s)
             plan = {"type": "items", "planId": PLAN_ID, "idSource": "derived",
@@ -201,7 +207,7 @@ class V1Lift:
             update = self.update
             sid = s.sid
             for seq, t, upd in chunks:
-                update(seq, t, sid, {**upd, "messageId": mid})
+                update(seq, t, sid, upd, mid)
             self.mark(sid, entity, mid)
             self._declare(s, LOSS_BOUNDARIES, chunks[0][0], chunks[0][1])
         # else: only empty text, no message (acp-pipes choice)
@@ -214,11 +220,7 @@ class V1Lift:
         the connection number (``v1:<n>:...``) when the session's history before this
         connection is unknown, so that two connections never make the same ID for
         different messages."""
-        try:
-            digest = canonical_hash(content)[7:23]
-        except CanonicalError:
-            digest = "0" * 16
-        stem = f"{role}:{digest}"
+        stem = f"{role}:{content_digest(content)}"
         k = s.seen.get(stem, 0) + 1
         s.seen[stem] = k
         if s.base:
@@ -378,6 +380,28 @@ class V1Lift:
 
 
 _NO_ID = object()
+_TEXT_HEAD, _TEXT_TAIL = b'[{"text":', b',"type":"text"}]'
+
+
+def content_digest(content: list) -> str:
+    """The first 16 hex digits of the canonical hash (blake3 of JCS) of ``content``.
+    One plain text block, the common message, is written in JCS directly (keys in
+    order, orjson's string escaping is JCS's: see acp_pipes.canonical) and hashed;
+    tests/test_v1.py checks it equals canonical_hash."""
+    if len(content) == 1:
+        b = content[0]
+        if b.__class__ is dict and len(b) == 2 and b.get("type") == "text":
+            text = b.get("text")
+            if text.__class__ is str:
+                try:
+                    data = _TEXT_HEAD + orjson.dumps(text) + _TEXT_TAIL
+                except orjson.JSONEncodeError:  # a lone surrogate: no JCS form
+                    return "0" * 16
+                return blake3.blake3(data).digest()[:8].hex()
+    try:
+        return canonical_hash(content)[7:23]
+    except CanonicalError:
+        return "0" * 16
 
 
 def _empty_text(block: Any) -> bool:
@@ -386,25 +410,43 @@ def _empty_text(block: Any) -> bool:
 
 def folded(blocks: list) -> list:
     """Content blocks as the fold joins them (ASR-704: text onto text by concatenation),
-    the form a derived message ID is taken from, whatever the chunk boundaries were."""
+    the form a derived message ID is taken from, whatever the chunk boundaries were.
+    Runs of plain text blocks are joined at once; other blocks go through the fold's
+    own rule (:func:`~acp_pipes.fold.patch.append_block`)."""
     out: list = []
+    run: list[str] | None = None
     for b in blocks:
+        if b.__class__ is dict and len(b) == 2 and b.get("type") == "text" and (
+                b.get("text").__class__ is str):
+            if run is None:
+                run = [b["text"]]
+            else:
+                run.append(b["text"])
+            continue
+        if run is not None:
+            out.append({"type": "text", "text": "".join(run)})
+            run = None
         if b is not None:
             append_block(out, b)
+    if run is not None:
+        out.append({"type": "text", "text": "".join(run)})
     return out
 
 
 def lift_tool_call(upd: dict) -> dict:
     """``tool_call`` (creation) and ``tool_call_update`` -> v2's ``tool_call_update``
-    upsert (omitted fields unchanged), v1 diffs lifted to v2 diffs."""
-    out = {**upd, "sessionUpdate": "tool_call_update"}
+    upsert (omitted fields unchanged), v1 diffs lifted to v2 diffs. The update is copied
+    only when something changes."""
     content = upd.get("content")
-    if content.__class__ is list and any(
-            i.__class__ is dict and i.get("type") == "diff" and "changes" not in i
-            for i in content):
-        out["content"] = [lift_diff(i) if i.__class__ is dict and i.get("type") == "diff"
-                          and "changes" not in i else i for i in content]
-    return out
+    if content.__class__ is list:
+        for item in content:
+            if item.__class__ is dict and item.get("type") == "diff" and "changes" not in item:
+                return {**upd, "sessionUpdate": "tool_call_update", "content": [
+                    lift_diff(i) if i.__class__ is dict and i.get("type") == "diff"
+                    and "changes" not in i else i for i in content]}
+    if upd.get("sessionUpdate") == "tool_call_update":
+        return upd
+    return {**upd, "sessionUpdate": "tool_call_update"}
 
 
 def lift_diff(item: dict) -> dict:
