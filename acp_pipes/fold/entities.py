@@ -181,9 +181,12 @@ def _bytes(ent: Entity, upd: dict, id_field: str) -> str | None:
 
 
 def _plan(ent: Entity, upd: dict, id_field: str) -> str | None:
-    """``plan_update``: each update is a full snapshot of the plan."""
+    """``plan_update``: each update is a full snapshot of the plan, so the plan's record
+    comes from the last one: it cites that frame only (a plan updated every turn for a
+    whole session, as ACP v1's is, would otherwise cite every frame since it began)."""
     if ent.parts is not None:
         settle(ent)
+    del ent.frames[:-1]
     value = ent.value
     plan = upd.get("plan")
     meta = value.get("_meta")

@@ -46,6 +46,7 @@ import blake3
 import orjson
 
 from acp_pipes.canonical import CanonicalError, canonical_hash
+from acp_pipes.fold.index import DigestIndex
 from acp_pipes.fold.patch import append_block
 
 __all__ = ["LOSSES", "PLAN_ID", "SOURCE", "V1Lift", "git_patch", "lift_initialize"]
@@ -79,14 +80,15 @@ def lift_initialize(params: dict, result: dict) -> tuple[dict, dict]:
 
 
 class _Session:
-    __slots__ = ("sid", "kind", "chunks", "held", "seen", "base", "declared")
+    __slots__ = ("sid", "kind", "chunks", "held", "history", "derived", "base", "declared")
 
     def __init__(self, sid: str):
         self.sid = sid
         self.kind: str | None = None  # the chunk kind of the message being held
         self.chunks: list[tuple[int, Any, dict]] = []
         self.held: list[tuple] = []  # frames that came while a message was held
-        self.seen: dict[str, int] = {}  # derived-ID stem -> occurrences so far
+        self.history = 0  # counts session/load replays: each counts IDs from the start
+        self.derived = 0  # IDs derived in this session
         # the history is known from its start on this connection (session/new, or the
         # replay of session/load): derived IDs then need no connection number
         self.base = False
@@ -107,6 +109,9 @@ class V1Lift:
         self.mark = mark
         self.declare = declare
         self.sessions: dict[str, _Session] = {}
+        # occurrences of each derived-ID stem per session: a digest of (session, history,
+        # stem) -> count, in a table whose memory stays flat (acp_pipes.fold.index)
+        self.seen = DigestIndex()
         self.asked: dict[tuple, tuple[str, Any, dict]] = {}  # client requests (c2a)
         self.agent_asked: dict[tuple, tuple] = {}  # the agent's terminal requests (a2c)
 
@@ -157,6 +162,7 @@ class V1Lift:
         """The recording stops: held messages end here (ASR-705)."""
         for s in list(self.sessions.values()):
             self._end(s)
+        self.seen.close()
 
     # -- session/update -------------------------------------------------------------
 
@@ -221,8 +227,10 @@ class V1Lift:
         connection is unknown, so that two connections never make the same ID for
         different messages."""
         stem = f"{role}:{content_digest(content)}"
-        k = s.seen.get(stem, 0) + 1
-        s.seen[stem] = k
+        key = blake3.blake3(orjson.dumps((s.sid, s.history, stem))).digest(16)
+        k = (self.seen.get(key) or 0) + 1
+        self.seen.put(key, k)
+        s.derived += 1
         if s.base:
             return f"v1:{stem}:{k}"
         return f"v1:{self.conn}:{stem}:{k}"
@@ -258,7 +266,7 @@ class V1Lift:
             # the agent replays the whole history before it answers: v2's resume with
             # replayFrom start (ASR-707, ASR-717); derived IDs count from the start again
             self._end(s)
-            s.seen = {}
+            s.history += 1
             s.base = True
             self.asked[key] = (method, sid, params)
             msg = {**msg, "method": "session/resume",
@@ -280,7 +288,7 @@ class V1Lift:
             self.frame(seq, t, "a2c", msg)
             if result.__class__ is dict and result.get("sessionId").__class__ is str:
                 s = self._session(result["sessionId"])
-                s.base = not s.seen  # a fresh session: its history starts here
+                s.base = not s.derived  # a fresh session: its history starts here
             return
         s = self._session(sid) if sid.__class__ is str else None
         if s is not None:
