@@ -53,14 +53,22 @@ for line in open(sys.argv[1], "rb"):
 """
 
 
-def wire_log_in_child(updates: int) -> tuple[Path, int, int]:
-    """:func:`wire_log` in a subprocess, so this process stays small."""
-    code = f"import orjson; from bench.bench_asr import wire_log; p, n, l = wire_log({updates}); " \
+def wire_log_in_child(updates: int, make: str = "wire_log") -> tuple[Path, int, int]:
+    """:func:`wire_log` (or ``make``, :func:`v1_wire_log`) in a subprocess, so this
+    process stays small."""
+    code = f"import orjson; from bench.bench_asr import {make}; p, n, l = {make}({updates}); " \
            "print(orjson.dumps([str(p), n, l]).decode())"
     p = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True,
                        check=True)
     path, n, lines = orjson.loads(p.stdout)
     return Path(path), n, lines
+
+
+def _cached(name: str) -> tuple[Path, list | None]:
+    """Where a generated log lives, and its [updates, lines] if it is there already."""
+    path = workdir("asr") / name
+    meta = path.with_suffix(".json")
+    return path, (orjson.loads(meta.read_bytes()) if path.exists() and meta.exists() else None)
 
 
 def wire_log(updates: int) -> tuple[Path, int, int]:
@@ -70,11 +78,9 @@ def wire_log(updates: int) -> tuple[Path, int, int]:
     from acp_pipes.echo_client import client_session
     from acp_pipes.wire import frame_record, header
 
-    path = workdir("asr") / f"wire-{updates}.jsonl"
-    meta = path.with_suffix(".json")
-    if path.exists() and meta.exists():
-        n, lines = orjson.loads(meta.read_bytes())
-        return path, n, lines
+    path, known = _cached(f"wire-{updates}.jsonl")
+    if known:
+        return path, *known
     tmp = path.with_suffix(".tmp")
     prompts = updates // 13 + 1
     n = lines = 0
@@ -94,18 +100,8 @@ def wire_log(updates: int) -> tuple[Path, int, int]:
                 seq += 1
                 lines += 1
     tmp.replace(path)
-    meta.write_bytes(orjson.dumps([n, lines]))
+    path.with_suffix(".json").write_bytes(orjson.dumps([n, lines]))
     return path, n, lines
-
-
-def v1_wire_log_in_child(updates: int) -> tuple[Path, int, int]:
-    """:func:`v1_wire_log` in a subprocess, so this process stays small."""
-    code = f"import orjson; from bench.bench_asr import v1_wire_log; p, n, l = " \
-           f"v1_wire_log({updates}); print(orjson.dumps([str(p), n, l]).decode())"
-    p = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True,
-                       check=True)
-    path, n, lines = orjson.loads(p.stdout)
-    return Path(path), n, lines
 
 
 def v1_wire_log(updates: int) -> tuple[Path, int, int]:
@@ -116,11 +112,9 @@ def v1_wire_log(updates: int) -> tuple[Path, int, int]:
     ``stopReason``) where v2 sends idle; v2's ``user_message`` echo and ``state_update``
     have no v1 form and are left out."""
     src, _, _ = wire_log(updates)
-    path = workdir("asr") / f"wire-v1-{updates}.jsonl"
-    meta = path.with_suffix(".json")
-    if path.exists() and meta.exists():
-        n, lines = orjson.loads(meta.read_bytes())
-        return path, n, lines
+    path, known = _cached(f"wire-v1-{updates}.jsonl")
+    if known:
+        return path, *known
     tmp = path.with_suffix(".tmp")
     n = lines = 0
     calls: dict[str, list] = {}
@@ -138,7 +132,7 @@ def v1_wire_log(updates: int) -> tuple[Path, int, int]:
                 lines += 1
                 n += msg.get("method") == "session/update"
     tmp.replace(path)
-    meta.write_bytes(orjson.dumps([n, lines]))
+    path.with_suffix(".json").write_bytes(orjson.dumps([n, lines]))
     return path, n, lines
 
 
@@ -229,7 +223,7 @@ def main(quick: bool) -> str:
     v1_rows = []
     for size in sizes:
         log, n, lines = wire_log_in_child(size)
-        v1_log, v1_n, _ = v1_wire_log_in_child(size)
+        v1_log, v1_n, _ = wire_log_in_child(size, "v1_wire_log")
 
         def subject(log=log) -> Run:
             shutil.rmtree(out_dir, ignore_errors=True)
