@@ -49,7 +49,8 @@ from acp_pipes.canonical import CanonicalError, canonical_hash
 from acp_pipes.fold.index import DigestIndex
 from acp_pipes.fold.patch import append_block
 
-__all__ = ["LOSSES", "PLAN_ID", "SOURCE", "V1Lift", "git_patch", "lift_initialize"]
+__all__ = ["LOSSES", "PLAN_ID", "SOURCE", "V1Lift", "content_digest", "folded", "git_patch",
+           "lift_diff", "lift_initialize", "lift_tool_call", "texts_from_patch"]
 
 #: ``producer.source`` of a stream recorded from ACP v1 (acp-pipes choice, ASR-700).
 SOURCE = {"format": "acp", "formatVersion": "1"}
