@@ -8,6 +8,7 @@ prompts, tool output, paths, IDs and method names carry script injections.
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 
 import orjson
@@ -192,14 +193,19 @@ def hostile(tmp_path_factory) -> dict:
 
 def test_the_html_holds_no_recorded_markup(hostile):
     page = hostile["html"].read_bytes()
-    body = page[page.index(b'id="acp-data">'):]
-    data = body[len(b'id="acp-data">'):body.index(b"</script>")]
+    parts = re.findall(rb'<script type="application/json" id="[a-z0-9-]+">(.*?)</script>',
+                       page, re.S)
+    assert len(parts) == 3  # the page's data, the frames, the one session's cards
     for p in PAYLOADS:  # (a javascript: URL in JSON text is inert text: it stays)
         if "<" in p:
             assert p.encode() not in page
-    assert b"<" not in data and b">" not in data and b"&" not in data
-    assert page.count(b"<script") == 2 and page.count(b"</script>") == 2
-    assert b"onerror" not in page.replace(data, b"") and b"javascript:" not in page.replace(data, b"")
+    rest = page
+    for data in parts:
+        assert b"<" not in data and b">" not in data and b"&" not in data
+        rest = rest.replace(data, b"")
+    assert page.count(b"<script") == page.count(b"</script>") == len(parts) + 1
+    assert page.count(b"<script>") == 1  # the one that runs: the page's own
+    assert b"onerror" not in rest and b"javascript:" not in rest
 
 
 def test_script_injections_render_as_text_and_run_none(browser, hostile):
@@ -211,7 +217,8 @@ def test_script_injections_render_as_text_and_run_none(browser, hostile):
     assert opened.console_errors == []
     # nothing from the data became an element: no image, svg, link, style or extra script
     assert page.evaluate("document.querySelectorAll('img, svg, a, iframe, object, embed').length") == 0
-    assert page.evaluate("document.scripts.length") == 2
+    assert page.evaluate("[...document.scripts].filter(s => s.type !== 'application/json')"
+                         ".length") == 1
     assert page.evaluate("document.querySelectorAll('style').length") == 1
     text = page.locator("#t-body").inner_text()
     for word in ("PROMPT", "ANSWER", "PLAN", "TITLE", "OUTPUT", "PERMISSION"):

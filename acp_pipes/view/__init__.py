@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from acp_pipes import __version__
 from acp_pipes.view.load import Recording, load
 from acp_pipes.view.page import embed_json, html_page
@@ -30,7 +28,8 @@ def session_page(recording: Recording) -> bytes:
     from acp_pipes.view import assets_common as common
     from acp_pipes.view import assets_session as session
 
-    data: dict[str, Any] = recording.to_json()
+    data, parts = recording.page_data()
     data["generator"] = GENERATOR
     return html_page(body=session.BODY, style=common.CSS + session.CSS,
-                     script=common.JS + session.JS, data=data, generator=GENERATOR)
+                     script=common.JS + session.JS, data=data, generator=GENERATOR,
+                     parts=parts)

@@ -48,6 +48,11 @@ font-size:12.5px;max-height:420px;overflow:auto}
 JS = r"""
 'use strict';
 const D = JSON.parse(document.getElementById('acp-data').textContent);
+const PARTS = new Map();
+function part(id) {  // a JSON part of the data, parsed the first time it is asked for
+  if (!PARTS.has(id)) PARTS.set(id, JSON.parse(document.getElementById(id).textContent));
+  return PARTS.get(id);
+}
 let QUERY = '';
 function txt(s) {
   s = String(s);

@@ -102,7 +102,10 @@ border-bottom:1px solid #eef0f3;left:0;right:0}
 """
 
 JS = r"""
-const F = D.frames, S = D.strings;
+const S = D.strings, NF = D.nframes;
+let F = null;  // the frames, parsed when first needed (the timeline, a frame link)
+function frames() { if (F === null) F = part('acp-frames'); return F; }
+function itemsOf(s) { return part(s.part); }
 const KINDS = ['request', 'response', 'error', 'notification', 'invalid_json', 'not_jsonrpc'];
 const ARROW = ['→', '←'];
 const sessions = D.sessions;
@@ -116,22 +119,14 @@ function title() {
   document.title = 'acp-view: ' + names;
   document.getElementById('title').textContent = names || 'acp-view';
   const parts = [sessions.length + (sessions.length === 1 ? ' session' : ' sessions'),
-                 F.n + (F.n === 1 ? ' frame' : ' frames')];
+                 NF + (NF === 1 ? ' frame' : ' frames')];
   if (D.validated) {
-    let n = 0; for (const k in F.viol) n += F.viol[k].length;
+    const n = D.nviolations;
     parts.push(n ? n + (n === 1 ? ' spec violation' : ' spec violations') : 'no spec violation');
   }
   document.getElementById('summary').textContent = parts.join(' · ');
 }
-function firstPrompt(s) {
-  for (const it of s.items) {
-    if (it.k === 'message' && it.r.role === 'user') {
-      const t = textOf(it.r.content);
-      if (t) return clip(t, 60);
-    }
-  }
-  return '';
-}
+function firstPrompt(s) { return s.first || ''; }
 function textOf(blocks) {
   if (!Array.isArray(blocks)) return typeof blocks === 'string' ? blocks : '';
   return blocks.map(b => b && typeof b.text === 'string' ? b.text : '').join('');
@@ -211,17 +206,18 @@ function renderTranscript() {
   }
   add(body, notes());
   add(body, sessionHead(s));
-  shown = QUERY ? s.items.filter(it => searchable(it).includes(QUERY)) : s.items;
+  const all = itemsOf(s);
+  shown = QUERY ? all.filter(it => searchable(it).includes(QUERY)) : all;
   const count = document.getElementById('t-count');
   if (QUERY) {
-    const elsewhere = sessions.filter((o, i) => i !== current && o.items.some(it => searchable(it).includes(QUERY)));
+    const elsewhere = sessions.filter((o, i) => i !== current && itemsOf(o).some(it => searchable(it).includes(QUERY)));
     count.textContent = shown.length + (shown.length === 1 ? ' item matches' : ' items match');
     if (elsewhere.length) {
       const also = el('span', '', ' · also in ');
       elsewhere.slice(0, 5).forEach((o, k) => { if (k) add(also, txt(', ')); add(also, sessionButton(o.id)); });
       add(count, also);
     }
-  } else count.textContent = s.items.length + ' items';
+  } else count.textContent = all.length + ' items';
   drawn = 0;
   more();
   document.getElementById('t-scroll').scrollTop = 0;
@@ -313,7 +309,7 @@ function foot(recs) {
     const ref = x.native && x.native.ref;
     if (ref && Array.isArray(ref.frames)) for (const q of ref.frames) frames.push([ref.connection, q]);
   }
-  if (frames.length && F.n) {
+  if (frames.length && NF) {
     add(f, txt(' · frames '));
     const seen = new Set();
     for (const [c, q] of frames) {
@@ -328,6 +324,7 @@ function foot(recs) {
 }
 let frameIndex = null;
 function frameAt(conn, seq) {
+  frames();
   if (!frameIndex) { frameIndex = new Map(); for (let i = 0; i < F.n; i++) frameIndex.set(F.conn[i] + ':' + F.seq[i], i); }
   const i = frameIndex.get(conn + ':' + seq);
   return i === undefined ? -1 : i;
@@ -533,9 +530,11 @@ const ROW = 22;
 const timeline = (function () {
   let built = false, rows = [], member = null, runs = [], selected = -1, rawLow = null, pool = [];
   const vis = {session: '', kind: '', method: '', dir: '', q: '', runs: true};
-  const viol = F.viol || {};
+  let viol = {};
   function option(sel, value, label) { const o = document.createElement('option'); o.value = value; o.textContent = label; add(sel, o); }
   function setup() {
+    frames();
+    viol = F.viol || {};
     const fs = document.getElementById('f-session');
     option(fs, '', 'all sessions');
     const sids = new Set(); for (const x of F.sid) if (x >= 0) sids.add(x);
@@ -799,7 +798,7 @@ function start() {
                                       {root: document.getElementById('t-scroll'), rootMargin: '600px'});
   observer.observe(sentinel);
   if (sessions.length) { renderTranscript(); showTab('transcript'); }
-  else { renderTranscript(); showTab(F.n ? 'timeline' : 'transcript'); }
+  else { renderTranscript(); showTab(NF ? 'timeline' : 'transcript'); }
   document.body.dataset.ready = '1';
   performance.mark('acp-view:ready');  // how long the page took to open (bench/bench_view.py)
 }

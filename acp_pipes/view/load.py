@@ -40,15 +40,27 @@ class Recording:
         self.cut: list[InputError] = []
         self.validated = False
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def page_data(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """What the session page embeds: the data it reads at once, and the parts it
+        parses when it needs them (``acp-frames``: the timeline's columns;
+        ``acp-s-<n>``: session n's cards)."""
+        frames = self.timeline.columns()
+        sessions, parts = [], {"acp-frames": frames}
+        for n, s in enumerate(self.sessions.values()):
+            meta = s.to_json()
+            parts[f"acp-s-{n}"] = meta.pop("items")
+            meta["part"] = f"acp-s-{n}"
+            sessions.append(meta)
+        data = {
             "inputs": self.inputs,
             "notes": self.notes,
-            "frames": self.timeline.columns(),
+            "nframes": frames["n"],
+            "nviolations": sum(len(v) for v in self.timeline.violations.values()),
             "validated": self.validated,
-            "sessions": [s.to_json() for s in self.sessions.values()],
+            "sessions": sessions,
             "strings": self.strings.items,
         }
+        return data, parts
 
 
 def kind_of(path: str) -> str | None:

@@ -65,12 +65,19 @@ def csp(script: str, style: str) -> str:
             "base-uri 'none'; form-action 'none'")
 
 
-def html_page(*, body: str, style: str, script: str, data: Any, generator: str) -> bytes:
+def html_page(*, body: str, style: str, script: str, data: Any, generator: str,
+              parts: dict[str, Any] | None = None) -> bytes:
     """The page. ``body``, ``style`` and ``script`` are the page's own constant text,
-    never data; ``data`` is embedded with :func:`embed_json` for the script to read."""
+    never data; ``data`` is embedded with :func:`embed_json` for the script to read, as
+    the element ``acp-data``; each of ``parts`` as an element of its own (its key the
+    element's id, one of ours: never data), which the script parses only when it needs
+    it (a large recording opens without parsing what is not shown yet)."""
     for own in (body, style, script):
         if "</script" in own.lower() or "</style" in own.lower():
             raise ValueError("the page's own text must not close its element")
+    for key in parts or ():
+        if not key.replace("-", "").isalnum():
+            raise ValueError(f"a part's id must be ours, not {key!r}")
     head = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{csp(script, style)}">\n'
@@ -78,7 +85,10 @@ def html_page(*, body: str, style: str, script: str, data: Any, generator: str) 
         f'<meta name="generator" content="{generator}">\n'
         "<title>acp-view</title>\n"
         f"<style>{style}</style>\n</head>\n<body>\n{body}\n"
-        '<script type="application/json" id="acp-data">'
     )
-    tail = f"</script>\n<script>{script}</script>\n</body>\n</html>\n"
-    return head.encode() + embed_json(data) + tail.encode()
+    out = [head.encode()]
+    for key, value in [*(parts or {}).items(), ("acp-data", data)]:
+        out += [f'<script type="application/json" id="{key}">'.encode(), embed_json(value),
+                b"</script>\n"]
+    out.append(f"<script>{script}</script>\n</body>\n</html>\n".encode())
+    return b"".join(out)

@@ -172,6 +172,20 @@ class SessionView:
         self.items = items(records)
         self.links: dict[str, list] = {"parents": [], "children": []}
 
+    def first_prompt(self, width: int = 80) -> str:
+        """The start of the session's first user message (how the session list names it)."""
+        for it in self.items:
+            r = it.get("r")
+            if it["k"] == "message" and r.get("role") == "user" and isinstance(
+                    r.get("content"), list):
+                text = "".join(b.get("text", "") for b in r["content"]
+                               if isinstance(b, dict) and isinstance(b.get("text"), str))
+                text = " ".join(text.split())
+                if text:
+                    return text if len(text) <= width else text[: width - 1] + "…"
+        return ""
+
     def to_json(self) -> dict[str, Any]:
         return {"id": self.sid, "header": self.header, "items": self.items,
-                "links": self.links, "records": len(self.records)}
+                "links": self.links, "records": len(self.records),
+                "first": self.first_prompt()}
