@@ -18,6 +18,7 @@ Measured, same run:
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from pathlib import Path
@@ -62,15 +63,26 @@ def _wire(path: Path, frames: int) -> None:
                     n += 1
 
 
+def _cpu(cdp) -> float:
+    """CPU seconds the page's renderer process has used (thread ticks, not wall time:
+    what the page costs, whatever else the machine is doing)."""
+    metrics = cdp.send("Performance.getMetrics")["metrics"]
+    return next(m["value"] for m in metrics if m["name"] == "ProcessTime")
+
+
 def _open_times(browser, page_path: Path, repeat: int) -> dict[str, float]:
-    """Median ms: open to ready, ready to timeline drawn, and scroll to the last row."""
-    ready, timeline, scroll = [], [], []
+    """Median ms: open to ready, ready to timeline drawn, and scroll to the last row;
+    and the renderer's CPU ms to ready and to the timeline drawn."""
+    ready, timeline, scroll, cpu_ready, cpu_timeline = [], [], [], [], []
     for _ in range(repeat):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
         page.goto(page_path.resolve().as_uri())
         page.wait_for_selector("body[data-ready='1']", state="attached", timeout=120_000)
         ready.append(page.evaluate(
             "performance.getEntriesByName('acp-view:ready')[0].startTime"))
+        cpu_ready.append(_cpu(cdp) * 1000)
         if page_path.name.startswith("blank"):
             page.close()
             continue
@@ -79,6 +91,7 @@ def _open_times(browser, page_path: Path, repeat: int) -> dict[str, float]:
         page.wait_for_selector("body[data-timeline='1']", state="attached")
         timeline.append(page.evaluate(
             "performance.getEntriesByName('acp-view:timeline')[0].startTime") - t)
+        cpu_timeline.append(_cpu(cdp) * 1000)
         rows = page.locator("#tl-space").evaluate("e => e.offsetHeight") // 22
         t1 = time.perf_counter()
         page.locator("#tl-scroll").evaluate("e => { e.scrollTop = e.scrollHeight; }")
@@ -86,10 +99,11 @@ def _open_times(browser, page_path: Path, repeat: int) -> dict[str, float]:
                                state="attached")
         scroll.append((time.perf_counter() - t1) * 1000)
         page.close()
-    out = {"ready": statistics.median(ready)}
+    out = {"ready": statistics.median(ready), "cpu_ready": statistics.median(cpu_ready)}
     if timeline:
         out["timeline"] = statistics.median(timeline)
         out["scroll"] = statistics.median(scroll)
+        out["cpu_timeline"] = statistics.median(cpu_timeline)
     return out
 
 
@@ -106,6 +120,8 @@ def main(quick: bool) -> str:
     blank.write_text("<!DOCTYPE html><title>blank</title><body data-ready='1'>"
                      "<script>performance.mark('acp-view:ready')</script>")
     pages = {}
+    last = None
+    load = os.getloadavg()[0]
     for n in sizes:
         wire = d / f"wire{n}.jsonl"
         if not wire.exists():
@@ -120,18 +136,23 @@ def main(quick: bool) -> str:
                          f"{max_rss(view):.0f} MB", f"{median_wall(frame):.2f} s",
                          f"{median_wall(view) / median_wall(frame):.1f}x"])
         wsize, psize = wire.stat().st_size, page.stat().st_size
+        marginal = "" if last is None else f"{(psize - last[1]) / (n - last[0]):.0f}"
+        last = (n, psize)
         rows_size.append([f"{n:,}", f"{wsize / 1e6:.2f} MB", f"{psize / 1e6:.2f} MB",
-                          f"{wsize / n:.0f}", f"{psize / n:.0f}", f"{psize / wsize:.2f}"])
+                          f"{wsize / n:.0f}", f"{psize / n:.0f}", marginal,
+                          f"{psize / wsize:.2f}"])
         pages[n] = page
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=FLAGS)
         version = browser.version
-        base = _open_times(browser, blank, repeat)["ready"]
+        base = _open_times(browser, blank, repeat)
         for n in sizes:
             t = _open_times(browser, pages[n], repeat)
             rows_open.append([f"{n:,}", f"{t['ready']:.0f} ms", f"{t['timeline']:.0f} ms",
                               f"{t['scroll']:.0f} ms",
-                              f"{(t['ready'] + t['timeline']) / 1000:.2f} s", f"{base:.0f} ms"])
+                              f"{(t['ready'] + t['timeline']) / 1000:.2f} s",
+                              f"{t['cpu_ready']:.0f} ms", f"{t['cpu_timeline']:.0f} ms",
+                              f"{base['ready']:.0f} ms / {base['cpu_ready']:.0f} ms"])
         browser.close()
     return "\n\n".join([
         "## acp-view: page size, writing it, opening it in Chromium",
@@ -141,11 +162,14 @@ def main(quick: bool) -> str:
         table(["frames", "acp-view wall", "CPU", "peak RSS", "acp-frame wall", "ratio"],
               rows_cli),
         "Size: the page grows linearly with the recording (bytes per frame stay flat):",
-        table(["frames", "wire log", "page", "wire B/frame", "page B/frame", "page / wire"],
-              rows_size),
-        "Opening from file:// (navigation start to the page's ready mark: data parsed, "
-        "first transcript drawn), then the timeline tab drawn, then a scroll to the last "
-        "frame; an empty page opens in the last column's time:",
+        table(["frames", "wire log", "page", "wire B/frame", "page B/frame",
+               "page B/frame added", "page / wire"], rows_size),
+        "Opening from file:// (wall: navigation start to the page's ready mark: data "
+        "parsed, first transcript drawn), then the timeline tab drawn, then a scroll to "
+        "the last frame; and the renderer process's CPU time to ready and to the "
+        "timeline drawn (thread ticks: what the page costs, whatever the machine's load; "
+        f"load average {load:.1f} when the runs began). Last column: an empty page, "
+        "wall / CPU.",
         table(["frames", "open (ready)", "+ timeline", "scroll to end", "open + timeline",
-               "empty page"], rows_open),
+               "CPU to ready", "CPU to timeline", "empty page"], rows_open),
     ])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -16,7 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from acp_pipes.echo_client import client_session
-from tests.conftest import record_lockstep, run_tool
+from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 from tests.view_browser import PAYLOADS, hostile_wire, open_page
 
 
@@ -375,3 +377,31 @@ def test_a_clean_recording_says_no_violation(browser, tmp_path):
     page.click("#tab-timeline")
     row_of(page, 0).click()
     assert "no violation" in page.locator("#detail").inner_text()
+
+
+def test_a_v1_session_of_two_official_sdk_peers(browser, tmp_path):
+    """ACP v1 as agents in use speak it: the Python SDK's client and agent
+    (tests/clients/v1_sdk_session.py) recorded through acp-tee; its page shows a card per
+    tool call and permission, and no spec violation."""
+    script = str(Path(__file__).parent / "clients" / "v1_sdk_session.py")
+    wire, html = tmp_path / "v1.jsonl", tmp_path / "v1.html"
+    proc = subprocess.run([sys.executable, script, "client", "4", "--",
+                           *tool_argv("tee", "-o", str(wire), "--", sys.executable, script,
+                                      "agent")],
+                          capture_output=True, env=tool_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert run_tool("view", str(wire), "-o", str(html)).returncode == 0
+    msgs = _messages([orjson.loads(x) for x in wire.read_bytes().splitlines()[1:]
+                      if b'"dir"' in x])
+    assert msgs[0]["params"]["protocolVersion"] == 1
+    calls = {m["params"]["update"]["toolCallId"] for m in msgs
+             if m.get("method") == "session/update"
+             and m["params"]["update"]["sessionUpdate"] in ("tool_call", "tool_call_update")}
+    asks = [m for m in msgs if m.get("method") == "session/request_permission"]
+    assert calls and asks
+    opened = open_page(browser, html)
+    page = opened.page
+    assert page.locator(".card.tool").count() == len(calls)
+    assert page.locator(".card.permission").count() == len(asks)
+    assert page.locator("#summary").inner_text().endswith("no spec violation")
+    assert opened.console_errors == [] and opened.foreign_requests == []
