@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import signal
@@ -11,6 +12,8 @@ import sys
 import textwrap
 import threading
 import time
+import zlib
+from datetime import datetime
 from pathlib import Path
 
 import orjson
@@ -476,6 +479,7 @@ def test_client_stdin_closed(tmp_path):
 def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
     """The proxy formats common records itself, for speed; each must be byte for byte
     what :func:`acp_pipes.wire.frame_record` gives, as orjson writes it."""
+    from acp_pipes.tee.logfile import Sink
     from acp_pipes.tee.pump import _Log
 
     frames = [
@@ -489,7 +493,7 @@ def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
     ]
     path = tmp_path / "log.jsonl"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    log = _Log(fd, str(path), lambda: 1764522928123456789, True, lambda m: None)
+    log = _Log(Sink(fd, str(path)), lambda: 1764522928123456789, True, lambda m: None)
     log.frames(direction, frames, nolf=nolf)
     log.close()
     from acp_pipes.redact import redact
@@ -511,7 +515,8 @@ _OPTIONS = ["-o", "--output", "--clock", "--capture-env", "--no-host", "--keep-s
             "--help", "-h", "--version", "--out", "--no-h", "--clock=epoch", "-ow.jsonl",
             "-x", "--script", "--", ""]
 _VALUES = ["epoch", "system", "nanos:5", "nanos:-1", "nanos:x", "bogus", "-x", "--x", "-1",
-           "", "w.jsonl", "-", "--", "HOME"]
+           "", "w.jsonl", "-", "--", "HOME", "logs/", "~/l/{agent}-{start}-{pid}.jsonl.gz",
+           "{session}.jsonl", "{agent", "}", "{{x}}.jsonl", "{0}"]
 # Command lines shaped like real ones (options, values, then -- and a command), with
 # anything in any place now and then, so both what is plain and its near misses come up.
 _ARGV = st.lists(
@@ -529,11 +534,14 @@ _ARGV = st.lists(
 @example(["--clock", "nanos:-1", "--", "agent"])
 @example(["-o", "-x", "--", "agent"])
 @example(["--capture-env", "--", "agent"])
+@example(["-o", "{session}.jsonl", "--", "agent"])
+@example(["-o", "~/logs/{agent}-{pid}.jsonl", "--", "agent"])
 def test_a_plain_command_line_is_one_the_parser_accepts(argv):
     """acp-tee starts the agent before parsing only for command lines ``plain_command``
-    accepts: each must parse, with the same command and clock, so a usage error never
-    starts an agent."""
+    accepts: each must parse, with the same command and clock, and an -o the tool takes,
+    so a usage error never starts an agent."""
     from acp_pipes.cli.tee import make_tool, plain_command
+    from acp_pipes.tee.logfile import check
 
     plain = plain_command(argv)
     if plain is None:
@@ -542,6 +550,7 @@ def test_a_plain_command_line_is_one_the_parser_accepts(argv):
     args = make_tool().parser().parse_args(argv[:cut])  # SystemExit would fail the test
     assert (plain[0], plain[1]) == (argv[cut + 1:], args.clock)
     make_clock(args.clock)
+    check(args.output)  # what _run checks before recording
 
 
 @pytest.mark.parametrize(("argv", "plain"), [
@@ -554,6 +563,8 @@ def test_a_plain_command_line_is_one_the_parser_accepts(argv):
     (["--help", "--", "agent"], None),
     (["-o", "w", "--"], None),
     (["-o", "--", "agent"], None),
+    (["-o", "logs/{agent}-{start}.jsonl.gz", "--", "agent"], (["agent"], "system")),
+    (["-o", "logs/{session}.jsonl", "--", "agent"], None),
 ])
 def test_plain_command(argv, plain):
     from acp_pipes.cli.tee import plain_command
@@ -854,3 +865,182 @@ def test_script_recordings_of_the_echo_agent_are_identical(tmp_path):
     assert len(asks) == 10
     for i in asks:  # the answer follows the agent's report that it waits for the user
         assert steps[i + 1] == "a2c:requires_action" and steps[i + 2].startswith("c2a:#")
+
+
+# -- where the log goes: -o FILE, DIR/, a template, .gz, a FIFO -------------------------
+
+
+def _logs(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.is_file())
+
+
+def test_a_directory_gets_a_new_log_per_session(tmp_path):
+    """-o DIR/ (created, mode 0700, when missing) holds one new log per session, named
+    {agent}-{start}-{pid}.jsonl: a second session never overwrites the first."""
+    logs = tmp_path / "acp-logs"
+    for text in (b'{"first":1}\n', b'{"second":2}\n'):
+        r = tee("-o", f"{logs}/", "--", "cat", input=text)
+        assert (r.returncode, r.stdout, r.stderr) == (0, text, b"")
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o700
+    first, second = _logs(logs)
+    for log in (first, second):
+        assert re.fullmatch(r"cat-\d{8}T\d{6}Z-\d+\.jsonl", log.name), log.name
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert {logged(read_log(p)[1], C2A) for p in (first, second)} == \
+        {b'{"first":1}\n', b'{"second":2}\n'}
+    # an existing directory named without the slash is a directory too
+    assert tee("-o", str(logs), "--", "true").returncode == 0
+    assert len(_logs(logs)) == 3
+
+
+def test_a_template_names_the_log_and_never_overwrites(tmp_path):
+    logs = tmp_path / "logs"
+    for n in range(3):  # a name already taken gets -1, -2 before its extension
+        r = tee("-o", str(logs / "{agent}.jsonl.gz"), "--", "sh", "-c", f"echo {n}")
+        assert (r.returncode, r.stderr) == (0, b"")
+    assert [p.name for p in _logs(logs)] == ["sh-1.jsonl.gz", "sh-2.jsonl.gz", "sh.jsonl.gz"]
+    for name, n in (("sh", 0), ("sh-1", 1), ("sh-2", 2)):
+        recs = orjson.loads(gzip.decompress((logs / f"{name}.jsonl.gz").read_bytes())
+                            .splitlines()[1])
+        assert decode_raw(recs) == b"%d" % n
+    r = tee("-o", str(tmp_path / "{agent}-{start}-{pid}.jsonl"), "--", "true")
+    assert (r.returncode, r.stderr) == (0, b"")
+    (log,) = tmp_path.glob("true-*.jsonl")
+    stamp, pid = re.fullmatch(r"true-(\d{8}T\d{6}Z)-(\d+)\.jsonl", log.name).groups()
+    head = read_log(log)[0]
+    assert int(pid) == head["host"]["pid"]
+    named = datetime.strptime(stamp, "%Y%m%dT%H%M%S%z")
+    started = datetime.fromisoformat(head["started"].replace("Z", "+00:00"))
+    assert abs((named - started).total_seconds()) < 2  # the session's start, in UTC
+
+
+def test_a_template_that_names_no_field_is_a_usage_error_and_starts_no_agent(tmp_path):
+    marker = tmp_path / "agent-ran"
+    for spec in ("{session}.jsonl", "{agent.jsonl", "{0}.jsonl"):
+        r = tee("-o", str(tmp_path / spec), "--", "sh", "-c", f"touch {marker}")
+        assert r.returncode == 2, (spec, r.stderr)
+        assert r.stderr.startswith(b"acp-tee: -o "), r.stderr
+    assert not marker.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tilde_is_the_home_directory(tmp_path):
+    """Editor settings are JSON: nothing expands ~ but acp-tee."""
+    env = {**tool_env(), "HOME": str(tmp_path)}
+    r = tee("-o", "~/acp-logs/", "--", "true", env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (log,) = _logs(tmp_path / "acp-logs")
+    assert log.name.startswith("true-")
+    assert not (tmp_path / "~").exists()
+
+
+def test_gz_log_is_gzip_flushed_with_every_frame(tmp_path):
+    """-o x.jsonl.gz: while the session runs, what was logged already decompresses; at
+    the end the file is one complete gzip member holding what -o x.jsonl holds."""
+    gz, plain = tmp_path / "w.jsonl.gz", tmp_path / "w.jsonl"
+    argv = ["--clock", "epoch", "--no-host", "--", "cat"]
+    p = subprocess.Popen(tool_argv("tee", "-o", str(gz), *argv), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, env=tool_env())
+    timer = watchdog(p)
+    p.stdin.write(b'{"n":1}\n')
+    p.stdin.flush()
+    assert p.stdout.readline() == b'{"n":1}\n'  # both frames logged before forwarded
+    so_far = zlib.decompressobj(wbits=31).decompress(gz.read_bytes())
+    assert so_far.count(b"\n") == 3 and b'{\\"n\\":1}' in so_far
+    p.stdin.write(b'{"n":2}\n')
+    p.stdin.close()
+    assert p.stdout.read() == b'{"n":2}\n'
+    assert p.wait(timeout=TIMEOUT) == 0
+    timer.cancel()
+    assert tee("-o", str(plain), *argv).returncode == 0  # the same header, uncompressed
+    frames = [(C2A, b'{"n":1}'), (A2C, b'{"n":1}'), (C2A, b'{"n":2}'), (A2C, b'{"n":2}')]
+    expected = plain.read_bytes() + b"".join(
+        orjson.dumps(frame_record(seq, 0, d, raw)) + b"\n" for seq, (d, raw) in enumerate(frames))
+    assert gzip.decompress(gz.read_bytes()) == expected  # whole: the gzip trailer is there
+    assert stat.S_IMODE(gz.stat().st_mode) == 0o600
+
+
+def test_gz_log_is_read_by_the_tools(tmp_path):
+    gz = tmp_path / "s.jsonl.gz"
+    r = tee("-o", str(gz), "--", *tool_argv("echo-agent"), input=client_stream(3))
+    assert r.returncode == 0
+    frames = subprocess.run(tool_argv("frame", str(gz)), capture_output=True, env=tool_env())
+    assert frames.returncode == 0 and frames.stderr == b""
+    assert frames.stdout.count(b"\n") == 1 + client_stream(3).count(b"\n") + \
+        r.stdout.count(b"\n")
+
+
+def test_a_fifo_without_a_reader_blocks_nothing(tmp_path):
+    """open() of a FIFO nobody reads would block forever: the session goes on, said once,
+    unrecorded."""
+    fifo = tmp_path / "live"
+    os.mkfifo(fifo)
+    data = b"".join(b'{"i":%d}\n' % i for i in range(100))
+    r = tee("-o", str(fifo), "--", "cat", input=data, timeout=20)
+    assert (r.returncode, r.stdout) == (0, data)
+    assert r.stderr == (f"acp-tee: cannot write the log {fifo}: a FIFO that nothing reads "
+                        "yet (open it for reading first); the session goes on unrecorded\n"
+                        ).encode()
+
+
+def test_a_fifo_with_a_reader_gets_the_log(tmp_path):
+    fifo, copy = tmp_path / "live", tmp_path / "copy.jsonl"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["sh", "-c", f'cat "{fifo}" > "{copy}"'])
+    time.sleep(0.2)  # the reader opens the FIFO (acp-tee would otherwise find none)
+    data = b"".join(b'{"i":%d,"pad":"%s"}\n' % (i, b"x" * 500) for i in range(5000))
+    r = tee("-o", str(fifo), "--", "cat", input=data)
+    assert (r.returncode, r.stdout, r.stderr) == (0, data, b"")
+    assert reader.wait(timeout=TIMEOUT) == 0
+    _, recs = read_log(copy)
+    assert logged(recs, C2A) == data == logged(recs, A2C)
+
+
+def test_a_fifo_reader_that_stops_reading_stalls_nothing_and_sigterm_ends_all(tmp_path):
+    """A FIFO reader that stops reading (open, never read) must not stall the session: the
+    log is given up once, said on stderr, and everything is forwarded; SIGTERM then ends
+    the agent and acp-tee, and no process is left behind."""
+    fifo, pid_file = tmp_path / "live", tmp_path / "agent.pid"
+    os.mkfifo(fifo)
+    stuck = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader that never reads
+    try:
+        agent = agent_script(tmp_path, f"""
+            open({str(pid_file)!r}, "w").write(str(os.getpid()))
+            line = b'{{"jsonrpc":"2.0","method":"n","params":{{"pad":"' + b"p" * 1000 + b'"}}}}\\n'
+            for _ in range(8 * 1024):  # 8 MiB: far beyond any FIFO buffer
+                os.write(1, line)
+            os.write(1, b'{{"done":true}}\\n')
+            sys.stdin.buffer.read()  # then wait for the client, until a signal
+        """)
+        p = subprocess.Popen(tool_argv("tee", "-o", str(fifo), "--", *agent),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=tool_env(), start_new_session=True)
+        timer = watchdog(p)
+        got = b""
+        while not got.endswith(b'{"done":true}\n'):
+            chunk = os.read(p.stdout.fileno(), 1 << 16)
+            assert chunk, "the session stalled or ended early"
+            got += chunk
+        assert len(got) > 8 << 20
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM
+        timer.cancel()
+        err = p.stderr.read()
+        assert err == (f"acp-tee: cannot write the log {fifo}: its reader took nothing for "
+                       "1 s; the session goes on, no longer recorded\n").encode()
+        agent_pid = int(pid_file.read_text())
+        assert not Path(f"/proc/{agent_pid}").exists()  # reaped, not a zombie
+        p.stdin.close()
+        p.stdout.close()
+    finally:
+        os.close(stuck)
+
+
+def test_the_log_goes_where_o_says_in_the_plain_command_line_too(tmp_path):
+    """The early start (a plain command line, agent started before parsing) and the
+    usual order name the log the same way."""
+    for argv in (["-o", f"{tmp_path}/a/", "--", "true"],
+                 [f"--output={tmp_path}/b/", "--", "true"]):
+        assert tee(*argv).returncode == 0
+    (a,), (b,) = _logs(tmp_path / "a"), _logs(tmp_path / "b")
+    assert a.name.startswith("true-") and b.name.startswith("true-")

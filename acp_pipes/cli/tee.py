@@ -9,11 +9,11 @@ proxy's start-up is most of what it adds to a session.
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 
 from acp_pipes.tee import Agent, record, start_agent
+from acp_pipes.tee.logfile import DEFAULT as DEFAULT_LOG
+from acp_pipes.tee.logfile import check as check_log
 from acp_pipes.wire import make_clock
 
 TYPE_CHECKING = False
@@ -31,11 +31,18 @@ passes through, unrecorded. The exit status is the agent's (128+N if signal N ki
 127 if AGENT cannot be found, 126 if it cannot be run). SIGINT, SIGTERM and SIGHUP are
 passed on to the agent.
 
-Without -o the log goes to acp-tee-<UTC time>-<pid>.jsonl in the current directory (the
-path is said on stderr). In editor settings give -o an absolute path: editors start
-agents in a directory of their choosing. The log is created mode 0600; an existing file
-is overwritten. If it cannot be written, the session goes on and acp-tee says so on
-stderr, once.
+-o FILE writes the log to FILE, overwriting it. -o DIR/ writes a new file in DIR for
+each session, named {agent}-{start}-{pid}.jsonl; a template such as
+~/acp-logs/{agent}-{start}-{pid}.jsonl names it ({agent}: the agent command's name,
+{start}: the UTC start time, {pid}: acp-tee's pid); neither overwrites a log (a taken
+name gets -1, -2, ...), and the directory is created when missing. A leading ~ is the
+home directory. A name ending in .gz is written gzip-compressed. Without -o the log is
+a new acp-tee-{start}-{pid}.jsonl in the current directory (the path is said on
+stderr). In editor settings give -o an absolute path or ~: editors start agents in a
+directory of their choosing. Logs are created mode 0600. A FIFO is never waited for:
+with no reader, or a reader that takes nothing for 1 s, the session goes on unrecorded.
+Whenever the log cannot be written, acp-tee says so on stderr, once, and the session
+goes on.
 
 Secrets: the values of the env and headers of every MCP server in a request's
 mcpServers are logged as "<redacted>" (the record keeps the hash of the frame as sent,
@@ -44,8 +51,10 @@ frames as sent."""
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", metavar="WIRE.jsonl",
-                   help="the wire log (default: acp-tee-<time>-<pid>.jsonl here)")
+    p.add_argument("-o", "--output", metavar="LOG",
+                   help="the wire log: a FILE (overwritten), or DIR/ or a name template "
+                        "with {agent}, {start}, {pid} (a new file for each session); .gz "
+                        "compresses it; default: acp-tee-{start}-{pid}.jsonl here")
     p.add_argument("--clock", default="system", metavar="system|epoch|nanos:N",
                    help="receipt times: the wall clock (default), or pinned to 0 / N so "
                         "two recordings of a deterministic session are identical files")
@@ -62,12 +71,6 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "editor waits; for recordings that are the same in every run")
 
 
-def default_log_path() -> str:
-    """``acp-tee-<UTC time>-<pid>.jsonl`` in the current directory, never clobbering."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return os.path.abspath(f"acp-tee-{stamp}-{os.getpid()}.jsonl")
-
-
 #: The options acp-tee's parser takes, spelled out: what :func:`plain_command` knows.
 _FLAGS = frozenset({"--no-host", "--keep-secrets"})
 _VALUED = frozenset({"-o", "--output", "--clock", "--capture-env"})
@@ -79,8 +82,8 @@ def plain_command(argv: Sequence[str]) -> tuple[list[str], str] | None:
     not starting with ``-``, a valid ``--clock``, then ``--`` and a command. Anything else
     (abbreviations, ``--opt=value``, ``--help``, a usage error) gives None and the usual
     order: parse, then start. Whatever this accepts, the parser accepts with the same
-    command and clock (tests/test_tee.py holds that), so a usage error never starts an
-    agent."""
+    command and clock, and :func:`_run` with the same ``-o`` (tests/test_tee.py holds
+    that), so a usage error never starts an agent."""
     if "--" not in argv:
         return None
     cut = list(argv).index("--")
@@ -96,6 +99,11 @@ def plain_command(argv: Sequence[str]) -> tuple[list[str], str] | None:
         elif word in _VALUED and i + 1 < len(options) and not options[i + 1].startswith("-"):
             if word == "--clock":
                 clock = options[i + 1]
+            elif word in ("-o", "--output"):
+                try:
+                    check_log(options[i + 1])
+                except ValueError:
+                    return None
             i += 2
         else:
             return None
@@ -122,10 +130,16 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
             script = open(args.script, "rb")  # noqa: SIM115 - read to its end by the session
         except OSError as e:
             raise UsageError(f"cannot read the script {args.script}: {e.strerror or e}") from None
-    log_path = args.output
+    try:
+        check_log(args.output)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    log_path, on_log = args.output, None
     if not log_path:
-        log_path = default_log_path()
-        ctx.note(f"no -o given: recording to {log_path}")
+        log_path = DEFAULT_LOG
+
+        def on_log(path: str) -> None:
+            ctx.note(f"no -o given: recording to {path}")
     return record(
         agent,
         log_path,
@@ -136,6 +150,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         warn=ctx.note,
         agent=early,
         script=script,
+        on_log=on_log,
     )
 
 

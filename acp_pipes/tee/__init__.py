@@ -214,10 +214,15 @@ def record(
     forward_signals: bool = True,
     agent: Agent | None = None,
     script: Iterable[bytes] | None = None,
+    on_log: Callable[[str], None] | None = None,
 ) -> int:
     """Run ``argv`` as the agent between ``stdin_fd``/``stdout_fd`` and log to ``log_path``.
 
-    ``log_path`` None forwards without logging. The agent's stderr goes to ``stderr_fd``
+    ``log_path`` is what acp-tee's ``-o`` takes (:mod:`acp_pipes.tee.logfile`): a file
+    (overwritten), ``DIR/`` or a name template with ``{agent}``, ``{start}``, ``{pid}``
+    (a new file per session); ``.gz`` compresses; a FIFO is never waited for. ``on_log``
+    gets the path of the log once it is open. None forwards without logging. The agent's
+    stderr goes to ``stderr_fd``
     (default: inherited) and is not logged. ``capture_env`` names the environment
     variables to record in the header (an unset one is recorded as null). ``agent``, from
     :func:`start_agent` with the same ``argv`` and ``clock``, is served instead of
@@ -225,13 +230,16 @@ def record(
     ``stdin_fd``: each frame is sent once the agent is done with the previous one, as an
     editor waits (:mod:`acp_pipes.tee.script`), and the agent's stdin is closed after the
     last. Returns the agent's exit status (128+N if signal N killed it; 127/126 if
-    it could not be started, as a shell would). Raises ValueError for a bad ``clock`` or
-    an empty ``argv``.
+    it could not be started, as a shell would). Raises ValueError for a bad ``clock``, a
+    bad ``log_path`` template or an empty ``argv``.
     """
+    from acp_pipes.tee.logfile import check
+
     warn = warn or _stderr_warn
     if not argv:
         raise ValueError("no agent command given")
     make_clock(clock)  # a bad clock is the caller's ValueError, not the agent's failure
+    check(log_path)
     if agent is None or agent.taken or agent.argv != list(argv) or agent.clock != clock:
         if agent is not None and not agent.taken:
             agent.abandon()  # not the agent asked for: never serve the wrong one
@@ -252,7 +260,7 @@ def record(
 
         session = Session(agent.stdin, agent.stdout, stdin_fd=stdin_fd, stdout_fd=stdout_fd,
                           warn=warn, script=script)
-        session.open_log(log_path, agent.tick, redact=not keep_secrets)
+        session.open_log(log_path, argv, agent.tick, redact=not keep_secrets, on_open=on_log)
         env = {name: os.environ.get(name) for name in capture_env}
         session.write_header(argv, started_ns=agent.started_ns, clock=clock, host=host,
                              env=env, keep_secrets=keep_secrets)

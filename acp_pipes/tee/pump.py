@@ -22,53 +22,30 @@ from __future__ import annotations
 
 import os
 import select
-import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
 import orjson
 
 from acp_pipes.errors import Note
+from acp_pipes.tee.logfile import Sink, open_sink
+from acp_pipes.tee.logfile import write_all as _write_all
 from acp_pipes.wire import A2C, C2A, frame_record, header
 
-__all__ = ["Session", "open_log"]
+__all__ = ["Session"]
 
 _READ = 65536  # a pipe's default capacity; larger reads only allocate more per read
 
 
-def open_log(path: str) -> int:
-    """Open (create or truncate) a wire log for appending, mode 0600.
-
-    An existing regular file is tightened to 0600 too: the log holds a whole session.
-    Raises OSError.
-    """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    except OSError:
-        pass
-    return fd
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    n = os.write(fd, data)
-    if n < len(data):  # a pipe or a nearly full disk may take less
-        view = memoryview(data)[n:]
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-
-
 class _Log:
     """The wire log writer shared by both directions: seq, clock, redaction, one write
-    per read chunk. Never raises: a write error disables it with one warning."""
+    per read chunk into ``sink`` (:mod:`acp_pipes.tee.logfile`; None: no log). Never
+    raises: a write error disables it with one warning."""
 
-    def __init__(self, fd: int | None, path: str, clock: Callable[[], int],
-                 redact: bool, warn: Note):
-        self.fd = fd
-        self.path = path
+    def __init__(self, sink: Sink | None, clock: Callable[[], int], redact: bool,
+                 warn: Note):
+        self.sink = sink
+        self.path = sink.path if sink is not None else ""
         self.clock = clock
         self.redact = redact
         self.warn = warn
@@ -81,7 +58,7 @@ class _Log:
 
     def frames(self, direction: str, frames: Iterable[bytes], nolf: bool = False) -> None:
         """Log complete frames (bytes without LF) received together, in order."""
-        if self.fd is None:
+        if self.sink is None:
             return
         redact_here = self.redact and direction == C2A
         dumps = orjson.dumps
@@ -123,14 +100,14 @@ class _Log:
             self._write(out)
 
     def _write(self, data: bytes) -> None:
-        if self.fd is None:
+        if self.sink is None:
             return
         try:
-            _write_all(self.fd, data)
+            self.sink.write(data)
         except OSError as e:
-            self.fd_failed(e)
+            self.failed(e)
 
-    def fd_failed(self, e: OSError) -> None:
+    def failed(self, e: OSError) -> None:
         self.warn(f"cannot write the log {self.path}: {e.strerror or e}; "
                   "the session goes on, no longer recorded")
         self.close()
@@ -139,12 +116,12 @@ class _Log:
         """Close the log once, under the lock: a writer still at work (a client thread
         that outlived the session's end) never writes to a closed, reused fd number."""
         with self.lock:
-            fd, self.fd = self.fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            sink, self.sink = self.sink, None
+            if sink is not None:
+                try:
+                    sink.close()  # gzip: its trailer, written under the lock too
+                except OSError:
+                    pass
 
 
 def _pump(src: int, dst: int, direction: str, log: _Log, *, wake: int | None = None,
@@ -223,7 +200,7 @@ class Session:
         self.stdin_fd = stdin_fd
         self.stdout_fd = stdout_fd
         self.warn = warn
-        self.log = _Log(None, "", lambda: 0, False, warn)
+        self.log = _Log(None, lambda: 0, False, warn)
         self._open = {agent_in, agent_out}
         self._wake_r, self._wake_w = os.pipe()
         self.script = script
@@ -238,17 +215,22 @@ class Session:
         self._a2c = threading.Thread(target=self._agent_to_client, name="acp-tee a2c",
                                      daemon=True)
 
-    def open_log(self, path: str | None, clock: Callable[[], int], *, redact: bool) -> None:
-        """Start logging to ``path`` (None: forward only). Failing to open it is said
-        once and the session goes on unrecorded."""
-        fd = None
-        if path is not None:
+    def open_log(self, spec: str | None, argv: Sequence[str], clock: Callable[[], int], *,
+                 redact: bool, on_open: Note | None = None) -> None:
+        """Start logging where ``spec`` (``-o``) says (None: forward only); ``on_open``
+        gets the path of the log opened. Failing to open it is said once and the session
+        goes on unrecorded."""
+        sink = None
+        if spec is not None:
             try:
-                fd = open_log(path)
+                sink = open_sink(spec, argv)
             except OSError as e:
-                self.warn(f"cannot write the log {path}: {e.strerror or e}; "
+                self.warn(f"cannot write the log {e.filename or spec}: {e.strerror or e}; "
                           "the session goes on unrecorded")
-        self.log = _Log(fd, path or "", clock, redact, self.warn)
+            else:
+                if on_open is not None:
+                    on_open(sink.path)
+        self.log = _Log(sink, clock, redact, self.warn)
 
     def write_header(self, argv: Sequence[str], **fields: object) -> None:
         self.log.write_header(header(argv, **fields))  # type: ignore[arg-type]
