@@ -9,6 +9,7 @@ with the installed commands).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -63,3 +64,34 @@ def test_every_tool_has_a_docs_page_and_a_readme_row():
         assert f"| `{name}" in readme, f"{name} has no row in the README's tool table"
         if name != "acp-echo-agent":  # a test fixture: documented by its --help
             assert (REPO / "docs" / f"{name}.md").is_file(), f"{name} has no docs page"
+
+
+def _zed_settings(text: str) -> list[str]:
+    return [block for block in re.findall(r"```json\n(.*?)```", text, flags=re.S)
+            if '"agent_servers"' in block]
+
+
+def test_the_zed_settings_are_one_example_that_acp_tee_takes():
+    """README.md and docs/acp-tee.md show the same Zed settings; they parse as JSON, name
+    a custom agent server whose command is acp-tee by an absolute path, and whose args are
+    a command line acp-tee takes as it is (the plain form: the agent starts at once), with
+    an -o that gives each session a log of its own."""
+    from acp_pipes.cli.tee import make_tool, plain_command
+    from acp_pipes.tee.logfile import check, resolve
+
+    (readme,) = _zed_settings((REPO / "README.md").read_text())
+    (docs,) = _zed_settings((REPO / "docs" / "acp-tee.md").read_text())
+    assert readme == docs
+    ((name, server),) = json.loads(readme)["agent_servers"].items()
+    assert name and server["type"] == "custom" and server["env"] == {}
+    assert set(server) == {"type", "command", "args", "env"}
+    assert os.path.isabs(server["command"]) and os.path.basename(server["command"]) == "acp-tee"
+    args = server["args"]
+    assert all(isinstance(a, str) for a in args)
+    command, clock = plain_command(args)
+    cut = args.index("--")
+    parsed = make_tool().parser().parse_args(args[:cut])
+    assert (command, clock) == (args[cut + 1:], parsed.clock)
+    check(parsed.output)
+    path, new = resolve(parsed.output, command)
+    assert new and os.path.isabs(path)  # a new file per session, wherever the editor runs it
