@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.test_readme import console_sessions
 
 # What a fresh installation may rely on besides itself: the system's tools (sh, sed,
 # cmp, make, Graphviz's dot), never the checkout's bin/ or its virtual environment.
@@ -190,3 +191,172 @@ def test_help_names_the_installed_manual(venv, tmp_path):
         for page in pages:
             assert Path(page).is_relative_to(venv), page
             assert Path(page).read_bytes() == (REPO / "docs" / Path(page).name).read_bytes()
+
+
+# -- the documented examples, run with the installed commands only -------------------------
+
+
+def _run_all(venv: Path, cwd: Path, commands: list[str], stdin: Path | None = None
+             ) -> list[tuple[str, subprocess.CompletedProcess]]:
+    return [(command, sh(command, venv, cwd, stdin)) for command in commands]
+
+
+@pytest.fixture(scope="session")
+def recordings(venv, tmp_path_factory) -> Path:
+    """A scratch directory outside the checkout holding the files the examples name, made
+    with the installed commands: the examples/ folder; client.jsonl (examples/hello);
+    wire.jsonl, original.wire.jsonl, s.jsonl, run1.jsonl (its recording, made with
+    --script), wire.jsonl.gz; run2.jsonl (the session with "hello one"); runs/ (three
+    runs); run.jsonl (two sessions, sess-1 and sess-2, on one connection); S.asr.jsonl,
+    S2.asr.jsonl, a.asr.jsonl, b.asr.jsonl (its ASR stream); parent.asr.jsonl and
+    child.asr.jsonl (a fork); logs/ (examples/batch/wire); agent.jsonl (the agent's side
+    of examples/hello)."""
+    d = tmp_path_factory.mktemp("recordings")
+    shutil.copytree(REPO / "examples", d / "examples",
+                    ignore=shutil.ignore_patterns("asr", ".done"))
+    shutil.copy(d / "examples/hello/client.jsonl", d / "client.jsonl")
+    shutil.copy(d / "examples/hello/agent.jsonl", d / "agent.jsonl")
+    shutil.copytree(d / "examples/batch/wire", d / "logs")
+    (d / "runs").mkdir()
+    two_sessions = b"".join(line + b"\n" for line in [
+        b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}',
+        b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}',
+        b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"sess-1",'
+        b'"prompt":[{"type":"text","text":"one"}]}}',
+        b'{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"sess-2",'
+        b'"prompt":[{"type":"text","text":"two"}]}}'])
+    (d / "two.jsonl").write_bytes(two_sessions)
+    record = "acp-tee --script {} -o {} -- acp-echo-agent > /dev/null"
+    made = _run_all(venv, d, [
+        record.format("client.jsonl", "wire.jsonl"),
+        "sed 's/\"hello 1\"/\"hello one\"/' client.jsonl > client-b.jsonl",
+        "sed 's/\"hello 1\"/\"hello three\"/' client.jsonl > client-c.jsonl",
+        record.format("client-b.jsonl", "run2.jsonl"),
+        record.format("client-c.jsonl", "runs/run3.jsonl"),
+        record.format("two.jsonl", "run.jsonl"),
+        "for f in original.wire.jsonl s.jsonl run1.jsonl runs/run1.jsonl; do cp wire.jsonl $f;"
+        " done; cp run2.jsonl runs/run2.jsonl; gzip -k wire.jsonl",
+        "acp-asr wire.jsonl > S.asr.jsonl && cp S.asr.jsonl S2.asr.jsonl"
+        " && cp S.asr.jsonl a.asr.jsonl && cp S.asr.jsonl b.asr.jsonl",
+        "acp-asr -o forks/ logs/ASR-718-fork-lineage.jsonl"
+        " && cp forks/parent.asr.jsonl forks/child.asr.jsonl .",
+    ])
+    for command, r in made:
+        assert r.returncode == 0 and not r.stderr, (command, r.stderr)
+    return d
+
+
+def _scratch(recordings: Path, tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    shutil.copytree(recordings, work)
+    return work
+
+
+def _without_comment(line: str) -> str:
+    return re.sub(r"\s+#\s.*$", "", line).strip()
+
+
+def docs_examples(text: str) -> list[tuple[str, list[str]]]:
+    """The commands of a page's ```sh blocks, each with the output shown for it: a block
+    of ``$ `` lines shows output under each; otherwise every line is a command."""
+    examples: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        lines = block.splitlines()
+        if any(line.startswith("$ ") for line in lines):
+            for line in lines:
+                if line.startswith("$ "):
+                    examples.append((_without_comment(line[2:]), []))
+                elif examples:
+                    examples[-1][1].append(line)
+        else:
+            examples += [(_without_comment(line), []) for line in lines
+                         if _without_comment(line)]
+    return examples
+
+
+def _runnable(command: str) -> bool:
+    """Whether every program the command runs is here: an acp-* tool, a shell builtin or
+    one of the system's (a page may pipe into jq, which a machine may lack)."""
+    words = [part.split()[0] for part in re.split(r"\||&&|;", command) if part.split()]
+    return all(w.startswith("acp-") or w in ("echo", "cd", "for", "do", "done")
+               or shutil.which(w, path=SYSTEM_PATH) for w in words)
+
+
+def _failed(results: list[tuple[str, subprocess.CompletedProcess]]) -> list[tuple]:
+    """Commands that failed: an exit status beyond 1 (0 ok, 1 a difference found), or a
+    diagnostic that is a bug (a traceback, an internal error)."""
+    return [(command, r.returncode, r.stderr.decode(errors="replace")[-600:])
+            for command, r in results
+            if r.returncode not in (0, 1) or b"Traceback" in r.stderr
+            or b"internal error" in r.stderr]
+
+
+def test_the_readme_pipelines_run_as_shown_installed(venv, tmp_path):
+    """The README's console blocks, byte for byte, with only the installed commands."""
+    shutil.copytree(REPO / "examples", tmp_path / "examples",
+                    ignore=shutil.ignore_patterns("asr", ".done"))
+    sessions = console_sessions((REPO / "README.md").read_text())
+    assert len(sessions) >= 8
+    for command, expected in sessions:
+        r = sh(command, venv, tmp_path)
+        assert r.stdout.decode().rstrip("\n") == expected, (command, r.stderr.decode())
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (REPO / "docs").glob("*.md")))
+def test_every_docs_example_runs_installed(page, venv, recordings, tmp_path):
+    """Each command shown in a docs page runs with the installed commands, in the order
+    shown, with the client script on stdin (where a command is an agent or a replay
+    that an editor would drive); where output is shown, its labels are there."""
+    examples = docs_examples((REPO / "docs" / page).read_text())
+    work = _scratch(recordings, tmp_path)
+    results = []
+    for command, shown in examples:
+        if not _runnable(command):
+            continue
+        r = sh(command, venv, work, stdin=work / "client.jsonl")
+        results.append((command, r))
+        labels = [re.split(r"\s{2,}", line)[0] for line in shown if line.strip() != "..."]
+        out = r.stdout.decode()
+        assert all(re.search(rf"^{re.escape(label)}(\s|$)", out, flags=re.M)
+                   for label in labels), (command, out)
+    assert _failed(results) == []
+
+
+def test_every_help_example_runs_installed(venv, recordings, tmp_path):
+    """The example pipelines at the end of every tool's --help run as shown."""
+    work = _scratch(recordings, tmp_path)
+    commands = []
+    for name in console_scripts():
+        text = sh(f"{name} --help", venv, work).stdout.decode()
+        block = text.split("\nexample:\n", 1)[1].split("\n\n", 1)[0]
+        commands += [_without_comment(line) for line in block.splitlines()]
+    assert len(commands) >= len(console_scripts())
+    results = _run_all(venv, work, commands, stdin=work / "client.jsonl")
+    assert _failed(results) == []
+
+
+def test_the_examples_use_the_installed_tools_outside_a_checkout(venv, tmp_path):
+    """examples/roundtrip and examples/batch copied out of the checkout (no bin/ beside
+    them) run on the acp-* tools on PATH."""
+    shutil.copytree(REPO / "examples", tmp_path / "examples",
+                    ignore=shutil.ignore_patterns("asr", ".done"))
+    r = sh("sh examples/roundtrip/roundtrip.sh rt", venv, tmp_path)
+    assert r.returncode == 0 and b'"equivalent":true' in r.stderr, r.stderr
+    r = sh("make -s -j4 -C examples/batch OUT_DIR=$PWD/streams validate", venv, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(list((tmp_path / "streams").glob("*.asr.jsonl"))) == 7
+
+
+def test_the_examples_fall_back_to_the_checkouts_bin(tmp_path):
+    """With no acp-* on PATH, the examples run the checkout's bin/ launchers."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = SYSTEM_PATH
+    r = subprocess.run(["sh", str(REPO / "examples/roundtrip/roundtrip.sh"), str(tmp_path / "rt")],
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 0 and b'"equivalent":true' in r.stderr, r.stderr
+    r = subprocess.run(["make", "-s", "-C", str(REPO / "examples/batch"),
+                        f"OUT_DIR={tmp_path / 'streams'}", "validate"],
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(list((tmp_path / "streams").glob("*.asr.jsonl"))) == 7
