@@ -140,16 +140,10 @@ def test_first_divergence_is_said_once_and_overlaps_no_node(runs):
 
 
 def children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry.name))
-    return out
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def alive(pid: int) -> bool:
@@ -160,41 +154,77 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def lineage(tmp: Path, sessions: int) -> Path:
-    """ASR streams of a tree of subagents: a graph that keeps dot busy for a while."""
-    out = []
-    for i in range(sessions):
-        head = {"type": "header", "asr": "1.0", "sessionId": f"s{i}"}
-        if i:
-            head["lineage"] = {"spawnedBy": {"session": f"s{(i - 1) // 3}",
-                                             "evidence": "native_field"}}
-        out.append(orjson.dumps(head))
-    path = tmp / f"lineage{sessions}.asr.jsonl"
-    path.write_bytes(b"\n".join(out) + b"\n")
-    return path
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def many_runs(tmp: Path) -> list[Path]:
+    """800 runs, each parting from the others at one of 20 steps: a divergence tree that
+    keeps dot busy for a good while (the two-run graph is bounded, so it never does)."""
+    d = tmp / "many-runs"
+    if not d.is_dir():
+        d.mkdir()
+        base = [orjson.dumps({"jsonrpc": "2.0", "method": "n", "params": {"i": i}})
+                for i in range(20)]
+        for r in range(800):
+            seq = list(base)
+            seq[r % 20] = orjson.dumps({"jsonrpc": "2.0", "method": "n", "params": {"i": -r}})
+            (d / f"r{r:03}.jsonl").write_bytes(b"\n".join(seq) + b"\n")
+    return sorted(d.glob("r*.jsonl"))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
                                  signal.SIGKILL])
 def test_killed_while_dot_runs_leaves_no_dot_behind(runs, sig):
-    """The signal arrives while dot is laying out a graph that takes it seconds: dot is
-    gone as soon as acp-align is (reaped on the way out; SIGKILL: PR_SET_PDEATHSIG)."""
-    streams = lineage(runs["tmp"], 900)
-    p = subprocess.Popen(tool_argv("align", "--lineage", str(streams), "--format", "svg"),
+    """The real dot is caught at work and stopped there (SIGSTOP), so it is still running
+    whatever the machine's speed; then acp-align gets the signal. dot is gone as soon as
+    acp-align is: killed and reaped on the way out, or (SIGKILL, which acp-align cannot
+    catch) by the kernel (PR_SET_PDEATHSIG). Left behind, a stopped dot would stay."""
+    p = subprocess.Popen(tool_argv("align", "--dir", "c2a", *map(str, many_runs(runs["tmp"])),
+                                   "--format", "svg"),
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=tool_env())
+    dot = None
     deadline = time.monotonic() + 60
-    dots: list[int] = []
-    while not dots and time.monotonic() < deadline and p.poll() is None:
-        dots = [c for c in children(p.pid)
-                if Path(f"/proc/{c}/comm").read_text().strip() == "dot"]
-        time.sleep(0.005)
-    assert dots, "dot never ran"
-    time.sleep(0.2)  # dot is at work
-    assert alive(dots[0])
-    p.send_signal(sig)
-    status = p.wait(timeout=30)
-    if sig == signal.SIGKILL:  # the kernel sends dot its SIGKILL as acp-align dies
-        time.sleep(0.1)
-    assert not alive(dots[0]), "dot outlived acp-align"
-    assert status in (-sig, 130), status
-    assert b"Traceback" not in p.stderr.read()
+    while dot is None and time.monotonic() < deadline and p.poll() is None:
+        for c in children(p.pid):
+            if comm(c) == "dot":
+                os.kill(c, signal.SIGSTOP)
+                dot = c
+                break
+    assert dot is not None, "dot never ran"
+    try:
+        assert alive(dot)
+        p.send_signal(sig)
+        status = p.wait(timeout=30)
+        if sig == signal.SIGKILL:  # the kernel sends dot its SIGKILL as acp-align dies
+            time.sleep(0.2)
+        assert not alive(dot), "dot outlived acp-align"
+        assert status in (-sig, 130), status
+        assert b"Traceback" not in p.stderr.read()
+    finally:
+        if alive(dot):
+            os.kill(dot, signal.SIGKILL)
+
+
+def test_a_lineage_of_thousands_of_sessions_draws_the_first_and_says_so(runs):
+    out = []
+    for i in range(600):
+        head = {"type": "header", "asr": "1.0", "sessionId": f"s{i}"}
+        if i:
+            head["lineage"] = {"spawnedBy": {"session": f"s{(i - 1) // 3}",
+                                             "evidence": "native_field"}}
+        out.append(orjson.dumps(head))
+    streams = runs["tmp"] / "lineage.asr.jsonl"
+    streams.write_bytes(b"\n".join(out) + b"\n")
+    p = run_tool("align", "--lineage", str(streams), "--format", "json")
+    assert len(orjson.loads(p.stdout)["sessions"]) == 600
+    p = run_tool("align", "--lineage", str(streams), "--format", "dot")
+    dot = p.stdout.decode()
+    assert "(the first 200 of 600 sessions drawn)" in dot
+    assert "… 400 more sessions, not drawn" in dot
+    assert "s199" in dot and '"s200"' not in dot and "s599" not in dot
+    p = run_tool("align", "--lineage", str(streams), "--format", "svg", timeout=60)
+    assert p.returncode == 0 and p.stdout.rstrip().endswith(b"</svg>")

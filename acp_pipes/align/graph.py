@@ -32,8 +32,8 @@ from acp_pipes.align.steps import Steps, StepTable
 from acp_pipes.errors import AcpPipesError
 from acp_pipes.terminal import printable
 
-__all__ = ["DotMissing", "lineage_graph", "pair_graph", "to_dot", "to_svg", "tree_graph",
-           "tree_json"]
+__all__ = ["DotMissing", "bounded_lineage", "lineage_graph", "pair_graph", "to_dot",
+           "to_svg", "tree_graph", "tree_json"]
 
 #: Run colours: A, B, then more for N-way (colour-blind-safe-ish, Tableau 10).
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
@@ -48,6 +48,8 @@ SHOW = 4  # steps listed in a node label before "… N more"
 #: At most this many places where two runs differ are drawn: Graphviz's layout time grows
 #: faster than linearly with the nodes, and a graph of thousands of them says nothing.
 MAX_PLACES = 40
+#: At most this many sessions are drawn in a lineage graph (the JSON lists them all).
+MAX_SESSIONS = 200
 
 
 class DotMissing(AcpPipesError):
@@ -589,3 +591,20 @@ def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
             g.add_edge(sid, sid, label=f"resumed ×{k}" if k > 1 else "resumed",
                        style="dashed", color="#ff7f0e", kind="resume")
     return g
+
+
+def bounded_lineage(g: nx.DiGraph, max_sessions: int = MAX_SESSIONS) -> nx.DiGraph:
+    """``g`` as drawn: its first ``max_sessions`` sessions (in the order the inputs
+    named them) and the edges among them, the rest said in one node and the title, so a
+    corpus of thousands of sessions still renders in seconds."""
+    if len(g) <= max_sessions:
+        return g
+    keep = list(g)[:max_sessions]
+    out = g.subgraph(keep).copy()
+    out.graph.update({k: dict(v) if isinstance(v, dict) else v for k, v in g.graph.items()})
+    rest = len(g) - max_sessions
+    out.graph["graph"]["label"] += f"   (the first {max_sessions:,} of {len(g):,} sessions drawn)"
+    out.add_node("rest", label=f"… {rest:,} more session{'s' * (rest != 1)}, not drawn\n"
+                 "(--format json lists them all)", style="rounded,dashed", fillcolor="white",
+                 color="#777777")
+    return out

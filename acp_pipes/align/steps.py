@@ -75,6 +75,10 @@ ASR_BOOKKEEPING = frozenset(
 )
 
 
+#: At most this many bytes of lines read back are kept per input (see :meth:`Steps.read`).
+KEEP_BYTES = 32 << 20
+
+
 @dataclass
 class StepTable:
     """Step keys -> small ints, shared by every input of one alignment.
@@ -147,14 +151,24 @@ class Steps:
     chains: list[tuple[str | None, str | None]] = field(default_factory=list)
     chain_pos: list[array] = field(default_factory=list)
     normalizer: Normalizer | None = None
+    _kept: dict[int, bytes] = field(default_factory=dict, repr=False)
+    _kept_bytes: int = 0
 
     def read(self, indices: Iterable[int]) -> Iterator[tuple[list[int], bytes]]:
-        """The input line of each wanted step, in file order: ``(step indices, raw)``."""
+        """The input line of each wanted step, in file order: ``(step indices, raw)``.
+        Lines read are kept (up to :data:`KEEP_BYTES`), so the next few questions about
+        the same steps (their kind, their values, their words) cost no pass over the
+        file."""
         want: dict[int, list[int]] = {}
         for i in indices:
             if 0 <= i < len(self.seq):
                 want.setdefault(self.lines[i], []).append(i)
         if not want:
+            return
+        kept = self._kept
+        if all(n in kept for n in want):
+            for n in sorted(want):
+                yield want[n], kept[n]
             return
         last = max(want)
         stream = open_source(self.path)
@@ -162,7 +176,11 @@ class Steps:
             for number, chunk in enumerate(stream, 1):
                 got = want.get(number)
                 if got is not None:
-                    yield got, chunk[:-1] if chunk.endswith(b"\n") else chunk
+                    raw = chunk[:-1] if chunk.endswith(b"\n") else chunk
+                    if self._kept_bytes + len(raw) <= KEEP_BYTES:
+                        kept[number] = raw
+                        self._kept_bytes += len(raw)
+                    yield got, raw
                 if number >= last:
                     break
         except READ_ERRORS as e:  # read before: the file changed since

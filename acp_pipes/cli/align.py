@@ -132,7 +132,9 @@ def _lineage(args, ctx: Context, paths, names) -> int:
         }
         ctx.out.write(dumps(rec))
         return EXIT_OK
-    _write_graph(ctx, g, fmt)
+    from acp_pipes.align.graph import bounded_lineage
+
+    _write_graph(ctx, bounded_lineage(g), fmt)
     return EXIT_OK
 
 
