@@ -299,6 +299,7 @@ def to_svg(dot_source: str) -> bytes:
     Linux the child also gets SIGKILL if this process dies without a chance to (kill -9).
     """
     import shutil
+    import signal
     import subprocess
 
     exe = shutil.which("dot")
@@ -308,17 +309,35 @@ def to_svg(dot_source: str) -> bytes:
             "the graphviz package (apt-get install graphviz / brew install graphviz), or "
             "use --format dot and render elsewhere"
         )
-    proc = subprocess.Popen([exe, "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+    # A signal that lands while Popen is still starting dot would end this process with
+    # dot running and not yet ours to kill: the three that end a run wait (blocked)
+    # until Popen has returned, and are taken in the try below, where dot is killed.
+    stopping = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
+    proc = None
     try:
+        proc = subprocess.Popen([exe, "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE,
+                                preexec_fn=lambda: _in_child(mask))
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         out, err = proc.communicate(dot_source.encode("utf-8"))
     finally:
-        if proc.returncode is None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if proc is not None and proc.returncode is None:
             proc.kill()
             proc.wait()
     if proc.returncode != 0:  # pragma: no cover - dot rejected our DOT
         raise DotMissing(f"Graphviz 'dot' failed: {err.decode('utf-8', 'replace').strip()}")
     return out
+
+
+def _in_child(mask) -> None:  # pragma: no cover - runs in the child
+    """In the child before exec: the parent's signal mask back, and death with the
+    parent."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    _die_with_parent()
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
