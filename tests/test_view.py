@@ -214,3 +214,25 @@ def test_a_protocol_version_the_fold_does_not_know_still_has_its_timeline(tmp_pa
     rec = load([str(path)])
     assert len(rec.timeline) == 2 and not rec.sessions
     assert any(n.startswith("no transcript: ") and "99" in n for n in rec.notes)
+
+
+def test_a_terminal_gets_no_html(tmp_path):
+    """Standard output on a terminal: a usage error that says how to get the page."""
+    import os
+    import pty
+    import subprocess
+
+    from tests.conftest import tool_argv, tool_env
+
+    wire = FIXTURES / "ASR-713-prompt-message" / "wire.jsonl"
+    leader, follower = pty.openpty()
+    try:
+        r = subprocess.run(tool_argv("view", str(wire)), stdout=follower, stderr=subprocess.PIPE,
+                           env=tool_env(), timeout=60)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert r.returncode == 2
+    assert r.stderr == b"acp-view: writes an HTML page: give -o PAGE.html, or redirect stdout\n"
+    page = tmp_path / "p.html"
+    assert run_tool("view", str(wire), "-o", str(page)).returncode == 0 and page.stat().st_size

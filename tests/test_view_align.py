@@ -82,3 +82,44 @@ def test_recorded_markup_is_text_side_by_side_too(browser, tmp_path):
     assert opened.console_errors == [] and opened.foreign_requests == []
     page.locator(".sbs-row.first").click()
     assert PAYLOADS[0] in page.locator("#raw-a").text_content()
+
+
+def test_a_changed_step_shows_each_pointer_that_differs_with_both_values(browser, runs,
+                                                                         tmp_path):
+    """The page's side of the ops contract for a changed step (one op ``changed`` with
+    ``diff``: ``{"op", "path", "a", "b"}`` per JSON pointer, as acp-align's ops carry
+    it): one row, both sides, and a table of the fields on a click. The ops here are
+    written by hand over the two real recordings."""
+    from acp_pipes.align.steps import StepTable, load_steps
+    from acp_pipes.view.sidebyside import align_page
+
+    table = StepTable()
+    a, b = load_steps(str(runs["a"]), table), load_steps(str(runs["b"]), table)
+    n = len(a.seq)
+    prompt = next(i for i in range(n) if 'hello 2' in a.describe([i])[i])
+    diff = [{"op": "replace", "path": "/params/prompt/0/text", "a": "hello 2",
+             "b": "hello two"}]
+    ops = [{"op": "equal", "a": i, "b": i, "dir": "c2a"} for i in range(prompt)]
+    ops.append({"op": "changed", "a": prompt, "b": prompt, "dir": "c2a", "kind": "request",
+                "method": "session/prompt", "diff": diff})
+    ops += [{"op": "equal", "a": i, "b": i, "dir": "a2c"} for i in range(prompt + 1, n)]
+    summary = {"equal": False, "counts": {"equal": n - 1, "changed": 1, "only-a": 0,
+                                          "only-b": 0},
+               "lcs": n - 1, "distance": 2, "approximate": False,
+               "first_divergence": {"op": "changed", "a": prompt, "b": prompt}}
+    html = tmp_path / "changed.html"
+    html.write_bytes(align_page(ops, a, b, summary, context=2))
+    opened = open_page(browser, html)
+    page = opened.page
+    row = page.locator(".sbs-row.changed")
+    assert row.count() == 1 and "first" in row.get_attribute("class")
+    assert 'session/prompt "hello 2"' in row.locator(".la").inner_text()
+    assert 'session/prompt "hello two"' in row.locator(".lb").inner_text()
+    assert "1 changed" in page.locator("#summary").inner_text()
+    cells = page.locator("#detail table.fields tr").nth(1).locator("td")
+    assert [cells.nth(k).inner_text() for k in range(3)] == [
+        "/params/prompt/0/text", '"hello 2"', '"hello two"']
+    gaps = page.locator(".sbs-row.gap")  # the equal runs before and after it, folded
+    assert gaps.count() == 2
+    assert gaps.first.inner_text().startswith(f"… {prompt - 2} equal steps (A 0–{prompt - 3},")
+    assert opened.console_errors == []

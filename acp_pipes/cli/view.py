@@ -6,7 +6,7 @@ import argparse
 import os
 
 from acp_pipes.cli.manual import page
-from acp_pipes.cli.runner import Context, Tool, run
+from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.jsonl import STDIN
 
 DESCRIPTION = """\
@@ -49,6 +49,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     from acp_pipes.view import load, session_page
 
+    if ctx.term.tty:  # a page of HTML is for a browser, not for the screen
+        raise UsageError("writes an HTML page: give -o PAGE.html, or redirect stdout")
     files = list(ctx.files)
     spooled = None
     if STDIN in files:  # read twice (frames, then the transcript): spool it once
