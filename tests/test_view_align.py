@@ -49,6 +49,24 @@ def test_the_first_divergence_is_marked_where_acp_align_says(browser, runs):
     assert 'session/prompt "hello two"' in rows.first.inner_text()
 
 
+def test_acp_aligns_changed_steps_show_their_fields(browser, runs):
+    """acp-align pairs the changed prompt as one changed step (its ops carry the pointers
+    that differ and both values): the page shows it as one row, with its fields."""
+    fd = runs["summary"]["first_divergence"]
+    assert fd["op"] == "changed"
+    page = open_page(browser, runs["html"]).page
+    first = page.locator(".sbs-row.first")
+    assert "changed" in first.get_attribute("class")
+    assert 'session/prompt "hello two"' in first.locator(".lb").inner_text()
+    rows = page.locator("#detail table.fields tr")
+    assert rows.count() == len(fd["diff"]) + 1
+    for k, d in enumerate(fd["diff"], 1):
+        cells = rows.nth(k).locator("td")
+        assert [cells.nth(c).inner_text() for c in range(3)] == [
+            d["path"], orjson.dumps(d["a"]).decode(), orjson.dumps(d["b"]).decode()]
+    assert page.locator(".sbs-row.changed").count() == runs["summary"]["counts"]["changed"]
+
+
 def test_a_click_shows_both_steps_exact_text(browser, runs):
     page = open_page(browser, runs["html"]).page
     wire_a = [orjson.loads(x) for x in runs["a"].read_bytes().splitlines()[1:]]

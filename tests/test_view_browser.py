@@ -1,7 +1,8 @@
 """acp-view pages in a real browser: what a person sees, not that a file exists.
 
-Recordings: the echo agent (ACP v2) under the real acp-tee, driven turn by turn by the
-lockstep client (permissions, questions, a failing tool), and hand-made wire logs whose
+Recordings: the echo agent (ACP v2) under the real acp-tee, driven turn by turn by its
+``--script`` client (permissions, questions), the official v1 SDK peers, and hand-made
+wire logs whose
 prompts, tool output, paths, IDs and method names carry script injections.
 """
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from acp_pipes.jsonl import read_lines
+import orjson
+
 from acp_pipes.wire import decode_raw
 
 __all__ = ["MAX_ROWS", "align_data", "align_page"]
@@ -95,33 +96,22 @@ def _side(steps: Any, indices: list[int]) -> dict[str, Any]:
 
 
 def _texts(steps: Any, indices: list[int]) -> dict[int, str | None]:
-    """The exact text of each wanted step: a frame's bytes (as UTF-8 text; None when they
-    are not UTF-8) or an ASR record's line."""
-    want: dict[int, list[int]] = {}
-    for i in indices:
-        want.setdefault(steps.lines[i], []).append(i)
+    """The exact text of each wanted step (read with :meth:`Steps.read`): a frame's bytes
+    as UTF-8 text (None when they are not UTF-8), or an ASR record's line."""
     out: dict[int, str | None] = {}
-    if not want:
-        return out
-    last = max(want)
-    import orjson
-
-    for line in read_lines(steps.path):
-        if line.number in want:
-            text: str | None
-            if steps.kind == "asr":
-                text = line.raw.decode("utf-8", "replace")
-            else:  # a wire or frame record holds the bytes; a bare stream's line is them
-                try:
-                    rec = orjson.loads(line.raw)
-                    raw = decode_raw(rec) if isinstance(rec, dict) and "dir" in rec else line.raw
-                    text = raw.decode("utf-8")
-                except (ValueError, UnicodeDecodeError):
-                    text = None
-            for i in want[line.number]:
-                out[i] = text
-        if line.number >= last:
-            break
+    for got, line in steps.read(indices):
+        text: str | None
+        if steps.kind == "asr":
+            text = line.decode("utf-8", "replace")
+        else:  # a wire or frame record holds the bytes; a bare stream's line is them
+            try:
+                rec = orjson.loads(line)
+                raw = decode_raw(rec) if isinstance(rec, dict) and "dir" in rec else line
+                text = raw.decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                text = None
+        for i in got:
+            out[i] = text
     return out
 
 
