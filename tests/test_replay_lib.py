@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from acp_pipes.canonical import canonical_hash
 from acp_pipes.normalize import IGNORED, Normalizer, parse_pointer
-from acp_pipes.replay import ReplayOptions, Trace, emit, replay_agent
-from acp_pipes.replay.ids import id_span, splice_id
+from acp_pipes.trace import ReplayOptions, Trace, emit, replay_agent
+from acp_pipes.trace.ids import id_span, splice_id
 
 json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8)
 json_values = st.recursive(

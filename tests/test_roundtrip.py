@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_pipes.asr import convert
+from acp_pipes.asr.reader import AsrStream, read_streams
 from acp_pipes.fold import fold
-from acp_pipes.replay.asr_stream import AsrStream, read_streams
 from acp_pipes.replay.equivalence import compare_streams, context_view
 from acp_pipes.replay.serve import serve_lines
 from tests.conftest import REPO, run_tool, tool_argv

@@ -184,7 +184,7 @@ def _library_errors():
     from acp_pipes.align.graph import DotMissing
     from acp_pipes.canonical import CanonicalError
     from acp_pipes.fold import ProtocolVersionError
-    from acp_pipes.replay.asr_wire import NoCapture
+    from acp_pipes.replay.capture import NoCapture
 
     return [DotMissing, CanonicalError, ProtocolVersionError, NoCapture,
             InputError, UsageError]

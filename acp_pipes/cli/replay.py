@@ -1,23 +1,25 @@
-"""`acp-replay`: replay a recorded session byte for byte against a live peer (a thin layer
-over :mod:`acp_pipes.replay`). Dispatches on the input kind: a trace (wire log or
-frames) is replayed by :mod:`acp_pipes.replay.trace`; an ASR stream by
-:mod:`acp_pipes.replay.asr`."""
+"""`acp-replay`: a recorded session played back. Six modes, declared in :data:`MODES` with
+the options each takes and checked in :func:`choose` before anything runs: a trace (wire
+log or frames) replayed byte for byte as the agent, as the client (``--client``) or one
+direction emitted (``--emit``), with bodies in :mod:`acp_pipes.cli.replay_trace`; an ASR
+stream replayed as ACP, served to an editor (``--serve``) or compared with another
+(``--compare``), with bodies in :mod:`acp_pipes.cli.replay_asr`."""
 
 from __future__ import annotations
 
 import argparse
 import itertools
 import sys
+from dataclasses import dataclass
 
 import orjson
 
 from acp_pipes.cli.manual import page
-from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
+from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.jsonl import STDIN, display_name
-from acp_pipes.streams import ASR, header_format
-from acp_pipes.wire import make_clock
+from acp_pipes.streams import ASR, describe, header_format
 
-SUMMARY = "Replay a recorded ACP session byte for byte against a live client or agent."
+SUMMARY = "Replay a recorded ACP session: a trace byte for byte, or an ASR stream as ACP."
 
 DESCRIPTION = """\
 TRACE is a wire log (acp-tee) or frames (acp-frame; faster: the hashes are already there).
@@ -42,59 +44,151 @@ differs from the recording is reported on stderr as a JSON line; exit 1 only wit
 
 --emit a2c|c2a writes one direction's recorded bytes verbatim (offline, no peer).
 
+STREAM is an ASR stream (acp-asr). acp-replay STREAM writes the session/update
+notifications an agent sends when a client reopens the session, and a loss report
+(one JSON line on stderr); --wire resends the captured bytes instead. --serve is a
+read-only ACP agent on stdio that lists and reopens the stored sessions; --compare
+compares the context views of two streams (exit 1 when they differ).
+
 """ + f"Manual: {page('acp-replay.md')}"
 
 EXAMPLE = """\
 acp-tee -o s.jsonl -- acp-echo-agent < client.jsonl > /dev/null   # record once
 acp-replay s.jsonl < client.jsonl | cmp - <(acp-replay --emit a2c s.jsonl)
 acp-replay --remap-ids --ignore /params/cwd s.jsonl                # in the editor
-acp-replay --client s.jsonl -o rerun.jsonl -- acp-echo-agent"""
+acp-replay --client s.jsonl -o rerun.jsonl -- acp-echo-agent
+acp-asr -o asr/ s.jsonl && acp-replay --serve asr/*.asr.jsonl      # stored sessions"""
+
+TRACE, STREAM = "trace", "ASR stream"
+ONE_TRACE = "give exactly one TRACE (usage: acp-replay [OPTIONS] TRACE [-- AGENT ARGS...])"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way acp-replay runs: the flag that asks for it (None: chosen by the kind of its
+    input), what it reads, its operands and the options it takes besides ``-o``."""
+
+    selector: str | None
+    reads: str  # TRACE or STREAM
+    operands: str
+    files: tuple[int, int | None]  # how many input files, at least and at most
+    options: tuple[str, ...]
+    stdin_is_the_clients: bool = False  # the input cannot be stdin
+
+    @property
+    def label(self) -> str:
+        if self.selector:
+            return f"--{self.selector}"
+        return "replaying as the agent" if self.reads == TRACE else "replaying an ASR stream"
+
+
+#: The six modes and their options (argparse ``dest`` names, declared in :data:`OPTIONS`).
+MODES: dict[str, Mode] = {
+    "agent": Mode(None, TRACE, "TRACE", (1, 1),
+                  ("match", "pace", "ignore", "remap_ids", "remap_log"),
+                  stdin_is_the_clients=True),
+    "client": Mode("client", TRACE, "TRACE -- AGENT [ARGS ...]", (1, 1),
+                   ("pace", "ignore", "remap_ids", "remap_log", "timeout", "strict", "clock",
+                    "no_host")),
+    "emit": Mode("emit", TRACE, "TRACE", (1, 1), ()),
+    "stream": Mode(None, STREAM, "STREAM", (1, 1), ("session_id", "report", "wire")),
+    "serve": Mode("serve", STREAM, "STREAM...", (1, None), ("session_id", "report"),
+                  stdin_is_the_clients=True),
+    "compare": Mode("compare", STREAM, "STREAM STREAM2", (2, 2), ()),
+}
+#: The flags that choose a mode, in the order a conflict names them.
+SELECTORS = ("serve", "compare", "emit", "client")
+
+#: Every option of a mode: dest -> (flag, its value in usage lines or None, add_argument
+#: keywords). Unset options are None (or False) so that :func:`choose` sees which were
+#: given; their defaults are in :data:`DEFAULTS`.
+OPTIONS: dict[str, tuple[str, str | None, dict]] = {
+    "emit": ("--emit", "a2c|c2a", dict(
+        choices=("a2c", "c2a"),
+        help="write the recorded bytes of one direction and exit (offline)")),
+    "client": ("--client", None, dict(
+        action="store_true",
+        help="replay the client side against a live agent: --client TRACE -- AGENT "
+             "[ARGS...]; -o gets the run's wire log")),
+    "match": ("--match", "order|any", dict(
+        choices=("order", "any"),
+        help="order (default): client frames in recorded order; any: serve each client "
+             "frame from the earliest unserved recorded frame with its hash, with the "
+             "agent frames that recorded frame owns")),
+    "pace": ("--pace", "fast|recorded", dict(
+        choices=("fast", "recorded"),
+        help="fast (default), or keep the recorded gaps between frames")),
+    "ignore": ("--ignore", "POINTER", dict(
+        action="append",
+        help="JSON pointer (RFC 6901, * = any key or index) not to match on: removed "
+             "(object member) or masked (array element) before hashing; repeatable")),
+    "remap_ids": ("--remap-ids", None, dict(
+        action="store_true",
+        help="match modulo JSON-RPC id; give each side its own ids (spliced into the "
+             "recorded bytes, nothing else changes)")),
+    "remap_log": ("--remap-log", "FILE", dict(
+        help="with --remap-ids: write each id mapping as JSONL (recorded, live, dir, seq)")),
+    "timeout": ("--timeout", "SECONDS", dict(
+        type=float,
+        help="--client: how long to wait for the agent's recorded frames (default 10)")),
+    "strict": ("--strict", None, dict(
+        action="store_true", help="--client: stop at the first difference, exit 1")),
+    "clock": ("--clock", "system|epoch|nanos:N", dict(
+        help="--client: receipt times in the run's wire log (as acp-tee)")),
+    "no_host": ("--no-host", None, dict(
+        action="store_true",
+        help="--client: leave host os/arch/cwd/pid out of the wire log header")),
+    "session_id": ("--session-id", "ID", dict(
+        help="ASR stream: replay (or serve) under this session id")),
+    "report": ("--report", "FILE", dict(
+        help="ASR stream: also write the loss report (JSON lines) to FILE")),
+    "wire": ("--wire", "WIRELOG", dict(
+        action="append",
+        help="ASR stream: resend the captured agent frames from the wire log(s) it was "
+             "recorded from (one per connection, in order)")),
+    "serve": ("--serve", None, dict(
+        action="store_true",
+        help="serve ASR streams as a read-only ACP v2 agent on stdio: --serve STREAM...")),
+    "compare": ("--compare", None, dict(
+        action="store_true",
+        help="compare the context views of two ASR streams: --compare S S2")),
+}
+DEFAULTS = {"match": "order", "pace": "fast", "ignore": [], "timeout": 10.0,
+            "clock": "system", "wire": []}
+
+
+def usage() -> str:
+    """One line per mode, from :data:`MODES`."""
+    lines = []
+    for mode in MODES.values():
+        words = ["acp-replay"]
+        if mode.selector:
+            flag, value, _ = OPTIONS[mode.selector]
+            words.append(f"{flag} {value}" if value else flag)
+        words.append("[-o FILE]")
+        for dest in mode.options:
+            flag, value, _ = OPTIONS[dest]
+            words.append(f"[{flag} {value}]" if value else f"[{flag}]")
+        words.append(mode.operands)
+        lines.append(_wrap(words, 88, " " * 13))
+    return "\n       ".join(lines)
+
+
+def _wrap(words: list[str], width: int, indent: str) -> str:
+    """``words`` filled into lines of at most ``width``, never split inside one."""
+    lines = [words[0]]
+    for word in words[1:]:
+        if len(lines[-1]) + 1 + len(word) > width:
+            lines.append(indent + word)
+        else:
+            lines[-1] += " " + word
+    return "\n".join(lines)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--emit", choices=("a2c", "c2a"),
-                   help="write the recorded bytes of one direction and exit (offline)")
-    p.add_argument("--client", action="store_true",
-                   help="replay the client side against a live agent: --client TRACE -- "
-                        "AGENT [ARGS...]; -o gets the run's wire log")
-    p.add_argument("--match", choices=("order", "any"), default="order",
-                   help="order (default): client frames in recorded order; any: serve "
-                        "each client frame from the earliest unserved recorded frame with "
-                        "its hash, with the agent frames that recorded frame owns")
-    p.add_argument("--pace", choices=("fast", "recorded"), default="fast",
-                   help="fast (default), or keep the recorded gaps between frames")
-    p.add_argument("--ignore", action="append", default=[], metavar="POINTER",
-                   help="JSON pointer (RFC 6901, * = any key or index) not to match on: "
-                        "removed (object member) or masked (array element) before "
-                        "hashing; repeatable")
-    p.add_argument("--remap-ids", action="store_true",
-                   help="match modulo JSON-RPC id; give each side its own ids (spliced "
-                        "into the recorded bytes, nothing else changes)")
-    p.add_argument("--remap-log", metavar="FILE",
-                   help="with --remap-ids: write each id mapping as JSONL (recorded, live, "
-                        "dir, seq)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="--client: how long to wait for the agent's recorded frames "
-                        "(default 10)")
-    p.add_argument("--strict", action="store_true",
-                   help="--client: stop at the first difference, exit 1")
-    p.add_argument("--clock", default="system", metavar="system|epoch|nanos:N",
-                   help="--client: receipt times in the run's wire log (as acp-tee)")
-    p.add_argument("--no-host", action="store_true",
-                   help="--client: leave host os/arch/cwd/pid out of the wire log header")
-    # ASR streams (acp_pipes.replay.asr; docs/acp-replay.md "Replaying ASR streams")
-    p.add_argument("--session-id", metavar="ID",
-                   help="ASR stream: replay under this session id")
-    p.add_argument("--report", metavar="FILE",
-                   help="ASR stream: also write the loss report (JSON lines) to FILE")
-    p.add_argument("--wire", action="append", default=[], metavar="WIRELOG",
-                   help="ASR stream: resend the captured agent frames from the wire log(s) "
-                        "it was recorded from (one per connection, in order)")
-    p.add_argument("--serve", action="store_true",
-                   help="serve ASR streams as a read-only ACP v2 agent on stdio: "
-                        "--serve STREAM...")
-    p.add_argument("--compare", action="store_true",
-                   help="compare the context views of two ASR streams: --compare S S2")
+    p.usage = usage()
+    for flag, value, kw in OPTIONS.values():
+        p.add_argument(flag, **({"metavar": value} if value else {}), **kw)
 
 
 def report_line(event: dict) -> None:
@@ -106,48 +200,94 @@ def report_line(event: dict) -> None:
         pass
 
 
-def _options(args: argparse.Namespace, remap_log):
-    from acp_pipes.normalize import parse_pointer
-    from acp_pipes.replay import ReplayOptions
-
-    for pointer in args.ignore:
-        try:
-            parse_pointer(pointer)
-        except ValueError as e:
-            raise UsageError(f"--ignore: {e}") from None
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
-    return ReplayOptions(match=args.match, pace=args.pace, ignore=list(args.ignore),
-                         remap_ids=args.remap_ids, remap_log=remap_log, report=report_line,
-                         timeout=args.timeout, strict=args.strict)
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    return getattr(args, dest, None) not in (None, False, [])
 
 
-def _run(args: argparse.Namespace, ctx: Context) -> int:
-    if args.serve or args.compare:
-        from acp_pipes.replay import asr_cli
-
-        return asr_cli.run_files(args, ctx)
-    agent = list(args.command)
-    files = list(args.files or [])
-    if len(files) != 1:
-        raise UsageError("give exactly one TRACE (usage: acp-replay [OPTIONS] TRACE "
-                         "[-- AGENT ARGS...])")
-    path = files[0]
-    if args.client and not agent:
-        raise UsageError("--client needs the agent command: acp-replay --client TRACE -- "
-                         "AGENT [ARGS...]")
-    if agent and not args.client:
+def choose(args: argparse.Namespace, sniff) -> tuple[str, str | None, object]:
+    """Check the arguments against :data:`MODES` and pick the mode: (name, the input's
+    format or None, the input's lines when one file was sniffed). ``sniff(path)`` reads
+    the first line of a file and returns (format, all its lines). Defaults are filled in
+    once the options are known to belong to the mode. Raises UsageError."""
+    picked = [s for s in SELECTORS if _given(args, s)]
+    if len(picked) > 1:
+        raise UsageError(f"--{picked[0]} and --{picked[1]} do not go together")
+    files = [f for f in (args.files or []) if f]
+    command = list(getattr(args, "command", None) or [])
+    if command and picked != ["client"]:
         raise UsageError("an agent command is only used with --client")
-    if args.emit and args.client:
-        raise UsageError("--emit and --client do not go together")
-    if args.remap_log and not args.remap_ids:
-        raise UsageError("--remap-log needs --remap-ids")
-    if path == STDIN and not (args.emit or args.client):
+    fmt = lines = None
+    unnamed = False
+    if picked in (["serve"], ["compare"]):
+        name = picked[0]
+    else:
+        name = picked[0] if picked else None
+        unnamed = not files
+        files = files or [STDIN]  # as for every tool: no file is stdin
+        if len(files) != 1:
+            raise UsageError(ONE_TRACE)
+        if name == "client" and not command:
+            raise UsageError("--client needs the agent command: acp-replay --client TRACE "
+                             "-- AGENT [ARGS...]")
+        if name is None and files[0] == STDIN and sys.stdin is None:
+            name = "agent"  # stdin closed (<&-): nothing to look at
+        else:
+            fmt, lines = sniff(files[0])
+            kind = STREAM if fmt == ASR else TRACE
+            if name is None:
+                name = "agent" if kind == TRACE else "stream"
+            elif kind != MODES[name].reads:
+                raise UsageError(f"--{name} is for traces; {display_name(files[0])} is "
+                                 f"{describe(fmt)}")
+    mode = MODES[name]
+    if name == "agent" and unnamed:
+        raise UsageError(ONE_TRACE)  # stdin is the client's, and no TRACE was named
+    _check_options(args, name, files[0] if len(files) == 1 else None, fmt)
+    low, high = mode.files
+    if not low <= len(files) <= (high or len(files)):
+        if name == "serve":
+            raise UsageError("--serve needs at least one ASR stream (usage: acp-replay "
+                             "--serve STREAM.asr.jsonl...)")
+        raise UsageError(f"--{name} needs two ASR streams: acp-replay --compare S S2")
+    if mode.stdin_is_the_clients and STDIN in files:
+        if name == "serve":
+            raise UsageError("--serve: stdin is the client's; name the stream files")
         raise UsageError("TRACE cannot be stdin when replaying as the agent: stdin is "
                          "the client's")
+    for dest, value in DEFAULTS.items():
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, value)
+    return name, fmt, lines
 
-    # dispatch on the input kind, reading the first line only once (stdin works too)
-    from acp_pipes.replay import raw_lines
+
+def _check_options(args: argparse.Namespace, name: str, path: str | None,
+                   fmt: str | None) -> None:
+    """Every option given belongs to the mode; then the pairs within a mode."""
+    mode = MODES[name]
+    for dest in OPTIONS:
+        if dest in SELECTORS or not _given(args, dest) or dest in mode.options:
+            continue
+        flag = OPTIONS[dest][0]
+        owners = [m for m in MODES.values() if dest in m.options]
+        if all(m.reads != mode.reads for m in owners) and path is not None:
+            kinds = "ASR streams" if owners[0].reads == STREAM else "traces"
+            raise UsageError(f"{flag} is for {kinds}; {display_name(path)} is "
+                             f"{describe(fmt)}")
+        if mode.selector:
+            raise UsageError(f"{flag} does not go with --{mode.selector}")
+        others = " or ".join(f"--{m.selector}" for m in owners if m.selector)
+        raise UsageError(f"{flag} is only used with {others}")
+    if _given(args, "remap_log") and not _given(args, "remap_ids"):
+        raise UsageError("--remap-log needs --remap-ids")
+    if _given(args, "wire") and _given(args, "session_id"):
+        raise UsageError("--wire resends the recorded bytes, which name the recorded "
+                         "session: it does not go with --session-id")
+
+
+def _sniff(path: str):
+    """The format the first non-blank line of ``path`` names, and all its lines (the
+    first ones read again), so stdin works too."""
+    from acp_pipes.jsonl import raw_lines
 
     lines = raw_lines(path)
     head = []
@@ -160,56 +300,23 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             except orjson.JSONDecodeError:
                 fmt = None
             break
-    all_lines = itertools.chain(head, lines)
-    if fmt == ASR:
-        return _run_asr(args, ctx, path, all_lines)
-    return _run_trace(args, ctx, path, all_lines, agent)
+    return fmt, itertools.chain(head, lines)
 
 
-def _run_asr(args: argparse.Namespace, ctx: Context, path: str, lines) -> int:
-    """The ASR-stream replay (``acp_pipes.replay.asr.cli_run``) gets the same arguments and
-    the input's lines as bytes, its first line included."""
-    try:
-        from acp_pipes.replay import asr  # type: ignore[attr-defined]
-    except ImportError:
-        raise UsageError(f"{display_name(path)}: replaying an ASR stream is not built yet "
-                         "in this version; give a wire log or frames") from None
-    return asr.cli_run(args, ctx, path, lines)
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    name, _fmt, lines = choose(args, _sniff)
+    files = [f for f in (args.files or []) if f] or [STDIN]
+    if MODES[name].reads == TRACE:
+        from acp_pipes.cli import replay_trace
 
+        return replay_trace.run(args, ctx, name, files[0], lines, report_line)
+    from acp_pipes.cli import replay_asr
 
-def _run_trace(args, ctx: Context, path: str, lines, agent: list[str]) -> int:
-    from acp_pipes.replay import drive_agent, emit, load_trace, replay_agent
-
-    trace = load_trace(path, lines=lines, warn=ctx.warn)
-    if args.emit:
-        emit(trace, args.emit, ctx.out)
-        return EXIT_OK
-    remap_log = None
-    if args.remap_log:
-        try:
-            remap_log = open(args.remap_log, "wb")  # noqa: SIM115 - closed below
-        except OSError as e:
-            raise UsageError(f"cannot write {args.remap_log}: {e.strerror or e}") from None
-    try:
-        options = _options(args, remap_log)
-        if args.client:
-            try:
-                make_clock(args.clock)
-            except ValueError as e:
-                raise UsageError(str(e)) from None
-            try:
-                result = drive_agent(trace, agent, ctx.out, options, clock=args.clock,
-                                     host=not args.no_host)
-            except OSError as e:
-                raise UsageError(f"cannot start {agent[0]}: {e.strerror or e}") from None
-            if result.status == "stopped" or (args.strict and not result.ok):
-                return EXIT_DIFFERENT
-            return EXIT_OK
-        result = replay_agent(trace, sys.stdin.buffer, ctx.out, options)
-        return EXIT_OK if result.ok else EXIT_DIFFERENT
-    finally:
-        if remap_log is not None:
-            remap_log.close()
+    if name == "serve":
+        return replay_asr.serve(args, ctx, files, report_line)
+    if name == "compare":
+        return replay_asr.compare(args, ctx, files, report_line)
+    return replay_asr.replay(args, ctx, files[0], lines, report_line)
 
 
 TOOL = Tool(
@@ -220,7 +327,7 @@ TOOL = Tool(
     configure=configure,
     description=DESCRIPTION,
     takes_command=True,
-    command_metavar="[-- AGENT [ARGS ...]]",
+    command_metavar="",
 )
 
 

@@ -110,7 +110,8 @@ class Tool:
     adds ``--color WHEN`` (not for a tool whose stdout is a protocol stream). With
     ``takes_command``, everything after the first ``--`` is a command to run (the agent),
     split off before parsing so options after the files still count as the tool's own;
-    it arrives as ``args.command`` (a list, empty when there was no ``--``).
+    it arrives as ``args.command`` (a list, empty when there was no ``--``), and
+    ``command_metavar`` ends the usage line (empty: the tool writes its own usage).
     """
 
     def __init__(
@@ -172,7 +173,7 @@ class Tool:
         )
         if self.configure:
             self.configure(p)
-        if self.takes_command:
+        if self.takes_command and self.command_metavar:
             p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " " + self.command_metavar
         return p
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from acp_pipes.asr.paths import resolve
-from acp_pipes.replay.asr_stream import AsrStream, read_streams
+from acp_pipes.asr.reader import AsrStream, read_streams
 
 __all__ = ["compare_streams", "compare_views", "context_view", "load_stream"]
 

@@ -3,7 +3,7 @@
 An editor starts ``acp-replay --serve a.asr.jsonl b.asr.jsonl`` where it would start an
 agent, lists the sessions (``session/list``: ID, cwd, title) and opens one
 (``session/resume`` with ``replayFrom: {"type": "start"}``): the history arrives as
-whole-entity upserts (:class:`acp_pipes.replay.asr.Replay`), then the current
+whole-entity upserts (:class:`acp_pipes.replay.updates.Replay`), then the current
 ``state_update``, then the response, which the v2 schema asks for ("the agent MUST send a
 current state_update after any requested history replay and before this response").
 Without ``replayFrom`` only the state_update comes before the response. Nothing is ever
@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes import __version__
+from acp_pipes.asr.reader import AsrStream
 from acp_pipes.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -33,8 +34,7 @@ from acp_pipes.jsonrpc import (
 )
 from acp_pipes.jsonrpc import error as _error
 from acp_pipes.jsonrpc import response as _response
-from acp_pipes.replay.asr import Replay
-from acp_pipes.replay.asr_stream import AsrStream
+from acp_pipes.replay.updates import Replay
 
 __all__ = ["READ_ONLY", "Server", "serve", "serve_lines"]
 

@@ -211,7 +211,7 @@ def _convert(rec: Recording, inputs: list[tuple[str, str]], warn: Warn,
 
 def _asr(rec: Recording, path: str, name: str, warn: Warn, headers: dict[str, dict],
          records: dict[str, list[dict]]) -> None:
-    from acp_pipes.replay.asr_stream import UntilCut, read_streams
+    from acp_pipes.asr.reader import UntilCut, read_streams
 
     lines = UntilCut((ln.raw + b"\n" if ln.terminated else ln.raw for ln in read_lines(path)),
                      name)

@@ -12,8 +12,8 @@ the one head, in stream order. Entities are placed at their first record; a supe
 record (``supersedes``) or a later record with the same native ID replaces the content
 (ASR-724: latest revision).
 
-    from acp_pipes.replay.asr import Replay
-    from acp_pipes.replay.asr_stream import read_streams
+    from acp_pipes.asr.reader import read_streams
+    from acp_pipes.replay.updates import Replay
     for stream in read_streams(lines, "s.asr.jsonl"):
         rep = Replay(stream)
         for update in rep.updates(): ...       # session/update payloads, in order
@@ -22,7 +22,6 @@ record (``supersedes``) or a later record with the same native ID replaces the c
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
@@ -31,11 +30,10 @@ import orjson
 
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import resolve
+from acp_pipes.asr.reader import AsrStream, Warn, iter_streams
 from acp_pipes.jsonl import display_name
-from acp_pipes.replay.asr_stream import AsrStream, Warn, iter_streams
 
-__all__ = ["ACP_STATES", "Replay", "STATUS", "cli_run", "notification", "read_indexed",
-           "replay_status"]
+__all__ = ["ACP_STATES", "Replay", "STATUS", "notification", "read_indexed", "replay_status"]
 
 #: ASR-728: tool_result.status -> ACP tool call status (a vendor value unchanged).
 STATUS = {"completed": "completed", "failed": "failed", "denied": "failed",
@@ -513,14 +511,3 @@ class Replay:
 _PLAN_SKIP = frozenset({"type", "planId", "planType", "seq", "id", "ts", "tsSource",
                         "observedAt", "native", "supersedes", "copiedFrom", "capture",
                         "_meta", "assembly", "origin"})
-
-
-# -- the CLI body (acp-replay STREAM.asr.jsonl) ---------------------------------------------
-
-
-def cli_run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int:
-    """``acp-replay`` on an ASR stream: emit (default), ``--wire``, ``--serve``,
-    ``--compare``. ``lines`` are the input's raw lines, its first included."""
-    from acp_pipes.replay import asr_cli
-
-    return asr_cli.run(args, ctx, path, lines)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from acp_pipes.asr.reader import AsrStream
 from acp_pipes.errors import AcpPipesError
 from acp_pipes.jsonl import InputError, display_name
-from acp_pipes.replay.asr import ACP_STATES
-from acp_pipes.replay.asr_stream import AsrStream
+from acp_pipes.replay.updates import ACP_STATES
 from acp_pipes.wire import decode_raw
 
 __all__ = ["NoCapture", "captured_frames", "referenced_frames"]

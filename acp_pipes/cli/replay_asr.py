@@ -1,35 +1,40 @@
-"""The body of ``acp-replay`` for ASR streams: emit, ``--wire``, ``--serve``,
-``--compare`` (option checks, files, reports; the work is in the library modules)."""
+"""The ASR-stream modes of ``acp-replay`` (the stream as ACP, ``--wire``, ``--serve``,
+``--compare``): files, reports and exit statuses over :mod:`acp_pipes.replay`. Arguments
+were checked against the mode table in :mod:`acp_pipes.cli.replay`; what is left here
+needs the streams read."""
 
 from __future__ import annotations
 
 import argparse
 import gc
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 
 import orjson
 
-from acp_pipes.cli.replay import report_line as _stderr_line
+from acp_pipes.asr.reader import UntilCut, read_streams
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
-from acp_pipes.jsonl import STDIN, InputError, display_name
-from acp_pipes.replay.asr import Replay, read_indexed
-from acp_pipes.replay.asr_stream import UntilCut, read_streams
+from acp_pipes.jsonl import InputError, display_name, raw_lines
+from acp_pipes.replay.updates import Replay, read_indexed
 
-__all__ = ["run", "run_files"]
+__all__ = ["compare", "replay", "serve"]
+
+Report = Callable[[dict], None]
 
 
 class _Reports:
-    """ASR-731: every loss report as one JSON line on stderr, and in ``--report FILE``."""
+    """ASR-731: every loss report as one JSON line on stderr (``echo``), and in
+    ``--report FILE``."""
 
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, echo: Report):
         self.path = path
+        self.echo = echo
         self.items: list[dict] = []
 
     def __call__(self, event: dict) -> None:
         self.items.append(event)
-        _stderr_line(event)
+        self.echo(event)
 
     def close(self) -> None:
         if not self.path:
@@ -42,12 +47,6 @@ class _Reports:
             raise UsageError(f"cannot write {self.path}: {e.strerror or e}") from None
 
 
-def _open_lines(path: str):
-    from acp_pipes.replay import raw_lines
-
-    return raw_lines(path)
-
-
 def _load(path: str, ctx, lines: Iterable[bytes] | None = None, *, keep: bool = True,
           cuts: list[InputError]) -> list:
     """Every stream in the file, parsed whole before anything is written; ``keep=False``:
@@ -57,9 +56,8 @@ def _load(path: str, ctx, lines: Iterable[bytes] | None = None, *, keep: bool = 
     for a bad line in a trace). A file unreadable past a point (a .gz cut short) is a
     recording that stopped there: what was read is kept and the read error goes to
     ``cuts``, raised by :func:`_cut` once the output is written (exit 2)."""
-
     read = read_streams if keep else read_indexed
-    src = UntilCut(lines if lines is not None else _open_lines(path), display_name(path))
+    src = UntilCut(lines if lines is not None else raw_lines(path), display_name(path))
     streams = list(read(src, display_name(path), ctx.warn))
     if src.error is not None:
         if not streams:
@@ -81,31 +79,24 @@ def _cut(cuts: list[InputError], ctx) -> None:
     raise cuts[0]
 
 
-def run(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes]) -> int:
+def replay(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes] | None,
+           report: Report) -> int:
     """``acp-replay STREAM.asr.jsonl``: the notifications on stdout (or -o)."""
     # the parsed stream is a large acyclic tree: the cyclic collector would re-scan it
     # over and over while it is built (5x the parse time at 100k records), for nothing
     gc.disable()
-    for opt in ("emit", "client"):
-        if getattr(args, opt, None):
-            raise UsageError(f"--{opt} replays traces; {display_name(path)} is an ASR stream")
-    if getattr(args, "command", None):
-        raise UsageError("an agent command is only used with --client")
-    wire = list(getattr(args, "wire", None) or [])
+    wire = list(args.wire)
     cuts: list[InputError] = []
     streams = _load(path, ctx, lines, keep=bool(wire), cuts=cuts)  # --wire: every ref
-    sid = getattr(args, "session_id", None)
+    sid = args.session_id
     if sid is not None and len(streams) > 1:
         raise UsageError(f"--session-id: {display_name(path)} holds {len(streams)} streams; "
                          "give a file with one")
-    reports = _Reports(getattr(args, "report", None))
+    reports = _Reports(args.report, report)
     out = ctx.out
     try:
         for stream in streams:
             if wire:
-                if sid is not None:
-                    raise UsageError("--wire resends the recorded bytes, which name the "
-                                     "recorded session: it does not go with --session-id")
                 _resend(stream, wire, out)
                 continue
             rep = Replay(stream, sid)
@@ -132,7 +123,7 @@ def _keep_until_exit(obj) -> None:
 
 
 def _resend(stream, wire: list[str], out) -> None:
-    from acp_pipes.replay.asr_wire import captured_frames
+    from acp_pipes.replay.capture import captured_frames
 
     try:
         for frame in captured_frames(stream, wire):
@@ -142,46 +133,31 @@ def _resend(stream, wire: list[str], out) -> None:
     out.flush()
 
 
-def run_files(args: argparse.Namespace, ctx) -> int:
-    """``--serve STREAM...`` and ``--compare S S2``: they take several files."""
-    files = [f for f in (args.files or []) if f]
-    if args.serve and args.compare:
-        raise UsageError("--serve and --compare do not go together")
-    if args.compare:
-        return _compare(args, ctx, files)
-    if not files:
-        raise UsageError("--serve needs at least one ASR stream (usage: acp-replay --serve "
-                         "STREAM.asr.jsonl...)")
-    if STDIN in files:
-        raise UsageError("--serve: stdin is the client's; name the stream files")
-    for opt in ("emit", "client", "wire"):
-        if getattr(args, opt, None):
-            raise UsageError(f"--{opt} does not go with --serve")
+def serve(args: argparse.Namespace, ctx, files: list[str], report: Report) -> int:
+    """``--serve STREAM...``: a read-only ACP agent on stdin/stdout."""
     cuts: list[InputError] = []
     streams = [s for f in files for s in _load(f, ctx, cuts=cuts)]
-    sid = getattr(args, "session_id", None)
+    sid = args.session_id
     if sid is not None:
         if len(streams) != 1:
             raise UsageError("--session-id: serve one stream to rename it")
         streams[0].header = {**streams[0].header, "sessionId": sid}
-    from acp_pipes.replay.serve import serve
+    from acp_pipes.replay.serve import serve as serve_on
 
-    reports = _Reports(getattr(args, "report", None))
+    reports = _Reports(args.report, report)
     try:
-        serve(streams, sys.stdin.buffer, ctx.out, report=reports)
+        serve_on(streams, sys.stdin.buffer, ctx.out, report=reports)
     finally:
         reports.close()
     _cut(cuts, ctx)
     return EXIT_OK
 
 
-def _compare(args, ctx, files: list[str]) -> int:
+def compare(args: argparse.Namespace, ctx, files: list[str], report: Report) -> int:
     """ASR-732: the context views of two streams, compared; differences as JSON lines on
     stdout, exit 1 when there is one."""
     from acp_pipes.replay.equivalence import compare_streams
 
-    if len(files) != 2:
-        raise UsageError("--compare needs two ASR streams: acp-replay --compare S S2")
     cuts: list[InputError] = []
     a, b = (_load(f, ctx, cuts=cuts) for f in files)
     if len(a) != 1 or len(b) != 1:
@@ -192,6 +168,6 @@ def _compare(args, ctx, files: list[str]) -> int:
     ctx.out.flush()
     summary = {"event": "compare", "equivalent": not diffs, "differences": len(diffs),
                "a": display_name(files[0]), "b": display_name(files[1])}
-    _stderr_line(summary)
+    report(summary)
     _cut(cuts, ctx)
     return EXIT_DIFFERENT if diffs else EXIT_OK

@@ -30,9 +30,9 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
-from acp_pipes.replay.ids import id_key, note_live_id, splice_id
-from acp_pipes.replay.report import pointer_diff
-from acp_pipes.replay.trace import ReplayOptions, Trace, _normalised, live_hash
+from acp_pipes.trace.agent import ReplayOptions, Trace, _normalised, live_hash
+from acp_pipes.trace.ids import id_key, note_live_id, splice_id
+from acp_pipes.trace.report import pointer_diff
 from acp_pipes.wire import A2C, C2A, frame_record, header, make_clock
 
 __all__ = ["DriveResult", "drive_agent"]

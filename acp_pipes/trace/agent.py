@@ -1,6 +1,6 @@
 """Byte-exact replay of a recorded ACP session (a wire log or frames) as the agent.
 
-The trace is loaded by :mod:`acp_pipes.replay.tracefile` (:class:`Trace`,
+The trace is loaded by :mod:`acp_pipes.trace.tracefile` (:class:`Trace`,
 :func:`load_trace`, :func:`emit`, importable from here too) and indexed once: every
 frame's bytes decoded, the client frames' matching hashes
 computed (the frames' own hashes unless ``--ignore``/``--remap-ids`` normalise), and the
@@ -34,10 +34,9 @@ from typing import Any, BinaryIO
 from acp_pipes.canonical import CanonicalError, ParseError, hash_raw, parse_json
 from acp_pipes.frame import raw_hash
 from acp_pipes.normalize import IGNORED, Normalizer
-from acp_pipes.replay import raw_lines  # noqa: F401 - importable from here too
-from acp_pipes.replay.ids import id_key, id_span, note_live_id
-from acp_pipes.replay.report import nearest
-from acp_pipes.replay.tracefile import Trace, emit, load_trace
+from acp_pipes.trace.ids import id_key, id_span, note_live_id
+from acp_pipes.trace.report import nearest
+from acp_pipes.trace.tracefile import Trace, emit, load_trace
 from acp_pipes.wire import A2C, C2A
 
 __all__ = [
@@ -47,7 +46,6 @@ __all__ = [
     "emit",
     "live_hash",
     "load_trace",
-    "raw_lines",
     "replay_agent",
 ]
 

@@ -1,8 +1,8 @@
 """A recorded ACP session (a wire log or frames) loaded and indexed for replay, and its
 offline emit.
 
-Loading is shared by both replay engines (:mod:`acp_pipes.replay.trace` as the agent,
-:mod:`acp_pipes.replay.client` as the client): every frame's bytes decoded once, hashes
+Loading is shared by both replay engines (:mod:`acp_pipes.trace.agent` as the agent,
+:mod:`acp_pipes.trace.client` as the client): every frame's bytes decoded once, hashes
 taken from a frames stream or computed once by :mod:`acp_pipes.frame` for a wire log,
 one stream per trace. :func:`emit` writes one direction's recorded bytes verbatim.
 """
@@ -18,8 +18,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.frame import Framer, frame_lines
-from acp_pipes.jsonl import InputError, Line, display_name, unparsable
-from acp_pipes.replay import raw_lines
+from acp_pipes.jsonl import InputError, Line, display_name, raw_lines, unparsable
 from acp_pipes.streams import FRAMES, VERSIONS, WIRE, describe, header_format
 from acp_pipes.wire import A2C, C2A
 
@@ -138,7 +137,7 @@ def load_trace(
     ``lines`` are the file's lines when the caller already started reading it.
 
     Raises InputError for anything else (a bare ACP stream has only one direction; an
-    ASR stream is replayed by :mod:`acp_pipes.replay.asr`).
+    ASR stream is replayed by :mod:`acp_pipes.replay`).
     """
     source = display_name(path)
     numbered = enumerate(lines if lines is not None else raw_lines(path), 1)

@@ -1,0 +1,69 @@
+"""The trace modes of ``acp-replay`` (as the agent, ``--client``, ``--emit``), over
+:mod:`acp_pipes.trace`. Arguments were checked against the mode table in
+:mod:`acp_pipes.cli.replay`; what is left here are the values only a body can judge."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable
+
+from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, UsageError
+from acp_pipes.wire import make_clock
+
+__all__ = ["run"]
+
+
+def _options(args: argparse.Namespace, remap_log, report: Callable[[dict], None]):
+    from acp_pipes.normalize import parse_pointer
+    from acp_pipes.trace import ReplayOptions
+
+    for pointer in args.ignore:
+        try:
+            parse_pointer(pointer)
+        except ValueError as e:
+            raise UsageError(f"--ignore: {e}") from None
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    return ReplayOptions(match=args.match, pace=args.pace, ignore=list(args.ignore),
+                         remap_ids=args.remap_ids, remap_log=remap_log, report=report,
+                         timeout=args.timeout, strict=args.strict)
+
+
+def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
+        lines: Iterable[bytes] | None, report: Callable[[dict], None]) -> int:
+    """``mode`` is ``agent``, ``client`` or ``emit``; ``lines`` the trace's lines when its
+    start was already read (None: read ``path``)."""
+    from acp_pipes.trace import drive_agent, emit, load_trace, replay_agent
+
+    trace = load_trace(path, lines=lines, warn=ctx.warn)
+    if mode == "emit":
+        emit(trace, args.emit, ctx.out)
+        return EXIT_OK
+    remap_log = None
+    if args.remap_log:
+        try:
+            remap_log = open(args.remap_log, "wb")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise UsageError(f"cannot write {args.remap_log}: {e.strerror or e}") from None
+    try:
+        options = _options(args, remap_log, report)
+        if mode == "client":
+            agent = list(args.command)
+            try:
+                make_clock(args.clock)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            try:
+                result = drive_agent(trace, agent, ctx.out, options, clock=args.clock,
+                                     host=not args.no_host)
+            except OSError as e:
+                raise UsageError(f"cannot start {agent[0]}: {e.strerror or e}") from None
+            if result.status == "stopped" or (args.strict and not result.ok):
+                return EXIT_DIFFERENT
+            return EXIT_OK
+        result = replay_agent(trace, sys.stdin.buffer, ctx.out, options)
+        return EXIT_OK if result.ok else EXIT_DIFFERENT
+    finally:
+        if remap_log is not None:
+            remap_log.close()
