@@ -107,6 +107,20 @@ def test_asr_730_731_nothing_asked_again_everything_reported():
         assert report["losses"].get(cat, 0) >= 1, cat
 
 
+def test_asr_709_a_vendor_state_replays_as_it_is():
+    """The latest state `_acme_suspended` is the current state_update, with its _meta;
+    it is not counted lost (the idle before it and `ended` after it are history)."""
+    r = run_tool("replay", str(REPO / "tests/fixtures/replay/ASR-709-vendor-state-as-it-is"
+                               / "stream.asr.jsonl"))
+    assert r.returncode == 0, r.stderr
+    ups = [f["params"]["update"] for f in _lines(r.stdout)]
+    assert ups[-1] == {"sessionUpdate": "state_update", "state": "_acme_suspended",
+                       "_meta": {"_acme": {"until": "tomorrow"}}}
+    assert [u["sessionUpdate"] for u in ups].count("state_update") == 1
+    report = orjson.loads(r.stderr.splitlines()[-1])
+    assert report["losses"]["state_history"] == 3  # running, idle, ended
+
+
 def test_session_id_replays_under_another_id():
     path = REPLAY_FIXTURES[0] / "stream.asr.jsonl"
     r = run_tool("replay", str(path), "--session-id", "other-7")

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from acp_pipes.asr.reader import AsrStream
 from acp_pipes.errors import AcpPipesError
 from acp_pipes.jsonl import InputError, display_name
-from acp_pipes.replay.updates import ACP_STATES
+from acp_pipes.replay.updates import current_state
 from acp_pipes.wire import decode_raw
 
 __all__ = ["NoCapture", "captured_frames", "referenced_frames"]
@@ -39,7 +39,7 @@ def referenced_frames(stream: AsrStream) -> dict[int, set[int]]:
         if t == "message" and (rec.get("origin") in ("notice", "inter_session")
                                or rec.get("role") == "system"):
             continue
-        if t == "state" and rec.get("state") not in ACP_STATES:
+        if t == "state" and not current_state(rec.get("state")):
             continue
         native = rec.get("native")
         ref = native.get("ref") if isinstance(native, dict) else None

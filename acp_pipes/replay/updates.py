@@ -33,7 +33,8 @@ from acp_pipes.asr.paths import resolve
 from acp_pipes.asr.reader import AsrStream, Warn, iter_streams
 from acp_pipes.jsonl import display_name
 
-__all__ = ["ACP_STATES", "Replay", "STATUS", "notification", "read_indexed", "replay_status"]
+__all__ = ["ACP_STATES", "Replay", "STATUS", "current_state", "notification", "read_indexed",
+           "replay_status"]
 
 #: ASR-728: tool_result.status -> ACP tool call status (a vendor value unchanged).
 STATUS = {"completed": "completed", "failed": "failed", "denied": "failed",
@@ -41,6 +42,13 @@ STATUS = {"completed": "completed", "failed": "failed", "denied": "failed",
 #: ACP v2 states a state_update can carry; ASR's own lifecycle states (resumed, ended)
 #: are history, not a current state.
 ACP_STATES = frozenset({"running", "idle", "requires_action", "unknown"})
+
+
+def current_state(state: Any) -> bool:
+    """Whether a recorded state can be the current ``state_update``: ACP's states, and
+    ``_``-prefixed vendor states, which ACP's state update is open to and ASR-709 records
+    unchanged (the replay table: the latest state, as it is)."""
+    return state in ACP_STATES or (isinstance(state, str) and state.startswith("_"))
 #: Declared losses (replay), in the seed's order, then the ones this mapping adds.
 LOSS_ORDER = (
     "inference", "vcs", "workspace_state", "checkpoint", "gap", "tombstone",
@@ -143,7 +151,7 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
                 losses["senders"] += 1
             keys, key = by_msg, rec.get("messageId")
         elif t == "state":  # before the rarer kinds: two of a turn's records
-            if rec.get("state") in ACP_STATES:
+            if current_state(rec.get("state")):
                 if state is not None:
                     losses["state_history"] += 1
                 state = rec
