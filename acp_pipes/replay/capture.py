@@ -1,6 +1,7 @@
-"""``acp-replay --wire``: resend the captured agent frames of an ASR stream (ASR-723, 733).
+"""``acp-replay --wire``: resend the captured agent frames of an ASR stream (ASR-723,
+ASR-733).
 
-Byte-level equivalence is only possible from the capture: the wire logs the stream was
+ASR-733: byte-level equivalence is only possible from the capture: the wire logs the stream was
 recorded from (acp-tee), which each record points into with ``native.ref``
 (``{"connection": n, "frames": [seq, ...]}``; connection ``n`` is the n-th wire log given
 to acp-asr). The frames resent are the agent's ``session/update`` notifications for the
@@ -54,7 +55,8 @@ def referenced_frames(stream: AsrStream) -> dict[int, set[int]]:
 
 def captured_frames(stream: AsrStream, wire_paths: Sequence[str]) -> Iterator[bytes]:
     """The recorded bytes (without LF) of the agent's session/update frames for this
-    stream, from the wire logs (``wire_paths[n]`` is connection ``n``).
+    stream, from the wire logs (``wire_paths[n]`` is connection ``n``): ASR-733, the
+    captured frames resent instead of rebuilt.
 
     Raises NoCapture when no record points into a capture, InputError when a wire log is
     missing or does not hold the frames the stream names."""

@@ -2,10 +2,11 @@
 
 What an agent sends when a client resumes the session with ``replayFrom: {"type":
 "start"}``: the history as whole-entity upserts in path order (the latest revision of each
-entity, never chunks), then ``session_info_update``, the latest session ``usage_update``
-and the current ``state_update``. Nothing is executed and no question is asked again
-(ASR-726); what the stream held that ACP replay cannot carry is counted per category of
-the seed's "Declared losses (replay)" and reported, never hidden (ASR-731).
+entity; ASR-725: upserts, never chunks), then ``session_info_update``, the latest session
+``usage_update`` and the current ``state_update``. Nothing is executed and no question
+is asked again (ASR-726); what the stream held that ACP replay cannot carry is counted
+per category of the seed's "Declared losses (replay)" and reported, never hidden
+(ASR-731).
 
 acp-pipes streams are linear (no branch records): every record is on the active path of
 the one head, in stream order. Entities are placed at their first record; a superseding
@@ -268,7 +269,9 @@ class Replay:
     # -- updates ----------------------------------------------------------------------
 
     def updates(self) -> Iterator[dict]:
-        """The ``session/update`` payloads, in order: history, title, usage, state."""
+        """The ``session/update`` payloads, in order: history, title, usage, state. Each
+        entity is one whole upsert built from its latest revision (ASR-725: never its
+        chunks)."""
         stream = self.stream
         ix = stream.index if stream.index is not None else _index(stream.header,
                                                                    stream.records)
