@@ -28,15 +28,29 @@ REQUEST_CANCELLED = -32800  # ACP: the request was cancelled
 _dumps = orjson.dumps
 
 
+def _id(rid: Any) -> bytes:
+    """A request id as JSON, the one the peer sent: an integer exactly, whatever its size
+    (orjson stops at 64 bits), a string with a lone surrogate escaped (orjson refuses
+    one)."""
+    if type(rid) is int:
+        return str(rid).encode()
+    try:
+        return _dumps(rid)
+    except TypeError:
+        import json  # only for such ids
+
+        return json.dumps(rid).encode()
+
+
 def response(rid: Any, result: Any) -> bytes:
-    return b'{"jsonrpc":"2.0","id":' + _dumps(rid) + b',"result":' + _dumps(result) + b"}"
+    return b'{"jsonrpc":"2.0","id":' + _id(rid) + b',"result":' + _dumps(result) + b"}"
 
 
 def error(rid: Any, code: int, message: str, data: Any = None) -> bytes:
     err: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         err["data"] = data
-    return b'{"jsonrpc":"2.0","id":' + _dumps(rid) + b',"error":' + _dumps(err) + b"}"
+    return b'{"jsonrpc":"2.0","id":' + _id(rid) + b',"error":' + _dumps(err) + b"}"
 
 
 def request(rid: Any, method: str, params: Any) -> bytes:

@@ -292,3 +292,20 @@ def test_truncated_gz_compare_and_serve_use_what_was_read(cut_asr_stream):
     r = run_tool("replay", "--serve", str(cut), input=b"")
     assert r.returncode == 2, r.stderr
     assert f"{cut}:{cut_asr_stream['lines'] + 1}: cannot read: ".encode() in r.stderr
+
+
+def test_wire_skips_a_reference_whose_connection_is_no_number(tmp_path: Path):
+    """A native.ref naming its connection by something other than a number points
+    nowhere: its frames are not resent; never an internal error."""
+    fx = REPO / "tests/fixtures/asr/ASR-704-chunks-upserts-reset"
+    lines = (fx / "expected.asr.jsonl").read_bytes().splitlines()
+    recs = [orjson.loads(x) for x in lines]
+    bent = next(r for r in recs[1:] if (r.get("native") or {}).get("ref"))
+    bent["native"]["ref"]["connection"] = [0]
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    whole = run_tool("replay", str(fx / "expected.asr.jsonl"), "--wire", str(fx / "wire.jsonl"))
+    r = run_tool("replay", str(stream), "--wire", str(fx / "wire.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert b"internal error" not in r.stderr
+    assert r.stdout and len(r.stdout.splitlines()) < len(whole.stdout.splitlines())

@@ -149,3 +149,76 @@ def test_official_sdk_client_opens_a_recorded_session(tmp_path: Path):
     assert updates[-1]["update"]["state"] == "idle"
     assert steps["prompt"]["refused"] is True and steps["prompt"]["code"] == -32603
     assert "close" in steps and steps["done"]["done"] is True
+
+
+def test_serve_answers_ids_as_sent_and_refuses_ids_json_rpc_does_not_allow():
+    """An object, array or boolean id is -32600 with a null id (never echoed); integers
+    past 2^53, and past 64 bits, come back exactly (never as floats); a lone surrogate in
+    a string id comes back as sent."""
+    a = FIXTURES / "ASR-724-725-path-order-latest-revision" / "stream.asr.jsonl"
+    lines = [b'{"jsonrpc":"2.0","id":{"a":1},"method":"session/list","params":{}}',
+             b'{"jsonrpc":"2.0","id":[1],"method":"session/list","params":{}}',
+             b'{"jsonrpc":"2.0","id":true,"method":"session/list","params":{}}',
+             b'{"jsonrpc":"2.0","id":9007199254740993,"method":"session/list","params":{}}',
+             b'{"jsonrpc":"2.0","id":-36893488147419103233,"method":"session/list"}',
+             b'{"jsonrpc":"2.0","id":"\\ud800x","method":"session/list","params":{}}']
+    r = run_tool("replay", "--serve", str(a), input=b"".join(x + b"\n" for x in lines),
+                 timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert len(out) == len(lines)
+    for line in out[:3]:
+        frame = orjson.loads(line)
+        assert frame["id"] is None and frame["error"]["code"] == -32600, line
+    assert out[3].startswith(b'{"jsonrpc":"2.0","id":9007199254740993,"result":')
+    assert out[4].startswith(b'{"jsonrpc":"2.0","id":-36893488147419103233,"result":')
+    assert out[5].startswith(b'{"jsonrpc":"2.0","id":"\\ud800x","result":')
+
+
+def test_serve_warns_of_two_streams_with_one_session_id(tmp_path: Path):
+    a = FIXTURES / "ASR-724-725-path-order-latest-revision" / "stream.asr.jsonl"
+    b = tmp_path / "copy.asr.jsonl"
+    b.write_bytes(a.read_bytes().replace(b'"Planning"', b'"Planning again"'))
+    frames, r = converse([req(1, "session/list", {})], a, b)
+    assert r.returncode == 0, r.stderr
+    assert f"acp-replay: {b}:1: session 's' is also the stream at {a}:1".encode() in r.stderr
+    assert frames[0]["result"]["sessions"] == [{"sessionId": "s", "cwd": "/ws/app",
+                                                "title": "Planning again"}]
+
+
+def _with_bad_ids(src: Path, dst: Path) -> list[int]:
+    """``src`` with an array messageId and an object callId; their line numbers."""
+    out, bad = [], []
+    for n, line in enumerate(src.read_bytes().splitlines(), 1):
+        rec = orjson.loads(line)
+        if rec.get("type") == "message" and not bad:
+            rec["messageId"] = [rec["messageId"]]
+            bad.append(n)
+        elif rec.get("type") == "tool_call" and len(bad) == 1:
+            rec["callId"] = {"id": rec["callId"]}
+            bad.append(n)
+        out.append(orjson.dumps(rec) + b"\n")
+    dst.write_bytes(b"".join(out))
+    assert len(bad) == 2
+    return bad
+
+
+def test_a_record_whose_id_is_no_string_is_reported_and_skipped(tmp_path: Path):
+    """ASR identifiers are strings: an array messageId or an object callId is reported
+    with its file and line and the record skipped, in every ASR mode; never an internal
+    error."""
+    src = REPO / "tests/fixtures/asr/ASR-702-identifiers-verbatim/expected.asr.jsonl"
+    bad = tmp_path / "bad.asr.jsonl"
+    msg_line, call_line = _with_bad_ids(src, bad)
+    runs = [run_tool("replay", str(bad)),
+            run_tool("replay", "--compare", str(bad), str(src)),
+            run_tool("replay", "--serve", str(bad), input=b"", timeout=60)]
+    for r in runs:
+        assert r.returncode in (0, 1), r.stderr
+        assert b"internal error" not in r.stderr and b"Traceback" not in r.stderr
+        assert (f"{bad}:{msg_line}: message record whose messageId is not a string, "
+                "skipped").encode() in r.stderr, r.stderr
+        assert (f"{bad}:{call_line}: tool_call record whose callId is not a string, "
+                "skipped").encode() in r.stderr, r.stderr
+    assert runs[0].stdout  # what else the stream holds is replayed
+    assert runs[1].returncode == 1  # and compared: the skipped records are missing

@@ -20,6 +20,35 @@ from acp_pipes.streams import ASR, describe, header_format
 
 __all__ = ["AsrStream", "UntilCut", "Warn", "iter_streams", "read_streams"]
 
+#: The native ID each record type is filed under by every reader of streams (replay,
+#: --compare): ASR identifiers are strings (ASR-702), and one that is not (an array, an
+#: object) cannot key anything, so its record is reported and skipped.
+_NATIVE_ID = {"message": "messageId", "tool_call": "callId", "tool_result": "callId",
+              "plan": "planId", "terminal": "terminalId", "compaction": "compactionId"}
+
+
+def _not_a_string_id(rec: dict) -> str | None:
+    """The identifier of ``rec`` that is present but not a string, if any (its name)."""
+    v = rec.get("id")
+    if v is not None and type(v) is not str:
+        return "id"
+    v = rec.get("supersedes")
+    if v is not None and type(v) is not str:
+        return "supersedes"
+    t = rec.get("type")
+    name = _NATIVE_ID.get(t)  # type: ignore[arg-type]
+    if name is not None:
+        v = rec.get(name)
+        if v is not None and type(v) is not str:
+            return name
+    elif t == "file_change":
+        cause = rec.get("cause")
+        if type(cause) is dict:
+            v = cause.get("callId")
+            if v is not None and type(v) is not str:
+                return "cause.callId"
+    return None
+
 
 @dataclass
 class AsrStream:
@@ -46,8 +75,9 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
     A line that is not JSON (a torn last line after a crash: no LF) or not a JSON object
     is given to ``warn(source, line, message)`` and skipped, so what was read before and
     after it is kept; without ``warn`` it is an InputError naming the source and line.
-    A line before the first header that is JSON but no ASR header (another stream kind)
-    is always an InputError: the input is not an ASR stream."""
+    So is a record whose identifier (``id``, ``supersedes``, its native ID) is present
+    but not a string. A line before the first header that is JSON but no ASR header
+    (another stream kind) is always an InputError: the input is not an ASR stream."""
     loads = orjson.loads
     numbered = enumerate(lines, 1)
     nxt: list = []  # the header that ended the last run of records, and its line
@@ -81,6 +111,11 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
                 return
             if not headed:
                 raise InputError(source, n, f"expected an ASR stream, got {_kind_of(rec)}")
+            field = _not_a_string_id(rec)
+            if field is not None:
+                bad(n, f"{_kind_of_value(rec.get('type'))} record whose {field} is not a "
+                    "string")
+                continue
             yield rec
 
     for _ in records(False):  # up to the first header (a record before it raises)
@@ -125,6 +160,10 @@ class UntilCut:
                 return
             n += 1
             yield raw
+
+
+def _kind_of_value(t: object) -> str:
+    return t if isinstance(t, str) else "a"
 
 
 def _kind_of(rec: dict) -> str:

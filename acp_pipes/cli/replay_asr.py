@@ -146,7 +146,8 @@ def serve(args: argparse.Namespace, ctx, files: list[str], report: Report) -> in
 
     reports = _Reports(args.report, report)
     try:
-        serve_on(streams, sys.stdin.buffer, ctx.out, report=reports)
+        serve_on(streams, sys.stdin.buffer, ctx.out, report=reports,
+                 warn=ctx.warn)
     finally:
         reports.close()
     _cut(cuts, ctx)

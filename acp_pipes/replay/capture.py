@@ -47,9 +47,9 @@ def referenced_frames(stream: AsrStream) -> dict[int, set[int]]:
         if not isinstance(ref, dict):
             continue
         frames = ref.get("frames")
-        if isinstance(frames, list) and frames:
-            refs.setdefault(int(ref.get("connection") or 0), set()).update(
-                f for f in frames if isinstance(f, int))
+        conn = ref.get("connection") or 0
+        if isinstance(frames, list) and frames and type(conn) is int:
+            refs.setdefault(conn, set()).update(f for f in frames if type(f) is int)
     return refs
 
 

@@ -9,7 +9,9 @@ current state_update after any requested history replay and before this response
 Without ``replayFrom`` only the state_update comes before the response. Nothing is ever
 executed (ASR-726): ``session/prompt`` (and ``session/new``, ``session/fork``) get a
 JSON-RPC error saying the session is a read-only recording. Unknown methods get -32601,
-unknown notifications are ignored, as ACP asks.
+unknown notifications are ignored, as ACP asks. A request id is answered exactly as sent
+(an integer of any size stays that integer); an id that JSON-RPC does not allow (an
+object, an array, a boolean) gets -32600 with a null id.
 
 The server is a pure function over lines: :func:`serve_lines` maps client lines to agent
 frames, so tests and the CLI share it; ``report`` gets each resume's loss report.
@@ -17,13 +19,15 @@ frames, so tests and the CLI share it; ``report`` gets each resume's loss report
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 import orjson
 
 from acp_pipes import __version__
-from acp_pipes.asr.reader import AsrStream
+from acp_pipes.asr.reader import AsrStream, Warn
 from acp_pipes.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -48,13 +52,36 @@ _KNOWN = frozenset({"initialize", "session/list", "session/resume", "session/clo
                     "session/set_config_option", "session/delete"})
 
 
+def _parse(line: bytes) -> Any:
+    """A client line as JSON, exactly: orjson, unless it cannot say it as sent (an integer
+    beyond 64 bits becomes a float; a lone surrogate or ``1e400`` is refused), then the
+    standard library's parser, which keeps integers exact. Raises ValueError."""
+    try:
+        msg = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+    if type(msg) is dict and type(msg.get("id")) is float:
+        return json.loads(line)
+    return msg
+
+
+def _valid_id(rid: Any) -> bool:
+    """JSON-RPC 2.0: a string, a number or null (a finite one: JSON has no other)."""
+    t = type(rid)
+    return t is str or t is int or rid is None or (t is float and math.isfinite(rid))
+
+
 class Server:
     """Stored sessions by ID; :meth:`feed` answers one client line."""
 
     def __init__(self, streams: Iterable[AsrStream], *,
-                 report: Callable[[dict], None] | None = None):
+                 report: Callable[[dict], None] | None = None, warn: Warn | None = None):
         self.sessions: dict[str, AsrStream] = {}
         for s in streams:
+            seen = self.sessions.get(s.session_id)
+            if seen is not None and warn is not None:
+                warn(s.source, s.line, f"session {s.session_id!r} is also the stream at "
+                     f"{seen.source}:{seen.line}; this later one is served under that id")
             self.sessions[s.session_id] = s  # a later stream of the same session wins
         self.report = report
 
@@ -75,8 +102,8 @@ class Server:
         if not line.strip():
             return
         try:
-            msg = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            msg = _parse(line)
+        except ValueError:  # json.JSONDecodeError, and a UnicodeDecodeError
             yield _error(None, PARSE_ERROR, "Parse error: not JSON")
             return
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
@@ -88,6 +115,10 @@ class Server:
         if "id" not in msg:
             return  # notifications (session/cancel, unknown ones) need no answer
         rid = msg["id"]
+        if not _valid_id(rid):
+            yield _error(None, INVALID_REQUEST, "Invalid request: the id must be a string, "
+                         "a number or null")
+            return
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         if method not in _KNOWN:
             yield _error(rid, METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -157,17 +188,18 @@ class Server:
 
 
 def serve_lines(streams: Iterable[AsrStream], lines: Iterable[bytes], *,
-                report: Callable[[dict], None] | None = None) -> Iterator[bytes]:
+                report: Callable[[dict], None] | None = None,
+                warn: Warn | None = None) -> Iterator[bytes]:
     """Client lines in, agent frames (bytes without LF) out, lazily."""
-    server = Server(streams, report=report)
+    server = Server(streams, report=report, warn=warn)
     for line in lines:
         yield from server.feed(line)
 
 
 def serve(streams: Iterable[AsrStream], inp: BinaryIO, out: BinaryIO, *,
-          report: Callable[[dict], None] | None = None) -> None:
+          report: Callable[[dict], None] | None = None, warn: Warn | None = None) -> None:
     """One connection on ``inp``/``out``: each answer written whole, then flushed."""
-    server = Server(streams, report=report)
+    server = Server(streams, report=report, warn=warn)
     for line in inp:
         chunk = b"".join(f + b"\n" for f in server.feed(line))
         if chunk:
