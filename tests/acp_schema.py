@@ -1,4 +1,5 @@
-"""Validate ACP frames against the official v2 schema (v2.0.0-alpha.9, unstable, ASR-700).
+"""Validate ACP frames against the official schemas: v2 (v2.0.0-alpha.9, unstable,
+ASR-700) by default, or another revision (``"v1"``), stable features only or unstable.
 
 The schema's unions (``AgentResponse``'s ``result`` is an anyOf of every response type,
 and ``CloseSessionResponse`` is ``{}``) accept almost any result, so a frame is checked
@@ -26,29 +27,31 @@ from acp_pipes.schemas import ACP_V2, acp_schema
 REVISION = ACP_V2
 
 
-def load_schema(revision: str = REVISION) -> dict:
-    """The official schema (stable and unstable features) of ``revision``."""
-    return acp_schema(revision)
+def load_schema(revision: str = REVISION, unstable: bool = True) -> dict:
+    """The official schema of ``revision``: stable and unstable features, or stable."""
+    return acp_schema(revision, unstable=unstable)
 
 
 @cache
-def validator(name: str, revision: str = REVISION) -> jsonschema.Draft202012Validator:
+def validator(name: str, revision: str = REVISION,
+              unstable: bool = True) -> jsonschema.Draft202012Validator:
     """A validator for ``$defs[name]`` that resolves the schema's internal references."""
-    root = load_schema(revision)
+    root = load_schema(revision, unstable)
     if name not in root["$defs"]:
         raise KeyError(f"no $defs.{name} in ACP schema {revision}")
     return jsonschema.Draft202012Validator({"$defs": root["$defs"], "$ref": f"#/$defs/{name}"})
 
 
 @cache
-def method_def(method: str, side: str, kind: str, revision: str = REVISION) -> str:
+def method_def(method: str, side: str, kind: str, revision: str = REVISION,
+               unstable: bool = True) -> str:
     """The $defs name of a method's ``Request`` or ``Response`` (``kind``) payload.
 
     ``side`` is the schema's ``x-side``: the side that handles the method ("agent" for
     ``session/prompt``, "client" for ``session/request_permission`` and notifications
     the agent sends).
     """
-    defs = load_schema(revision)["$defs"]
+    defs = load_schema(revision, unstable)["$defs"]
     names = [
         n
         for n, d in defs.items()
@@ -60,10 +63,12 @@ def method_def(method: str, side: str, kind: str, revision: str = REVISION) -> s
 
 
 @cache
-def session_update_kinds(revision: str = REVISION) -> frozenset[str]:
-    """The ``sessionUpdate`` values the schema names (its "other" catch-all excluded)."""
+def session_update_kinds(revision: str = REVISION, unstable: bool = True) -> frozenset[str]:
+    """The ``sessionUpdate`` values the schema names (its "other" catch-all excluded; v1's
+    union is a closed ``oneOf``)."""
     kinds = set()
-    for variant in load_schema(revision)["$defs"]["SessionUpdate"]["anyOf"]:
+    union = load_schema(revision, unstable)["$defs"]["SessionUpdate"]
+    for variant in union.get("anyOf", union.get("oneOf", [])):
         const = variant.get("properties", {}).get("sessionUpdate", {}).get("const")
         if const:
             kinds.add(const)
@@ -75,12 +80,17 @@ class FrameChecker:
     from the other side (``note_request``) to check each response against its method's
     response type; ``check_conversation`` wires two of them together."""
 
-    def __init__(self, side: str, revision: str = REVISION):
+    def __init__(self, side: str, revision: str = REVISION, unstable: bool = True):
         assert side in ("agent", "client")
         self.side = side
         self.revision = revision
+        self.unstable = unstable
         self.prefix = "Agent" if side == "agent" else "Client"
         self.peer_requests: dict[Any, str] = {}  # request ids the other side sent -> method
+
+    @property
+    def schema(self) -> tuple[str, bool]:
+        return self.revision, self.unstable
 
     def note_request(self, frame: dict) -> None:
         if "method" in frame and "id" in frame:
@@ -96,38 +106,40 @@ class FrameChecker:
         assert frame.get("jsonrpc") == "2.0", f"jsonrpc must be '2.0': {frame!r}"
         handler = "client" if self.side == "agent" else "agent"  # who handles what we send
         if "method" in frame and "id" in frame:
-            validator(self.prefix + "Request", self.revision).validate(frame)
-            name = method_def(frame["method"], handler, "Request", self.revision)
-            validator(name, self.revision).validate(frame.get("params"))
+            validator(self.prefix + "Request", *self.schema).validate(frame)
+            name = method_def(frame["method"], handler, "Request", *self.schema)
+            validator(name, *self.schema).validate(frame.get("params"))
             return "request " + frame["method"]
         if "method" in frame:
-            validator(self.prefix + "Notification", self.revision).validate(frame)
+            validator(self.prefix + "Notification", *self.schema).validate(frame)
             method = frame["method"]
-            name = method_def(method, handler, "Notification", self.revision)
-            validator(name, self.revision).validate(frame.get("params"))
+            name = method_def(method, handler, "Notification", *self.schema)
+            validator(name, *self.schema).validate(frame.get("params"))
             if method == "session/update":
                 kind = frame["params"]["update"]["sessionUpdate"]
-                assert kind in session_update_kinds(self.revision), f"unknown update {kind!r}"
+                assert kind in session_update_kinds(*self.schema), f"unknown update {kind!r}"
             return "notification " + method
-        validator(self.prefix + "Response", self.revision).validate(frame)
+        validator(self.prefix + "Response", *self.schema).validate(frame)
         if "error" in frame:
             assert set(frame) == {"jsonrpc", "id", "error"}, frame
             return "error"
         assert set(frame) == {"jsonrpc", "id", "result"}, frame
         method = self.peer_requests.get(json.dumps(frame["id"]))
         assert method is not None, f"response to an id never requested: {frame['id']!r}"
-        validator(method_def(method, self.side, "Response", self.revision), self.revision).validate(
+        validator(method_def(method, self.side, "Response", *self.schema), *self.schema).validate(
             frame["result"]
         )
         return "response " + method
 
 
 def check_conversation(
-    client_frames: list[Any], agent_frames: list[Any], revision: str = REVISION
+    client_frames: list[Any], agent_frames: list[Any], revision: str = REVISION,
+    unstable: bool = True,
 ) -> tuple[list[str], list[str]]:
     """Validate both sides of a conversation (parsed frames, each side in its own order;
     request ids must be unique per side). Returns the kind of each frame, per side."""
-    agent, client = FrameChecker("agent", revision), FrameChecker("client", revision)
+    agent = FrameChecker("agent", revision, unstable)
+    client = FrameChecker("client", revision, unstable)
     for frames, peer in ((client_frames, agent), (agent_frames, client)):
         for frame in frames:
             for item in frame if isinstance(frame, list) else [frame]:
