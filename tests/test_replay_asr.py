@@ -59,8 +59,79 @@ def test_every_notification_is_valid_acp_v2(path: Path):
         path.read_bytes().splitlines(), str(path))))
 
 
-def _updates(name: str) -> list[dict]:
-    data = (REPO / "tests/fixtures/replay" / name / "expected.acp.jsonl").read_bytes()
+@pytest.mark.parametrize("fixture", REPLAY_FIXTURES, ids=lambda p: p.name)
+def test_fixture_bytes_and_report_v1(fixture: Path, tmp_path: Path):
+    """--protocol 1: the session/load updates of ACP v1, and the report naming what v1
+    cannot carry besides the v2 losses."""
+    report = tmp_path / "report.json"
+    r = run_tool("replay", "stream.asr.jsonl", "--protocol", "1", "--report", str(report),
+                 cwd=fixture)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (fixture / "expected.v1.acp.jsonl").read_bytes()
+    assert report.read_bytes() == (fixture / "expected.v1.report.json").read_bytes()
+    event = orjson.loads(r.stderr.strip().splitlines()[-1])
+    assert event["protocol"] == 1 and event["complete"] is False
+
+
+@pytest.mark.parametrize("path", ALL_STREAMS, ids=lambda p: p.parent.name)
+def test_every_v1_notification_is_valid_acp_v1(path: Path):
+    """Each notification of --protocol 1 validates against acp_pipes/schemas/acp/v1, its
+    stable features alone and with the unstable ones; no v2-only update is sent."""
+    r = run_tool("replay", "--protocol", "1", str(path))
+    assert r.returncode == 0, r.stderr
+    stable, unstable = FrameChecker("agent", "v1", False), FrameChecker("agent", "v1", True)
+    for frame in _lines(r.stdout):
+        assert stable(frame) == unstable(frame) == "notification session/update"
+        assert frame["params"]["update"]["sessionUpdate"] not in (
+            "state_update", "terminal_update", "user_message", "agent_message",
+            "agent_thought", "tool_call_update", "plan_update")
+
+
+def test_v1_messages_are_chunks_with_their_ids():
+    ups = _updates("ASR-725-v1-chunks-per-block", "expected.v1")
+    assert [(u["sessionUpdate"], u["messageId"], u["content"].get("text")) for u in ups] == [
+        ("user_message_chunk", "u1", "look at "), ("user_message_chunk", "u1", None),
+        ("agent_message_chunk", "a1", "first"), ("agent_message_chunk", "a1", " second"),
+        ("agent_thought_chunk", "a3#thought-0", "hmm"), ("agent_message_chunk", "a3", "done")]
+    assert ups[2]["_meta"] == {"traceparent": "00-def-01"} and "_meta" not in ups[3]
+    report = orjson.loads((REPO / "tests/fixtures/replay/ASR-725-v1-chunks-per-block/"
+                           "expected.v1.report.json").read_bytes())
+    # a2 has no block; a1's two texts are joined by a v1 client; a vendor block
+    assert report["losses"]["empty_message"] == 1
+    assert report["losses"]["text_blocks"] == 1
+    assert report["losses"]["content_types"] == 1
+
+
+def test_v1_diffs_hold_both_texts_from_a_v1_recording_only():
+    (c1, c2) = _updates("ASR-729-v1-diffs-whole-texts", "expected.v1")
+    assert c1["content"] == [{"type": "diff", "path": "/ws/app/a.py",
+                              "oldText": "one\ntwo\n", "newText": "one\nTWO\nthree"}]
+    assert c2["content"] == [{"type": "diff", "path": "/ws/app/b.py", "newText": "new\n"}]
+    # a v2 recording's patch holds hunks: no v1 diff is made of it, and it is counted
+    ups = _updates("ASR-729-diffs-from-roots", "expected.v1")
+    assert not [c for u in ups for c in u.get("content", ()) if c["type"] == "diff"]
+    report = orjson.loads((REPO / "tests/fixtures/replay/ASR-729-diffs-from-roots/"
+                           "expected.v1.report.json").read_bytes())
+    assert report["losses"]["diff_text"] == 2 and report["losses"]["diff"] == 1
+
+
+def test_v1_tool_statuses_and_kinds():
+    calls = {u["toolCallId"]: u for u in _updates("ASR-728-tool-status-mapping", "expected.v1")}
+    # completed; failed, denied -> failed; cancelled, interrupted -> failed (v1 has no
+    # cancelled); unknown and a vendor value: no status (v1's statuses are closed)
+    assert [calls[f"c{i}"].get("status") for i in range(7)] == [
+        "completed", "failed", "failed", "failed", "failed", None, None]
+    assert all(u["sessionUpdate"] == "tool_call" and u["title"] for u in calls.values())
+    assert "status" not in calls["c9"]  # dangling
+    assert calls["c10"]["content"] == []  # its terminal is the recorded client's
+    report = orjson.loads((REPO / "tests/fixtures/replay/ASR-728-tool-status-mapping/"
+                           "expected.v1.report.json").read_bytes())
+    assert report["losses"]["tool_status"] == 4
+    assert report["losses"]["terminal"] == 1
+
+
+def _updates(name: str, stem: str = "expected") -> list[dict]:
+    data = (REPO / "tests/fixtures/replay" / name / f"{stem}.acp.jsonl").read_bytes()
     return [f["params"]["update"] for f in _lines(data)]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -222,3 +223,102 @@ def test_a_record_whose_id_is_no_string_is_reported_and_skipped(tmp_path: Path):
                 "skipped").encode() in r.stderr, r.stderr
     assert runs[0].stdout  # what else the stream holds is replayed
     assert runs[1].returncode == 1  # and compared: the skipped records are missing
+
+
+# -- ACP v1: today's editors --------------------------------------------------------------
+
+ALL_STREAMS = sorted([*FIXTURES.glob("*/stream.asr.jsonl"),
+                      *(REPO / "tests" / "fixtures" / "asr").glob("*/expected.asr.jsonl")])
+
+
+def every_stream_once(tmp_path: Path) -> tuple[Path, list[tuple[str, list[bytes]]]]:
+    """Every fixture stream in one file, each under a session ID of its own (the
+    fixtures reuse "s"); with the session IDs and each stream's lines."""
+    from acp_pipes.asr.reader import read_streams
+
+    out, streams = [], []
+    for path in ALL_STREAMS:
+        for n, s in enumerate(read_streams(path.read_bytes().splitlines(), str(path))):
+            sid = f"{path.parent.name}/{n}/{s.session_id}"
+            lines = [orjson.dumps({**s.header, "sessionId": sid}),
+                     *map(orjson.dumps, s.records)]
+            streams.append((sid, lines))
+            out.extend(lines)
+    combined = tmp_path / "all.asr.jsonl"
+    combined.write_bytes(b"".join(x + b"\n" for x in out))
+    return combined, streams
+
+
+def test_serve_v1_conversation_is_valid_acp_v1(tmp_path: Path):
+    """A v1 client (protocol version 1) gets loadSession, session/list, and session/load
+    with the history before its response; every frame valid against the v1 schema, its
+    stable features alone and with the unstable ones; a prompt is refused."""
+    a = FIXTURES / "ASR-724-725-path-order-latest-revision" / "stream.asr.jsonl"
+    client = [
+        req(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {},
+                              "clientInfo": {"name": "t", "version": "1"}}),
+        req(1, "session/list", {}),
+        req(2, "session/load", {"sessionId": "s", "cwd": "/ws/app", "mcpServers": []}),
+        req(3, "session/prompt", {"sessionId": "s", "prompt": [{"type": "text", "text": "x"}]}),
+        req(4, "session/resume", {"sessionId": "s", "cwd": "/ws/app"}),
+        req(5, "session/close", {"sessionId": "s"}),
+    ]
+    frames, r = converse(client, a)
+    assert r.returncode == 0, r.stderr
+    for unstable in (False, True):
+        check_conversation([orjson.loads(c) for c in client], frames, "v1", unstable)
+    assert frames[0]["result"]["protocolVersion"] == 1
+    assert frames[0]["result"]["agentCapabilities"]["loadSession"] is True
+    assert "list" in frames[0]["result"]["agentCapabilities"]["sessionCapabilities"]
+    assert frames[1]["result"]["sessions"] == [{"sessionId": "s", "cwd": "/ws/app",
+                                                "title": "Planning"}]
+    load_at = next(i for i, f in enumerate(frames) if f.get("id") == 2)
+    expected = (FIXTURES / "ASR-724-725-path-order-latest-revision" /
+                "expected.v1.acp.jsonl").read_bytes().splitlines()
+    assert frames[2:load_at] == [orjson.loads(x) for x in expected]
+    assert frames[load_at]["result"] == {}
+    prompt = frames[load_at + 1]
+    assert prompt["error"]["data"] == {"readOnly": True}
+    assert frames[load_at + 2] == {"jsonrpc": "2.0", "id": 4, "result": {}}  # no history
+    assert frames[load_at + 3] == {"jsonrpc": "2.0", "id": 5, "result": {}}
+    assert b'"protocol":1' in r.stderr  # the load's loss report
+
+
+def test_serve_v2_client_still_gets_v2(tmp_path: Path):
+    """session/load is v1's: a v2 client is told it does not exist."""
+    a = FIXTURES / "ASR-724-725-path-order-latest-revision" / "stream.asr.jsonl"
+    frames, r = converse([req(0, "initialize", {"protocolVersion": 2}),
+                          req(1, "session/load", {"sessionId": "s", "cwd": "/ws/app",
+                                                  "mcpServers": []})], a)
+    assert frames[0]["result"]["protocolVersion"] == 2
+    assert frames[1]["error"]["code"] == -32601
+
+
+def test_official_v1_sdk_client_lists_and_loads_every_stored_session(tmp_path: Path):
+    """The official ACP v1 Python SDK as the client: it lists every stream of every
+    fixture (v1 and v2 recordings), loads each, and receives every update acp-replay
+    --protocol 1 writes for it, with no validation error."""
+    from acp_pipes.asr.reader import read_streams
+    from acp_pipes.replay.v1 import V1Replay
+
+    combined, streams = every_stream_once(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(CLIENTS / "sdk_v1_load_client.py"), "--",
+         *tool_argv("replay", "--serve", str(combined))],
+        capture_output=True, env=tool_env(), timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace")
+    steps = [orjson.loads(x) for x in proc.stdout.splitlines()]
+    assert steps[0] == {"step": "initialize", "protocolVersion": 1, "loadSession": True,
+                        "agent": "acp-replay"}
+    assert [s["sessionId"] for s in steps[1]["sessions"]] == [sid for sid, _ in streams]
+    loads = {s["sessionId"]: s for s in steps if s.get("step") == "load"}
+    assert len(loads) == len(streams) > 40
+    for sid, lines in streams:
+        (stream,) = read_streams(lines, sid)
+        sent = list(V1Replay(stream).updates())  # what --protocol 1 writes
+        got = [u["update"] for u in loads[sid]["updates"]]
+        assert all(u["sessionId"] == sid for u in loads[sid]["updates"])
+        assert [u["sessionUpdate"] for u in got] == [u["sessionUpdate"] for u in sent], sid
+    assert steps[-2]["step"] == "close" and steps[-1] == {"done": True}
+    prompt = next(s for s in steps if s.get("step") == "prompt")
+    assert prompt["refused"] is True and prompt["code"] == -32603

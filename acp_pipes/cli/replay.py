@@ -45,9 +45,10 @@ differs from the recording is reported on stderr as a JSON line; exit 1 only wit
 --emit a2c|c2a writes one direction's recorded bytes verbatim (offline, no peer).
 
 STREAM is an ASR stream (acp-asr). acp-replay STREAM writes the session/update
-notifications an agent sends when a client reopens the session, and a loss report
-(one JSON line on stderr); --wire resends the captured bytes instead. --serve is a
-read-only ACP agent on stdio that lists and reopens the stored sessions; --compare
+notifications an agent sends when a client reopens the session (ACP v2's resume, or with
+--protocol 1 v1's session/load), and a loss report (one JSON line on stderr); --wire
+resends the captured bytes instead. --serve is a read-only ACP agent on stdio, of the
+version the client asks for, that lists and reopens the stored sessions; --compare
 compares the context views of two streams (exit 1 when they differ).
 
 """ + f"Manual: {page('acp-replay.md')}"
@@ -91,7 +92,8 @@ MODES: dict[str, Mode] = {
                    ("pace", "ignore", "remap_ids", "remap_log", "timeout", "strict", "clock",
                     "no_host")),
     "emit": Mode("emit", TRACE, "TRACE", (1, 1), ()),
-    "stream": Mode(None, STREAM, "STREAM", (1, 1), ("session_id", "report", "wire")),
+    "stream": Mode(None, STREAM, "STREAM", (1, 1),
+                   ("protocol", "session_id", "report", "wire")),
     "serve": Mode("serve", STREAM, "STREAM...", (1, None), ("session_id", "report"),
                   stdin_is_the_clients=True),
     "compare": Mode("compare", STREAM, "STREAM STREAM2", (2, 2), ()),
@@ -138,6 +140,10 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
     "no_host": ("--no-host", None, dict(
         action="store_true",
         help="--client: leave host os/arch/cwd/pid out of the wire log header")),
+    "protocol": ("--protocol", "1|2", dict(
+        type=int, choices=(1, 2),
+        help="ASR stream: the ACP version to replay as: 2 (default), the updates of "
+             "session/resume; 1, those of session/load (today's editors)")),
     "session_id": ("--session-id", "ID", dict(
         help="ASR stream: replay (or serve) under this session id")),
     "report": ("--report", "FILE", dict(
@@ -148,13 +154,14 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
              "recorded from (one per connection, in order)")),
     "serve": ("--serve", None, dict(
         action="store_true",
-        help="serve ASR streams as a read-only ACP v2 agent on stdio: --serve STREAM...")),
+        help="serve ASR streams as a read-only ACP agent on stdio (v1 or v2, as the "
+             "client asks): --serve STREAM...")),
     "compare": ("--compare", None, dict(
         action="store_true",
         help="compare the context views of two ASR streams: --compare S S2")),
 }
 DEFAULTS = {"match": "order", "pace": "fast", "ignore": [], "timeout": 10.0,
-            "clock": "system", "wire": []}
+            "clock": "system", "wire": [], "protocol": 2}
 
 
 def usage() -> str:
@@ -282,6 +289,9 @@ def _check_options(args: argparse.Namespace, name: str, path: str | None,
     if _given(args, "wire") and _given(args, "session_id"):
         raise UsageError("--wire resends the recorded bytes, which name the recorded "
                          "session: it does not go with --session-id")
+    if _given(args, "wire") and _given(args, "protocol"):
+        raise UsageError("--wire resends the recorded bytes, in the recorded protocol: "
+                         "it does not go with --protocol")
 
 
 def _sniff(path: str):

@@ -17,6 +17,7 @@ from acp_pipes.asr.reader import UntilCut, read_streams
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.jsonl import InputError, display_name, raw_lines
 from acp_pipes.replay.updates import Replay, read_indexed
+from acp_pipes.replay.v1 import V1Replay
 
 __all__ = ["compare", "replay", "serve"]
 
@@ -99,7 +100,7 @@ def replay(args: argparse.Namespace, ctx, path: str, lines: Iterable[bytes] | No
             if wire:
                 _resend(stream, wire, out)
                 continue
-            rep = Replay(stream, sid)
+            rep = Replay(stream, sid) if args.protocol == 2 else V1Replay(stream, sid)
             frames = rep.notifications()
             while buf := list(islice(frames, 512)):
                 out.write(b"\n".join(buf) + b"\n")

@@ -1,20 +1,30 @@
-"""``acp-replay --serve``: an ACP v2 agent on stdio that serves stored sessions read-only.
+"""``acp-replay --serve``: an ACP agent on stdio that serves stored sessions read-only, to
+a client of either protocol version.
 
 An editor starts ``acp-replay --serve a.asr.jsonl b.asr.jsonl`` where it would start an
-agent, lists the sessions (``session/list``: ID, cwd, title) and opens one
-(``session/resume`` with ``replayFrom: {"type": "start"}``): the history arrives as
-whole-entity upserts (:class:`acp_pipes.replay.updates.Replay`), then the current
-``state_update``, then the response, which the v2 schema asks for ("the agent MUST send a
-current state_update after any requested history replay and before this response").
-Without ``replayFrom`` only the state_update comes before the response. Nothing is ever
-executed (ASR-726): ``session/prompt`` (and ``session/new``, ``session/fork``) get a
-JSON-RPC error saying the session is a read-only recording. Unknown methods get -32601,
-unknown notifications are ignored, as ACP asks. A request id is answered exactly as sent
-(an integer of any size stays that integer); an id that JSON-RPC does not allow (an
-object, an array, a boolean) gets -32600 with a null id.
+agent. ``initialize`` answers the version the client asks for: 1 (every editor in use
+today) or 2; any stored stream, whichever version it was recorded from, is served to
+either.
+
+- ACP v2: ``session/list`` (ID, cwd, title) and ``session/resume``; with ``replayFrom:
+  {"type": "start"}`` the history arrives as whole-entity upserts
+  (:class:`acp_pipes.replay.updates.Replay`), then the current ``state_update``, then the
+  response, which the v2 schema asks for ("the agent MUST send a current state_update
+  after any requested history replay and before this response"). Without
+  ``replayFrom`` only the state_update comes before the response.
+- ACP v1: ``loadSession: true`` and ``session/list``; ``session/load`` sends the history
+  as v1 updates (:class:`acp_pipes.replay.v1.V1Replay`) before its response;
+  ``session/resume`` answers without history, as v1 defines it.
+
+Nothing is ever executed (ASR-726): ``session/prompt`` (and ``session/new``,
+``session/fork``, ``session/set_mode``, ...) get a JSON-RPC error saying the session is a
+read-only recording. Unknown methods get -32601, unknown notifications are ignored, as
+ACP asks. A request id is answered exactly as sent (an integer of any size stays that
+integer); an id that JSON-RPC does not allow (an object, an array, a boolean) gets
+-32600 with a null id.
 
 The server is a pure function over lines: :func:`serve_lines` maps client lines to agent
-frames, so tests and the CLI share it; ``report`` gets each resume's loss report.
+frames, so tests and the CLI share it; ``report`` gets the loss report of each replay.
 """
 
 from __future__ import annotations
@@ -39,17 +49,28 @@ from acp_pipes.jsonrpc import (
 from acp_pipes.jsonrpc import error as _error
 from acp_pipes.jsonrpc import response as _response
 from acp_pipes.replay.updates import Replay
+from acp_pipes.replay.v1 import V1Replay, config_options
 
 __all__ = ["READ_ONLY", "Server", "serve", "serve_lines"]
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 2  # when the client does not ask for 1, or does not initialize
 READ_ONLY = INTERNAL_ERROR  # JSON-RPC's implementation-defined error, with data.readOnly
 NOT_FOUND = RESOURCE_NOT_FOUND
 #: Unknown cwd (a stream whose roots are empty or redacted): session/list needs one.
 UNKNOWN_CWD = "/"
-_KNOWN = frozenset({"initialize", "session/list", "session/resume", "session/close",
-                    "session/prompt", "session/new", "session/fork", "session/cancel",
-                    "session/set_config_option", "session/delete"})
+#: The methods a client of each version may call (others: -32601).
+_KNOWN = {
+    2: frozenset({"initialize", "session/list", "session/resume", "session/close",
+                  "session/prompt", "session/new", "session/fork", "session/cancel",
+                  "session/set_config_option", "session/delete"}),
+    1: frozenset({"initialize", "session/list", "session/load", "session/resume",
+                  "session/close", "session/prompt", "session/new", "session/cancel",
+                  "session/set_mode", "session/set_config_option", "session/delete"}),
+}
+#: Refused without looking at a session: they would make one.
+_MAKERS = frozenset({"session/new", "session/fork", "session/delete"})
+_INFO = {"name": "acp-replay", "title": "acp-replay (read-only recorded sessions)",
+         "version": __version__}
 
 
 def _parse(line: bytes) -> Any:
@@ -84,6 +105,8 @@ class Server:
                      f"{seen.source}:{seen.line}; this later one is served under that id")
             self.sessions[s.session_id] = s  # a later stream of the same session wins
         self.report = report
+        self.protocol = PROTOCOL_VERSION
+        self.compaction = False  # a v1 client that declared session.compaction
 
     def _cwd(self, s: AsrStream) -> tuple[str, list[str]]:
         roots = (s.header.get("workspace") or {}).get("roots") or []
@@ -120,16 +143,11 @@ class Server:
                          "a number or null")
             return
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        if method not in _KNOWN:
+        if method not in _KNOWN[self.protocol]:
             yield _error(rid, METHOD_NOT_FOUND, f"Method not found: {method}")
             return
         if method == "initialize":
-            yield _response(rid, {
-                "protocolVersion": PROTOCOL_VERSION,
-                "info": {"name": "acp-replay", "title": "acp-replay (read-only recorded "
-                         "sessions)", "version": __version__},
-                "capabilities": {"session": {}},
-            })
+            yield _response(rid, self._initialize(params))
             return
         if method == "session/list":
             want = params.get("cwd")
@@ -148,7 +166,7 @@ class Server:
             yield _response(rid, {"sessions": sessions})
             return
         sid = params.get("sessionId")
-        if method in ("session/new", "session/fork", "session/delete"):
+        if method in _MAKERS:
             yield _error(rid, READ_ONLY, "acp-replay serves recorded sessions read-only: "
                          f"{method} is not available", {"readOnly": True})
             return
@@ -159,16 +177,52 @@ class Server:
         if stream is None:
             yield _error(rid, NOT_FOUND, f"Resource not found: no stored session {sid!r}")
             return
-        if method == "session/resume":
+        if method == "session/load":
+            yield from self._load(rid, stream)
+        elif method == "session/resume":
             yield from self._resume(rid, sid, stream, params)
         elif method == "session/close":
             yield _response(rid, {})
-        else:  # prompt, set_config_option: nothing runs in a recording (ASR-726)
+        else:  # prompt, set_mode, set_config_option: nothing runs in a recording (ASR-726)
             yield _error(rid, READ_ONLY, f"session {sid!r} is a read-only recording "
                          f"replayed by acp-replay: {method} is not accepted",
                          {"readOnly": True})
 
+    def _initialize(self, params: dict) -> dict:
+        """The version the client asks for: 1, or else 2 (ACP: an agent answers the
+        client's version when it speaks it, else the latest it speaks)."""
+        asked = params.get("protocolVersion")
+        self.protocol = 1 if type(asked) is int and asked == 1 else 2
+        if self.protocol == 2:
+            return {"protocolVersion": 2, "info": _INFO, "capabilities": {"session": {}}}
+        caps = params.get("clientCapabilities")
+        session = caps.get("session") if isinstance(caps, dict) else None
+        self.compaction = isinstance(session, dict) and session.get("compaction") is not None
+        return {"protocolVersion": 1,
+                "agentCapabilities": {"loadSession": True, "sessionCapabilities": {
+                    "list": {}, "resume": {}, "close": {}}},
+                "authMethods": [], "agentInfo": _INFO}
+
+    def _load(self, rid: Any, stream: AsrStream) -> Iterator[bytes]:
+        """v1: the history as v1 updates, then the response."""
+        rep = V1Replay(stream, compaction=self.compaction)
+        yield from rep.notifications()
+        result: dict = {}
+        if rep.config_options is not None:
+            result["configOptions"] = rep.config_options
+        yield _response(rid, result)
+        if self.report is not None:
+            self.report(rep.report())
+
     def _resume(self, rid: Any, sid: str, stream: AsrStream, params: dict) -> Iterator[bytes]:
+        if self.protocol == 1:  # v1's resume restores without history
+            rep = Replay(stream)
+            for _ in rep.updates():
+                pass
+            opts = rep.config_options
+            yield _response(rid, {} if opts is None else
+                            {"configOptions": config_options(opts, 1)})
+            return
         cursor = params.get("replayFrom")
         if cursor is not None and not (isinstance(cursor, dict)
                                        and cursor.get("type") == "start"):
@@ -181,7 +235,7 @@ class Server:
         yield from frames if cursor is not None else frames[-1:]
         result: dict = {}
         if rep.config_options is not None:
-            result["configOptions"] = rep.config_options
+            result["configOptions"] = config_options(rep.config_options, 2)
         yield _response(rid, result)
         if self.report is not None and cursor is not None:
             self.report(rep.report())

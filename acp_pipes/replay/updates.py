@@ -228,7 +228,7 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
 
 
 
-def _envelope(session_id: str) -> bytes:
+def envelope(session_id: str) -> bytes:
     """The bytes of a ``session/update`` notification up to its update: what
     ``orjson.dumps`` writes for the whole object, so each notification only serialises
     its update (half the time of wrapping it in two more dicts)."""
@@ -238,7 +238,7 @@ def _envelope(session_id: str) -> bytes:
 
 def notification(session_id: str, update: dict) -> bytes:
     """One ``session/update`` notification, JSON-RPC, without LF."""
-    return _envelope(session_id) + orjson.dumps(update) + b"}}"
+    return envelope(session_id) + orjson.dumps(update) + b"}}"
 
 
 def _meta(update: dict, *records: dict | None) -> dict:
@@ -321,7 +321,7 @@ class Replay:
 
     def notifications(self) -> Iterator[bytes]:
         """:meth:`updates` as JSON-RPC lines (without LF)."""
-        head, dumps = _envelope(self.session_id), orjson.dumps
+        head, dumps = envelope(self.session_id), orjson.dumps
         for u in self.updates():
             self.count += 1
             yield head + dumps(u) + b"}}"
