@@ -17,7 +17,10 @@ order (an entity at its first record, with its latest revision):
   it back (ASR-728: denied -> failed, interrupted -> cancelled), display content, and the
   operations of the file changes they caused, with absolute paths (a change whose root is
   redacted is left out: replay declares it, ASR-729);
-- compactions (status, or completed when absent; summary).
+- compactions (status, or completed when absent; summary);
+- plans (their type, entries, uri and content): what a client shows beside the
+  conversation (acp-pipes choice: ASR-732 names no plans, but a replay that lost one
+  is not the same session to its user).
 
 :func:`compare_streams` returns the differences as dicts (empty: equivalent).
 """
@@ -100,6 +103,8 @@ def context_view(stream: AsrStream) -> list[dict]:
             continue
         elif t == "compaction":
             key = ("compaction", rec.get("compactionId"))
+        elif t == "plan":
+            key = ("plan", rec.get("planId"))
         else:
             continue
         sup = rec.get("supersedes")
@@ -150,6 +155,9 @@ def context_view(stream: AsrStream) -> list[dict]:
                     ops.append(op)
             entry["fileChanges"] = ops
             view.append(entry)
+        elif kind == "plan":
+            view.append({"entity": "plan", "id": rec.get("planId"),
+                         **{f: rec.get(f) for f in ("planType", "entries", "uri", "content")}})
         else:
             view.append({"entity": "compaction", "id": rec.get("compactionId"),
                          "status": rec.get("status") or "completed",
