@@ -380,3 +380,29 @@ def test_wire_skips_a_reference_whose_connection_is_no_number(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     assert b"internal error" not in r.stderr
     assert r.stdout and len(r.stdout.splitlines()) < len(whole.stdout.splitlines())
+
+
+def test_wire_into_head_ends_quietly(tmp_path: Path):
+    """`acp-replay S --wire W | head -2`: the closed pipe ends the replay quietly, exit 0
+    (it said "cannot read the wire log: Broken pipe", exit 2)."""
+    import subprocess
+
+    from acp_pipes.echo_client import client_session
+    from tests.conftest import record_lockstep, tool_argv, tool_env
+
+    wire = tmp_path / "w.jsonl"
+    record_lockstep(list(client_session(150)), wire, tmp=tmp_path)
+    asr = run_tool("asr", str(wire))
+    assert asr.returncode == 0, asr.stderr
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(asr.stdout)
+    whole = run_tool("replay", str(stream), "--wire", str(wire))
+    assert len(whole.stdout) > 1 << 17  # far more than a pipe holds
+    p = subprocess.Popen(tool_argv("replay", str(stream), "--wire", str(wire)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tool_env())
+    assert p.stdout is not None and p.stderr is not None
+    first = [p.stdout.readline(), p.stdout.readline()]
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0, err
+    assert err == b"" and first == whole.stdout.splitlines(keepends=True)[:2]

@@ -126,11 +126,15 @@ def _keep_until_exit(obj) -> None:
 def _resend(stream, wire: list[str], out) -> None:
     from acp_pipes.replay.capture import captured_frames
 
-    try:
-        for frame in captured_frames(stream, wire):
-            out.write(frame + b"\n")
-    except OSError as e:
-        raise UsageError(f"cannot read the wire log: {e.strerror or e}") from None
+    frames = captured_frames(stream, wire)
+    while True:
+        try:
+            frame = next(frames, None)
+        except OSError as e:  # reading the wire log; a closed stdout is the runner's
+            raise UsageError(f"cannot read the wire log: {e.strerror or e}") from None
+        if frame is None:
+            break
+        out.write(frame + b"\n")
     out.flush()
 
 
