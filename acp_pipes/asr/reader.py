@@ -27,6 +27,9 @@ _NATIVE_ID = {"message": "messageId", "tool_call": "callId", "tool_result": "cal
               "plan": "planId", "terminal": "terminalId", "compaction": "compactionId"}
 
 
+_STR_OR_NONE = frozenset({str, type(None)})
+
+
 def _not_a_string_id(rec: dict) -> str | None:
     """The identifier of ``rec`` that is present but not a string, if any (its name)."""
     v = rec.get("id")
@@ -79,6 +82,8 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
     but not a string. A line before the first header that is JSON but no ASR header
     (another stream kind) is always an InputError: the input is not an ASR stream."""
     loads = orjson.loads
+    native_id = _NATIVE_ID.get
+    ok = _STR_OR_NONE
     numbered = enumerate(lines, 1)
     nxt: list = []  # the header that ended the last run of records, and its line
     had_lf = [True]  # whether the previous line ended with LF (a torn line has none)
@@ -102,7 +107,9 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
             if type(rec) is not dict:
                 bad(n, "not a JSON object")
                 continue
-            if rec.get("type") == "header":
+            get = rec.get
+            t = get("type")
+            if t == "header":
                 if header_format(rec) != ASR:
                     raise InputError(source, n, "not an ASR stream header")
                 if not isinstance(rec.get("sessionId"), str):
@@ -111,11 +118,14 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
                 return
             if not headed:
                 raise InputError(source, n, f"expected an ASR stream, got {_kind_of(rec)}")
-            field = _not_a_string_id(rec)
-            if field is not None:
-                bad(n, f"{_kind_of_value(rec.get('type'))} record whose {field} is not a "
-                    "string")
-                continue
+            key = native_id(t)  # type: ignore[arg-type]
+            if (get("id").__class__ not in ok or get("supersedes").__class__ not in ok
+                    or (get(key).__class__ not in ok if key is not None
+                        else t == "file_change")):
+                field = _not_a_string_id(rec)  # which one (the common case never gets here)
+                if field is not None:
+                    bad(n, f"{_kind_of_value(t)} record whose {field} is not a string")
+                    continue
             yield rec
 
     for _ in records(False):  # up to the first header (a record before it raises)
