@@ -312,3 +312,133 @@ def test_v1_round_trip_property(turns):
     assert compare_views(a, b) == []
     assert len(a) >= len(turns)  # the check compares something: each prompt at least
     assert not {"diff_text", "tool_status", "content_types"} & set(report["losses"])
+
+
+# -- end to end: a v1 session of official SDK peers, served back to an SDK client --------
+
+
+class _RecordingClient:
+    """The official v1 SDK's client side: allows every request, keeps every update."""
+
+    def __init__(self) -> None:
+        self.updates: list[dict] = []
+
+    async def request_permission(self, options, session_id, tool_call, **kwargs):
+        from acp.schema import AllowedOutcome, RequestPermissionResponse
+
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=options[0].option_id))
+
+    async def session_update(self, session_id, update, **kwargs) -> None:
+        self.updates.append(update.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+    def on_connect(self, conn) -> None:
+        pass
+
+
+async def _record_v1_session(wire: Path, store: Path, ws: Path, prompts: list[str]) -> list:
+    """The SDK client, through the real acp-tee, in front of the SDK agent of
+    tests/clients/v1_agent.py: a new session and ``prompts``. Returns what it saw."""
+    import sys
+
+    from acp import spawn_agent_process, text_block
+    from acp.schema import Implementation
+
+    from tests.conftest import tool_env
+
+    client = _RecordingClient()
+    tee = tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                    sys.executable, str(REPO / "tests/clients/v1_agent.py"), "--store",
+                    str(store))
+    async with spawn_agent_process(client, tee[0], *tee[1:], env=tool_env()) as (conn, _):
+        await conn.initialize(protocol_version=1,
+                              client_info=Implementation(name="recorder", version="1"))
+        sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+        for text in prompts:
+            # a client shows the prompt it sent, then the turn, which its response ends
+            client.updates.append({"sessionUpdate": "user_message_chunk",
+                                   "content": {"type": "text", "text": text}})
+            await conn.prompt(session_id=sid, prompt=[text_block(text)])
+            client.updates.append({"sessionUpdate": "turn_end"})
+    return client.updates
+
+
+def _shown(updates: list[dict]) -> dict:
+    """What a v1 client shows of the updates it received: message texts (chunks joined
+    per message: by messageId when sent, else while the kind holds), each tool call's
+    status, kind and content, the plan as it ended. A usage update between two chunks
+    is no boundary; a tool call, a plan or the end of a turn is."""
+    messages: list[list] = []
+    calls: dict[str, dict] = {}
+    plan = None
+    last = None
+    for u in updates:
+        kind = u["sessionUpdate"]
+        if kind.endswith("_chunk"):
+            key = (kind, u.get("messageId"))
+            text = u["content"].get("text", "")
+            if last == key and (u.get("messageId") is not None or messages):
+                messages[-1][1] += text
+            else:
+                messages.append([kind, text])
+            last = key
+            continue
+        if kind == "usage_update":
+            continue
+        last = None
+        if kind in ("tool_call", "tool_call_update"):
+            call = calls.setdefault(u["toolCallId"], {})
+            call.update({k: u[k] for k in ("status", "kind", "content") if k in u})
+        elif kind == "plan":
+            plan = u["entries"]
+    return {"messages": [m for m in messages if m[1]], "calls": calls, "plan": plan}
+
+
+def test_v1_session_from_sdk_agent_served_back_to_sdk_client(tmp_path: Path):
+    """ASR-732 end to end for ACP v1: a session of the official SDK's agent and client,
+    recorded by acp-tee -> acp-asr -> acp-replay --serve (recorded by acp-tee again) ->
+    the SDK client loads it -> acp-asr: the two streams have the same context view
+    (messages, tool calls with their diffs, the plan), and the loading client is shown
+    the messages, tool calls and plan the recording client was shown."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from tests.conftest import tool_env
+
+    ws, store = tmp_path / "ws", tmp_path / "store"
+    ws.mkdir()
+    wire = tmp_path / "session.wire.jsonl"
+    live = asyncio.run(_record_v1_session(wire, store, ws, ["fix it", "and again"]))
+    r = run_tool("asr", str(wire))
+    assert r.returncode == 0, r.stderr
+    s = tmp_path / "S.asr.jsonl"
+    s.write_bytes(r.stdout)
+
+    served = tmp_path / "served.wire.jsonl"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests/clients/sdk_v1_load_client.py"), "--",
+         *tool_argv("tee", "-o", str(served), "--clock", "epoch", "--no-host", "--",
+                    *tool_argv("replay", "--serve", str(s)))],
+        capture_output=True, env=tool_env(), timeout=120)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace")
+    steps = [orjson.loads(x) for x in proc.stdout.splitlines()]
+    (load,) = [x for x in steps if x.get("step") == "load"]
+    loaded = [u["update"] for u in load["updates"]]
+
+    r = run_tool("asr", str(served))
+    assert r.returncode == 0, r.stderr
+    s2 = tmp_path / "S2.asr.jsonl"
+    s2.write_bytes(r.stdout)
+    r = run_tool("replay", "--compare", str(s), str(s2))
+    assert r.returncode == 0, (r.stdout + r.stderr).decode()
+    assert orjson.loads(r.stderr.splitlines()[-1])["equivalent"] is True
+    view = context_view(next(read_streams(s.read_bytes().splitlines(), str(s))))
+    assert {e["entity"] for e in view} == {"message", "thought", "tool_call", "plan"}
+
+    want, got = _shown(live), _shown(loaded)
+    assert got["messages"] == want["messages"] and len(want["messages"]) == 8  # 4 a turn
+    assert got["plan"] == want["plan"] and want["plan"]
+    assert got["calls"].keys() == want["calls"].keys() and want["calls"]
+    for cid, call in want["calls"].items():
+        assert got["calls"][cid] == call, cid
