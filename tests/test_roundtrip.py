@@ -96,19 +96,28 @@ turn = st.fixed_dictionaries({
 })
 
 
+class _Wire:
+    """Wire frames (dir, bytes) being written: the client's requests (``c``), the agent's
+    messages (``a``) and session updates (``upd``)."""
+
+    def __init__(self, sid: str):
+        self.sid = sid
+        self.out: list[tuple[str, bytes]] = []
+
+    def c(self, rid, method, params) -> None:
+        self.out.append(("c2a", req(rid, method, params)))
+
+    def a(self, obj) -> None:
+        self.out.append(("a2c", orjson.dumps({"jsonrpc": "2.0", **obj})))
+
+    def upd(self, u) -> None:
+        self.a({"method": "session/update", "params": {"sessionId": self.sid, "update": u}})
+
+
 def session_frames(turns: list[dict]) -> list[tuple[str, bytes]]:
     """An ACP v2 session as wire frames (dir, bytes): what an agent and client send."""
-    out: list[tuple[str, bytes]] = []
-    sid = "gen-1"
-
-    def c(rid, method, params):
-        out.append(("c2a", req(rid, method, params)))
-
-    def a(obj):
-        out.append(("a2c", orjson.dumps({"jsonrpc": "2.0", **obj})))
-
-    def upd(u):
-        a({"method": "session/update", "params": {"sessionId": sid, "update": u}})
+    w = _Wire("gen-1")
+    out, sid, c, a, upd = w.out, w.sid, w.c, w.a, w.upd
 
     c(0, "initialize", {"protocolVersion": 2, "info": {"name": "c", "version": "1"},
                         "capabilities": {}})
@@ -216,17 +225,8 @@ v1_turn = st.fixed_dictionaries({
 def v1_session_frames(turns: list[dict]) -> list[tuple[str, bytes]]:
     """An ACP v1 session as wire frames: chunks without message IDs, tool_call then
     tool_call_update, v1 diffs, a plan sent whole, the turn ended by the response."""
-    out: list[tuple[str, bytes]] = []
-    sid = "gen-v1"
-
-    def c(rid, method, params):
-        out.append(("c2a", req(rid, method, params)))
-
-    def a(obj):
-        out.append(("a2c", orjson.dumps({"jsonrpc": "2.0", **obj})))
-
-    def upd(u):
-        a({"method": "session/update", "params": {"sessionId": sid, "update": u}})
+    w = _Wire("gen-v1")
+    out, sid, c, a, upd = w.out, w.sid, w.c, w.a, w.upd
 
     c(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {},
                         "clientInfo": {"name": "c", "version": "1"}})
