@@ -13,7 +13,8 @@ The log's other forms are measured beside the plain ``-o FILE`` in the same run:
 directory (a new file per session) and ``.gz`` (compressed, flushed with every write).
 With ``ACP_TEE_BASELINE=/path/to/another/checkout``, that checkout's acp-tee runs the
 same session in the same run, both started the same way (``python -c``, as bin/acp-tee
-does), to show what a change costs.
+does), to show what a change costs; ``ACP_TEE_REPEAT=N`` runs each subject N times
+(default 9, quick 3), as a busy host needs for a difference of a few percent.
 
 Besides the totals, two fixed costs are measured in the same run: how much later the
 agent starts behind acp-tee than on its own (a probe agent prints the time it started),
@@ -71,7 +72,7 @@ def main(quick: bool) -> str:
     from acp_pipes.echo_client import client_session
 
     prompts = 50 if quick else 1000
-    repeat = 3 if quick else 9
+    repeat = int(os.environ.get("ACP_TEE_REPEAT") or (3 if quick else 9))
     d = workdir("tee")
     client = d / "client.jsonl"
     client.write_bytes(b"".join(f + b"\n" for f in client_session(prompts)))
@@ -146,12 +147,15 @@ def main(quick: bool) -> str:
         this, base_tee = median_wall(runs["c-this"]), median_wall(runs["c-base"])
         start_this = median_wall(runs["c-this-probe"]) - median_wall(runs["probe"])
         start_base = median_wall(runs["c-base-probe"]) - median_wall(runs["probe"])
+        cpu_this, cpu_base_tee = median_cpu(runs["c-this"]), median_cpu(runs["c-base"])
         rows += [
             [f"python -c acp-tee -o, {baseline}", ms(base_tee),
-             f"{base_tee / base:.2f}x (+{(base_tee - base) / base:.0%})", "", "", ""],
+             f"{base_tee / base:.2f}x (+{(base_tee - base) / base:.0%})", "",
+             ms(cpu_base_tee), f"{(cpu_base_tee - cpu_base) / frames * 1e6:.1f}"],
             ["python -c acp-tee -o, this checkout", ms(this),
              f"{this / base:.2f}x (+{(this - base) / base:.0%}); "
-             f"{this / base_tee:.3f}x the baseline's", "", "", ""],
+             f"{this / base_tee:.3f}x the baseline's", "", ms(cpu_this),
+             f"{(cpu_this - cpu_base) / frames * 1e6:.1f}"],
             [f"the agent starts later by, {baseline}", ms(start_base), "", "", "", ""],
             ["the agent starts later by, this checkout", ms(start_this), "", "", "", ""],
         ]

@@ -12,8 +12,6 @@ from __future__ import annotations
 import sys
 
 from acp_pipes.tee import Agent, record, start_agent
-from acp_pipes.tee.logfile import DEFAULT as DEFAULT_LOG
-from acp_pipes.tee.logfile import check as check_log
 from acp_pipes.wire import make_clock
 
 TYPE_CHECKING = False
@@ -99,9 +97,11 @@ def plain_command(argv: Sequence[str]) -> tuple[list[str], str] | None:
         elif word in _VALUED and i + 1 < len(options) and not options[i + 1].startswith("-"):
             if word == "--clock":
                 clock = options[i + 1]
-            elif word in ("-o", "--output"):
+            elif word in ("-o", "--output") and ("{" in options[i + 1] or "}" in options[i + 1]):
+                from acp_pipes.tee.logfile import check  # only for a template (~0.4 ms)
+
                 try:
-                    check_log(options[i + 1])
+                    check(options[i + 1])
                 except ValueError:
                     return None
             i += 2
@@ -116,6 +116,7 @@ def plain_command(argv: Sequence[str]) -> tuple[list[str], str] | None:
 
 def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> int:
     from acp_pipes.cli.runner import UsageError
+    from acp_pipes.tee.logfile import DEFAULT, check
 
     agent = list(args.command)  # everything after the first '--' (the runner splits it)
     if not agent:
@@ -131,12 +132,12 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         except OSError as e:
             raise UsageError(f"cannot read the script {args.script}: {e.strerror or e}") from None
     try:
-        check_log(args.output)
+        check(args.output)
     except ValueError as e:
         raise UsageError(str(e)) from None
     log_path, on_log = args.output, None
     if not log_path:
-        log_path = DEFAULT_LOG
+        log_path = DEFAULT
 
         def on_log(path: str) -> None:
             ctx.note(f"no -o given: recording to {path}")
