@@ -5,6 +5,12 @@ tool call + result with a file change, plan + superseding plan, usage, states; e
 with ts and native refs, as acp-asr writes them). Baseline, same run: a bare loop that
 reads the same file and parses every line with orjson.loads (what any replay must at
 least do). Target: replay within 4x of parsing alone.
+
+``--serve``: a 10,000-record stream of the same shape served to a client over real pipes
+(the console script as an editor starts it). Timed: from the start of the process to the
+answer to ``initialize`` (the stream read), and from sending ``session/load`` (ACP v1)
+or ``session/resume`` with ``replayFrom`` (v2) to its response, every update before it
+read. Target: the load well under a second.
 """
 
 from __future__ import annotations
@@ -12,12 +18,14 @@ from __future__ import annotations
 import compileall
 import os
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
 
-from bench.common import REPO, median_wall, run_cmd, side_by_side, table, tool, workdir
+from bench.common import REPO, env, median_wall, run_cmd, side_by_side, table, tool, workdir
 
 BASELINE = """
 import sys, orjson
@@ -77,6 +85,67 @@ def make_stream(path: Path, turns: int) -> int:
     return n
 
 
+def _request(rid: int, method: str, params: dict) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+def serve_once(stream: Path, protocol: int) -> tuple[float, float, int]:
+    """One ``acp-replay --serve`` connection: (seconds from start to the initialize
+    answer, seconds from the load request to its response, updates received)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(tool("replay", "--serve", str(stream)), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env())
+    assert p.stdin is not None and p.stdout is not None
+
+    def ask(rid: int, method: str, params: dict) -> int:
+        p.stdin.write(_request(rid, method, params) + b"\n")
+        p.stdin.flush()
+        n = 0
+        for line in p.stdout:
+            msg = orjson.loads(line)
+            if msg.get("id") == rid:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return n
+            n += 1
+        raise RuntimeError(f"{method}: no answer")
+
+    ask(0, "initialize", {"protocolVersion": protocol})
+    started = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    if protocol == 1:
+        n = ask(1, "session/load", {"sessionId": "bench", "cwd": "/ws", "mcpServers": []})
+    else:
+        n = ask(1, "session/resume", {"sessionId": "bench", "cwd": "/ws",
+                                      "replayFrom": {"type": "start"}})
+    loaded = time.perf_counter() - t1
+    p.stdin.close()
+    p.wait()
+    return started, loaded, n
+
+
+def serve_section(d: Path, quick: bool) -> str:
+    stream = d / "serve.asr.jsonl"
+    records = make_stream(stream, 30 if quick else 909)  # 11 a turn: 9,999 records
+    rows = []
+    for protocol in (1, 2):
+        runs = [serve_once(stream, protocol) for _ in range(1 if quick else 7)]
+        counts = {n for _, _, n in runs}
+        if len(counts) != 1 or not counts.pop():
+            raise RuntimeError("--serve sent no updates, or not the same each time")
+        rows.append([f"{records:,}", f"v{protocol}", f"{runs[0][2]:,}",
+                     f"{statistics.median(r[0] for r in runs):.3f}",
+                     f"{statistics.median(r[1] for r in runs):.3f}",
+                     f"{max(r[1] for r in runs):.3f}"])
+    return "### acp-replay --serve\n\n" + table(
+        ["records", "client", "updates", "start to initialize answer, median s",
+         "load to response, median s", "load, slowest s"], rows) + (
+        "\n\nOver real pipes, the console script (`acp-replay --serve STREAM`) as an editor "
+        "starts it; load = `session/load` for v1, `session/resume` with `replayFrom` for v2, "
+        "timed from the request to its response with every update before it read; "
+        "medians of 7 connections. Target: load well under a second.\n")
+
+
 def main(quick: bool) -> str:
     d = workdir("replay_asr")
     turns = 200 if quick else 9_200  # 11 records a turn: 101,200 records
@@ -111,7 +180,7 @@ def main(quick: bool) -> str:
         "output to a file; baseline: `orjson.loads` over the same lines in a bare Python "
         "loop (interpreter start-up in both; acp_pipes bytecode compiled beforehand, as an "
         "install does); medians of interleaved runs; CPU = user + system of the child, "
-        "steadier than wall time on a shared host.\n")
+        "steadier than wall time on a shared host.\n\n") + serve_section(d, quick)
 
 
 if __name__ == "__main__":
