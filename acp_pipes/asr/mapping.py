@@ -288,6 +288,50 @@ class Converter:
             self._write(st, None, {"type": "state", "state": "ended"}, rec, False)
 
 
+class Converted:
+    """What :func:`convert_paths` made: the streams in ``spool`` (write them with
+    ``spool.write_to``/``write_dir``), their ``headers``, and ``unreadable``, the read
+    error that cut the input short (what came before it is converted), or None."""
+
+    __slots__ = ("headers", "spool", "unreadable")
+
+    def __init__(self, spool: Any, headers: dict[str, dict], unreadable: Any):
+        self.spool = spool
+        self.headers = headers
+        self.unreadable = unreadable
+
+
+def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = None,
+                  secret_fields: Iterable[str] = (), keep_fields: Iterable[str] = (),
+                  snapshots: bool = False, only: str | None = None,
+                  on_file: Any = None) -> Converted:
+    """Convert recordings (wire logs, frames or fold streams) as acp-asr does: each path
+    is its own connection, numbered on from the last. ``on_file(i, path)`` is called
+    before each path (acp-asr's progress). acp-asr and acp-batch both convert here, so
+    their streams are the same bytes."""
+    from acp_pipes.asr.output import Spool
+    from acp_pipes.errors import InputError
+    from acp_pipes.fold import fold_paths
+
+    spool = Spool(only=only)
+    conv = Converter(agent_name=agent_name, secret_fields=secret_fields,
+                     keep_fields=keep_fields, store=spool)
+    unreadable = None
+    try:
+        for i, path in enumerate(paths):
+            if on_file is not None:
+                on_file(i, path)
+            records = fold_paths([path], snapshots=snapshots, warn=warn,
+                                 connection=conv.conn + (1 if i else 0), after_final=False)
+            feed = conv.feed
+            for rec in records:
+                feed(rec)
+    except InputError as e:  # unreadable past a point: what came before is converted
+        unreadable = e
+    conv.close()
+    return Converted(spool, conv.headers(), unreadable)
+
+
 def convert(records: Iterable[dict], **options: Any) -> dict[str, list[dict]]:
     """In memory: fold records -> {sessionId: [header, records...]} (tests, small inputs)."""
     conv = Converter(**options)

@@ -7,12 +7,9 @@ import gc
 import os
 import sys
 
-from acp_pipes.asr.mapping import Converter
-from acp_pipes.asr.output import Spool
+from acp_pipes.asr.mapping import convert_paths
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.fold import fold_paths
-from acp_pipes.jsonl import InputError
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee), frames (acp-frame) or folded entities (acp-fold) and runs the
@@ -68,29 +65,19 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     # between collections; memory stays bounded)
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    spool = Spool(only=args.session)
-    conv = Converter(agent_name=args.agent_name, secret_fields=args.secret_field,
-                     keep_fields=args.keep_field, store=spool)
     progress = ctx.term.err_tty and len(ctx.files) > 1
 
-    try:
-        for i, path in enumerate(ctx.files):
-            if progress:
-                print(f"\racp-asr: {i + 1}/{len(ctx.files)} {path}"[:120], end="",
-                      file=sys.stderr, flush=True)
-            records = fold_paths([path], snapshots=args.snapshots, warn=ctx.warn,
-                                 connection=conv.conn + (1 if i else 0), after_final=False)
-            feed = conv.feed
-            for rec in records:
-                feed(rec)
+    def on_file(i: int, path: str) -> None:
         if progress:
-            print(file=sys.stderr)
-    except InputError as e:  # unreadable past a point: convert and write what came before
-        unreadable: InputError | None = e
-    else:
-        unreadable = None
-    conv.close()
-    headers = conv.headers()
+            print(f"\racp-asr: {i + 1}/{len(ctx.files)} {path}"[:120], end="",
+                  file=sys.stderr, flush=True)
+
+    done = convert_paths(ctx.files, warn=ctx.warn, agent_name=args.agent_name,
+                         secret_fields=args.secret_field, keep_fields=args.keep_field,
+                         snapshots=args.snapshots, only=args.session, on_file=on_file)
+    if progress and done.unreadable is None:
+        print(file=sys.stderr)
+    spool, headers, unreadable = done.spool, done.headers, done.unreadable
     if unreadable is None and args.session is not None and args.session not in headers:
         raise UsageError(f"no session {args.session!r} in the input")
     if args.output:

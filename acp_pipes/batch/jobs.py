@@ -1,0 +1,141 @@
+"""One input's job, as a worker runs it (a local process or a Dask worker): read the
+recording (a URL's is copied locally), hash it, skip it when the manifest says it was
+done from the same bytes, else run the mode and write its outputs.
+
+:func:`run_job` never raises for a bad input or a failed write: the error is in the
+entry it returns, so one input cannot stop a batch. It is a plain module-level function
+of plain arguments, so it pickles by reference to any worker with acp-pipes installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from acp_pipes import __version__
+from acp_pipes.batch.modes import MODES, input_error
+from acp_pipes.batch.places import Dest, local_copy
+from acp_pipes.errors import AcpPipesError, InputError
+
+__all__ = ["Job", "run_job"]
+
+#: What made an output: a rerun by another version does it again.
+VERSION = f"acp-pipes {__version__}"
+#: Warnings (skipped lines) kept in an entry; the count is always whole.
+KEPT_WARNINGS = 20
+
+
+#: An entry of one of these was done: a rerun with the same bytes, version and options
+#: skips it. A failed input is tried again.
+DONE = frozenset({"ok", "invalid", "differs"})
+
+
+class Job:
+    """What a worker needs: the mode, the input's ``name`` and output ``stem``, the
+    ``dest`` root, the mode's ``options`` and their fingerprint ``config`` (with the
+    version), and ``prev``, the input's last manifest entry (or None)."""
+
+    __slots__ = ("config", "dest", "mode", "name", "options", "prev", "stem")
+
+    def __init__(self, mode: str, name: str, stem: str, dest: str, options: dict[str, Any],
+                 config: str, prev: dict[str, Any] | None = None):
+        self.mode = mode
+        self.name = name
+        self.stem = stem
+        self.dest = dest
+        self.options = options
+        self.config = config
+        self.prev = prev
+
+    def __getstate__(self) -> tuple:
+        return (self.mode, self.name, self.stem, self.dest, self.options, self.config,
+                self.prev)
+
+    def __setstate__(self, state: tuple) -> None:
+        (self.mode, self.name, self.stem, self.dest, self.options, self.config,
+         self.prev) = state
+
+    def reusable(self, digest: str, dest: Dest) -> bool:
+        """The previous entry stands: same bytes, same version and options, done, and
+        every output it wrote is there."""
+        prev = self.prev
+        return (prev is not None and prev.get("hash") == digest
+                and prev.get("status") in DONE and prev.get("config") == self.config
+                and prev.get("version") == VERSION
+                and all(dest.exists(rel) for rel in prev.get("outputs", ())))
+
+
+_DESTS: dict[str, Dest] = {}
+_BASELINES: dict[str, Any] = {}
+
+
+def _dest(root: str) -> Dest:
+    d = _DESTS.get(root)
+    if d is None:
+        d = _DESTS[root] = Dest(root)
+    return d
+
+
+def _baseline(name: str) -> str:
+    """A local path of the baseline, copied once per worker process when a URL."""
+    got = _BASELINES.get(name)
+    if got is None:
+        cm = local_copy(name)
+        path, _ = cm.__enter__()
+        got = _BASELINES[name] = (cm, path)  # kept (and its copy) while the worker lives
+    return got[1]
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """The manifest entry of ``job`` (with ``"skipped": True`` when it was done before
+    and its outputs are all there)."""
+    started = time.perf_counter()
+    entry: dict[str, Any] = {"input": job.name, "hash": None, "version": VERSION,
+                             "config": job.config, "outputs": [], "status": "failed",
+                             "error": None}
+    warnings: list[str] = []
+    count = [0]
+    dest = _dest(job.dest)
+    try:
+        with local_copy(job.name) as (path, digest):
+            entry["hash"] = digest
+            if job.reusable(digest, dest):
+                return {**job.prev, "skipped": True}  # type: ignore[dict-item]
+
+            def warn(source: str, line: int, message: str) -> None:
+                count[0] += 1
+                if len(warnings) < KEPT_WARNINGS:
+                    shown = job.name if source == path else source
+                    warnings.append(f"{shown}:{line}: {message}" if line
+                                    else f"{shown}: {message}")
+
+            options = job.options
+            if job.mode == "align":
+                options = {**options, "baseline_path": _baseline(options["baseline"])}
+            try:
+                done = MODES[job.mode].run(path, job.name, job.stem, dest, options, warn)
+            except InputError as e:
+                entry["error"] = input_error(e, path, job.name)
+            else:
+                entry.update(outputs=done.outputs, status=done.status, error=done.error)
+                if done.info is not None:
+                    entry["info"] = done.info
+    except AcpPipesError as e:
+        entry["error"] = str(e)
+    except OSError as e:
+        where = f" {e.filename}" if e.filename else ""
+        entry["error"] = f"cannot read or write{where}: {e.strerror or e}"
+    except (ValueError, RecursionError, MemoryError) as e:  # input the readers refuse
+        entry["error"] = f"{type(e).__name__}: {e}"
+    except Exception as e:  # a bug: said, and the batch goes on with the next input
+        entry["error"] = f"internal error: {type(e).__name__}: {e}"
+    if job.prev is not None:  # outputs the previous run wrote that this one did not
+        for rel in set(job.prev.get("outputs", ())) - set(entry["outputs"]):
+            with contextlib.suppress(OSError):
+                dest.remove(rel)
+    if count[0]:
+        entry["warnings"] = count[0]
+        entry["warned"] = warnings
+    entry["duration"] = round(time.perf_counter() - started, 6)
+    return entry

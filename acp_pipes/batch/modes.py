@@ -1,0 +1,176 @@
+"""The four modes: one recording in, the files its single-file tool would write out.
+
+Each calls the library functions its tool calls, with the tool's defaults for a pipe
+(JSON lines, no colour), so a batch's outputs are the bytes of::
+
+    asr       acp-asr -o DEST/STEM/ INPUT              -> DEST/STEM/<sessionId>.asr.jsonl
+    validate  acp-frame --validate INPUT > DEST/STEM.validate.jsonl
+    view      acp-view INPUT -o DEST/STEM.html
+    align     acp-align --format diff BASELINE INPUT > DEST/STEM.diff   (.ops.jsonl,
+              .json, .html for --format ops, json, html)
+
+A mode returns a :class:`Done`: the outputs it wrote, its status (``ok``; ``invalid``:
+violations found; ``differs``: not equal to the baseline; ``failed``), the error and, for
+align, the row of the batch's table. An input its tool cannot read is ``failed``; what
+that tool still writes for such an input (acp-asr: the streams read up to there;
+acp-view: the page as read) is written too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from acp_pipes.errors import InputError, Warn
+
+__all__ = ["MODES", "Done", "Mode"]
+
+_NL = orjson.OPT_APPEND_NEWLINE
+
+
+class Done:
+    """What one input gave."""
+
+    __slots__ = ("error", "info", "outputs", "status")
+
+    def __init__(self, outputs: list[str], status: str = "ok", error: str | None = None,
+                 info: dict[str, Any] | None = None):
+        self.outputs = outputs
+        self.status = status
+        self.error = error
+        self.info = info
+
+
+class Mode:
+    """A mode's name, its body ``run(path, name, stem, dest, options, warn) -> Done``, and
+    the options (CLI dest names) that change what it writes."""
+
+    def __init__(self, name: str, run: Callable[..., Done], options: tuple[str, ...]):
+        self.name = name
+        self.run = run
+        self.options = options
+
+
+def _asr(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
+    from acp_pipes.asr.mapping import convert_paths
+    from acp_pipes.asr.output import file_name
+
+    got = convert_paths([path], warn=warn, agent_name=opts.get("agent_name"),
+                        secret_fields=opts.get("secret_field") or (),
+                        keep_fields=opts.get("keep_field") or (),
+                        snapshots=bool(opts.get("snapshots")))
+    outputs = []
+    for sid, header in got.headers.items():
+        rel = f"{stem}/{file_name(sid)}"
+        with dest.create(rel) as f:
+            got.spool.write_to(f, {sid: header})
+        outputs.append(rel)
+    if got.unreadable is not None:
+        return Done(outputs, "failed", str(got.unreadable))
+    return Done(outputs)
+
+
+def _validate(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
+    from acp_pipes.frame import read_frames
+    from acp_pipes.spec import reports
+
+    lines: list[bytes] = []
+    found = 0
+    records = read_frames(path, direction=opts.get("direction"), warn=warn, headers=True)
+    for r in reports(records, protocol=opts.get("protocol"), stable=bool(opts.get("stable"))):
+        if r["type"] == "summary":
+            r = {"type": "summary", "source": name, **r}
+            found += r["violations"]
+        lines.append(orjson.dumps(r, option=_NL))
+    rel = f"{stem}.validate.jsonl"
+    dest.write(rel, b"".join(lines))
+    return Done([rel], "invalid" if found else "ok")
+
+
+def _view(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
+    from acp_pipes.view import load, session_page
+
+    recording = load([path], [name], direction=opts.get("direction"), warn=warn,
+                     validate=opts.get("validate", True))
+    rel = f"{stem}.html"
+    dest.write(rel, session_page(recording))
+    if recording.cut:
+        return Done([rel], "failed", str(recording.cut[0]))
+    return Done([rel])
+
+
+ALIGN_SUFFIXES = {"diff": ".diff", "ops": ".ops.jsonl", "json": ".json", "html": ".html"}
+
+
+def _align(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
+    from acp_pipes.align import render
+    from acp_pipes.align.compare import compare
+    from acp_pipes.align.steps import StepTable, load_steps
+    from acp_pipes.normalize import Normalizer
+    from acp_pipes.terminal import Terminal
+
+    base_path, base_name = opts["baseline_path"], opts["baseline"]
+    fmt = opts.get("format") or "diff"
+    table = StepTable()
+    normalizer = Normalizer.from_pointers(opts.get("ignore") or [])
+    a, b = (load_steps(p, table, normalizer=normalizer, warn=warn, source=n,
+                       direction=opts.get("direction"), keep_cut=True)
+            for p, n in ((base_path, base_name), (path, name)))
+    if a.kind != b.kind:
+        return Done([], "failed", f"cannot align a trace with an ASR stream ({a.source} is "
+                    f"{a.what}; {b.source} is {b.what}): give inputs of one kind")
+    cmp = compare(a, b, table, None)
+    changes = cmp.changes()
+    summary = render.summary(cmp, changes)
+    chunks: list[bytes] = []
+    if fmt == "diff":
+        if cmp.distance:
+            chunks = [line.encode("utf-8") + b"\n"
+                      for line in render.diff_lines(cmp, opts.get("context", 3),
+                                                    term=Terminal())]
+    elif fmt == "ops":
+        chunks = [orjson.dumps(rec, option=_NL) for rec in render.ops(cmp, changes)]
+    elif fmt == "json":
+        chunks = [orjson.dumps(summary, option=_NL)]
+    else:
+        from acp_pipes.view.sidebyside import align_page
+
+        chunks = [align_page(render.ops(cmp, changes), a, b, summary, opts.get("context", 3))]
+    rel = stem + ALIGN_SUFFIXES[fmt]
+    dest.write(rel, b"".join(chunks))
+    info = _row(summary)
+    cut = a.cut or b.cut
+    if cut is not None:
+        return Done([rel], "failed", str(cut), info)
+    return Done([rel], "ok" if cmp.equal else "differs", None, info)
+
+
+def _row(summary: dict[str, Any]) -> dict[str, Any]:
+    """The table's row of one run: where it first diverged, and by how much."""
+    counts = summary["counts"]
+    first = summary["first_divergence"] or {}
+    step = first.get("step_b") or first.get("step_a") or {}
+    return {"equal": summary["equal"], "first_a": first.get("a"), "first_b": first.get("b"),
+            "first_op": first.get("op"), "first_step": step.get("summary"),
+            "only_a": counts["only-a"], "only_b": counts["only-b"],
+            "changed": counts["changed"], "same": counts["equal"],
+            "distance": summary["distance"]}
+
+
+MODES: dict[str, Mode] = {
+    "asr": Mode("asr", _asr, ("agent_name", "secret_field", "keep_field", "snapshots")),
+    "validate": Mode("validate", _validate, ("direction", "protocol", "stable")),
+    "view": Mode("view", _view, ("direction", "validate")),
+    "align": Mode("align", _align, ("baseline", "baseline_hash", "format", "context",
+                                    "ignore", "direction")),
+}
+
+
+def input_error(e: InputError, path: str, name: str) -> str:
+    """An InputError's message, naming the input as the batch knows it (a URL's
+    temporary copy by its URL)."""
+    if e.source == path and path != name:
+        e = InputError(name, e.line, e.message)
+    return str(e)

@@ -1,0 +1,159 @@
+"""The engines a batch runs on; neither is ours to write, only to drive.
+
+- :class:`LocalWorkers`: worker processes on this machine (``concurrent.futures``), at
+  most a few jobs queued ahead per worker, so a corpus of any size is never all in
+  memory at once.
+- :class:`DaskWorkers`: a Dask distributed cluster (``--scheduler ADDRESS``); its
+  workers need acp-pipes installed and the inputs and DEST within their reach.
+
+Both yield ``(job, entry)`` as jobs finish, in the order they finish. A worker that
+dies takes its job with it: locally the pool is started again and the jobs it held are
+given once more (a job that kills a worker twice is failed); on a cluster Dask moves
+them to the workers left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from acp_pipes.batch.jobs import Job, run_job
+from acp_pipes.errors import UsageError
+
+__all__ = ["DaskWorkers", "LocalWorkers", "default_jobs"]
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _failed(job: Job, error: str) -> dict[str, Any]:
+    return {"input": job.name, "hash": None, "outputs": [], "status": "failed",
+            "error": error, "duration": 0.0}
+
+
+def _ignore_sigint() -> None:
+    """Ctrl-C is the driver's to handle: it stops giving out jobs and ends the pool; a
+    worker finishes (or is ended in) the job it has, never half-writes an output."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class LocalWorkers:
+    """``jobs`` worker processes on this machine."""
+
+    #: Jobs queued per worker beyond the one it runs: enough that none waits for the next.
+    AHEAD = 3
+
+    def __init__(self, jobs: int):
+        if jobs < 1:
+            raise UsageError("-j must be at least 1")
+        self.jobs = jobs
+        self.pool: Any = None
+
+    def describe(self) -> str:
+        return f"{self.jobs} local worker{'s' if self.jobs != 1 else ''}"
+
+    def _start(self) -> Any:
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_ignore_sigint)
+        return self.pool
+
+    def run(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, dict[str, Any]]]:
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        pool = self.pool or self._start()
+        todo = iter(jobs)
+        again: list[Job] = []  # jobs a dead worker's pool held, to give once more
+        tried: set[int] = set()
+        pending: dict[Any, Job] = {}
+        window = self.jobs * (1 + self.AHEAD)
+        while True:
+            while len(pending) < window:
+                job = again.pop() if again else next(todo, None)
+                if job is None:
+                    break
+                pending[pool.submit(run_job, job)] = job
+            if not pending:
+                return
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            broken = False
+            for fut in done:
+                job = pending.pop(fut)
+                try:
+                    entry = fut.result()
+                except BrokenProcessPool:
+                    broken = True
+                    if id(job) in tried:
+                        yield job, _failed(job, "a worker process died while it ran "
+                                           "(twice: killed, or out of memory?)")
+                    else:
+                        tried.add(id(job))
+                        again.append(job)
+                    continue
+                yield job, entry
+            if broken:  # every job still pending went down with the pool
+                for fut, job in pending.items():
+                    fut.cancel()
+                    again.append(job)
+                pending.clear()
+                pool.shutdown(wait=True)
+                pool = self._start()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+
+class DaskWorkers:
+    """The workers of the Dask cluster whose scheduler is at ``address``."""
+
+    def __init__(self, address: str):
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--scheduler needs Dask: pip install 'acp-pipes[cluster]'") \
+                from None
+        try:
+            self.client = Client(address, timeout="20s")
+        except OSError as e:
+            raise UsageError(f"--scheduler {address}: cannot connect: {e}") from None
+        self.address = address
+        self.futures: list[Any] = []
+
+    def describe(self) -> str:
+        n = len(self.client.scheduler_info().get("workers", {}))
+        return f"the Dask cluster at {self.address} ({n} worker{'s' if n != 1 else ''})"
+
+    def run(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, dict[str, Any]]]:
+        from distributed import as_completed
+
+        by_future: dict[Any, Job] = {}
+        for job in jobs:
+            fut = self.client.submit(run_job, job, pure=False)
+            by_future[fut] = job
+        self.futures = list(by_future)
+        for fut in as_completed(self.futures):
+            job = by_future.pop(fut)
+            try:
+                entry = fut.result()
+            except Exception as e:  # KilledWorker (it killed workers), CancelledError
+                entry = _failed(job, f"lost on the cluster: {type(e).__name__}: {e}")
+            fut.release()
+            yield job, entry
+
+    def close(self) -> None:
+        try:
+            if self.futures:
+                self.client.cancel(self.futures)
+        finally:
+            self.futures = []
+            self.client.close()
