@@ -3,9 +3,12 @@ test what a person sees at a terminal against what a pipe gets."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
+import struct
 import subprocess
+import termios
 import tty
 from dataclasses import dataclass
 
@@ -21,9 +24,11 @@ class TtyRun:
 
 def run_tool_tty(name: str, *args: str, out_tty: bool = True, err_tty: bool = False,
                  env: dict[str, str] | None = None, input: bytes = b"",
-                 timeout: float = 60) -> TtyRun:
+                 timeout: float = 60, size: tuple[int, int] | None = None) -> TtyRun:
     """Run ``acp-<name> ARGS`` with stdout (``out_tty``) and stderr (``err_tty``) each on
-    a pty of its own in raw mode (bytes arrive as written, no CR added), else on a pipe."""
+    a pty of its own in raw mode (bytes arrive as written, no CR added), else on a pipe.
+    ``size``: the ptys' (rows, columns), as a terminal window has them (a new pty has
+    0 x 0)."""
     full_env = tool_env()
     full_env.pop("NO_COLOR", None)
     full_env.update(env or {})
@@ -32,6 +37,8 @@ def run_tool_tty(name: str, *args: str, out_tty: bool = True, err_tty: bool = Fa
         if wanted:
             master, slave = os.openpty()
             tty.setraw(slave)
+            if size is not None:
+                fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
         else:
             master, slave = os.pipe()
         ends[stream] = (master, slave)

@@ -3,6 +3,7 @@ the table of every run against the baseline written at the end."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -10,16 +11,26 @@ from typing import Any
 import blake3
 import orjson
 
-from acp_pipes.batch.jobs import VERSION, Job
+from acp_pipes.batch.jobs import Job
 from acp_pipes.batch.manifest import MANIFEST, Manifest
 from acp_pipes.batch.modes import MODES
-from acp_pipes.batch.places import Dest, Input, content_hash, find_inputs, is_url, stem_of
+from acp_pipes.batch.places import (
+    Dest,
+    Input,
+    absolute,
+    content_hash,
+    find_inputs,
+    is_url,
+    stem_of,
+)
 from acp_pipes.errors import UsageError
 from acp_pipes.terminal import printable
 
 __all__ = ["ALIGN_TABLE", "Batch", "Tally"]
 
 ALIGN_TABLE = "align.tsv"
+#: URLs of a file system that exists in one process only.
+PROCESS_LOCAL = "memory://"
 TABLE_COLUMNS = ("run", "status", "first_a", "first_b", "first_op", "only_a", "only_b",
                  "changed", "same", "distance", "first_step", "error")
 
@@ -60,7 +71,8 @@ class Batch:
         if mode not in MODES:
             raise UsageError(f"no mode {mode!r}: one of {', '.join(MODES)}")
         self.mode = mode
-        self.dest = Dest(dest)
+        self.dest_name = dest
+        self.dest = Dest(absolute(dest))
         self.inputs: list[Input] = find_inputs(sources,
                                                exclude=None if is_url(dest) else dest)
         wanted = MODES[mode].options
@@ -76,17 +88,28 @@ class Batch:
                 raise UsageError(f"--baseline {baseline}: {e.strerror or e}") from None
         self.config = blake3.blake3(orjson.dumps(
             {"mode": mode, **self.options}, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+        if mode == "align":  # where workers read it (not part of the config)
+            self.options["baseline_at"] = absolute(self.options["baseline"])
 
     def run(self, workers: Any, on_entry: Callable[[dict[str, Any]], None] | None = None
             ) -> Tally:
         """Every input through ``workers`` (LocalWorkers or DaskWorkers); ``on_entry`` is
         called with each input's entry as it finishes. A KeyboardInterrupt stops it with
         the manifest holding every input finished so far (``Tally.interrupted``)."""
+        if not workers.shares_memory:
+            local = [n for n in [self.dest_name, *(i.name for i in self.inputs),
+                                 self.options.get("baseline") or ""]
+                     if n.startswith(PROCESS_LOCAL)]
+            if local:
+                raise UsageError(f"{local[0]}: a memory:// file system lives in this process "
+                                 "alone; worker processes cannot see it (an in-process Dask "
+                                 "cluster can)")
         self.dest.prepare()
         manifest = Manifest(self.dest)
         tally = Tally(len(self.inputs))
-        jobs = (Job(self.mode, inp.name, stem_of(inp.key), self.dest.root, self.options,
-                    self.config, manifest.entries.get(inp.name)) for inp in self.inputs)
+        jobs = (Job(self.mode, inp.name, inp.location, stem_of(inp.key), self.dest.root,
+                    self.options, self.config, manifest.entries.get(inp.name))
+                for inp in self.inputs)
         try:
             for _job, entry in workers.run(jobs):
                 if not entry.get("skipped"):
@@ -108,11 +131,17 @@ class Batch:
 
     @property
     def manifest_path(self) -> str:
-        return self.dest.where(MANIFEST)
+        return self._shown(MANIFEST)
 
     @property
     def table_path(self) -> str:
-        return self.dest.where(ALIGN_TABLE)
+        return self._shown(ALIGN_TABLE)
+
+    def _shown(self, rel: str) -> str:
+        """Output ``rel`` as DEST was given (relative stays relative)."""
+        if is_url(self.dest_name):
+            return self.dest.where(rel)
+        return os.path.join(self.dest_name, rel)
 
     def _table(self, manifest: Manifest) -> None:
         """One row per run, in the order of the inputs: where it first diverged from the

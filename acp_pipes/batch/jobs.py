@@ -32,16 +32,18 @@ DONE = frozenset({"ok", "invalid", "differs"})
 
 
 class Job:
-    """What a worker needs: the mode, the input's ``name`` and output ``stem``, the
-    ``dest`` root, the mode's ``options`` and their fingerprint ``config`` (with the
-    version), and ``prev``, the input's last manifest entry (or None)."""
+    """What a worker needs: the mode, the input's ``name`` (as shown), ``location`` (as
+    read: an absolute path or a URL) and output ``stem``, the ``dest`` root (absolute),
+    the mode's ``options`` and their fingerprint ``config`` (with the version), and
+    ``prev``, the input's last manifest entry (or None)."""
 
-    __slots__ = ("config", "dest", "mode", "name", "options", "prev", "stem")
+    __slots__ = ("config", "dest", "location", "mode", "name", "options", "prev", "stem")
 
-    def __init__(self, mode: str, name: str, stem: str, dest: str, options: dict[str, Any],
-                 config: str, prev: dict[str, Any] | None = None):
+    def __init__(self, mode: str, name: str, location: str, stem: str, dest: str,
+                 options: dict[str, Any], config: str, prev: dict[str, Any] | None = None):
         self.mode = mode
         self.name = name
+        self.location = location
         self.stem = stem
         self.dest = dest
         self.options = options
@@ -49,12 +51,12 @@ class Job:
         self.prev = prev
 
     def __getstate__(self) -> tuple:
-        return (self.mode, self.name, self.stem, self.dest, self.options, self.config,
-                self.prev)
+        return (self.mode, self.name, self.location, self.stem, self.dest, self.options,
+                self.config, self.prev)
 
     def __setstate__(self, state: tuple) -> None:
-        (self.mode, self.name, self.stem, self.dest, self.options, self.config,
-         self.prev) = state
+        (self.mode, self.name, self.location, self.stem, self.dest, self.options,
+         self.config, self.prev) = state
 
     def reusable(self, digest: str, dest: Dest) -> bool:
         """The previous entry stands: same bytes, same version and options, done, and
@@ -98,7 +100,7 @@ def run_job(job: Job) -> dict[str, Any]:
     count = [0]
     dest = _dest(job.dest)
     try:
-        with local_copy(job.name) as (path, digest):
+        with local_copy(job.location) as (path, digest):
             entry["hash"] = digest
             if job.reusable(digest, dest):
                 return {**job.prev, "skipped": True}  # type: ignore[dict-item]
@@ -112,13 +114,16 @@ def run_job(job: Job) -> dict[str, Any]:
 
             options = job.options
             if job.mode == "align":
-                options = {**options, "baseline_path": _baseline(options["baseline"])}
+                options = {**options, "baseline_path": _baseline(options["baseline_at"])}
             try:
                 done = MODES[job.mode].run(path, job.name, job.stem, dest, options, warn)
             except InputError as e:
                 entry["error"] = input_error(e, path, job.name)
             else:
-                entry.update(outputs=done.outputs, status=done.status, error=done.error)
+                error = done.error
+                if error is not None and path != job.name and error.startswith(path + ":"):
+                    error = job.name + error[len(path):]  # the input as it was given
+                entry.update(outputs=done.outputs, status=done.status, error=error)
                 if done.info is not None:
                     entry["info"] = done.info
     except AcpPipesError as e:

@@ -23,7 +23,7 @@ import blake3
 
 from acp_pipes.errors import UsageError
 
-__all__ = ["Dest", "Input", "find_inputs", "is_url", "stem_of"]
+__all__ = ["Dest", "Input", "absolute", "find_inputs", "is_url", "stem_of"]
 
 #: A directory given as SRC holds recordings under these names (acp-tee writes both).
 RECORDING_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -55,18 +55,26 @@ def _local_fs(fs: Any) -> bool:
 
 
 class Input:
-    """One recording: ``name`` is how it is read and shown (the path or URL, as the
-    single-file tools would be given it), ``key`` its path under the SRC it was found
-    in, from which its outputs are named."""
+    """One recording: ``name`` is how it is shown (the path or URL as SRC gave it, as
+    the single-file tools would be given it), ``key`` its path under the SRC it was
+    found in, from which its outputs are named, and ``location`` where a worker reads
+    it, whatever directory it runs in (an absolute path, or the URL)."""
 
-    __slots__ = ("key", "name")
+    __slots__ = ("key", "location", "name")
 
     def __init__(self, name: str, key: str):
         self.name = name
         self.key = key
+        self.location = absolute(name)
 
     def __repr__(self) -> str:
         return f"Input({self.name!r}, key={self.key!r})"
+
+
+def absolute(name: str) -> str:
+    """A path made absolute (a URL as it is): what a worker in another directory, or on
+    another machine that shares the file system, can open."""
+    return name if is_url(name) else os.path.abspath(name)
 
 
 def stem_of(key: str) -> str:

@@ -47,6 +47,8 @@ def _ignore_sigint() -> None:
 class LocalWorkers:
     """``jobs`` worker processes on this machine."""
 
+    #: Worker processes of their own: a memory:// file system is not theirs to see.
+    shares_memory = False
     #: Jobs queued per worker beyond the one it runs: enough that none waits for the next.
     AHEAD = 3
 
@@ -115,6 +117,9 @@ class LocalWorkers:
 
 class DaskWorkers:
     """The workers of the Dask cluster whose scheduler is at ``address``."""
+
+    #: An in-process cluster's workers share this process's memory:// file system.
+    shares_memory = True
 
     def __init__(self, address: str):
         try:

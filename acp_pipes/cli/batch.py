@@ -143,7 +143,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         if more > 0 and not entry.get("skipped"):
             _say(ctx, f"{entry['input']}: {more} more lines skipped", say)
         if entry["status"] == "failed":
-            _say(ctx, f"{entry['input']}: {entry['error']}", say)
+            error = entry["error"] or "failed"
+            named = error.startswith(entry["input"] + ":")
+            _say(ctx, error if named else f"{entry['input']}: {error}", say)
 
     try:
         tally = batch.run(workers, on_entry)
