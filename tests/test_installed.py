@@ -159,8 +159,11 @@ def _normalise(name: str) -> str:
 def test_every_runtime_import_is_a_runtime_dependency():
     """Anything under acp_pipes/ imports only the standard library, itself, and
     distributions named in the project's runtime dependencies (not a test extra)."""
+    project = _pyproject()["project"]
+    # the cluster extra is a feature (acp-batch --scheduler, fsspec URLs), imported only
+    # on its paths: the fresh environment above imports every module without it
     declared = {_normalise(re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0])
-                for dep in _pyproject()["project"]["dependencies"]}
+                for dep in project["dependencies"] + project["optional-dependencies"]["cluster"]}
     providers = packages_distributions()
     undeclared = {}
     for path in sorted((REPO / "acp_pipes").rglob("*.py")):
@@ -174,6 +177,21 @@ def test_every_runtime_import_is_a_runtime_dependency():
 
 
 # -- the installed commands --------------------------------------------------------------
+
+
+def test_acp_batch_without_the_cluster_extra_says_what_to_install(venv, tmp_path):
+    """The base install converts on local workers; a URL or --scheduler, which need the
+    cluster extra, say how to get it (exit 2), and nothing is written."""
+    shutil.copytree(REPO / "examples/batch/wire", tmp_path / "logs")
+    r = sh("acp-batch asr logs -o streams -j 2", venv, tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    assert len(list((tmp_path / "streams").rglob("*.asr.jsonl"))) == 7
+    for command in ("acp-batch asr s3://bucket/logs/ -o out",
+                    "acp-batch asr logs -o out --scheduler tcp://127.0.0.1:8786"):
+        r = sh(command, venv, tmp_path)
+        assert r.returncode == 2, (command, r.stderr)
+        assert b"pip install 'acp-pipes[cluster]'" in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists()
 
 
 def test_help_names_the_installed_manual(venv, tmp_path):

@@ -15,9 +15,9 @@ they import it only when used.
 """
 
 from acp_pipes.batch.driver import Batch, Tally
-from acp_pipes.batch.jobs import Job, run_job
+from acp_pipes.batch.jobs import Job, run_job, run_jobs
 from acp_pipes.batch.modes import MODES
 from acp_pipes.batch.workers import DaskWorkers, LocalWorkers, default_jobs
 
 __all__ = ["MODES", "Batch", "DaskWorkers", "Job", "LocalWorkers", "Tally", "default_jobs",
-           "run_job"]
+           "run_job", "run_jobs"]

@@ -23,6 +23,7 @@ from acp_pipes.batch.places import (
     is_url,
     stem_of,
 )
+from acp_pipes.batch.workers import LocalWorkers, chunked
 from acp_pipes.errors import UsageError
 from acp_pipes.terminal import printable
 
@@ -104,6 +105,8 @@ class Batch:
                 raise UsageError(f"{local[0]}: a memory:// file system lives in this process "
                                  "alone; worker processes cannot see it (an in-process Dask "
                                  "cluster can)")
+        if isinstance(workers, LocalWorkers):
+            MODES[self.mode].warm()  # before the pool forks
         self.dest.prepare()
         manifest = Manifest(self.dest)
         tally = Tally(len(self.inputs))
@@ -111,7 +114,7 @@ class Batch:
                     self.options, self.config, manifest.entries.get(inp.name))
                 for inp in self.inputs)
         try:
-            for _job, entry in workers.run(jobs):
+            for _job, entry in workers.run(chunked(jobs, len(self.inputs), workers.slots)):
                 if not entry.get("skipped"):
                     manifest.add(entry)
                 tally.add(entry)

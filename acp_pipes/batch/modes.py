@@ -44,13 +44,24 @@ class Done:
 
 
 class Mode:
-    """A mode's name, its body ``run(path, name, stem, dest, options, warn) -> Done``, and
-    the options (CLI dest names) that change what it writes."""
+    """A mode's name, its body ``run(path, name, stem, dest, options, warn) -> Done``,
+    the options (CLI dest names) that change what it writes, and the modules its body
+    imports (see :meth:`warm`)."""
 
-    def __init__(self, name: str, run: Callable[..., Done], options: tuple[str, ...]):
+    def __init__(self, name: str, run: Callable[..., Done], options: tuple[str, ...],
+                 modules: tuple[str, ...]):
         self.name = name
         self.run = run
         self.options = options
+        self.modules = modules
+
+    def warm(self) -> None:
+        """Import what the body needs, in a driver about to fork its workers: they start
+        with it loaded, instead of each importing it on its first input."""
+        import importlib
+
+        for module in self.modules:
+            importlib.import_module(module)
 
 
 def _asr(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
@@ -160,11 +171,15 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 MODES: dict[str, Mode] = {
-    "asr": Mode("asr", _asr, ("agent_name", "secret_field", "keep_field", "snapshots")),
-    "validate": Mode("validate", _validate, ("direction", "protocol", "stable")),
-    "view": Mode("view", _view, ("direction", "validate")),
+    "asr": Mode("asr", _asr, ("agent_name", "secret_field", "keep_field", "snapshots"),
+                ("acp_pipes.asr.mapping", "acp_pipes.asr.output", "acp_pipes.fold")),
+    "validate": Mode("validate", _validate, ("direction", "protocol", "stable"),
+                     ("acp_pipes.frame", "acp_pipes.spec")),
+    "view": Mode("view", _view, ("direction", "validate"), ("acp_pipes.view",)),
     "align": Mode("align", _align, ("baseline", "baseline_hash", "format", "context",
-                                    "ignore", "direction")),
+                                    "ignore", "direction"),
+                  ("acp_pipes.align.compare", "acp_pipes.align.render",
+                   "acp_pipes.align.steps", "acp_pipes.normalize")),
 }
 
 

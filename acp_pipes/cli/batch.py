@@ -38,10 +38,10 @@ installed and SRC and DEST within their reach. A progress bar on a terminal.
 """ + f"Manual: {page('acp-batch.md')}"
 
 EXAMPLE = """\
-acp-batch asr ~/acp-logs/ -o streams/
-acp-batch validate 'runs/*.jsonl.gz' -o reports/ -j 2
-acp-batch align runs/ --baseline golden.jsonl -o aligned/
-acp-batch view s3://bucket/logs/ -o s3://bucket/pages/ --scheduler tcp://10.0.0.5:8786
+acp-batch asr logs/ -o streams/
+acp-batch validate 'runs/*.jsonl' -o reports/ -j 2
+acp-batch align runs/ --baseline run1.jsonl -o aligned/ && cat aligned/align.tsv
+acp-batch asr logs/ -o streams/   # again: every input skipped, as done before
 """
 
 MODE_HELP = {
