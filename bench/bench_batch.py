@@ -4,8 +4,9 @@ LocalCluster of two worker processes, interleaved in one run; and the driver's c
 file against converting the same files in one process.
 
 The recording is examples/hello's session, recorded once with acp-tee --script against
-the echo agent (42 frames), copied 1,000 times, each copy with its own session ID. Every subject converts the same corpus to
-ASR into a fresh DEST (acp-batch asr; make runs acp-asr -o per log). The in-process
+the echo agent (42 frames), copied 1,000 times, each copy with its own session ID. Every
+subject converts the same corpus to ASR into a fresh DEST (acp-batch asr; make runs
+acp-asr -o per log). The in-process
 baseline is one Python process calling, per file, the same mode function a worker calls
 (convert and write the streams): the difference is the driver's own work (finding the
 inputs, the pool, hashing each input, the manifest), per file, in wall and CPU time.
