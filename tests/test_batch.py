@@ -258,6 +258,47 @@ def test_a_batch_killed_half_way_then_rerun_ends_as_one_never_stopped(tmp_path, 
     assert state(manifest(tmp_path / "out")) == state(manifest(tmp_path / "ref"))
 
 
+def _workers(pid: int) -> list[int]:
+    """The pool's worker processes: forked, so their command line is the driver's (not
+    multiprocessing's helpers)."""
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in map(int, (task / "children").read_text().split()):
+            try:
+                if Path(f"/proc/{child}/cmdline").read_bytes() == cmdline:
+                    out.append(child)
+            except FileNotFoundError:
+                pass
+    return out
+
+
+def test_a_worker_process_killed_mid_batch_costs_nothing(tmp_path):
+    """A local worker killed (the OOM killer, a stray kill -9): the pool is started again,
+    the jobs it held are given once more, and the batch ends as one where none died."""
+    n = 240
+    _copies(tmp_path, n)
+    ref = batch(tmp_path, "view", "many", "-o", "ref", "-j", "2", "--no-validate")
+    assert ref.returncode == 0, ref.stderr.decode()
+    proc = subprocess.Popen(tool_argv("batch", "view", "many", "-o", "out", "-j", "2",
+                                      "--no-validate"),
+                            cwd=tmp_path, env=tool_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while _lines(tmp_path / "out" / "manifest.jsonl") < 20:
+        assert proc.poll() is None and time.monotonic() < deadline, "never got going"
+        time.sleep(0.02)
+    workers = _workers(proc.pid)
+    assert len(workers) == 2 and proc.poll() is None  # mid-batch
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err.decode()
+    assert b"acp-batch: a worker process died; its pool is started again" in err
+    assert _lines(tmp_path / "out" / "manifest.jsonl") < 2 * n  # not all done twice
+    assert tree(tmp_path / "out") == tree(tmp_path / "ref")
+    assert all(e["status"] == "ok" for e in manifest(tmp_path / "out").values())
+
+
 # -- engines, URLs, the terminal ------------------------------------------------------------
 
 
@@ -314,6 +355,36 @@ def test_a_dask_cluster_of_worker_processes(corpus):
     assert len(tree(root / "out")) == len(names)
     assert {k: (e["hash"], e["outputs"], e["status"]) for k, e in manifest(root / "out").items()} \
         == {k: (e["hash"], e["outputs"], e["status"]) for k, e in manifest(root / "local").items()}
+
+
+def test_a_dask_worker_lost_mid_batch_costs_nothing(tmp_path):
+    """A cluster worker killed mid-batch: Dask gives its tasks to the others (its nanny
+    starts it again), and the batch ends as one where none was lost."""
+    distributed = pytest.importorskip("distributed")
+    n = 240
+    _copies(tmp_path, n)
+    ref = batch(tmp_path, "view", "many", "-o", "ref", "-j", "2", "--no-validate")
+    assert ref.returncode == 0, ref.stderr.decode()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        proc = subprocess.Popen(tool_argv("batch", "view", "many", "-o", "out",
+                                          "--no-validate", "--scheduler",
+                                          cluster.scheduler_address),
+                                cwd=tmp_path, env=tool_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 240
+        while _lines(tmp_path / "out" / "manifest.jsonl") < 20:
+            assert proc.poll() is None and time.monotonic() < deadline, "never got going"
+            time.sleep(0.02)
+        assert proc.poll() is None  # mid-batch
+        os.kill(pids[0], signal.SIGKILL)
+        _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err.decode()
+    assert _lines(tmp_path / "out" / "manifest.jsonl") < 20 + n  # the lost work, once
+    assert tree(tmp_path / "out") == tree(tmp_path / "ref")
+    assert all(e["status"] == "ok" for e in manifest(tmp_path / "out").values())
 
 
 def test_file_urls_read_as_their_paths(corpus):

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from acp_pipes.batch.jobs import Job, run_jobs
-from acp_pipes.errors import UsageError
+from acp_pipes.errors import Note, UsageError
 
 __all__ = ["DaskWorkers", "LocalWorkers", "chunked", "default_jobs"]
 
@@ -70,10 +70,11 @@ class LocalWorkers:
     #: Jobs queued per worker beyond the one it runs: enough that none waits for the next.
     AHEAD = 3
 
-    def __init__(self, jobs: int):
+    def __init__(self, jobs: int, note: Note | None = None):
         if jobs < 1:
             raise UsageError("-j must be at least 1")
         self.jobs = jobs
+        self.note = note
         self.pool: Any = None
 
     def describe(self) -> str:
@@ -127,6 +128,9 @@ class LocalWorkers:
                     fut.cancel()
                     again.append(chunk)
                 pending.clear()
+                if self.note is not None:
+                    self.note(f"a worker process died; its pool is started again and "
+                              f"{sum(map(len, again))} inputs given once more")
                 pool.shutdown(wait=True)
                 pool = self._start()
 

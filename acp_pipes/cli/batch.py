@@ -128,7 +128,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.scheduler:
         workers = DaskWorkers(args.scheduler)
     else:
-        workers = LocalWorkers(args.jobs if args.jobs is not None else default_jobs())
+        workers = LocalWorkers(args.jobs if args.jobs is not None else default_jobs(),
+                               note=ctx.note)
     if ctx.term.err_tty:
         ctx.note(f"{len(batch.inputs)} recordings, {workers.describe()}")
     bar = _progress(ctx, len(batch.inputs))
