@@ -135,8 +135,12 @@ class LocalWorkers:
                 pool = self._start()
 
     def close(self) -> None:
+        """Jobs not started are dropped; each worker finishes the chunk it has (after
+        Ctrl-C: a moment), so none is ended mid-write. Not ``wait=False``: the pool's
+        thread would then race the interpreter's exit (a traceback from its wake-up
+        pipe, on Python 3.11)."""
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
 
