@@ -341,6 +341,19 @@ def test_a_dask_cluster_converts_from_and_to_the_memory_file_system(threads_clus
     assert TOOL.main(argv) == 0  # again: every input skipped
     assert f"0 done, {len(names)} skipped" in capsys.readouterr().err
 
+    # align, the baseline a URL too: each worker copies it once
+    base = "memory:///corpus/" + BASELINE
+    argv = ["align", "memory://corpus/runs", "--baseline", base, "-o", "memory://corpus/al",
+            "--scheduler", threads_cluster.scheduler_address]
+    assert TOOL.main(argv) == 0, capsys.readouterr().err
+    for name in names:
+        ref = tool(root, "align", "--format", "diff", BASELINE, name).stdout
+        ref = ref.replace(f"--- {BASELINE}\n".encode(), f"--- {base}\n".encode(), 1)
+        ref = ref.replace(f"+++ {name}\n".encode(), f"+++ memory:///corpus/{name}\n".encode(), 1)
+        assert fs.cat(f"/corpus/al/{stem(name)}.diff") == ref
+    table = fs.cat("/corpus/al/align.tsv").decode().splitlines()
+    assert len(table) == len(names) + 1
+
 
 def test_a_dask_cluster_of_worker_processes(corpus):
     """Two worker processes on loopback, and acp-batch as a process of its own."""

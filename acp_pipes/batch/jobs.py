@@ -10,12 +10,14 @@ of plain arguments, so it pickles by reference to any worker with acp-pipes inst
 from __future__ import annotations
 
 import contextlib
+import os
 import time
+from multiprocessing.util import Finalize
 from typing import Any
 
 from acp_pipes import __version__
 from acp_pipes.batch.modes import MODES, input_error
-from acp_pipes.batch.places import Dest, local_copy
+from acp_pipes.batch.places import Dest, fetch, local_copy
 from acp_pipes.errors import AcpPipesError, InputError
 
 __all__ = ["Job", "run_job", "run_jobs"]
@@ -69,7 +71,7 @@ class Job:
 
 
 _DESTS: dict[str, Dest] = {}
-_BASELINES: dict[str, Any] = {}
+_BASELINES: dict[str, str] = {}
 
 
 def _dest(root: str) -> Dest:
@@ -79,14 +81,16 @@ def _dest(root: str) -> Dest:
     return d
 
 
-def _baseline(name: str) -> str:
-    """A local path of the baseline, copied once per worker process when a URL."""
-    got = _BASELINES.get(name)
+def _baseline(location: str) -> str:
+    """A local path of the baseline: a URL's object is copied once per worker process,
+    and the copy removed when the process ends."""
+    got = _BASELINES.get(location)
     if got is None:
-        cm = local_copy(name)
-        path, _ = cm.__enter__()
-        got = _BASELINES[name] = (cm, path)  # kept (and its copy) while the worker lives
-    return got[1]
+        got, copied = fetch(location)
+        _BASELINES[location] = got
+        if copied:  # at the worker's exit (a pool's workers skip atexit; this runs)
+            Finalize(None, os.unlink, args=(got,), exitpriority=0)
+    return got
 
 
 def run_job(job: Job) -> dict[str, Any]:

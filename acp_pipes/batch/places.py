@@ -156,20 +156,34 @@ def _find_url(src: str) -> list[Input]:
 @contextlib.contextmanager
 def local_copy(name: str) -> Iterator[tuple[str, str]]:
     """``(path, blake3 hex of the content)`` of an input: a local file as it is (its
-    path), a URL's object copied to a temporary file that is removed afterwards (named
-    with the same suffix, so ``.gz`` reads as it would)."""
+    path), a URL's object copied to a temporary file that is removed afterwards."""
     h = blake3.blake3()
-    if not is_url(name):
-        with open(name, "rb") as f:
+    fs, path = (None, name) if not is_url(name) else _fsspec(name)
+    if fs is None or _local_fs(fs):
+        with open(path, "rb") as f:
             while chunk := f.read(_CHUNK):
                 h.update(chunk)
-        yield name, h.hexdigest()
+        yield path, h.hexdigest()
         return
-    fs, path = _fsspec(name)
-    if _local_fs(fs):
-        with local_copy(path) as got:
-            yield got
-        return
+    tmp = _download(fs, path, h)
+    try:
+        yield tmp, h.hexdigest()
+    finally:
+        os.unlink(tmp)
+
+
+def fetch(name: str) -> tuple[str, bool]:
+    """A local path of an input, and whether it is a temporary copy (the caller removes
+    it): a local file's own path, or a URL's object copied."""
+    fs, path = (None, name) if not is_url(name) else _fsspec(name)
+    if fs is None or _local_fs(fs):
+        return path, False
+    return _download(fs, path, blake3.blake3()), True
+
+
+def _download(fs: Any, path: str, h: Any) -> str:
+    """``path`` of ``fs`` copied to a temporary file named with the same ending (so a
+    ``.gz`` reads as one), hashed into ``h`` on the way."""
     base = os.path.basename(path.rstrip("/"))
     fd, tmp = tempfile.mkstemp(prefix="acp-batch-", suffix="-" + base[-60:])
     try:
@@ -177,9 +191,10 @@ def local_copy(name: str) -> Iterator[tuple[str, str]]:
             while chunk := f.read(_CHUNK):
                 h.update(chunk)
                 out.write(chunk)
-        yield tmp, h.hexdigest()
-    finally:
+    except BaseException:
         os.unlink(tmp)
+        raise
+    return tmp
 
 
 def content_hash(name: str) -> str:
