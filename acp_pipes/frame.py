@@ -73,7 +73,7 @@ from acp_pipes.jsonl import (
     open_source,
     unparsable,
 )
-from acp_pipes.streams import ASR, FRAMES, VERSIONS, WIRE, describe, header_format
+from acp_pipes.streams import FRAMES, VERSIONS, WIRE, header_format, judge
 from acp_pipes.wire import A2C, C2A, DIRECTIONS, encode_raw
 
 if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
@@ -99,6 +99,7 @@ RAW_HASH_PREFIX = "blake3-raw:"
 MAX_PENDING = 1 << 16
 
 _OTHER = {C2A: A2C, A2C: C2A}
+_FRAMED = (WIRE, FRAMES)  # the streams framed (a frames stream is framed again)
 BARE = "bare"
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
@@ -320,17 +321,19 @@ def read_frames(
     direction: str | None = None,
     warn: Warn | None = None,
     headers: bool = False,
+    ends: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Frame records from a wire log, a frames stream or a bare ACP JSONL stream.
 
     ``direction`` ("c2a"/"a2c") is needed for a bare stream and ignored for streams with a
     header. With ``headers=True`` each stream's frames header is yielded before its
-    frames (what ``acp-frame`` writes). ``.gz`` and ``-`` (stdin) work. Lazy: the file is
-    opened at the first ``next`` and closed when the iterator ends.
+    frames (what ``acp-frame`` writes); with ``ends=True`` a wire log's end record
+    (:func:`acp_pipes.wire.end_record`) too, as it is. ``.gz`` and ``-`` (stdin) work.
+    Lazy: the file is opened at the first ``next`` and closed when the iterator ends.
     """
     path = str(path)
     # the framing loop itself, no generator in between: that costs ~0.1 us a frame
-    return _framed(None, path, display_name(path), direction, warn, headers, 1)
+    return _framed(None, path, display_name(path), direction, warn, headers, 1, ends)
 
 
 def frame_lines(
@@ -380,6 +383,7 @@ def _framed(
     warn: Warn | None,
     headers: bool,
     first_line: int,
+    ends: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The framing loop of :func:`frame_chunks`, and of :func:`read_frames` (``path``
     given, ``chunks`` None: the file is opened here and closed at the end).
@@ -424,6 +428,10 @@ def _framed(
                     continue
                 fmt = header_format(rec)
                 if fmt is None:
+                    if rec.__class__ is dict and rec.get("end") is True:
+                        if ends:  # the recorder's end record, passed on as it is
+                            yield rec
+                        continue
                     warn(source, number, "not a wire record (needs seq, t, dir), skipped")
                     continue
             else:
@@ -459,20 +467,13 @@ def _framed(
                         yield out
                     continue
             # a header: the next stream starts here
-            where = 0 if number == 1 else number
-            if fmt == ASR or fmt not in (WIRE, FRAMES):
-                raise InputError(source, where,
-                                 f"expected a wire log or ACP JSONL, got {describe(fmt)}")
-            version = rec.get("version")
-            if version.__class__ is not int or version > VERSIONS[fmt] or version < 1:
-                raise InputError(source, where,
-                                 f"{describe(fmt)} of version {version!r}; this version reads "
-                                 f"up to {VERSIONS[fmt]}")
+            head = judge(rec, source, 0 if number == 1 else number, _FRAMED,
+                         "a wire log or ACP JSONL")
             framer = Framer(source, warn)
             frame = framer.frame
             mode = WIRE  # frame records are wire records plus fields: both frame the same way
             if headers:
-                src = rec if fmt == WIRE else rec.get("source")
+                src = head if fmt == WIRE else head.get("source")
                 yield frames_header(src if isinstance(src, dict) else None)
     finally:
         if stream is not None and path != STDIN:

@@ -13,10 +13,12 @@ list of invalid lines is capped at :data:`MAX_LINES`)::
      "largest":{"seq":12,"dir":"a2c","size":812,"kind":"notification","method":"session/update"},
      "time":{"first":...,"last":...,"duration_s":0.25},
      "redacted":0,"protocolVersion":{"requested":2,"agreed":2},
-     "problems":{"count":1,"lines":[{"line":17,"message":"not JSON: ..."}]}}
+     "problems":{"count":1,"lines":[{"line":17,"message":"not JSON: ..."}]},
+     "end":{"t":...,"ended":"2026-11-30T17:15:31.000000Z","status":0,"frames":42}}
 
 ``problems`` holds every diagnostic of the stream (frames that are not JSON or not
-JSON-RPC, skipped broken wire records) with its line number.
+JSON-RPC, skipped broken wire records) with its line number. ``end`` is the wire log's
+end record (how the session ended), null for a log cut off or older than version 2.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = ["MAX_LINES", "Summary", "render_table", "summaries"]
 MAX_LINES = 20
 
 _HEADER_KEYS = ("recorder", "argv", "started", "clock", "host")
+_END_KEYS = ("t", "ended", "status", "signal", "frames")
 
 
 class Summary:
@@ -63,6 +66,7 @@ class Summary:
         self.agreed: Any = None
         self.problem_count = 0
         self.problem_lines: list[dict[str, Any]] = []
+        self.end: dict[str, Any] | None = None  # the wire log's end record, if any
 
     def add(self, f: dict[str, Any]) -> None:
         self.frames += 1
@@ -127,6 +131,7 @@ class Summary:
             "redacted": self.redacted,
             "protocolVersion": {"requested": self.requested, "agreed": self.agreed},
             "problems": {"count": self.problem_count, "lines": self.problem_lines},
+            "end": self.end,
         }
 
 
@@ -162,6 +167,9 @@ def summaries(
                 if state["cur"] is not None:
                     yield state["cur"].as_dict()
                 state["cur"] = Summary(source, rec)
+            elif "dir" not in rec:  # the recorder's end record
+                state["cur"].end = {k: rec[k] for k in _END_KEYS  # type: ignore[union-attr]
+                                    if k in rec}
             else:
                 state["cur"].add(rec)  # type: ignore[union-attr]
         if state["cur"] is not None:
@@ -189,6 +197,13 @@ def render_table(s: dict[str, Any]) -> str:
     if t["first"] is not None:
         rows.append(("time", f"{iso_time(t['first'])} .. {iso_time(t['last'])} "
                              f"({t['duration_s']:.3f} s)"))
+    end = s["end"]
+    if end is None:
+        rows.append(("end", "none: cut off, or recorded before wire log version 2"))
+    else:
+        how = f"status {end.get('status')}" + (
+            f" (signal {end['signal']})" if end.get("signal") is not None else "")
+        rows.append(("end", f"{end.get('ended')}, {how}"))
     rows.append(("frames", str(s["frames"])))
     rows.append(("redacted", str(s["redacted"])))
     lg = s["largest"]
@@ -250,7 +265,8 @@ def run_summary(ctx: Any, direction: str | None, fmt: str) -> int:
             ctx.warn(src, line, message)
             _h["warn"](src, line, message)
 
-        records = read_frames(path, direction=direction, warn=warn, headers=True)
+        records = read_frames(path, direction=direction, warn=warn, headers=True,
+                              ends=True)
         gen, holder["warn"] = summaries(records, source)
         for s in gen:
             if fmt == "json":

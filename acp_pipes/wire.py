@@ -1,17 +1,27 @@
 """The wire log: what acp-tee writes, every frame of both directions, byte-exact.
 
-A wire log is a header line then one record per frame, in receipt order::
+A wire log is a header line, one record per frame in receipt order, and an end record
+once the session is over::
 
-    {"format":"acp-pipes/wire","version":1,"recorder":"acp-tee (acp-pipes) 0.1.0",
+    {"format":"acp-pipes/wire","version":2,"recorder":"acp-tee (acp-pipes) 0.1.0",
      "argv":["my-agent","--acp"],"started":"2026-11-30T17:15:28.123456Z","clock":"system",
      "host":{"os":"linux","arch":"x86_64","cwd":"/home/me","pid":4242},"env":{}}
     {"seq":0,"t":1764522928123456789,"dir":"c2a","raw":"{\"jsonrpc\":\"2.0\",...}"}
+    ...
+    {"end":true,"t":1764522931000000000,"ended":"2026-11-30T17:15:31.000000Z","status":0,
+     "frames":42}
 
 ``raw`` holds the frame's bytes without the final LF (a CR before it is kept) as a JSON
 string when they are UTF-8, else ``raw_b64`` holds them base64-encoded. Optional marks:
 ``nolf: true`` for a last frame that ended without LF; ``redacted: true`` with ``hash``,
 the canonical hash of the frame *as sent*, when secrets were replaced in ``raw``
 (see :mod:`acp_pipes.redact`), so replay still matches a live client's frame.
+
+The end record (:func:`end_record`) says the recorder finished: its time by the log's
+clock, the exit status (the agent's; 128+N and ``signal: N`` when signal N ended it) and
+how many frame records precede it. A log without one was cut off (the recorder was
+killed, the disk filled) or written before version 2: readers take it as it is, and a
+reader that follows a growing log (``--follow``) stops at the end record.
 """
 
 from __future__ import annotations
@@ -91,6 +101,23 @@ def header(
     if keep_secrets:
         h["secrets"] = "kept"
     return h
+
+
+def end_record(t: int, status: int, frames: int, signal: int | None = None
+               ) -> dict[str, Any]:
+    """The record that ends a wire log: ``t`` by the log's clock, ``status`` the exit
+    status, ``frames`` the number of frame records before it, ``signal`` the signal that
+    ended the agent (if one did)."""
+    rec: dict[str, Any] = {"end": True, "t": t, "ended": iso_time(t), "status": status,
+                           "frames": frames}
+    if signal is not None:
+        rec["signal"] = signal
+    return rec
+
+
+def is_end(record: object) -> bool:
+    """Is ``record`` a wire log's (or frames stream's) end record?"""
+    return record.__class__ is dict and record.get("end") is True  # type: ignore[union-attr]
 
 
 def frame_record(

@@ -60,8 +60,9 @@ def summary(*args) -> tuple[int, dict]:
 
 
 def records(wire: Path) -> tuple[bytes, list[dict]]:
+    """The header and the frame records (the end record left out: a log may lack it)."""
     head, *rest = wire.read_bytes().splitlines()
-    return head, [orjson.loads(line) for line in rest]
+    return head, [r for r in map(orjson.loads, rest) if "dir" in r]
 
 
 def write(path: Path, head: bytes, recs: list[dict]) -> Path:

@@ -16,7 +16,8 @@ PROMPTS = 1000
 
 
 def frames_of(wire_log: bytes) -> list[dict]:
-    return [orjson.loads(x) for x in wire_log.splitlines()[1:]]
+    """The frame records of a wire log (not its header, nor its end record)."""
+    return [r for r in map(orjson.loads, wire_log.splitlines()[1:]) if "dir" in r]
 
 
 def lines(data: bytes) -> list[bytes]:
@@ -183,7 +184,8 @@ def _by_direction(lines: list[bytes]) -> dict[str, list[bytes]]:
     out: dict[str, list[bytes]] = {"c2a": [], "a2c": []}
     for line in lines[1:]:
         rec = orjson.loads(line)
-        out[rec["dir"]].append(decode_raw(rec))
+        if "dir" in rec:  # not the end record
+            out[rec["dir"]].append(decode_raw(rec))
     return out
 
 

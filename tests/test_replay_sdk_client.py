@@ -42,7 +42,7 @@ def tee(log, *agent: str) -> list[str]:
 
 def a2c(log) -> list[bytes]:
     recs = [orjson.loads(x) for x in log.read_bytes().splitlines()[1:]]
-    return [r["raw"].encode() for r in recs if r["dir"] == "a2c"]
+    return [r["raw"].encode() for r in recs if r.get("dir") == "a2c"]  # not the end record
 
 
 def test_the_sdk_client_completes_the_same_session_against_the_replay(tmp_path):

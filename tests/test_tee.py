@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from acp_pipes.canonical import canonical_hash, parse_json
 from acp_pipes.echo_client import client_session
 from acp_pipes.redact import PLACEHOLDER
-from acp_pipes.wire import A2C, C2A, decode_raw, frame_record, make_clock
+from acp_pipes.wire import A2C, C2A, decode_raw, end_record, frame_record, make_clock
 from tests.conftest import record_lockstep, tool_argv, tool_env
 
 TIMEOUT = 60  # a deadlock fails the test instead of hanging it
@@ -54,8 +54,14 @@ def watchdog(p: subprocess.Popen) -> threading.Timer:
 
 
 def read_log(path: Path) -> tuple[dict, list[dict]]:
+    """The header and the frame records (the end record left out: see end_of)."""
     lines = path.read_bytes().splitlines()
-    return orjson.loads(lines[0]), [orjson.loads(x) for x in lines[1:]]
+    recs = [orjson.loads(x) for x in lines[1:]]
+    return orjson.loads(lines[0]), recs[:-1] if recs and recs[-1].get("end") else recs
+
+
+def end_of(path: Path) -> dict:
+    return orjson.loads(path.read_bytes().splitlines()[-1])
 
 
 def logged(records: list[dict], direction: str) -> bytes:
@@ -109,7 +115,7 @@ def test_crlf_non_utf8_and_missing_last_lf(tmp_path):
     assert not any(x.get("nolf") for x in c2a[:3])
     assert logged(recs, C2A) == data and logged(recs, A2C) == data
     # every line is exactly what acp_pipes.wire.frame_record makes of that frame
-    lines = wire.read_bytes().splitlines()[1:]
+    lines = wire.read_bytes().splitlines()[1:-1]  # the frames, between header and end
     assert lines == [orjson.dumps(frame_record(r["seq"], r["t"], r["dir"], decode_raw(r),
                                                nolf=r.get("nolf", False))) for r in recs]
 
@@ -148,6 +154,9 @@ def test_agent_killed_mid_session(tmp_path):
     assert r.stdout.endswith(b'{"ack":5}\n{"torn":')
     assert recs[-1]["dir"] == A2C and recs[-1]["nolf"] is True
     assert logged(recs, C2A).startswith(received.read_bytes())
+    end = end_of(wire)
+    assert end["end"] is True and end["signal"] == signal.SIGKILL  # the log says how
+    assert end["status"] == 128 + signal.SIGKILL and end["frames"] == len(recs)
 
 
 def test_client_closes_early(tmp_path):
@@ -954,8 +963,9 @@ def test_gz_log_is_gzip_flushed_with_every_frame(tmp_path):
     timer.cancel()
     assert tee("-o", str(plain), *argv).returncode == 0  # the same header, uncompressed
     frames = [(C2A, b'{"n":1}'), (A2C, b'{"n":1}'), (C2A, b'{"n":2}'), (A2C, b'{"n":2}')]
-    expected = plain.read_bytes() + b"".join(
-        orjson.dumps(frame_record(seq, 0, d, raw)) + b"\n" for seq, (d, raw) in enumerate(frames))
+    expected = plain.read_bytes().split(b"\n", 1)[0] + b"\n" + b"".join(
+        orjson.dumps(frame_record(seq, 0, d, raw)) + b"\n" for seq, (d, raw) in enumerate(frames)
+    ) + orjson.dumps(end_record(0, 0, len(frames))) + b"\n"
     assert gzip.decompress(gz.read_bytes()) == expected  # whole: the gzip trailer is there
     assert stat.S_IMODE(gz.stat().st_mode) == 0o600
 

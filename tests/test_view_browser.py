@@ -34,7 +34,7 @@ def echo(tmp_path_factory) -> dict:
     r = run_tool("view", str(wire), "-o", str(html))
     assert r.returncode == 0, r.stderr
     lines = wire.read_bytes().splitlines()
-    frames = [orjson.loads(x) for x in lines[1:]]
+    frames = [orjson.loads(x) for x in lines[1:-1]]  # between the header and the end record
     return {"wire": wire, "html": html, "frames": frames}
 
 

@@ -60,7 +60,9 @@ from acp_pipes.jsonl import (
     unparsable,
 )
 from acp_pipes.normalize import Normalizer
-from acp_pipes.streams import ASR, describe, header_format
+from acp_pipes.streams import ASR, describe, header_format, judge
+
+_ASR = (ASR,)
 
 __all__ = ["ASR_BOOKKEEPING", "StepTable", "Steps", "load_steps", "read_lineage",
            "spool_stdin", "summarize_message", "summarize_record"]
@@ -376,6 +378,7 @@ def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> St
             bad(line, "an ASR record must be a JSON object")
             continue
         if header_format(rec) == ASR:
+            judge(rec, line.source, line.number, _ASR)  # its version
             selected = session is None or rec.get("sessionId") == session
             if selected and (header is None or session is not None):
                 header = rec
@@ -425,6 +428,7 @@ def read_lineage(path: str, source: str | None = None, warn: Warn | None = None
     bad = _bad_line(warn)
     for line, rec in _json_lines(read_lines(path), bad):
         if header_format(rec) == ASR:
+            judge(rec, line.source, line.number, _ASR)  # its version
             cur = {"header": rec, "source": source, "records": 0, "subagents": [],
                    "resumes": 0, "prompt": None}
             streams.append(cur)

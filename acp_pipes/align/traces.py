@@ -21,7 +21,8 @@ import orjson
 
 from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
-from acp_pipes.streams import FRAMES, VERSIONS, WIRE, describe, header_format
+from acp_pipes.streams import FRAMES, WIRE, header_format, judge
+from acp_pipes.wire import is_end
 
 if TYPE_CHECKING:
     from acp_pipes.align.steps import StepTable
@@ -120,10 +121,9 @@ def trace_steps(
     ``cuts`` and the steps are those before it."""
     b = _Builder(table, normalizer, session)
     fmt = header_format(head)
-    version = head.get("version") if fmt == FRAMES else None
     try:
-        if fmt == FRAMES and normalizer.identity and version.__class__ is int \
-                and 1 <= version <= VERSIONS[FRAMES]:
+        if fmt == FRAMES and normalizer.identity and judge(
+                head, source, first_number, _FRAMED, "a wire log or ACP JSONL"):
             _trusted(b, first_number, stream, cuts, source, warn, direction)
         else:
             lines = until_cut(stream, first_number, source, cuts)
@@ -133,6 +133,9 @@ def trace_steps(
     if session is not None and not b.seq:
         raise InputError(source, 0, f"no frames of session {session!r}")
     return b.seq, b.lines, b.chains, b.chain_pos
+
+
+_FRAMED = (WIRE, FRAMES)
 
 
 def until_cut(stream: Iterable[bytes], number: int, source: str, cuts: list[InputError]
@@ -207,20 +210,17 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
                     add(rec, n)
                 continue
             fmt = header_format(rec)
-            if fmt == FRAMES:
-                version = rec.get("version")
-                if version.__class__ is int and 1 <= version <= VERSIONS[FRAMES]:
-                    continue  # the next frames stream: trusted as the first
-            if fmt in (FRAMES, WIRE):  # the framer judges it and frames the rest
+            if fmt == FRAMES and judge(rec, source, n, _FRAMED, "a wire log or ACP JSONL"):
+                continue  # the next frames stream: trusted as the first
+            if fmt == WIRE:  # the framer judges it and frames the rest
                 rest = until_cut(stream, n, source, cuts)
                 _framed(b, _numbered(chunk, n, rest), source, warn, direction)
                 return
             if fmt is None:
-                if warn is not None:
+                if warn is not None and not is_end(rec):
                     warn(source, n, "not a frame record (needs seq, t, dir), skipped")
                 continue
-            raise InputError(source, n,
-                             f"expected a wire log or ACP JSONL, got {describe(fmt)}")
+            judge(rec, source, n, _FRAMED, "a wire log or ACP JSONL")  # raises: no trace
     except READ_ERRORS as e:
         cuts.append(InputError(source, n + 1, f"cannot read: {e}"))
 

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from acp_pipes import __version__
+from acp_pipes.streams import ASR_VERSION  # the one place stream versions are kept
 from acp_pipes.wire import iso_time
 
 __all__ = [
@@ -24,7 +25,6 @@ __all__ = [
     "ts_fields",
 ]
 
-ASR_VERSION = "1.0"
 SOURCE = {"format": "acp", "formatVersion": "2.0.0-alpha.9"}  # ASR-700
 AUDIT_PREFIX = "org.agent-session.acp/"  # ASR-710
 FALLBACK_PREFIX = "org.agent-session.acp."  # ASR-703

@@ -16,7 +16,7 @@ import orjson
 
 from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
-from acp_pipes.streams import ASR, describe, header_format
+from acp_pipes.streams import ASR, describe, header_format, judge
 
 __all__ = ["AsrStream", "UntilCut", "Warn", "iter_streams", "read_streams"]
 
@@ -28,6 +28,7 @@ _NATIVE_ID = {"message": "messageId", "tool_call": "callId", "tool_result": "cal
 
 
 _STR_OR_NONE = frozenset({str, type(None)})
+_ASR = (ASR,)
 
 
 def _not_a_string_id(rec: dict) -> str | None:
@@ -112,6 +113,7 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
             if t == "header":
                 if header_format(rec) != ASR:
                     raise InputError(source, n, "not an ASR stream header")
+                judge(rec, source, n, _ASR)  # its version
                 if not isinstance(rec.get("sessionId"), str):
                     raise InputError(source, n, "ASR header without a sessionId")
                 nxt.append((rec, n))

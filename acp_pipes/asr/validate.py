@@ -25,10 +25,12 @@ import orjson
 
 from acp_pipes.asr.model import ALWAYS_LOST
 from acp_pipes.asr.schema import validator_for
-from acp_pipes.jsonl import InputError, display_name, read_lines
-from acp_pipes.streams import ASR, describe, header_format
+from acp_pipes.jsonl import display_name, read_lines
+from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
 __all__ = ["validate_paths", "validate_streams"]
+
+_ASR = (ASR,)
 
 
 def _ptr(path: Iterable[Any]) -> str:
@@ -111,9 +113,8 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
         if not isinstance(rec, dict):
             yield f"{where}: : not a JSON object"
             continue
-        fmt = header_format(rec)
-        if fmt is not None and fmt != ASR:
-            raise InputError(source, number, f"expected an ASR stream, got {describe(fmt)}")
+        if header_format(rec) != ASR or (asr_major(rec) or 0) > ASR_MAJOR:
+            judge(rec, source, number, _ASR)  # another kind, or a newer ASR: unusable
         is_header = rec.get("type") == "header"
         if is_header:
             yield from close(cur)

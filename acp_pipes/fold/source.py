@@ -21,7 +21,8 @@ from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.errors import Note, Warn
 from acp_pipes.fold.core import Folder
 from acp_pipes.jsonl import READ_ERRORS, InputError, display_name, open_source, unparsable
-from acp_pipes.streams import ASR, FOLD, FRAMES, VERSIONS, WIRE, describe, header_format
+from acp_pipes.streams import FOLD, FRAMES, VERSIONS, WIRE, describe, header_format, judge
+from acp_pipes.wire import is_end
 
 __all__ = ["FOLD_VERSION", "fold", "fold_header", "fold_paths", "read_source"]
 
@@ -111,8 +112,10 @@ def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False
 
 
 def read_source(path: str, warn: Warn) -> Iterator[tuple[str, Any, int]]:
-    """``("header", (format, header), line)``, then ``("frame", rec, line)`` for wire and
-    frames records or ``("fold", rec, line)`` for fold records."""
+    """``("header", (format, header), line)`` (the header migrated to the current
+    version), then ``("frame", rec, line)`` for wire and frames records or ``("fold",
+    rec, line)`` for fold records, and ``("end", rec, line)`` for a wire log's end
+    record."""
     source = display_name(path)
     loads = orjson.loads
     mode: str | None = None
@@ -146,20 +149,20 @@ def read_source(path: str, warn: Warn) -> Iterator[tuple[str, Any, int]]:
             stream.close()
 
 
+_FOLDED = (WIRE, FRAMES, FOLD)  # the streams acp-fold and acp-asr read
+
+
 def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
-    """A line that is not a record of the current stream: a header, or a problem."""
-    fmt = header_format(rec)
-    if fmt in (WIRE, FRAMES, FOLD):
-        version = rec.get("version")
-        if version != VERSIONS[fmt]:
-            raise InputError(source, number,
-                             f"{describe(fmt)} of version {version!r}; this acp-pipes "
-                             f"reads version {VERSIONS[fmt]}")
-        yield "header", (fmt, rec), number
+    """A line that is not a record of the current stream: a header (judged, migrated),
+    the end record, or a problem."""
+    head = judge(rec, source, number, _FOLDED, "a wire log, frames or folded entities")
+    if head is not None:
+        fmt = head["format"]
+        yield "header", (fmt, head), number
         return fmt
-    if fmt == ASR:
-        raise InputError(source, number,
-                         "expected a wire log, frames or folded entities, got an ASR stream")
+    if mode in (WIRE, FRAMES) and is_end(rec):
+        yield "end", rec, number
+        return mode
     if mode is None:
         raise InputError(source, number,
                          "expected a wire log, frames or folded entities (a bare ACP "
@@ -236,9 +239,12 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                     if mode == FOLD and "ev" in rec:
                         yield rec
                         continue
-                fmt = header_format(rec)
-                if fmt in (WIRE, FRAMES, FOLD):
-                    next(_other(rec, mode, source, number, warn))  # checks the version
+                if rec.__class__ is dict and rec.get("end") is True and folder is not None:
+                    yield from folder.finish()  # the recorder's end record: it stopped
+                    folder = feed = None
+                    continue
+                if header_format(rec) is not None:
+                    _, (fmt, rec), _ = next(_other(rec, mode, source, number, warn))
                     mode = fmt
                     if folder is not None:
                         yield from folder.finish()

@@ -271,9 +271,11 @@ def record(
     try:
         _, wait_status = os.waitpid(agent.pid, 0)
         agent.reaped = True
-        session.finish()  # drain what the agent wrote before it ended
+        code = os.waitstatus_to_exitcode(wait_status)
+        status = 128 - code if code < 0 else code
+        # drain what the agent wrote before it ended; the log's end record says how
+        session.finish(status, -code if code < 0 else None)
     finally:
         agent.restore_signals()
-    status = os.waitstatus_to_exitcode(wait_status)
-    return 128 - status if status < 0 else status
+    return status
 

@@ -30,7 +30,7 @@ import orjson
 from acp_pipes.errors import Note
 from acp_pipes.tee.logfile import Sink, open_sink
 from acp_pipes.tee.logfile import write_all as _write_all
-from acp_pipes.wire import A2C, C2A, frame_record, header
+from acp_pipes.wire import A2C, C2A, end_record, frame_record, header
 
 __all__ = ["Session"]
 
@@ -111,6 +111,15 @@ class _Log:
         self.warn(f"cannot write the log {self.path}: {e.strerror or e}; "
                   "the session goes on, no longer recorded")
         self.close()
+
+    def end(self, status: int, signal: int | None) -> None:
+        """Write the end record and close the log, under the lock: nothing is logged
+        after it."""
+        with self.lock:
+            if self.sink is not None:
+                self._write(orjson.dumps(end_record(self.clock(), status, self.seq, signal))
+                            + b"\n")
+            self.close()
 
     def close(self) -> None:
         """Close the log once, under the lock: a writer still at work (a client thread
@@ -239,8 +248,9 @@ class Session:
         self._c2a.start()
         self._a2c.start()
 
-    def finish(self) -> None:
-        """After the agent has exited: drain its output, stop reading the client."""
+    def finish(self, status: int | None = None, signal: int | None = None) -> None:
+        """After the agent has exited: drain its output, stop reading the client; the
+        log ends with an end record of exit ``status`` (None: no end record)."""
         self._a2c.join()
         try:
             os.write(self._wake_w, b"x")
@@ -252,7 +262,10 @@ class Session:
                 os.close(fd)
             for fd in tuple(self._open):
                 self._close(fd)
-        self.log.close()
+        if status is None:
+            self.log.close()
+        else:
+            self.log.end(status, signal)
 
     def _close(self, fd: int) -> None:
         """Close one of the agent's pipes once (a second close could hit a reused fd)."""

@@ -33,7 +33,7 @@ from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.trace.agent import ReplayOptions, Trace, _normalised, live_hash
 from acp_pipes.trace.ids import id_key, note_live_id, splice_id
 from acp_pipes.trace.report import pointer_diff
-from acp_pipes.wire import A2C, C2A, frame_record, header, make_clock
+from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
 
 __all__ = ["DriveResult", "drive_agent"]
 
@@ -79,6 +79,18 @@ class _Log:
                                                          nolf=nolf)) + b"\n")
                 self.out.flush()
             return seq
+
+    def end(self, returncode: int | None) -> None:
+        """The log's end record: the agent's exit status (128+N, ``signal`` N, when a
+        signal ended it)."""
+        if self.out is None or returncode is None:
+            return
+        signal = -returncode if returncode < 0 else None
+        status = 128 + signal if signal is not None else returncode
+        with self.lock:
+            self.out.write(orjson.dumps(end_record(self.clock(), status, self.seq, signal))
+                           + b"\n")
+            self.out.flush()
 
 
 class _Driver:
@@ -316,9 +328,9 @@ def drive_agent(
     ...                 clock="epoch", host=False)
     >>> r.status, r.sent == len(client)
     ('ok', True)
-    >>> [orjson.loads(x)["raw"] for x in log.getvalue().splitlines()[1:]] == [
-    ...     w["raw"] for w in wire]
-    True
+    >>> lines = [orjson.loads(x) for x in log.getvalue().splitlines()]
+    >>> [x["raw"] for x in lines[1:-1]] == [w["raw"] for w in wire], lines[-1]["end"]
+    (True, True)
     """
     tr = trace if isinstance(trace, Trace) else Trace.of(trace)
     opt = options or ReplayOptions()
@@ -331,8 +343,10 @@ def drive_agent(
                                      daemon=True)
     driver.reader.start()
     try:
-        return driver.run()
+        result = driver.run()
     except BaseException:
         proc.kill()
         proc.wait()
         raise
+    log.end(result.returncode)
+    return result

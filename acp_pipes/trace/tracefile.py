@@ -19,7 +19,7 @@ import orjson
 
 from acp_pipes.frame import Framer, frame_lines
 from acp_pipes.jsonl import InputError, Line, display_name, raw_lines, unparsable
-from acp_pipes.streams import FRAMES, VERSIONS, WIRE, describe, header_format
+from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
 from acp_pipes.wire import A2C, C2A
 
 __all__ = ["Trace", "emit", "load_trace"]
@@ -152,15 +152,12 @@ def load_trace(
         head = orjson.loads(first[1])
     except orjson.JSONDecodeError:
         head = None
-    fmt = header_format(head)
-    if fmt not in (WIRE, FRAMES):
-        raise InputError(source, first[0],
-                         f"expected a wire log (acp-tee) or frames (acp-frame), got "
-                         f"{describe(fmt)}" + ("" if fmt else ": a trace needs both directions"))
-    version = head.get("version")
-    if version.__class__ is not int or not 1 <= version <= VERSIONS[fmt]:
-        raise InputError(source, first[0], f"{describe(fmt)} of version {version!r}; "
-                         f"this version reads up to {VERSIONS[fmt]}")
+    head = judge(head, source, first[0], (WIRE, FRAMES),
+                 "a wire log (acp-tee) or frames (acp-frame)")
+    if head is None:
+        raise InputError(source, first[0], "expected a wire log (acp-tee) or frames "
+                         f"(acp-frame), got {describe(None)}: a trace needs both directions")
+    fmt = head["format"]
     wire_header = head if fmt == WIRE else head.get("source")
     if fmt == WIRE:
         as_lines = (Line(source, n, r[:-1], True) if r.endswith(b"\n")
