@@ -14,11 +14,18 @@ list of invalid lines is capped at :data:`MAX_LINES`)::
      "time":{"first":...,"last":...,"duration_s":0.25},
      "redacted":0,"protocolVersion":{"requested":2,"agreed":2},
      "problems":{"count":1,"lines":[{"line":17,"message":"not JSON: ..."}]},
-     "end":{"t":...,"ended":"2026-11-30T17:15:31.000000Z","status":0,"frames":42}}
+     "end":{"t":...,"ended":"2026-11-30T17:15:31.000000Z","status":0,"frames":42},
+     "latency_ms":{"session/prompt":{"count":2,"p50":0.3,"p90":0.4,"p99":0.4,"max":0.4,
+                                     "errors":0}, ...},
+     "turns":{"count":2,"unfinished":0,"first_update_ms":{...},"duration_ms":{...},
+              "each":[{"seq":4,"sessionId":"sess-1","id":2,"first_update_ms":0.25,
+                       "duration_ms":12.5,"stopReason":"end_turn"}, ...]}}
 
 ``problems`` holds every diagnostic of the stream (frames that are not JSON or not
 JSON-RPC, skipped broken wire records) with its line number. ``end`` is the wire log's
 end record (how the session ended), null for a log cut off or older than version 2.
+``latency_ms`` and ``turns`` are :class:`acp_pipes.latency.Latency`'s: they keep a number
+per answered request and per prompt turn, the rest is counters.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.latency import Latency
 from acp_pipes.streams import FRAMES
 from acp_pipes.terminal import printable
 from acp_pipes.wire import iso_time
@@ -36,6 +44,8 @@ __all__ = ["MAX_LINES", "Summary", "render_table", "summaries"]
 
 #: How many diagnostics a summary lists by line (all are counted).
 MAX_LINES = 20
+#: How many of the slowest prompt turns a summary table lists (the JSON has them all).
+SLOWEST = 5
 
 _HEADER_KEYS = ("recorder", "argv", "started", "clock", "host")
 _END_KEYS = ("t", "ended", "status", "signal", "frames")
@@ -67,8 +77,10 @@ class Summary:
         self.problem_count = 0
         self.problem_lines: list[dict[str, Any]] = []
         self.end: dict[str, Any] | None = None  # the wire log's end record, if any
+        self.latency = Latency()
 
     def add(self, f: dict[str, Any]) -> None:
+        self.latency.add(f)
         self.frames += 1
         d = f["dir"]
         kind = f["kind"]
@@ -132,6 +144,7 @@ class Summary:
             "protocolVersion": {"requested": self.requested, "agreed": self.agreed},
             "problems": {"count": self.problem_count, "lines": self.problem_lines},
             "end": self.end,
+            **self.latency.as_dict(),
         }
 
 
@@ -223,6 +236,25 @@ def render_table(s: dict[str, Any]) -> str:
         out.append(_grid(["session", "frames"], [[k, n] for k, n in s["sessions"].items()]))
     if s["updates"]:
         out.append(_grid(["sessionUpdate", "frames"], [[k, n] for k, n in s["updates"].items()]))
+    if s["latency_ms"]:
+        cols = ["p50", "p90", "p99", "max"]
+        out.append(_grid(["latency (ms)", "count", *cols, "errors"],
+                         [[m, st["count"], *(_ms(st[c]) for c in cols), st["errors"]]
+                          for m, st in s["latency_ms"].items()]))
+    turns = s["turns"]
+    if turns["count"]:
+        cols = ["p50", "p90", "p99", "max"]
+        out.append(_grid([f"prompt turns ({turns['unfinished']} unfinished)", "count", *cols],
+                         [[label, turns[key]["count"], *(_ms(turns[key][c]) for c in cols)]
+                          for label, key in (("first update (ms)", "first_update_ms"),
+                                             ("duration (ms)", "duration_ms"))]))
+        slow = sorted((t for t in turns["each"] if t["duration_ms"] is not None),
+                      key=lambda t: -t["duration_ms"])[:SLOWEST]
+        if slow:
+            out.append(_grid(["slowest turns: seq", "session", "first update (ms)",
+                              "duration (ms)", "stop reason"],
+                             [[t["seq"], t["sessionId"], _ms(t["first_update_ms"]),
+                               _ms(t["duration_ms"]), t["stopReason"] or ""] for t in slow]))
     p = s["problems"]
     if p["count"]:
         lines = [[ln["line"], ln["message"]] for ln in p["lines"]]
@@ -233,6 +265,10 @@ def render_table(s: dict[str, Any]) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
 def _kv(rows: list[tuple[str, str]]) -> str:
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(w)}  {printable(str(v))}" for k, v in rows)
@@ -241,7 +277,7 @@ def _kv(rows: list[tuple[str, str]]) -> str:
 def _grid(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [headers, *[[printable(str(c)) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    numeric = [all(str(r[i]).isdigit() for r in rows) and i > 0 for i in range(len(headers))]
+    numeric = [i > 0 and all(_numeric(str(r[i])) for r in rows) for i in range(len(headers))]
 
     def fmt(r: list[str]) -> str:
         return "  ".join(c.rjust(w) if numeric[i] else c.ljust(w)
@@ -250,28 +286,5 @@ def _grid(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join([fmt(cells[0]), fmt(["-" * w for w in widths]), *map(fmt, cells[1:])])
 
 
-def run_summary(ctx: Any, direction: str | None, fmt: str) -> int:
-    """``acp-frame --summary``: one summary per input stream, JSON lines or tables."""
-    from acp_pipes.frame import read_frames
-    from acp_pipes.jsonl import display_name
-
-    write = ctx.out.write
-    first = True
-    for path in ctx.files:
-        source = display_name(path)
-        holder: dict[str, Any] = {}
-
-        def warn(src: str, line: int, message: str, _h: dict[str, Any] = holder) -> None:
-            ctx.warn(src, line, message)
-            _h["warn"](src, line, message)
-
-        records = read_frames(path, direction=direction, warn=warn, headers=True,
-                              ends=True)
-        gen, holder["warn"] = summaries(records, source)
-        for s in gen:
-            if fmt == "json":
-                write(orjson.dumps(s, option=orjson.OPT_APPEND_NEWLINE))
-            else:
-                write((("" if first else "\n") + render_table(s)).encode("utf-8"))
-            first = False
-    return 0
+def _numeric(cell: str) -> bool:
+    return cell == "-" or cell.replace(".", "", 1).isdigit()

@@ -34,7 +34,8 @@ pointers that differ and both values.
 --format diff (default at a terminal, in colour unless NO_COLOR is set): a unified diff
   (-U N context), one line per step: direction arrow and a short summary (method,
   prompt text, update kind); "!" marks a changed step, followed by its pointers. json:
-  counts, LCS length, edit distance, the first divergence and every changed step.
+  counts, LCS length, edit distance, the first divergence and every changed step; for
+  traces, per method the request latency of each run and the change (latency_ms).
   dot / svg: a divergence graph (svg needs Graphviz's dot program, and a file or pipe:
   it is not written to a terminal); at most 40 places where the runs differ are drawn.
   html: the two runs side by side in one self-contained page (-U N as for diff; see
@@ -204,7 +205,14 @@ def _pair(args, ctx: Context, a, b, table) -> int:
             for line in render.diff_lines(cmp, args.context, term=ctx.term):
                 out.write(line.encode("utf-8") + b"\n")
     elif fmt == "json":
-        out.write(dumps(render.summary(cmp)))
+        rec = render.summary(cmp)
+        if a.kind == "trace":  # how long each method took in each run, and the change
+            from acp_pipes.latency import deltas, file_latency
+
+            rec["latency_ms"] = deltas(*(file_latency(s.path, session=s.session,
+                                                      direction=args.direction)
+                                         for s in (a, b)))
+        out.write(dumps(rec))
     elif fmt == "html":
         from acp_pipes.view.sidebyside import align_page
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from itertools import islice, repeat
+from typing import Any
 
 import orjson
 
@@ -25,7 +26,10 @@ skipped. Both exit 0. Input of the wrong kind, or a bare stream without --dir, e
 
 --summary prints what the recording holds instead: header, counts by direction, kind,
 method, session and update kind, sizes, time span, redactions, invalid lines, the
-negotiated protocol version.
+negotiated protocol version; and latency: per method, request to answer (count, p50,
+p90, p99, max in ms), and per prompt turn, the time to the agent's first update and the
+turn's duration (v1: until the prompt's response; v2: until the session's idle
+state_update).
 
 --validate checks every frame against the official ACP JSON Schema of the protocol
 version the recording negotiated (its stable definitions, then its unstable ones; with
@@ -78,10 +82,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.validate:
         return _validate(args, ctx, args.fmt or ("table" if ctx.term.tty else "json"))
     if args.summary:
-        from acp_pipes.summary import run_summary
-
-        fmt = args.fmt or ("table" if ctx.term.tty else "json")
-        return run_summary(ctx, args.direction, fmt)
+        return _summary(args, ctx, args.fmt or ("table" if ctx.term.tty else "json"))
 
     # Records are encoded by map() in C and written BATCH at a time: measured ~0.1 us a
     # frame less than one write per record. list.extend keeps what it took before an
@@ -106,6 +107,33 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     finally:
         if lines:
             flush()
+    return 0
+
+
+def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
+    """``--summary``: one summary per input stream, JSON lines or tables."""
+    from acp_pipes.jsonl import display_name
+    from acp_pipes.summary import render_table, summaries
+
+    write = ctx.out.write
+    first = True
+    for path in ctx.files:
+        source = display_name(path)
+        holder: dict[str, Any] = {}
+
+        def warn(src: str, line: int, message: str, _h: dict[str, Any] = holder) -> None:
+            ctx.warn(src, line, message)
+            _h["warn"](src, line, message)
+
+        records = read_frames(path, direction=args.direction, warn=warn, headers=True,
+                              ends=True)
+        gen, holder["warn"] = summaries(records, source)
+        for s in gen:
+            if fmt == "json":
+                write(orjson.dumps(s, option=orjson.OPT_APPEND_NEWLINE))
+            else:
+                write((("" if first else "\n") + render_table(s)).encode("utf-8"))
+            first = False
     return 0
 
 
