@@ -320,6 +320,16 @@ def test_reserved_value_nested_in_the_branch_meant():
          '"done" is reserved for future ACP versions (an extension value must begin with _)')]
 
 
+def test_reserved_value_of_a_string_enum():
+    # the union of ToolCallStatus's names and its "other" string: the name's own branch
+    # misses by value, the "other" branch is the one meant
+    convo = replace(v2(), 7, m(method="session/update", params={"sessionId": "sess-1", "update": {
+        "sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "other"}}))
+    v = list(violations(records(convo)))
+    assert [(x["rule"], x["seq"], x["pointer"], x["location"]) for x in v] == [
+        ("reserved-value", 7, "/params/update/status", "#/$defs/ToolCallStatus/anyOf/5")]
+
+
 # -- requests and responses ---------------------------------------------------------------
 
 

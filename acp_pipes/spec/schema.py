@@ -45,9 +45,9 @@ _RESERVED_PATTERN = "^_"
 _SHOWN = 60
 
 #: Error kinds whose branch of an anyOf plainly does not apply to the instance: the
-#: branch is for another JSON type, or another value of a tag property, or is the
-#: ``other`` catch-all excluded by ``not``.
-_MISS_HERE = frozenset({"type", "not"})
+#: branch is for another JSON type, or another value (of the instance, or of a tag
+#: property), or is the ``other`` catch-all excluded by ``not``.
+_MISS_HERE = frozenset({"type", "not", "const", "enum"})
 _MISS_BELOW = frozenset({"const", "enum"})
 
 
