@@ -11,7 +11,10 @@ schema does not name.
 
     from tests.acp_schema import check_conversation
     client_kinds, agent_kinds = check_conversation(client_frames, agent_frames)
-    # raises jsonschema.ValidationError or AssertionError on the first bad frame
+    # raises AssertionError on the first bad frame, naming what is wrong and where
+
+The validators are the library's (``acp_pipes.spec.schema``: compiled once, held to the
+reference ``jsonschema`` package by tests/test_validate_schema.py).
 """
 
 from __future__ import annotations
@@ -20,26 +23,37 @@ import json
 from functools import cache
 from typing import Any
 
-import jsonschema
-
-from acp_pipes.schemas import ACP_V2, acp_schema
+from acp_pipes.schemas import ACP_V2
+from acp_pipes.spec.schema import schema
 
 REVISION = ACP_V2
 
 
 def load_schema(revision: str = REVISION, unstable: bool = True) -> dict:
     """The official schema of ``revision``: stable and unstable features, or stable."""
-    return acp_schema(revision, unstable=unstable)
+    return schema(revision, unstable).root
+
+
+class _Validator:
+    """``validate(instance)`` raises AssertionError with the schema's findings."""
+
+    def __init__(self, name: str, revision: str, unstable: bool):
+        self.name, self.schema = name, schema(revision, unstable)
+
+    def validate(self, instance: Any) -> None:
+        if self.schema.is_valid(self.name, instance):
+            return
+        findings, _ = self.schema.findings(self.name, instance)
+        why = "; ".join(f"{f.pointer or '/'}: {f.message}" for f in findings)
+        raise AssertionError(f"not a valid {self.name} ({self.schema.file}): {why}")
 
 
 @cache
-def validator(name: str, revision: str = REVISION,
-              unstable: bool = True) -> jsonschema.Draft202012Validator:
+def validator(name: str, revision: str = REVISION, unstable: bool = True) -> _Validator:
     """A validator for ``$defs[name]`` that resolves the schema's internal references."""
-    root = load_schema(revision, unstable)
-    if name not in root["$defs"]:
+    if name not in load_schema(revision, unstable)["$defs"]:
         raise KeyError(f"no $defs.{name} in ACP schema {revision}")
-    return jsonschema.Draft202012Validator({"$defs": root["$defs"], "$ref": f"#/$defs/{name}"})
+    return _Validator(name, revision, unstable)
 
 
 @cache
