@@ -182,6 +182,18 @@ def test_protocol_forced_and_assumed():
     assert s["violations"] > 0  # a v1 conversation read as v2
 
 
+def test_a_second_initialize_brings_its_own_capabilities():
+    ask = m(id=40, method="elicitation/create", params={
+        "sessionId": "sess-1", "mode": "form", "message": "name?",
+        "requestedSchema": {"type": "object", "properties": {}}})
+    again = v2(client_caps={"elicitation": {"form": {}}})[:-2]  # ids and session anew
+    convo = [*v2(), *again, ("a2c", ask), ("c2a", m(id=40, result={"action": "cancel"}))]
+    assert found(convo) == []
+    convo = [*v2(client_caps={"elicitation": {"form": {}}}), *v2()[:-2], ("a2c", ask),
+             ("c2a", m(id=40, result={"action": "cancel"}))]
+    assert [f[:2] for f in found(convo)] == [("capability", 24)]
+
+
 def test_not_initialized():
     convo = v2()
     convo = [convo[2], *convo]  # session/new before initialize

@@ -161,7 +161,7 @@ class Checker:
               out: list[dict[str, Any]]) -> None:
         method = msg["method"]
         params = msg.get("params")
-        if not self.initialized:
+        if not self.initialized or method == "initialize":
             self._before_initialized(f, method, kind, params, out)
         if self._chain and method[:1] != "_":
             self._schema(f, method, d, kind, params, "/params", out)
@@ -203,7 +203,8 @@ class Checker:
             if self.forced is None and self.version_from != "agreed" \
                     and self.requested in REVISIONS:
                 self._use(self.requested, "requested")
-        elif self.paired and not self._early_told and method != "$/cancel_request":
+        elif self.paired and not self.initialized and not self._early_told \
+                and method != "$/cancel_request":
             self._early_told = True
             out.append(self._v(f, "not-initialized", "",
                                f"{method} sent before the initialize exchange completed "
