@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_pipes.frame import frames
 from acp_pipes.spec import RULES, reports, violations
@@ -146,6 +148,25 @@ def test_a_batch_is_not_jsonrpc_in_v1_and_checked_whole_in_v2():
     assert found([*v2(), ("c2a", orjson.dumps([ok]))]) == []
     bad = found([*v2(), ("c2a", orjson.dumps([{"jsonrpc": "1.0"}]))])
     assert [b[:2] for b in bad] == [("schema", 13)]
+
+
+def test_json_orjson_refuses_is_checked_too():
+    # lone surrogates (in a method, in a key, in a value) and a number beyond a double
+    convo = [*v2_open(),
+             ("c2a", b'{"jsonrpc":"2.0","id":70,"method":"\\udc00"}'),
+             ("c2a", b'{"jsonrpc":"2.0","id":71,"method":"_x","params":{"\\udc00":1}}'),
+             ("a2c", b'{"jsonrpc":"2.0","id":71,"result":{}}'),
+             ("a2c", b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+                     b'"sess-1","update":{"sessionUpdate":"usage_update","used":1e400,'
+                     b'"size":"\\udc00"}}}')]
+    out = found(convo)
+    assert out[0] == ("not-jsonrpc", 11, "", "a lone surrogate in its method, id or sessionId")
+    # 1e400 is no uint64 (the validator sees it as null, having no such number); the
+    # surrogate is quoted escaped, as a record must be UTF-8
+    assert [o[:3] for o in out[1:]] == [("schema", 14, "/params/update/used"),
+                                        ("schema", 14, "/params/update/size")]
+    assert out[2][3] == '"\\\\udc00" is not of type "integer"'
+    orjson.dumps(list(violations(records(convo))))
 
 
 # -- the version -------------------------------------------------------------------------
@@ -535,3 +556,44 @@ def test_every_rule_is_exercised_here():
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_rules_are_described(rule):
     assert RULES[rule] and rule == rule.lower()
+
+
+# -- any input ---------------------------------------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(max_size=8) | st.sampled_from(["2.0", "session/prompt", "sess-1", "_x", "\udc00"]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error",
+                                       "sessionId", "update", "sessionUpdate", "prompt",
+                                       "protocolVersion", "\udc00"]), inner, max_size=4),
+    max_leaves=10)
+
+
+def _encoded(value) -> bytes:
+    import json
+
+    return json.dumps(value, allow_nan=True).encode("utf-8", "surrogatepass")
+
+
+_frame = st.one_of(
+    st.sampled_from([orjson.dumps(x) for _, x in v2() + v1()]),
+    _json.map(_encoded),
+    st.builds(lambda m_: _encoded({"jsonrpc": "2.0", **m_}),
+              st.dictionaries(st.sampled_from(["id", "method", "params", "result", "error"]),
+                              _json, max_size=3)),
+    st.binary(max_size=12))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["c2a", "a2c"]), _frame), max_size=25),
+       st.booleans())
+def test_any_frames_give_violation_records_never_an_exception(convo, paired):
+    recs = records([(d, raw) for d, raw in convo])
+    recs[0]["source"] = {"format": "x"} if paired else None
+    out = list(reports(recs))
+    assert out[-1]["type"] == "summary" and out[-1]["frames"] == len(convo)
+    for r in out[:-1]:
+        assert r["type"] == "violation" and r["rule"] in RULES
+        assert r["pointer"] == "" or r["pointer"].startswith("/")
+    orjson.dumps(out)  # every record is UTF-8 JSON

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.canonical import parse_json
 from acp_pipes.frame import why_not_jsonrpc
 from acp_pipes.spec.rules import (
     GATES,
@@ -133,14 +134,17 @@ class Checker:
             out.append(self._v(f, "not-json", "", "not one JSON text"))
             return self._count(out)
         raw = f.get("raw")
-        msg = _loads(raw) if raw is not None else None
+        try:
+            msg = _loads(raw) if raw is not None else None
+        except orjson.JSONDecodeError:  # JSON orjson refuses: lone surrogates, 1e400
+            msg = parse_json(raw)
         if kind == "not_jsonrpc":
             self._ensure_version()
             sender = "client" if f["dir"] == C2A else "agent"
             batch = self._chain[-1].batch(sender) if self._chain and msg.__class__ is list \
                 and msg else None
             if batch is None:
-                out.append(self._v(f, "not-jsonrpc", "", why_not_jsonrpc(msg)))
+                out.append(self._v(f, "not-jsonrpc", "", _why_not(msg)))
             else:  # v2 has batches: checked as a whole, their calls not paired
                 self._check(f, [(s, s.batch(sender)) for s in self._chain], msg, "", out)
             return self._count(out)
@@ -333,10 +337,13 @@ class Checker:
         if plan is None:
             plan = self._plans[(method, d, kind)] = self._plan(method, d, kind)
         fast = plan.fast
-        if fast is not None and fast(value):
-            if plan.unstable:
-                self.unstable += 1
-            return
+        try:
+            if fast is not None and fast(value):
+                if plan.unstable:
+                    self.unstable += 1
+                return
+        except UnicodeEncodeError:  # a lone surrogate in a key: checked below, escaped
+            pass
         if plan.problem is not None:
             if kind == "response":  # told at the request already
                 return
@@ -388,6 +395,13 @@ class Checker:
         """The stable schema first, the unstable one when the stable one refuses; each
         through its closed copy (see :mod:`acp_pipes.spec.schema`). ``start``: the
         schemas before it have refused already."""
+        try:
+            self._check_chain(f, chain, value, pointer, out, start)
+        except UnicodeEncodeError:  # a lone surrogate ("\udc00"): checked written as one
+            self._check_chain(f, chain, _escaped(value), pointer, out, 0)
+
+    def _check_chain(self, f: dict[str, Any], chain: list[tuple[Schema, str]], value: Any,
+                     pointer: str, out: list[dict[str, Any]], start: int) -> None:
         for i in range(start, len(chain)):
             s, name = chain[i]
             if s.is_valid(name, value, closed=True):
@@ -514,8 +528,8 @@ class Checker:
         if "id" in f:
             v["id"] = f["id"]
         v["rule"] = rule
-        v["pointer"] = pointer
-        v["message"] = message
+        v["pointer"] = _utf8(pointer)
+        v["message"] = _utf8(message)
         v["schema"] = s.file if isinstance(s, Schema) else s
         v["location"] = location
         v["words"] = words
@@ -528,6 +542,37 @@ def _cap_schema(version: int) -> str:
     from acp_pipes.spec.schema import schema_file
 
     return schema_file(REVISIONS[version], True)
+
+
+def _why_not(msg: Any) -> str:
+    """Why acp-frame did not take a JSON value for a JSON-RPC message."""
+    if msg.__class__ is dict and msg.get("jsonrpc") == "2.0" and (
+            msg.get("method").__class__ is str or ("id" in msg and "method" not in msg
+                                                   and ("result" in msg) != ("error" in msg))):
+        return "a lone surrogate in its method, id or sessionId"  # all else is JSON-RPC
+    return why_not_jsonrpc(msg)
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` with every string holding a lone surrogate (which has no UTF-8 form, so
+    no validator takes it) written with the surrogate as an escape: still a string."""
+    if value.__class__ is str:
+        return _utf8(value)
+    if value.__class__ is dict:
+        return {_utf8(k): _escaped(v) for k, v in value.items()}
+    if value.__class__ is list:
+        return [_escaped(v) for v in value]
+    return value
+
+
+def _utf8(text: str) -> str:
+    """``text``, its lone surrogates (a frame's ``"\\udc00"``, quoted in a message)
+    written as escapes: a record must be UTF-8."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _show_id(rid: Any) -> str:
