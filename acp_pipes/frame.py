@@ -84,6 +84,7 @@ __all__ = [
     "RAW_HASH_PREFIX",
     "Framer",
     "frame_chunks",
+    "frame_field",
     "frame_lines",
     "frames",
     "frames_header",
@@ -115,6 +116,20 @@ def raw_hash(raw: bytes) -> str:
 def frames_header(source: dict[str, Any] | None) -> dict[str, Any]:
     """The frames stream header; ``source`` is the wire log header (None: bare stream)."""
     return {"format": FRAMES, "version": VERSIONS[FRAMES], "source": source}
+
+
+def frame_field(f: dict[str, Any], outer: str, key: str) -> Any:
+    """``message[outer][key]`` of a frame record (its ``raw`` parsed again: for the few
+    frames whose payload a summary reads); None when absent or not JSON."""
+    raw = f.get("raw")
+    if raw is None:
+        return None
+    try:
+        msg = _loads(raw)
+    except _JSONDecodeError:
+        return None
+    inner = msg.get(outer) if isinstance(msg, dict) else None
+    return inner.get(key) if isinstance(inner, dict) else None
 
 
 def _no_warn(source: str, line: int, message: str) -> None:

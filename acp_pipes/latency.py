@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-import orjson
+from acp_pipes.frame import frame_field, read_frames
+from acp_pipes.jsonl import InputError
 
 __all__ = ["Latency", "TURN_QUIET", "deltas", "file_latency", "latency_of", "stats"]
 
@@ -151,18 +152,18 @@ class Latency:
             if kind == "error":
                 self.errors[method] = self.errors.get(method, 0) + 1
             if method == "initialize" and kind == "response":
-                self.version = _field(f, "result", "protocolVersion")
+                self.version = frame_field(f, "result", "protocolVersion")
             elif method == "session/prompt":
                 turn = self.by_id.pop(key, None)
                 if turn is not None and (kind == "error" or self.version == 1):
                     turn.stop = t
                     if kind == "response":
-                        turn.stop_reason = _field(f, "result", "stopReason")
+                        turn.stop_reason = frame_field(f, "result", "stopReason")
                     if self.open.get(turn.sid) is turn:
                         del self.open[turn.sid]
 
     def _update(self, turn: _Turn, f: dict[str, Any], t: int) -> None:
-        update = _field(f, "params", "update")
+        update = frame_field(f, "params", "update")
         tag = update.get("sessionUpdate") if isinstance(update, dict) else None
         if tag not in TURN_QUIET:
             if turn.first is None:
@@ -204,19 +205,6 @@ class Latency:
         }
 
 
-def _field(f: dict[str, Any], outer: str, key: str) -> Any:
-    """``message[outer][key]`` of a frame record (parsed again: only a few frames)."""
-    raw = f.get("raw")
-    if raw is None:
-        return None
-    try:
-        msg = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    inner = msg.get(outer) if isinstance(msg, dict) else None
-    return inner.get(key) if isinstance(inner, dict) else None
-
-
 def latency_of(frames: Iterable[dict[str, Any]], session: str | None = None) -> Latency:
     """The :class:`Latency` of frame records (only those of ``session``, when given: its
     requests, their answers and its updates); a stream header starts a new stream."""
@@ -236,21 +224,16 @@ def file_latency(path: str, *, session: str | None = None, direction: str | None
                  ) -> dict[str, dict[str, Any]]:
     """:meth:`Latency.methods` over every stream of a trace file (for ``session`` only,
     when given), as far as the file is readable."""
-    from acp_pipes.frame import read_frames
-    from acp_pipes.jsonl import InputError
+    return latency_of(_readable(read_frames(path, direction=direction, headers=True)),
+                      session).methods()
 
-    records = read_frames(path, direction=direction, headers=True)
-    lat = Latency()
+
+def _readable(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """``records`` until one cannot be read (a truncated .gz): what came before counts."""
     try:
-        for f in records:
-            if "format" in f:
-                lat.new_stream()
-            elif session is None or f.get("sessionId") == session \
-                    or f.get("method") == "initialize":
-                lat.add(f)
-    except InputError:  # cut short (a truncated .gz): what was read before counts
-        pass
-    return lat.methods()
+        yield from records
+    except InputError:
+        return
 
 
 def deltas(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]

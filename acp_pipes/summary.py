@@ -33,8 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import orjson
-
+from acp_pipes.frame import frame_field
 from acp_pipes.latency import Latency
 from acp_pipes.streams import FRAMES
 from acp_pipes.terminal import printable
@@ -108,15 +107,15 @@ class Summary:
         if f.get("redacted"):
             self.redacted += 1
         if method == "session/update" and kind == "notification":
-            upd = _param(f, "params", "update")
+            upd = frame_field(f, "params", "update")
             name = upd.get("sessionUpdate") if isinstance(upd, dict) else None
             if isinstance(name, str):
                 self.updates[name] = self.updates.get(name, 0) + 1
         elif method == "initialize":
             if kind == "request":
-                self.requested = _param(f, "params", "protocolVersion")
+                self.requested = frame_field(f, "params", "protocolVersion")
             elif kind == "response":
-                self.agreed = _param(f, "result", "protocolVersion")
+                self.agreed = frame_field(f, "result", "protocolVersion")
 
     def problem(self, line: int, message: str) -> None:
         self.problem_count += 1
@@ -146,19 +145,6 @@ class Summary:
             "end": self.end,
             **self.latency.as_dict(),
         }
-
-
-def _param(f: dict[str, Any], outer: str, key: str) -> Any:
-    """``value[outer][key]`` of a frame's JSON (re-parsed: only a few frames need it)."""
-    raw = f.get("raw")
-    if raw is None:
-        return None
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    inner = value.get(outer) if isinstance(value, dict) else None
-    return inner.get(key) if isinstance(inner, dict) else None
 
 
 def summaries(
