@@ -34,18 +34,19 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from acp_pipes.frame import frame_field, read_frames
-from acp_pipes.jsonl import InputError
+from acp_pipes.frame import frame_field
 
-__all__ = ["Latency", "TURN_QUIET", "deltas", "file_latency", "latency_of", "stats"]
+__all__ = ["Latency", "TURN_QUIET", "deltas", "latency_of", "stats"]
 
 #: Updates that are no sign of the agent's work: the echo of the user's message, state.
 TURN_QUIET = frozenset({"user_message", "user_message_chunk", "state_update"})
 MAX_PENDING = 1 << 16
 _OTHER = {"c2a": "a2c", "a2c": "c2a"}
+_MEASURED = frozenset(("request", "response", "error", "notification"))
+_ID_TYPES = frozenset((str, int, float))  # ids a request can be answered by
 _MS = 1e6
 
 
@@ -94,7 +95,8 @@ class Latency:
     """Request latencies per method and prompt turns, over one stream's frame records
     (``add`` each, in order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, turns: bool = True) -> None:
+        self.track_turns = turns  # False: request latencies alone (no payload is read)
         self.pending: dict[str, dict[tuple[type, Any], tuple[str, int]]] = {
             "c2a": {}, "a2c": {}}
         self.times: dict[str, array] = {}  # method -> ns of each answered request
@@ -114,53 +116,61 @@ class Latency:
         self.version = None
 
     def add(self, f: dict[str, Any]) -> None:
+        """One frame record, in order. Records as a file holds them (a frames stream read
+        as written) may lack fields or hold odd values: such a frame is not measured."""
         t = f.get("t")
-        kind = f["kind"]
-        if t is None or kind in ("invalid_json", "not_jsonrpc"):
+        kind = f.get("kind")
+        if t.__class__ is not int or kind not in _MEASURED:
             return
-        d = f["dir"]
-        if kind == "request":
-            rid = f["id"]
-            key = (rid.__class__, rid)
-            pend = self.pending[d]
-            pend[key] = (f["method"], t)
-            if len(pend) > MAX_PENDING:
-                del pend[next(iter(pend))]
-            if f["method"] == "session/prompt" and d == "c2a":
-                sid = f.get("sessionId")
-                if isinstance(sid, str):
-                    turn = _Turn(f["seq"], rid, sid, t)
-                    self.turns.append(turn)
-                    self.open[sid] = turn
-                    self.by_id[key] = turn
-        elif kind == "notification":
-            if f["method"] == "session/update" and d == "a2c":
+        d = f.get("dir")
+        if kind == "notification":
+            if self.track_turns and d == "a2c" and f.get("method") == "session/update":
                 turn = self.open.get(f.get("sessionId"))  # type: ignore[arg-type]
                 if turn is not None:
                     self._update(turn, f, t)
-        else:
-            rid = f["id"]
-            key = (rid.__class__, rid)
-            asked = self.pending[_OTHER[d]].pop(key, None)
-            if asked is None:
+            return
+        rid = f.get("id")
+        if rid.__class__ not in _ID_TYPES or d not in _OTHER:
+            return
+        key = (rid.__class__, rid)
+        if kind == "request":
+            method = f.get("method")
+            if method.__class__ is not str:
                 return
-            method, since = asked
-            times = self.times.get(method)
-            if times is None:
-                times = self.times[method] = array("q")
-            times.append(t - since)
-            if kind == "error":
-                self.errors[method] = self.errors.get(method, 0) + 1
-            if method == "initialize" and kind == "response":
-                self.version = frame_field(f, "result", "protocolVersion")
-            elif method == "session/prompt":
-                turn = self.by_id.pop(key, None)
-                if turn is not None and (kind == "error" or self.version == 1):
-                    turn.stop = t
-                    if kind == "response":
-                        turn.stop_reason = frame_field(f, "result", "stopReason")
-                    if self.open.get(turn.sid) is turn:
-                        del self.open[turn.sid]
+            pend = self.pending[d]
+            pend[key] = (method, t)
+            if len(pend) > MAX_PENDING:
+                del pend[next(iter(pend))]
+            if self.track_turns and method == "session/prompt" and d == "c2a":
+                sid = f.get("sessionId")
+                if isinstance(sid, str):
+                    turn = _Turn(f.get("seq"), rid, sid, t)
+                    self.turns.append(turn)
+                    self.open[sid] = turn
+                    self.by_id[key] = turn
+            return
+        asked = self.pending[_OTHER[d]].pop(key, None)
+        if asked is None:
+            return
+        method, since = asked
+        times = self.times.get(method)
+        if times is None:
+            times = self.times[method] = array("q")
+        times.append(t - since)
+        if kind == "error":
+            self.errors[method] = self.errors.get(method, 0) + 1
+        if not self.track_turns:
+            return
+        if method == "initialize" and kind == "response":
+            self.version = frame_field(f, "result", "protocolVersion")
+        elif method == "session/prompt":
+            turn = self.by_id.pop(key, None)
+            if turn is not None and (kind == "error" or self.version == 1):
+                turn.stop = t
+                if kind == "response":
+                    turn.stop_reason = frame_field(f, "result", "stopReason")
+                if self.open.get(turn.sid) is turn:
+                    del self.open[turn.sid]
 
     def _update(self, turn: _Turn, f: dict[str, Any], t: int) -> None:
         update = frame_field(f, "params", "update")
@@ -218,22 +228,6 @@ def latency_of(frames: Iterable[dict[str, Any]], session: str | None = None) -> 
             continue
         lat.add(f)
     return lat
-
-
-def file_latency(path: str, *, session: str | None = None, direction: str | None = None
-                 ) -> dict[str, dict[str, Any]]:
-    """:meth:`Latency.methods` over every stream of a trace file (for ``session`` only,
-    when given), as far as the file is readable."""
-    return latency_of(_readable(read_frames(path, direction=direction, headers=True)),
-                      session).methods()
-
-
-def _readable(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """``records`` until one cannot be read (a truncated .gz): what came before counts."""
-    try:
-        yield from records
-    except InputError:
-        return
 
 
 def deltas(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]

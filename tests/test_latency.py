@@ -186,3 +186,48 @@ def test_deltas_of_a_method_in_one_run_only():
     d = deltas(a, {})
     assert d["x"]["b"]["count"] == 0 and d["x"]["delta"] == {
         "count": -1, "p50": None, "p90": None, "p99": None, "max": None, "errors": 0}
+
+
+def test_align_measures_a_frames_stream_as_written(tmp_path):
+    # a frames stream is read as written (not framed again): its latencies are the same
+    # as the wire log's, a second stream appended adds its own; records an editor may
+    # have mangled (no id, a time that is not a number) are not measured, and no error
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.frames.jsonl"
+    a.write_bytes(wire(V2))
+    framed = run_tool("frame", str(a)).stdout
+    odd = [{"seq": 90, "t": 5 * MS, "dir": "c2a", "kind": "request", "method": "x/y",
+            "hash": None},
+           {"seq": 91, "t": "late", "dir": "a2c", "kind": "response", "id": 0, "hash": None}]
+    b.write_bytes(framed + b"".join(orjson.dumps(r) + b"\n" for r in odd) + framed)
+    r = run_tool("align", "--format", "json", str(a), str(b))
+    assert r.returncode == 1, r.stderr  # b holds the session twice
+    got = orjson.loads(r.stdout)["latency_ms"]
+    one = latency_of(timed(V2)).methods()
+    twice = latency_of(timed(V2) + [{"format": "x"}] + timed(V2)).methods()
+    assert {m_: s["a"] for m_, s in got.items()} == one
+    assert {m_: s["b"] for m_, s in got.items()} == twice
+    assert got["session/prompt"]["delta"]["count"] == 3 and "x/y" not in got
+
+
+def test_align_latency_of_one_session(tmp_path):
+    # --session: that session's requests and their answers only
+    two = [*init(2),
+           (20, "c2a", m(id=5, method="session/prompt", params={"sessionId": "s1", "prompt": []})),
+           (30, "c2a", m(id=6, method="session/prompt", params={"sessionId": "s2", "prompt": []})),
+           (35, "a2c", m(id=5, result={"messageId": "u1"})),
+           (70, "a2c", m(id=6, result={"messageId": "u2"}))]
+    p = tmp_path / "w.jsonl"
+    p.write_bytes(wire(two))
+    out = orjson.loads(run_tool("align", "--format", "json", "--session", "s1", "--session",
+                                "s1", str(p), str(p)).stdout)
+    assert set(out["latency_ms"]) == {"session/prompt"}
+    assert out["latency_ms"]["session/prompt"]["a"]["max"] == 15.0
+
+
+def test_asr_streams_have_no_latency(tmp_path):
+    p = tmp_path / "w.jsonl"
+    p.write_bytes(wire(V2))
+    asr = tmp_path / "s.asr.jsonl"
+    asr.write_bytes(run_tool("asr", str(p)).stdout)
+    out = orjson.loads(run_tool("align", "--format", "json", str(asr), str(asr)).stdout)
+    assert "latency_ms" not in out

@@ -109,7 +109,8 @@ def step_info(steps: Steps, table: StepTable, i: int, text: str | None) -> dict[
 
 def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[str, Any]:
     """The JSON summary: counts, LCS length, edit distance, the first divergence, and
-    every changed step with its differences."""
+    every changed step with its differences; for two traces, ``latency_ms``: per method,
+    each run's request latency and the change (:func:`acp_pipes.latency.deltas`)."""
     if changes is None:
         changes = cmp.changes()
     a, b, table = cmp.a, cmp.b, cmp.table
@@ -134,7 +135,7 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
                "hash_b": table.hashes[b.seq[c.b]]}
         _add_diff(rec, c)
         changed.append(rec)
-    return {
+    out = {
         "equal": cmp.equal,
         "counts": cmp.counts(),
         "lcs": cmp.lcs,
@@ -145,6 +146,11 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
         "first_divergence": first,
         "changed": changed,
     }
+    if a.latency is not None and b.latency is not None:
+        from acp_pipes.latency import deltas
+
+        out["latency_ms"] = deltas(a.latency, b.latency)
+    return out
 
 
 def _side(s: Steps) -> dict[str, Any]:

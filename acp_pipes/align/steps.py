@@ -153,6 +153,8 @@ class Steps:
     chains: list[tuple[str | None, str | None]] = field(default_factory=list)
     chain_pos: list[array] = field(default_factory=list)
     normalizer: Normalizer | None = None
+    #: a trace's request latency per method (:meth:`acp_pipes.latency.Latency.methods`)
+    latency: dict[str, dict[str, Any]] | None = None
     _kept: dict[int, bytes] = field(default_factory=dict, repr=False)
     _kept_bytes: int = 0
 
@@ -298,11 +300,11 @@ def load_steps(
                 steps = _asr_steps(_as_lines(first, number, rest, source), path, source,
                                    table, normalizer, session, warn)
             else:
-                seq, at, chains, chain_pos = trace_steps(
+                seq, at, chains, chain_pos, latency = trace_steps(
                     first, number, stream, cuts, head, table, normalizer, source=source,
                     session=session, warn=warn, direction=direction)
                 steps = Steps(source, path, "trace", seq, at, session, chains=chains,
-                              chain_pos=chain_pos)
+                              chain_pos=chain_pos, latency=latency)
         except InputError:
             if cuts:  # nothing of what was asked for came before the cut: the cut says why
                 raise cuts[0] from None

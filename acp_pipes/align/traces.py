@@ -53,6 +53,9 @@ class _Builder:
         self.chains: list[tuple[str, str | None]] = []
         self.chain_ids: dict[tuple[str, str | None], int] = {}
         self.chain_pos: list[array] = []
+        from acp_pipes.latency import Latency
+
+        self.latency = Latency(turns=False)  # how long each method took (for the JSON)
 
     def adder(self) -> Callable[[dict[str, Any], int], None]:
         """``add(frame, line)``: one frame record (``dir`` c2a/a2c, ``kind`` a frame
@@ -67,11 +70,13 @@ class _Builder:
         chain = self._chain
         replies, unanswered = REPLIES, UNANSWERED
         last: list[Any] = [None, None, None]  # dir, session, positions.append of the chain
+        timed = self.latency.add
 
         def add(rec: dict[str, Any], number: int) -> None:
             sid = rec.get("sessionId")
             if session is not None and sid != session:
                 return
+            timed(rec)
             d = rec["dir"]
             h = rec.get("hash") if hash_frame is None else hash_frame(rec)
             method = rec.get("method")
@@ -113,10 +118,13 @@ def trace_steps(
     session: str | None,
     warn: Warn | None,
     direction: str | None,
-) -> tuple[list[int], array, list[tuple[str, str | None]], list[array]]:
+) -> tuple[list[int], array, list[tuple[str, str | None]], list[array],
+           dict[str, dict[str, Any]]]:
     """The steps of a trace whose first non-blank line ``first`` (number
     ``first_number``, parsed: ``head``) has been read from ``stream``, which holds the
-    other lines: ``(step ids, line numbers, chains, positions of each chain)``. Where
+    other lines: ``(step ids, line numbers, chains, positions of each chain, request
+    latency per method)`` (:meth:`acp_pipes.latency.Latency.methods`, measured as the
+    frames go by: no second pass). Where
     the stream stops being readable (a .gz cut short) the read error is appended to
     ``cuts`` and the steps are those before it."""
     b = _Builder(table, normalizer, session)
@@ -132,7 +140,7 @@ def trace_steps(
         raise InputError(source, 0, str(e)) from None
     if session is not None and not b.seq:
         raise InputError(source, 0, f"no frames of session {session!r}")
-    return b.seq, b.lines, b.chains, b.chain_pos
+    return b.seq, b.lines, b.chains, b.chain_pos, b.latency.methods()
 
 
 _FRAMED = (WIRE, FRAMES)
@@ -211,6 +219,7 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
                 continue
             fmt = header_format(rec)
             if fmt == FRAMES and judge(rec, source, n, _FRAMED, "a wire log or ACP JSONL"):
+                b.latency.new_stream()
                 continue  # the next frames stream: trusted as the first
             if fmt == WIRE:  # the framer judges it and frames the rest
                 rest = until_cut(stream, n, source, cuts)

@@ -205,14 +205,7 @@ def _pair(args, ctx: Context, a, b, table) -> int:
             for line in render.diff_lines(cmp, args.context, term=ctx.term):
                 out.write(line.encode("utf-8") + b"\n")
     elif fmt == "json":
-        rec = render.summary(cmp)
-        if a.kind == "trace":  # how long each method took in each run, and the change
-            from acp_pipes.latency import deltas, file_latency
-
-            rec["latency_ms"] = deltas(*(file_latency(s.path, session=s.session,
-                                                      direction=args.direction)
-                                         for s in (a, b)))
-        out.write(dumps(rec))
+        out.write(dumps(render.summary(cmp)))
     elif fmt == "html":
         from acp_pipes.view.sidebyside import align_page
 
