@@ -9,9 +9,10 @@ cached. Peak RSS at two sizes, to show it flat: acp-asr keeps, per written entit
 16-byte key digest -> (seq, spool position) in a dict of at most 32,768 entries (~140 B
 each); past that the entries move to a temporary sqlite database behind a fixed 2 MB
 Bloom filter (acp_pipes/fold/index.py), and ASR-717's content digest is recomputed from
-the spooled record only when the same entity comes again. The fold keeps no index of
-its own under acp-asr (ASR-706 is the converter's index), and records wait in 1 MB
-per-session spools, then temporary files.
+the spooled record only when the same entity comes again. The fold keeps every final
+state, serialised into a temporary file as the entity becomes final (where each is: a
+dict of at most 8,192 keys, then sqlite), so a change after final folds onto the whole
+entity (ASR-706); records wait in 1 MB per-session spools, then temporary files.
 
 Peak RSS is each command's own: on Linux a child's ``ru_maxrss`` starts from the
 high-water mark of the process that spawned it, so :func:`bench.common.run_cmd` starts

@@ -44,7 +44,7 @@ def _convert(wire, limit: int | None, store) -> Converter:
     conv = Converter(store=store)
     if limit is not None:
         conv.index = DigestIndex(limit=limit)
-    for rec in fold_paths([str(wire)], warn=lambda *a: None, after_final=False):
+    for rec in fold_paths([str(wire)], warn=lambda *a: None):
         conv.feed(rec)
     conv.close()
     return conv

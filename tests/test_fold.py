@@ -105,16 +105,76 @@ def test_change_after_final_refolds_the_whole_entity():
     assert second["pos"] == first["pos"] == 0
 
 
+def _late_changes(n: int):
+    """A message and a tool call go final, n other calls go final after them, then one
+    more chunk for the message and a new title for the call (ASR-706)."""
+    return frames(
+        upd("s", sessionUpdate="agent_message_chunk", messageId="m",
+            content={"type": "text", "text": "Hello "}),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", name="edit", kind="edit",
+            rawInput={"path": "a.py"}, status="completed"),
+        upd("s", sessionUpdate="state_update", state="idle"),
+        *(upd("s", sessionUpdate="tool_call_update", toolCallId=f"x{i}", status="completed")
+          for i in range(n)),
+        upd("s", sessionUpdate="agent_message_chunk", messageId="m",
+            content={"type": "text", "text": "world"}),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", title="Edit a.py"),
+        upd("s", sessionUpdate="state_update", state="idle"),
+    )
+
+
+def test_change_long_after_final_refolds_the_whole_entity():
+    """ASR-706, however long ago the entity went final: after 300 other finals the late
+    chunk extends "Hello " and the retitled call keeps its name, kind and input."""
+    recs = entities(fold(_late_changes(300)))
+    m, c = recs[-2:]
+    assert (m["id"], c["id"]) == ("m", "c") and m["afterFinal"] and c["afterFinal"]
+    assert m["value"]["content"] == [{"type": "text", "text": "Hello world"}]
+    assert m["frames"] == [0, 303] and m["pos"] == 0 and m["assembly"] == "chunks"
+    assert {k: c["value"].get(k) for k in ("name", "kind", "rawInput", "title", "status")} == {
+        "name": "edit", "kind": "edit", "rawInput": {"path": "a.py"}, "title": "Edit a.py",
+        "status": "completed"}
+
+
+def test_final_states_on_disk_answer_as_in_memory():
+    """The final store spills to disk: with states written to its file every 64 bytes
+    and where they are moved to sqlite every 8 entries, the records are the same as
+    with everything in memory."""
+    from acp_pipes.fold import Folder
+    from acp_pipes.fold.index import FinalStore
+
+    outs = []
+    for limit in (None, 64):
+        f = Folder()
+        if limit is not None:
+            f.timeline.store = FinalStore(limit=8, buf_limit=limit)
+        out = []
+        for fr in _late_changes(600):
+            out += f.feed(fr["seq"], fr["t"], fr["dir"], fr["msg"])
+        if limit is not None:
+            store = f.timeline.store
+            assert store.on_disk >= 600 - 8 and store.flushed and len(store.buf) <= 64
+        outs.append(orjson.dumps(out + f.finish()))
+    assert outs[0] == outs[1]
+
+
 def test_memory_bounded_by_open_entities():
-    """Finals are dropped: after many finished calls only the last KEEP_FINAL values stay."""
-    from acp_pipes.fold import KEEP_FINAL, Folder
+    """Finals leave memory: after many finished calls nothing is open or waiting, and
+    the final states are serialised in the store, which writes them to its file and
+    moves where they are to disk past its limits."""
+    from acp_pipes.fold import Folder
+    from acp_pipes.fold.index import FinalStore
 
     f = Folder()
+    f.timeline.store = FinalStore(limit=100, buf_limit=4096)
     for i in range(3000):
         msg = upd("s", sessionUpdate="tool_call_update", toolCallId=f"c{i}", status="completed")[1]
         f.feed(i, None, "a2c", msg)
     sess = f.sessions["s"]
-    assert not sess.open and not sess.lane and len(f.timeline.finals) == KEEP_FINAL
+    assert not sess.open and not sess.lane
+    store = f.timeline.store
+    assert len(store.buf) <= 4096 and len(store.mem) <= 100
+    assert store.on_disk + len(store.mem) == 3000
 
 
 def test_unknown_protocol_version_refused_with_a_clear_message(tmp_path):

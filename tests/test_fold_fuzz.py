@@ -118,7 +118,7 @@ def fold_and_convert(path: str) -> tuple[bytes, bytes, list[str]]:
     folded = io.BytesIO()
     write_records(fold_paths([path], warn=warn), folded)
     conv = Converter(store=Spool())
-    for rec in fold_paths([path], warn=warn, after_final=False):
+    for rec in fold_paths([path], warn=warn):
         conv.feed(rec)
     conv.close()
     converted = io.BytesIO()

@@ -322,7 +322,7 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
             if on_file is not None:
                 on_file(i, path)
             records = fold_paths([path], snapshots=snapshots, warn=warn,
-                                 connection=conv.conn + (1 if i else 0), after_final=False)
+                                 connection=conv.conn + (1 if i else 0))
             feed = conv.feed
             for rec in records:
                 feed(rec)

@@ -7,12 +7,11 @@ frames streams and yields a fold stream per connection, header first.
 
 from __future__ import annotations
 
-from acp_pipes.fold.core import KEEP_FINAL, MAX_HELD, Folder, ProtocolVersionError
+from acp_pipes.fold.core import MAX_HELD, Folder, ProtocolVersionError
 from acp_pipes.fold.source import FOLD_VERSION, fold, fold_header, fold_paths, read_source
 
 __all__ = [
     "FOLD_VERSION",
-    "KEEP_FINAL",
     "MAX_HELD",
     "Folder",
     "ProtocolVersionError",

@@ -20,11 +20,11 @@ from typing import Any
 from acp_pipes.errors import AcpPipesError, Note
 from acp_pipes.fold.entities import FOLDS, Entity, settle
 from acp_pipes.fold.patch import patch_fields
-from acp_pipes.fold.timeline import KEEP_FINAL, MAX_HELD, Timeline
+from acp_pipes.fold.timeline import MAX_HELD, Timeline
 from acp_pipes.fold.v1 import V1Lift, lift_initialize
 from acp_pipes.frame import is_jsonrpc_id, why_not_jsonrpc
 
-__all__ = ["KEEP_FINAL", "MAX_HELD", "Folder", "ProtocolVersionError"]
+__all__ = ["MAX_HELD", "Folder", "ProtocolVersionError"]
 
 TERMINAL_TOOL = frozenset({"completed", "failed", "cancelled"})
 TERMINAL_COMPACTION = TERMINAL_TOOL
@@ -79,8 +79,8 @@ class Folder:
     write, in order."""
 
     def __init__(self, connection: int = 0, *, snapshots: bool = False,
-                 warn: Note | None = None, after_final: bool = True):
-        self.timeline = Timeline(after_final=after_final)
+                 warn: Note | None = None):
+        self.timeline = Timeline()
         self.conn = connection
         self.snapshots = snapshots
         self.warn = warn or (lambda msg: None)
@@ -173,6 +173,7 @@ class Folder:
             self._end_replay(sess, "stop")
             self._finalize_all(sess, "stop")
             self.timeline.flush(sess.lane, force=True)
+        self.timeline.close()
         return self.timeline.take()
 
     # -- finality (ASR-705) ---------------------------------------------------------------

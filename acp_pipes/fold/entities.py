@@ -58,7 +58,7 @@ class Entity:
     """One entity being folded: its value so far and where it came from."""
 
     __slots__ = ("kind", "key", "session", "pos", "t", "frames", "value", "chunked",
-                 "replayed", "released", "final", "ready", "dead", "origin", "basis",
+                 "replayed", "released", "final", "ready", "dead", "origin",
                  "output", "after_final", "why", "own", "parts")
 
     def __init__(self, kind: str, key: Any, session: str, pos: int, t: int | None,
@@ -77,7 +77,6 @@ class Entity:
         self.ready: dict | None = None  # its final record, waiting for its turn
         self.dead = False  # dropped (a prompt that was refused); skipped in the timeline
         self.origin: str | None = None  # "prompt" for a session/prompt message
-        self.basis = "full"  # "patch": re-opened after final without the final state
         self.output: bytearray | None = None  # terminal output bytes
         self.after_final = False
         self.why = ""

@@ -1,26 +1,74 @@
-"""A digest index whose memory does not grow with the recording: 16-byte digest -> int.
-
-ASR-706 (a change after final) and ASR-717 (no second record on resume) need to know,
-for every entity ever written, that it was written and where. The newest entries live in
-a dict; past :data:`LIMIT` entries the dict moves, in one batch, to a private temporary
-sqlite database (stdlib; deleted when closed, its page cache bounded) and a fixed-size
-Bloom filter remembers which digests went to disk, so a miss (the common case: an entity
-never seen) almost never touches the disk. Memory: at most LIMIT entries (~140 B each)
-plus the 2 MB filter and sqlite's page cache, whatever the recording's length; a
+"""Tables whose memory does not grow with the recording: the newest entries in a dict,
+the rest in a private temporary sqlite database (stdlib; deleted when closed, its page
+cache bounded) behind a fixed-size Bloom filter that remembers which keys went to disk,
+so a miss (the common case: an entity never seen) almost never touches the disk. A
 lookup past the first spill is correct for any number of entries (the filter only
 decides whether the disk is asked).
+
+:class:`DigestIndex` (16-byte digest -> int): ASR-706 (a change after final) and
+ASR-717 (no second record on resume) need to know, for every entity ever written, that
+it was written and where. Past :data:`LIMIT` entries the dict moves to disk in one
+batch. Memory: at most LIMIT entries (~140 B each) plus the 2 MB filter.
+
+:class:`FinalStore` (an entity's (session, kind, ID) -> its final state, as bytes): a
+change after final must fold onto the whole entity however long ago it went final
+(ASR-706). States go to a temporary file in batches of :data:`STORE_BYTES`; where each
+one is, to a dict of at most :data:`STORE_LIMIT` entries and then to sqlite, as above.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import tempfile
+from collections.abc import Hashable
+from typing import BinaryIO
 
-__all__ = ["LIMIT", "DigestIndex"]
+import blake3
+import orjson
+
+__all__ = ["LIMIT", "STORE_BYTES", "STORE_LIMIT", "DigestIndex", "FinalStore", "key_digest"]
 
 #: Entries kept in memory before the index spills to disk.
 LIMIT = 1 << 15
+#: Bytes of final states kept in memory before they are written to a temporary file.
+STORE_BYTES = 1 << 20
+#: Entries of where final states are kept in memory before they move to disk (a key
+#: tuple costs more memory than a digest).
+STORE_LIMIT = 1 << 13
 _BLOOM_BITS = 1 << 24  # 2 MB, two probes: ~1% false positives at 1M entries on disk
 _MASK = _BLOOM_BITS - 1
+
+
+def _database() -> sqlite3.Connection:
+    # "": a private temporary on-disk database, removed when closed
+    db = sqlite3.connect("", isolation_level=None)
+    db.execute("PRAGMA journal_mode = OFF")
+    db.execute("PRAGMA synchronous = OFF")
+    db.execute("CREATE TABLE k (d BLOB PRIMARY KEY, v) WITHOUT ROWID")
+    return db
+
+
+def _bloom_add(bloom: bytearray, h: int) -> None:
+    b = h & _MASK
+    bloom[b >> 3] |= 1 << (b & 7)
+    b = (h >> 32) & _MASK
+    bloom[b >> 3] |= 1 << (b & 7)
+
+
+def _bloom_has(bloom: bytearray, h: int) -> bool:
+    b = h & _MASK
+    if not bloom[b >> 3] >> (b & 7) & 1:
+        return False
+    b = (h >> 32) & _MASK
+    return bool(bloom[b >> 3] >> (b & 7) & 1)
+
+
+def _spill(db: sqlite3.Connection, rows: dict) -> None:
+    db.execute("BEGIN")
+    # in key order: B-tree inserts that land next to each other
+    db.executemany("INSERT OR REPLACE INTO k VALUES (?, ?)", sorted(rows.items()))
+    db.execute("COMMIT")
 
 
 class DigestIndex:
@@ -39,13 +87,7 @@ class DigestIndex:
         v = self.mem.get(digest)
         if v is not None or self.db is None:
             return v
-        h = int.from_bytes(digest[:8], "little")
-        bloom = self.bloom
-        b = h & _MASK
-        if not bloom[b >> 3] >> (b & 7) & 1:
-            return None
-        b = (h >> 32) & _MASK
-        if not bloom[b >> 3] >> (b & 7) & 1:
+        if not _bloom_has(self.bloom, int.from_bytes(digest[:8], "little")):
             return None
         row = self.db.execute("SELECT v FROM k WHERE d = ?", (digest,)).fetchone()
         return None if row is None else row[0]
@@ -62,25 +104,13 @@ class DigestIndex:
     def spill(self) -> None:
         """Move the memory entries to disk (the caller found more than ``limit``)."""
         if self.db is None:
-            # "": a private temporary on-disk database, removed when closed
-            self.db = sqlite3.connect("", isolation_level=None)
-            self.db.execute("PRAGMA journal_mode = OFF")
-            self.db.execute("PRAGMA synchronous = OFF")
-            self.db.execute("CREATE TABLE k (d BLOB PRIMARY KEY, v INTEGER) WITHOUT ROWID")
+            self.db = _database()
             self.bloom = bytearray(_BLOOM_BITS >> 3)
         bloom = self.bloom
         frombytes = int.from_bytes
         for d in self.mem:
-            h = frombytes(d[:8], "little")
-            b = h & _MASK
-            bloom[b >> 3] |= 1 << (b & 7)
-            b = (h >> 32) & _MASK
-            bloom[b >> 3] |= 1 << (b & 7)
-        db = self.db
-        db.execute("BEGIN")
-        # in key order: B-tree inserts that land next to each other
-        db.executemany("INSERT OR REPLACE INTO k VALUES (?, ?)", sorted(self.mem.items()))
-        db.execute("COMMIT")
+            _bloom_add(bloom, frombytes(d[:8], "little"))
+        _spill(self.db, self.mem)
         self.on_disk += len(self.mem)
         self.mem = {}
 
@@ -88,3 +118,88 @@ class DigestIndex:
         if self.db is not None:
             self.db.close()
             self.db = None
+
+
+def key_digest(key: Hashable) -> bytes:
+    """16 bytes naming a JSON-serialisable key on disk (the same in every process)."""
+    return blake3.blake3(orjson.dumps(key)).digest(16)
+
+
+class FinalStore:
+    """``put(key, state)`` / ``get(key)``: ``key`` a hashable JSON value (a tuple of
+    strings), ``state`` bytes. States are appended to a buffer that goes, past
+    :data:`STORE_BYTES`, to a temporary file in one write; where each state is
+    (offset, length) is kept per key in a dict of at most :data:`STORE_LIMIT` entries, then in
+    a temporary sqlite table behind a Bloom filter. The dict and the filter take keys as
+    they are (Python's ``hash`` is stable within the process), so a key never stored
+    costs no digest: the digest is made only to ask the disk."""
+
+    __slots__ = ("mem", "limit", "buf", "flushed", "file", "db", "bloom", "on_disk",
+                 "buf_limit")
+
+    def __init__(self, limit: int = STORE_LIMIT, buf_limit: int = STORE_BYTES):
+        self.mem: dict[Hashable, int] = {}  # key -> offset << 32 | length
+        self.limit = limit
+        self.buf = bytearray()
+        self.buf_limit = buf_limit
+        self.flushed = 0  # bytes in the file; buf continues from there
+        self.file: BinaryIO | None = None
+        self.db: sqlite3.Connection | None = None
+        self.bloom: bytearray | None = None
+        self.on_disk = 0  # entries in the sqlite table
+
+    def get(self, key: Hashable) -> bytes | None:
+        at = self.mem.get(key)
+        if at is None:
+            if self.db is None or not _bloom_has(self.bloom, hash(key)):
+                return None
+            row = self.db.execute("SELECT v FROM k WHERE d = ?",
+                                  (key_digest(key),)).fetchone()
+            if row is None:
+                return None
+            at = row[0]
+        start, n = at >> 32, at & 0xFFFFFFFF
+        if start >= self.flushed:
+            start -= self.flushed
+            return bytes(self.buf[start:start + n])
+        return os.pread(self.file.fileno(), n, start)
+
+    def put(self, key: Hashable, state: bytes) -> None:
+        buf = self.buf
+        mem = self.mem
+        mem[key] = (self.flushed + len(buf)) << 32 | len(state)
+        buf += state
+        if len(buf) > self.buf_limit:
+            self._write()
+        if len(mem) > self.limit:
+            self.spill()
+
+    def _write(self) -> None:
+        if self.file is None:
+            self.file = tempfile.TemporaryFile()
+        self.file.write(self.buf)
+        self.file.flush()
+        self.flushed += len(self.buf)
+        self.buf = bytearray()
+
+    def spill(self) -> None:
+        """Move the dict of where states are to disk."""
+        if self.db is None:
+            self.db = _database()
+            self.bloom = bytearray(_BLOOM_BITS >> 3)
+        bloom = self.bloom
+        rows = {}
+        for k, at in self.mem.items():
+            _bloom_add(bloom, hash(k))
+            rows[key_digest(k)] = at
+        _spill(self.db, rows)
+        self.on_disk += len(self.mem)
+        self.mem = {}
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None

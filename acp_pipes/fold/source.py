@@ -172,11 +172,9 @@ def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
 
 
 def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
-               connection: int = 0, after_final: bool = True) -> Iterator[dict]:
+               connection: int = 0) -> Iterator[dict]:
     """Fold streams (header, then records) for every connection in ``paths``, in order;
-    fold input passes through as it is. ``connection`` numbers the first one;
-    ``after_final=False`` leaves ``afterFinal``/``basis`` out (acp-asr, which tells a
-    change after final by its own index, ASR-706).
+    fold input passes through as it is. ``connection`` numbers the first one.
 
     The reading of :func:`read_source` is inlined here: a wire log has one line per
     frame, and a generator layer per line costs as much as the fold of a chunk."""
@@ -255,8 +253,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                         continue
                     source_header = rec.get("source") if fmt == FRAMES else rec
                     yield fold_header(conn, source_header, snapshots)
-                    folder = Folder(conn, snapshots=snapshots, warn=fwarn,
-                                    after_final=after_final)
+                    folder = Folder(conn, snapshots=snapshots, warn=fwarn)
                     feed = folder.feed
                     conn += 1
                     continue

@@ -15,27 +15,27 @@ session back; ``--snapshots`` does that for every open entity at each checkpoint
 (ASR-705's crash safety). A lane longer than :data:`MAX_HELD` releases its head the
 same way, so memory stays bounded by the entities open at once.
 
-Finals are dropped once written; a short LRU (:data:`KEEP_FINAL`) keeps recent final
-values so a late patch (ASR-706) folds onto the whole entity (:meth:`Timeline.reopen`);
-an older one folds onto an empty entity and says so (``basis: "patch"``).
+Every final state is kept, so a change after final (ASR-706) folds onto the whole
+entity however long ago it went final (:meth:`Timeline.reopen`): serialised when the
+entity becomes final (while its objects are still in the CPU's caches: serialising them
+later costs several times more) into a :class:`~acp_pipes.fold.index.FinalStore`, which
+keeps its memory flat and the rest on disk.
 """
 
 from __future__ import annotations
 
 import base64
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Any
 
-import blake3
 import orjson
 
 from acp_pipes.fold.entities import Entity, settle
-from acp_pipes.fold.index import DigestIndex
+from acp_pipes.fold.index import FinalStore
 
-__all__ = ["KEEP_FINAL", "MAX_HELD", "Timeline", "final_digest"]
+__all__ = ["MAX_HELD", "Timeline"]
 
 MAX_HELD = 4096
-KEEP_FINAL = 256
 _LIST_FIELDS = ("content", "summary")  # copied so a record never shares a growing list
 #: Entities built from chunks or upserts: their records say which (ASR-704).
 _ASSEMBLED = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
@@ -48,14 +48,13 @@ class Timeline:
     :meth:`flush` lets what reached a lane's head leave; :meth:`take` hands over the
     records made so far."""
 
-    def __init__(self, *, after_final: bool = True):
+    def __init__(self, *, store: FinalStore | None = None):
         self.out: list[dict] = []
-        self.finals: OrderedDict = OrderedDict()
-        # digests of (session, kind, id) of every entity whose final record was written:
-        # a later update re-opens it as a change after final (ASR-706) and its record says
-        # so (afterFinal). acp-asr finds such changes itself (its own index of written
-        # records) and asks for none (after_final=False): one index, not two.
-        self._final_ids: DigestIndex | None = DigestIndex() if after_final else None
+        #: every final state, serialised (memory bounded, the rest on disk)
+        self.store = FinalStore() if store is None else store
+        # states orjson cannot write (only from fold() given parsed messages holding
+        # integers beyond 64 bits: acp-fold skips such frames); kept as they are
+        self._unwritable: dict = {}
 
     @staticmethod
     def lane() -> deque:
@@ -113,32 +112,49 @@ class Timeline:
         ent.why = why
         rec = self.record(ent, True, why)
         if not ent.replayed:
-            fk = (ent.session, ent.kind, ent.key)
-            self.finals[fk] = (ent.value, ent.chunked, ent.frames, ent.origin, ent.output,
-                               ent.pos, ent.t)
-            if len(self.finals) > KEEP_FINAL:
-                self.finals.popitem(last=False)
+            self._keep((ent.session, ent.kind, ent.key), (
+                ent.value, ent.chunked, ent.frames, ent.origin, ent.output, ent.pos, ent.t))
         if ent.released:
             self.out.append(rec)
         else:
             ent.ready = rec
 
     def reopen(self, ent: Entity) -> None:
-        """A new entity of a key written as final before: a change after final
-        (ASR-706). The entity starts from the final value where it is still known."""
-        old = self.finals.pop((ent.session, ent.kind, ent.key), None)
-        if old is not None:
-            ent.value = old[0]
-            ent.chunked = old[1]
-            ent.frames = list(old[2])
-            ent.origin = old[3]
-            ent.output = old[4]
-            ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
-            ent.after_final = True
-        elif self._final_ids is not None and final_digest(
-                ent.session, ent.kind, ent.key) in self._final_ids:
-            ent.after_final = True
-            ent.basis = "patch"
+        """A new entity of a key whose final record was made before: a change after
+        final (ASR-706). The entity starts from the whole final state."""
+        old = self._recall((ent.session, ent.kind, ent.key))
+        if old is None:
+            return
+        ent.value = old[0]
+        ent.chunked = old[1]
+        ent.frames = list(old[2])
+        ent.origin = old[3]
+        ent.output = old[4]
+        ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
+        ent.after_final = True
+
+    def _keep(self, fk: tuple, state: tuple) -> None:
+        """A final state, serialised into the store."""
+        value, chunked, frames, origin, output, pos, t = state
+        try:
+            data = orjson.dumps((value, chunked, frames, origin, None if output is None
+                                 else base64.b64encode(output).decode(), pos, t))
+        except TypeError:
+            self._unwritable[fk] = state
+            return
+        self.store.put(fk, data)
+
+    def _recall(self, fk: tuple) -> tuple | None:
+        data = self.store.get(fk)
+        if data is None:
+            return self._unwritable.get(fk)
+        value, chunked, frames, origin, output, pos, t = orjson.loads(data)
+        return (value, chunked, frames, origin,
+                None if output is None else bytearray(base64.b64decode(output)), pos, t)
+
+    def close(self) -> None:
+        """No more entities: release the store (its temporary database)."""
+        self.store.close()
 
     def record(self, ent: Entity, final: bool, why: str) -> dict:
         """The entity's record as it stands (a copy: later updates do not change it)."""
@@ -162,8 +178,6 @@ class Timeline:
             rec["origin"] = ent.origin
         if ent.after_final:
             rec["afterFinal"] = True
-            if ent.basis != "full":
-                rec["basis"] = ent.basis
         rec["value"] = value
         rec["frames"] = list(ent.frames)
         return rec
@@ -195,8 +209,6 @@ class Timeline:
                 out.append(ent.ready)
                 ent.ready = None
                 ent.released = True
-                if self._final_ids is not None:
-                    self._final_ids.put(final_digest(ent.session, ent.kind, ent.key), 1)
                 continue
             if ent.key is None and not (force or cap):
                 break  # a prompt waiting for its messageId
@@ -210,7 +222,3 @@ class Timeline:
             ent.released = True
             out.append(self.record(ent, False, "turn_end" if turn_end else "snapshot"))
 
-
-def final_digest(sid: str, kind: str, key: Any) -> bytes:
-    """What is kept of a written entity once its value is gone: 16 bytes (ASR-706)."""
-    return blake3.blake3(orjson.dumps((sid, kind, key))).digest(16)

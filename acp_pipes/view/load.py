@@ -194,7 +194,7 @@ def _convert(rec: Recording, inputs: list[tuple[str, str]], warn: Warn,
         for i, (path, name) in enumerate(inputs):
             feed = conv.feed
             for r in fold_paths([path], warn=_renamed(warn, path, name),
-                                connection=conv.conn + (1 if i else 0), after_final=False):
+                                connection=conv.conn + (1 if i else 0)):
                 feed(r)
     except ProtocolVersionError as e:
         rec.notes.append(f"no transcript: {e}")
