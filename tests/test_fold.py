@@ -177,6 +177,58 @@ def test_memory_bounded_by_open_entities():
     assert store.on_disk + len(store.mem) == 3000
 
 
+def req(rid, method, **params):
+    return ("c2a", {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+def resp(rid, **result):
+    return ("a2c", {"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def chunk(sid, mid, text):
+    return upd(sid, sessionUpdate="agent_message_chunk", messageId=mid,
+               content={"type": "text", "text": text})
+
+
+def test_replay_window_covers_every_session_it_names():
+    """ASR-707/717: between a resume with replayFrom and its response, updates for the
+    resumed session's subagent (already final) and for a session never seen are
+    history: folded from empty in the replay namespace, replayed: true."""
+    recs = list(fold(frames(
+        req(1, "session/new", cwd="/w"), resp(1, sessionId="p"),
+        upd("p", sessionUpdate="subagent_update", sessionId="kid"),
+        chunk("kid", "k1", "Looking"), upd("kid", sessionUpdate="state_update", state="idle"),
+        req(2, "session/resume", sessionId="p", cwd="/w", replayFrom={"type": "start"}),
+        chunk("kid", "k1", "Looking"), chunk("other", "o1", "old"),
+        resp(2),
+        chunk("kid", "k9", "live again"),
+    )))
+    by = {(r["session"], r["id"], r["replayed"]): r for r in entities(recs)}
+    k1 = by[("kid", "k1", True)]
+    assert k1["value"]["content"] == [{"type": "text", "text": "Looking"}]
+    assert "afterFinal" not in k1 and k1["why"] == "replay"
+    assert ("other", "o1", True) in by and ("kid", "k9", False) in by
+    ends = [r["session"] for r in recs if r.get("op") == "replay_end"]
+    assert sorted(ends) == ["kid", "other", "p"]
+
+
+def test_session_with_live_work_stays_live_during_another_replay():
+    """A session with a prompt of its own in progress (and the subagents it spawned)
+    is live while another session replays (acp-pipes choice)."""
+    recs = list(fold(frames(
+        req(1, "session/new", cwd="/w"), resp(1, sessionId="a"),
+        req(2, "session/new", cwd="/w"), resp(2, sessionId="b"),
+        req(3, "session/prompt", sessionId="b", prompt=[{"type": "text", "text": "go"}]),
+        upd("b", sessionUpdate="subagent_update", sessionId="b-kid"),
+        req(4, "session/resume", sessionId="a", cwd="/w", replayFrom={"type": "start"}),
+        chunk("a", "a1", "old"), chunk("b", "b1", "live"), chunk("b-kid", "c1", "live too"),
+        resp(4), resp(3, messageId="u1"),
+        upd("b", sessionUpdate="state_update", state="idle"),
+    )))
+    replayed = {r["id"]: r["replayed"] for r in entities(recs)}
+    assert replayed == {"a1": True, "b1": False, "c1": False, "b-kid": False, "u1": False}
+
+
 def test_unknown_protocol_version_refused_with_a_clear_message(tmp_path):
     """v1 and v2 are read; a version acp-pipes does not know (a future v3) is refused."""
     wire = tmp_path / "v3.jsonl"

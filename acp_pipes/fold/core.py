@@ -1,15 +1,19 @@
 """The fold: frame records of one ACP v2 connection in, entity records out (ASR-704..706).
 
 :class:`Folder` reads frames: it pairs the client's requests with the agent's responses
-(initialize, the session lifecycle, prompts, permissions, elicitations, resume windows)
+(initialize, the session lifecycle, prompts, permissions, elicitations, replay windows)
 and folds each ``session/update`` into the entity it names, per session and ACP ID; it
 decides when each entity is final (ASR-705). It has a
 :class:`~acp_pipes.fold.timeline.Timeline`, which makes the records and lets them leave
-in order. History an agent replays (session/resume with ``replayFrom``, or into a fork)
-folds in a namespace of its own, from empty, and is final when the replay ends; acp-asr
-compares it with what it already wrote (ASR-717). A connection that negotiated ACP v1
-has its frames lifted into v2's shapes first (:class:`~acp_pipes.fold.v1.V1Lift`), so
-the same rules apply to it.
+in order. History an agent replays folds in a namespace of its own, from empty, and is
+final when the replay ends; acp-asr compares it with what it already wrote (ASR-717).
+A *replay window* is a property of the connection: everything the agent sends between a
+``session/resume`` with ``replayFrom`` (ACP v1's ``session/load`` is lifted into one)
+and its response is history, whatever session it names (a parent replays its
+subagents' messages too), except for a session with live work of its own on the
+connection; a fork's new session replays until its first prompt. A connection that
+negotiated ACP v1 has its frames lifted into v2's shapes first
+(:class:`~acp_pipes.fold.v1.V1Lift`), so the same rules apply to it.
 """
 
 from __future__ import annotations
@@ -56,16 +60,27 @@ def rpc_id_str(rid: Any) -> str:
     return str(rid)
 
 
+class _Window:
+    """History an agent replays (ASR-707, ASR-717): ``kind`` ``resume`` (a request of the
+    connection, until its response) or ``fork`` (a fork's new session, until its first
+    prompt); ``sessions``: those whose updates it took."""
+
+    __slots__ = ("kind", "sessions")
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.sessions: list[_Session] = []
+
+
 class _Session:
-    __slots__ = ("sid", "open", "replay_open", "replaying", "replay_kind", "lane",
+    __slots__ = ("sid", "open", "replay_open", "window", "lane",
                  "info", "closed", "pending", "deferred", "running")
 
     def __init__(self, sid: str):
         self.sid = sid
         self.open: dict[tuple[str, Any], Entity] = {}
         self.replay_open: dict[tuple[str, Any], Entity] = {}
-        self.replaying = False
-        self.replay_kind = ""
+        self.window: _Window | None = None  # replaying into it: updates are history
         self.lane: deque = Timeline.lane()  # its entities and events, in timeline order
         self.info: dict[str, Any] = {}
         self.closed = False
@@ -94,6 +109,11 @@ class Folder:
         self.forks_pending = 0
         self.init_version: Any = None
         self.lift: V1Lift | None = None  # set when initialize negotiated ACP v1
+        # open resume replay windows, by request (newest last)
+        self.windows: dict[tuple[type, Any], _Window] = {}
+        # subagent session -> the session its subagent_update came in (ASR-721): a child
+        # of a session busy with live work is live too, not history
+        self.parents: dict[str, str] = {}
 
     # -- entry points -----------------------------------------------------------------
 
@@ -162,13 +182,14 @@ class Folder:
             raise ProtocolVersionError(self._version_message(self.init_version))
         if self.lift is not None:
             self.lift.finish()
-        for _key, (method, params, _seq, _t, extra) in list(self.c2a.items()):
+        for key, (method, params, _seq, _t, extra) in list(self.c2a.items()):
             if method == "session/resume" and extra is not None:
                 sess = self.sessions.get(params.get("sessionId"))
                 if sess is not None and sess.deferred is not None:
-                    self._start_resume(sess, extra, False)
+                    self._start_resume(sess, extra, False, key)
                 self.timeline.ready(extra)
         self.c2a.clear()
+        self.windows.clear()  # every session in one ends its replay below
         for sess in self.sessions.values():
             self._end_replay(sess, "stop")
             self._finalize_all(sess, "stop")
@@ -199,17 +220,59 @@ class Folder:
         sess.open.clear()
 
     def _end_replay(self, sess: _Session, why: str) -> None:
-        """The replay window ends: replayed entities are final, then a replay_end."""
-        if not sess.replaying:
+        """The session's replay ends: replayed entities are final, then a replay_end."""
+        window = sess.window
+        if window is None:
             return
         for ent in sess.replay_open.values():
             self.timeline.finalize(ent, "replay")
         sess.replay_open.clear()
-        sess.replaying = False
+        sess.window = None
         self.timeline.event(sess.lane, {"ev": "session", "op": "replay_end",
-                                        "session": sess.sid, "kind": sess.replay_kind,
+                                        "session": sess.sid, "kind": window.kind,
                                         "frames": [], "t": None})
-        sess.replay_kind = ""
+
+    # -- replay windows (ASR-707, ASR-717) ------------------------------------------------
+
+    def _join(self, sess: _Session, window: _Window) -> None:
+        """The session's updates are history of ``window`` from now on."""
+        if sess.window is not None:
+            self._end_replay(sess, "replay")  # a new replay starts from empty
+        sess.window = window
+        window.sessions.append(sess)
+
+    def _joins(self, sess: _Session) -> _Window | None:
+        """An update for a session outside any replay while a resume is open:
+        history of the newest such window, unless the session (or the session that
+        spawned it as a subagent) has live work on the connection (acp-pipes choice)."""
+        if self._busy(sess):
+            return None
+        window = next(reversed(self.windows.values()))
+        self._join(sess, window)
+        return window
+
+    def _busy(self, sess: _Session) -> bool:
+        """The session or one of its subagent ancestors is running, or has a client
+        request other than a resume waiting for its answer."""
+        windows = self.windows.keys()
+        for _ in range(16):  # a chain of subagents (and no loop forever on a cycle)
+            if sess.running or (sess.pending and not sess.pending <= windows):
+                return True
+            parent = self.parents.get(sess.sid)
+            sess = self.sessions.get(parent) if parent is not None else None
+            if sess is None:
+                return False
+        return False
+
+    def _close_window(self, key: tuple) -> None:
+        """A resume was answered: its window's sessions end their replay."""
+        window = self.windows.pop(key, None)
+        if window is None:
+            return
+        for sess in window.sessions:
+            if sess.window is window:
+                self._end_replay(sess, "replay")
+                self.timeline.flush(sess.lane)
 
     # -- requests and responses ---------------------------------------------------------
 
@@ -225,23 +288,24 @@ class Folder:
             sid = params.get("sessionId")
             if method == "session/resume" and isinstance(sid, str):
                 sess = self._session(sid)
+                key = (rid.__class__, rid)
                 ev = {"ev": "session", "op": "resume", "session": sid, **_roots(params),
                       "replayFrom": params.get("replayFrom"), "frames": [seq], "t": t}
-                self.c2a[(rid.__class__, rid)] = (method, params, seq, t, ev)
+                replay = params.get("replayFrom") is not None
+                self.c2a[key] = (method, params, seq, t, ev)
                 if sess.pending or sess.running:
                     # a client that does not wait: the replay starts once the agent is
                     # done with the session's earlier requests (clients may pipeline)
-                    sess.deferred = (ev, params.get("replayFrom") is not None,
-                                     (rid.__class__, rid))
+                    sess.deferred = (ev, replay, key)
                 else:
-                    self._start_resume(sess, ev, params.get("replayFrom") is not None)
-                sess.pending.add((rid.__class__, rid))
+                    self._start_resume(sess, ev, replay, key)
+                sess.pending.add(key)
                 return
             if isinstance(sid, str):
                 self._session(sid).pending.add((rid.__class__, rid))
             if method == "session/prompt" and isinstance(sid, str):
                 sess = self._session(sid)
-                if sess.replaying and sess.replay_kind == "fork":
+                if sess.window is not None and sess.window.kind == "fork":
                     self._end_replay(sess, "prompt")
                 prompt = params.get("prompt")
                 ent = Entity("user_message", None, sid, seq, t)
@@ -274,20 +338,21 @@ class Folder:
             if self.snapshots and isinstance(sid, str) and sid in self.sessions:
                 self.timeline.flush(self.sessions[sid].lane, force=True)
 
-    def _start_resume(self, sess: _Session, ev: dict, replay: bool) -> None:
+    def _start_resume(self, sess: _Session, ev: dict, replay: bool, key: tuple) -> None:
         """The resume's record takes its place in the timeline (kept until the response
-        says whether it succeeded); replayed history follows it."""
+        says whether it succeeded); with a replay, a window opens on the connection and
+        the session's history follows the record."""
         sess.deferred = None
         self.timeline.event(sess.lane, ev, ready=False)
         if replay:
-            sess.replaying = True
-            sess.replay_kind = "resume"
+            window = self.windows[key] = _Window("resume")
+            self._join(sess, window)
 
     def _maybe_start_deferred(self, sess: _Session) -> None:
         if sess.deferred is not None and not sess.running and not (
                 sess.pending - {sess.deferred[2]}):
-            ev, replay, _ = sess.deferred
-            self._start_resume(sess, ev, replay)
+            ev, replay, key = sess.deferred
+            self._start_resume(sess, ev, replay, key)
 
     def _open_request(self, sid, seq, t, kind, key, params) -> Entity:
         sess = self._session(sid)
@@ -328,12 +393,12 @@ class Folder:
         if psess is not None:
             psess.pending.discard(k)
         try:
-            self._answered(seq, t, msg, method, params, rseq, rt, extra)
+            self._answered(seq, t, msg, method, params, rseq, rt, extra, k)
         finally:
             if psess is not None and method != "session/resume":
                 self._maybe_start_deferred(psess)
 
-    def _answered(self, seq, t, msg, method, params, rseq, rt, extra) -> None:
+    def _answered(self, seq, t, msg, method, params, rseq, rt, extra, key) -> None:
         """The agent answered one of the client's requests."""
         ok = "result" in msg
         result = msg.get("result") if ok else None
@@ -366,19 +431,20 @@ class Folder:
                    "session": sid, **_roots(params)}
             if method == "session/fork":
                 rec["from"] = params.get("sessionId")
-                sess.replaying = True
-                sess.replay_kind = "fork"
+                if sess.window is None:
+                    self._join(sess, _Window("fork"))
             rec["frames"] = frames
             rec["t"] = rt
             rec["pos"] = rseq
             self.timeline.emit(rec)  # before anything of the session leaves its lane
         elif method == "session/resume":
+            self._close_window(key)
             sess = self.sessions.get(params.get("sessionId"))
             if sess is None:
                 return
             if sess.deferred is not None and sess.deferred[0] is extra:
-                self._start_resume(sess, extra, False)  # answered before it could start
-            self._end_replay(sess, "replay")
+                # answered before it could start
+                self._start_resume(sess, extra, False, key)
             # the resume's record waited for this answer: written only if it succeeded
             if ok:
                 self.timeline.ready(extra, seq)
@@ -432,6 +498,9 @@ class Folder:
         """Fold one ``session/update``; ``key``: the entity's ID when the update does not
         carry it (a v1 chunk, under the ID the lift derived)."""
         sess = self.sessions.get(sid) or self._session(sid)
+        window = sess.window
+        if window is None and self.windows:
+            window = self._joins(sess)  # history, whatever session it names (ASR-707)
         kind = upd.get("sessionUpdate")
         spec = FOLDS.get(kind) if kind.__class__ is str else None
         if spec is not None:
@@ -443,7 +512,7 @@ class Folder:
                 key = upd.get(id_field)
             if key.__class__ is str:  # (a plan's key is None unless the plan is a dict)
                 # the entity's fold, inlined: most frames are updates of an open entity
-                table = sess.replay_open if sess.replaying else sess.open
+                table = sess.open if window is None else sess.replay_open
                 k = (ekind, key)
                 ent = table.get(k)
                 if ent is None:
@@ -457,28 +526,29 @@ class Folder:
                 return
             self.warn(f"{kind} without a string {id_field}: kept as an audit record")
         rec = {"ev": "update", "session": sid, "kind": kind if isinstance(kind, str) else None,
-               "update": upd, "frames": [seq], "t": t, "replayed": sess.replaying}
+               "update": upd, "frames": [seq], "t": t, "replayed": window is not None}
         if kind == "session_info_update":
             patch_fields(sess.info, upd, frozenset({"sessionUpdate"}))
             rec["folded"] = dict(sess.info)
         self.timeline.event(sess.lane, rec)
         if kind == "state_update":
             state = upd.get("state")
-            if not sess.replaying:
+            if window is None:
                 sess.running = state == "running"
                 if not sess.running:
                     self._maybe_start_deferred(sess)
-            if state in ("idle", "requires_action") and not sess.replaying:
+            if state in ("idle", "requires_action") and window is None:
                 self._turn_end(sess, state)
-            elif self.snapshots and not sess.replaying:
+            elif self.snapshots and window is None:
                 self.timeline.flush(sess.lane, force=True)
         self.timeline.bound(sess.lane)
 
     def _new_entity(self, sess, seq, t, kind, key, how, id_field, table) -> Entity:
         """The first update of an entity (in this namespace): a new entity, or one
         re-opened after its final record (ASR-706)."""
-        ent = Entity(kind, key, sess.sid, seq, t, replayed=sess.replaying)
-        if not sess.replaying:
+        replaying = sess.window is not None
+        ent = Entity(kind, key, sess.sid, seq, t, replayed=replaying)
+        if not replaying:
             self.timeline.reopen(ent)  # a change after final (ASR-706), if it is one
         if how != "plan":
             ent.value[id_field] = key
@@ -490,23 +560,25 @@ class Folder:
         """Tool calls and compactions end with a terminal status; a subagent is final at
         each update."""
         kind = ent.kind
+        live = sess.window is None
         status = ent.value.get("status")
         if status.__class__ is not str:  # a status of another JSON type ends nothing
             status = None
         if kind == "tool_call" and status in TERMINAL_TOOL:
-            if not sess.replaying:
+            if live:
                 del table[k]
                 self.timeline.finalize(ent, "status")
                 self.timeline.flush(sess.lane)
         elif kind == "compaction" and status in TERMINAL_COMPACTION:
-            if not sess.replaying:
+            if live:
                 del table[k]
                 self.timeline.finalize(ent, "status")
                 self.timeline.flush(sess.lane)
         elif kind == "subagent":
             # written at first sight, before any child traffic (ASR-721); later updates
-            # supersede it
-            if not sess.replaying:
+            # supersede it. The child's parent decides whether its updates are live.
+            self.parents[ent.key] = sess.sid
+            if live:
                 del table[k]
                 self.timeline.finalize(ent, "update")
                 self.timeline.flush(sess.lane)
@@ -532,8 +604,8 @@ class Folder:
         if sess is None:
             sess = self.sessions[sid] = _Session(sid)
             if self.forks_pending:
-                sess.replaying = True  # history replayed into a fork before its response
-                sess.replay_kind = "fork"
+                # history replayed into a fork before its response
+                self._join(sess, _Window("fork"))
         return sess
 
     def _derived(self, sid: str, kind: str, key: str) -> None:
@@ -541,7 +613,7 @@ class Folder:
         sess = self.sessions.get(sid)
         if sess is None:
             return
-        ent = sess.replay_open.get((kind, key)) if sess.replaying else None
+        ent = sess.replay_open.get((kind, key)) if sess.window is not None else None
         if ent is None:
             ent = sess.open.get((kind, key))
         if ent is not None:
