@@ -153,7 +153,7 @@ def test_final_states_on_disk_answer_as_in_memory():
             out += f.feed(fr["seq"], fr["t"], fr["dir"], fr["msg"])
         if limit is not None:
             store = f.timeline.store
-            assert store.on_disk >= 600 - 8 and store.flushed and len(store.buf) <= 64
+            assert store.where.on_disk >= 600 - 8 and store.flushed and len(store.buf) <= 64
         outs.append(orjson.dumps(out + f.finish()))
     assert outs[0] == outs[1]
 
@@ -173,8 +173,8 @@ def test_memory_bounded_by_open_entities():
     sess = f.sessions["s"]
     assert not sess.open and not sess.lane
     store = f.timeline.store
-    assert len(store.buf) <= 4096 and len(store.mem) <= 100
-    assert store.on_disk + len(store.mem) == 3000
+    assert len(store.buf) <= 4096 and len(store.where.mem) <= 100
+    assert store.where.on_disk + len(store.where.mem) == 3000
 
 
 def req(rid, method, **params):

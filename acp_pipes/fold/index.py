@@ -27,7 +27,8 @@ from typing import BinaryIO
 import blake3
 import orjson
 
-__all__ = ["LIMIT", "STORE_BYTES", "STORE_LIMIT", "DigestIndex", "FinalStore", "key_digest"]
+__all__ = ["LIMIT", "STORE_BYTES", "STORE_LIMIT", "DigestIndex", "FinalStore", "KeyIndex",
+           "key_digest"]
 
 #: Entries kept in memory before the index spills to disk.
 LIMIT = 1 << 15
@@ -77,27 +78,36 @@ class DigestIndex:
     __slots__ = ("mem", "limit", "db", "bloom", "on_disk")
 
     def __init__(self, limit: int = LIMIT):
-        self.mem: dict[bytes, int] = {}
+        self.mem: dict = {}
         self.limit = limit
         self.db: sqlite3.Connection | None = None
         self.bloom: bytearray | None = None
         self.on_disk = 0
 
-    def get(self, digest: bytes) -> int | None:
-        v = self.mem.get(digest)
+    @staticmethod
+    def _hash(key) -> int:
+        """The 64 bits the Bloom filter takes of a key."""
+        return int.from_bytes(key[:8], "little")
+
+    @staticmethod
+    def _disk_key(key) -> bytes:
+        return key
+
+    def get(self, key) -> int | None:
+        v = self.mem.get(key)
         if v is not None or self.db is None:
             return v
-        if not _bloom_has(self.bloom, int.from_bytes(digest[:8], "little")):
+        if not _bloom_has(self.bloom, self._hash(key)):
             return None
-        row = self.db.execute("SELECT v FROM k WHERE d = ?", (digest,)).fetchone()
+        row = self.db.execute("SELECT v FROM k WHERE d = ?", (self._disk_key(key),)).fetchone()
         return None if row is None else row[0]
 
-    def __contains__(self, digest: bytes) -> bool:
-        return self.get(digest) is not None
+    def __contains__(self, key) -> bool:
+        return self.get(key) is not None
 
-    def put(self, digest: bytes, value: int) -> None:
+    def put(self, key, value: int) -> None:
         mem = self.mem
-        mem[digest] = value
+        mem[key] = value
         if len(mem) > self.limit:
             self.spill()
 
@@ -107,10 +117,12 @@ class DigestIndex:
             self.db = _database()
             self.bloom = bytearray(_BLOOM_BITS >> 3)
         bloom = self.bloom
-        frombytes = int.from_bytes
-        for d in self.mem:
-            _bloom_add(bloom, frombytes(d[:8], "little"))
-        _spill(self.db, self.mem)
+        hash_, disk_key = self._hash, self._disk_key
+        rows = {}
+        for k, v in self.mem.items():
+            _bloom_add(bloom, hash_(k))
+            rows[disk_key(k)] = v
+        _spill(self.db, rows)
         self.on_disk += len(self.mem)
         self.mem = {}
 
@@ -125,39 +137,37 @@ def key_digest(key: Hashable) -> bytes:
     return blake3.blake3(orjson.dumps(key)).digest(16)
 
 
+class KeyIndex(DigestIndex):
+    """A :class:`DigestIndex` whose keys are hashable JSON values (tuples of strings)
+    kept as they are: the filter takes Python's ``hash`` (stable within the process),
+    so a key never stored costs no digest; the digest is made only for the disk."""
+
+    __slots__ = ()
+
+    _hash = staticmethod(hash)
+    _disk_key = staticmethod(key_digest)
+
+
 class FinalStore:
     """``put(key, state)`` / ``get(key)``: ``key`` a hashable JSON value (a tuple of
     strings), ``state`` bytes. States are appended to a buffer that goes, past
     :data:`STORE_BYTES`, to a temporary file in one write; where each state is
-    (offset, length) is kept per key in a dict of at most :data:`STORE_LIMIT` entries, then in
-    a temporary sqlite table behind a Bloom filter. The dict and the filter take keys as
-    they are (Python's ``hash`` is stable within the process), so a key never stored
-    costs no digest: the digest is made only to ask the disk."""
+    (offset, length) is kept by a :class:`KeyIndex` of :data:`STORE_LIMIT` entries in
+    memory."""
 
-    __slots__ = ("mem", "limit", "buf", "flushed", "file", "db", "bloom", "on_disk",
-                 "buf_limit")
+    __slots__ = ("where", "buf", "buf_limit", "flushed", "file")
 
     def __init__(self, limit: int = STORE_LIMIT, buf_limit: int = STORE_BYTES):
-        self.mem: dict[Hashable, int] = {}  # key -> offset << 32 | length
-        self.limit = limit
+        self.where = KeyIndex(limit)  # key -> offset << 32 | length
         self.buf = bytearray()
         self.buf_limit = buf_limit
         self.flushed = 0  # bytes in the file; buf continues from there
         self.file: BinaryIO | None = None
-        self.db: sqlite3.Connection | None = None
-        self.bloom: bytearray | None = None
-        self.on_disk = 0  # entries in the sqlite table
 
     def get(self, key: Hashable) -> bytes | None:
-        at = self.mem.get(key)
+        at = self.where.get(key)
         if at is None:
-            if self.db is None or not _bloom_has(self.bloom, hash(key)):
-                return None
-            row = self.db.execute("SELECT v FROM k WHERE d = ?",
-                                  (key_digest(key),)).fetchone()
-            if row is None:
-                return None
-            at = row[0]
+            return None
         start, n = at >> 32, at & 0xFFFFFFFF
         if start >= self.flushed:
             start -= self.flushed
@@ -166,40 +176,18 @@ class FinalStore:
 
     def put(self, key: Hashable, state: bytes) -> None:
         buf = self.buf
-        mem = self.mem
-        mem[key] = (self.flushed + len(buf)) << 32 | len(state)
+        self.where.put(key, (self.flushed + len(buf)) << 32 | len(state))
         buf += state
         if len(buf) > self.buf_limit:
-            self._write()
-        if len(mem) > self.limit:
-            self.spill()
-
-    def _write(self) -> None:
-        if self.file is None:
-            self.file = tempfile.TemporaryFile()
-        self.file.write(self.buf)
-        self.file.flush()
-        self.flushed += len(self.buf)
-        self.buf = bytearray()
-
-    def spill(self) -> None:
-        """Move the dict of where states are to disk."""
-        if self.db is None:
-            self.db = _database()
-            self.bloom = bytearray(_BLOOM_BITS >> 3)
-        bloom = self.bloom
-        rows = {}
-        for k, at in self.mem.items():
-            _bloom_add(bloom, hash(k))
-            rows[key_digest(k)] = at
-        _spill(self.db, rows)
-        self.on_disk += len(self.mem)
-        self.mem = {}
+            if self.file is None:
+                self.file = tempfile.TemporaryFile()
+            self.file.write(buf)
+            self.file.flush()
+            self.flushed += len(buf)
+            self.buf = bytearray()
 
     def close(self) -> None:
-        if self.db is not None:
-            self.db.close()
-            self.db = None
+        self.where.close()
         if self.file is not None:
             self.file.close()
             self.file = None
