@@ -330,3 +330,14 @@ def test_fold_matches_a_model_of_the_patch_rule(ops):
         assert v.get("_meta") == (m["meta"] or None), key
         assert v.get("title") == m["title"], key
         assert last[key]["assembly"] == ("chunks" if m["chunked"] else "folded"), key
+
+
+def test_two_resumes_of_a_session_cut_off_before_their_answers():
+    """A client that sends a second resume before the first is answered, and a
+    recording that stops there: each resume's record is written once (it was written
+    twice and the fold failed, KeyError)."""
+    recs = list(fold(frames(
+        req(1, "session/resume", sessionId="s", cwd="/w"),
+        req(2, "session/resume", sessionId="s", cwd="/w"),
+    )))
+    assert [r["frames"] for r in recs if r.get("op") == "resume"] == [[0], [1]]

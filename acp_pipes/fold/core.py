@@ -185,7 +185,8 @@ class Folder:
         for key, (method, params, _seq, _t, extra) in list(self.c2a.items()):
             if method == "session/resume" and extra is not None:
                 sess = self.sessions.get(params.get("sessionId"))
-                if sess is not None and sess.deferred is not None:
+                if sess is not None and sess.deferred is not None and (
+                        sess.deferred[0] is extra):  # never started: its place is now
                     self._start_resume(sess, extra, False, key)
                 self.timeline.ready(extra)
         self.c2a.clear()
