@@ -60,13 +60,25 @@ class _Stream:
         self.declared = False
 
 
-def _hash(body: dict) -> bytes:
-    """Identity of a record's content, for "already recorded, same content" (ASR-717).
-    Internal only (never written): blake3 of orjson's key-sorted form, which is
-    deterministic for the values a fold produces; canonical_hash where orjson cannot
-    serialise (integers beyond 64 bits)."""
+def _content(body: dict) -> dict:
+    """What a record says (ASR-717's "same content"): the record without its envelope
+    (model.ENVELOPE) and without how its content was assembled anywhere (a terminal's
+    ``output.assembly``: bytes streamed live and replayed whole are the same bytes)
+    (acp-pipes choices)."""
     core = body if _ENVELOPE_FREE(body) else {
         k: v for k, v in body.items() if k not in ENVELOPE}
+    out = core.get("output")
+    if out.__class__ is dict and "assembly" in out:
+        core = {**core, "output": {k: v for k, v in out.items() if k != "assembly"}}
+    return core
+
+
+def _hash(body: dict) -> bytes:
+    """Identity of a record's content (:func:`_content`), for "already recorded, same
+    content" (ASR-717). Internal only (never written): blake3 of orjson's key-sorted
+    form, which is deterministic for the values a fold produces; canonical_hash where
+    orjson cannot serialise (integers beyond 64 bits)."""
+    core = _content(body)
     try:
         return _blake3(_dumps(core, option=_SORT)).digest(16)
     except TypeError:
