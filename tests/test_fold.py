@@ -332,6 +332,76 @@ def test_fold_matches_a_model_of_the_patch_rule(ops):
         assert last[key]["assembly"] == ("chunks" if m["chunked"] else "folded"), key
 
 
+# -- trace context (ASR-708) -------------------------------------------------------------
+
+T1, T2, T3 = "00-" + "1" * 32 + "-" + "1" * 16 + "-01", "00-2-2-01", "00-3-3-01"
+
+
+def traced(sid, meta, **u):
+    return ("a2c", {"jsonrpc": "2.0", "method": "session/update",
+                    "params": {"sessionId": sid, "update": u, "_meta": meta}})
+
+
+def test_trace_context_of_every_contributing_update_is_kept():
+    """ASR-708: traceparent/tracestate/baggage from a chunk's own _meta and from the
+    notification's params._meta end in the entity's _meta, the first value kept; other
+    chunk-scoped keys stay out; an upsert's _meta: null does not remove them."""
+    recs = entities(fold(frames(
+        chunk("s", "m", "a"),
+        upd("s", sessionUpdate="agent_message_chunk", messageId="m",
+            content={"type": "text", "text": "b"}, _meta={"traceparent": T1, "x": 1}),
+        traced("s", {"traceparent": T2, "baggage": "k=v", "y": 2},
+               sessionUpdate="agent_message_chunk", messageId="m",
+               content={"type": "text", "text": "c"}),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", _meta={"tracestate": "a=1"}),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="c", _meta=None,
+            status="completed"),
+        upd("s", sessionUpdate="state_update", state="idle"),
+    )))
+    msg, call = recs
+    assert msg["value"]["content"] == [{"type": "text", "text": "abc"}]
+    assert msg["value"]["_meta"] == {"traceparent": T1, "baggage": "k=v"}
+    assert call["value"]["_meta"] == {"tracestate": "a=1"}
+
+
+def test_trace_context_of_an_upsert_follows_the_patch_rule():
+    """An upsert's own _meta is patched key by key (a present key replaces, ASR-708);
+    trace context from elsewhere only fills what the patch left out."""
+    (rec,) = entities(fold(frames(
+        traced("s", {"traceparent": T3}, sessionUpdate="agent_message", messageId="m",
+               _meta={"traceparent": T1}, content=[]),
+        upd("s", sessionUpdate="agent_message", messageId="m", _meta={"traceparent": T2}),
+    )))
+    assert rec["value"]["_meta"] == {"traceparent": T2}
+
+
+def test_trace_context_of_an_event_and_of_a_prompt():
+    recs = list(fold(frames(
+        req(1, "session/new", cwd="/w"), resp(1, sessionId="s"),
+        ("c2a", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+            "sessionId": "s", "prompt": [], "_meta": {"traceparent": T1}}}),
+        resp(2, messageId="u"),
+        traced("s", {"baggage": "turn=1", "z": 0}, sessionUpdate="state_update", state="idle"),
+    )))
+    (prompt,) = entities(recs)
+    assert prompt["value"]["_meta"] == {"traceparent": T1}
+    (state,) = [r for r in recs if r.get("kind") == "state_update"]
+    assert state["trace"] == {"baggage": "turn=1"}
+
+
+def test_trace_context_survives_a_change_long_after_final():
+    """The final store keeps an entity's trace context with its value (ASR-706, 708)."""
+    recs = entities(fold(frames(
+        upd("s", sessionUpdate="agent_message_chunk", messageId="m",
+            content={"type": "text", "text": "a"}, _meta={"traceparent": T1}),
+        upd("s", sessionUpdate="state_update", state="idle"),
+        *(upd("s", sessionUpdate="tool_call_update", toolCallId=f"x{i}", status="completed")
+          for i in range(300)),
+        chunk("s", "m", "b"), upd("s", sessionUpdate="state_update", state="idle"),
+    )))
+    assert recs[-1]["id"] == "m" and recs[-1]["value"]["_meta"] == {"traceparent": T1}
+
+
 def test_two_resumes_of_a_session_cut_off_before_their_answers():
     """A client that sends a second resume before the first is answered, and a
     recording that stops there: each resume's record is written once (it was written

@@ -30,6 +30,7 @@ from acp_pipes.asr.records import BUILDERS, Ctx, audit, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
 from acp_pipes.fold import v1
 from acp_pipes.fold.core import ProtocolVersionError
+from acp_pipes.fold.entities import TRACE_KEYS
 from acp_pipes.fold.index import DigestIndex
 from acp_pipes.streams import FOLD
 
@@ -37,6 +38,7 @@ _blake3 = blake3.blake3
 _dumps = orjson.dumps
 _SORT = orjson.OPT_SORT_KEYS
 _ENVELOPE_FREE = ENVELOPE.isdisjoint
+_TRACE_FREE = frozenset(TRACE_KEYS).isdisjoint
 
 __all__ = ["Converter", "convert"]
 
@@ -62,14 +64,21 @@ class _Stream:
 
 def _content(body: dict) -> dict:
     """What a record says (ASR-717's "same content"): the record without its envelope
-    (model.ENVELOPE) and without how its content was assembled anywhere (a terminal's
-    ``output.assembly``: bytes streamed live and replayed whole are the same bytes)
-    (acp-pipes choices)."""
+    (model.ENVELOPE), without how its content was assembled anywhere (a terminal's
+    ``output.assembly``: bytes streamed live and replayed whole are the same bytes), and
+    without trace context in ``_meta`` (it names the transport of the updates, and a
+    replay comes with its own) (acp-pipes choices)."""
     core = body if _ENVELOPE_FREE(body) else {
         k: v for k, v in body.items() if k not in ENVELOPE}
     out = core.get("output")
     if out.__class__ is dict and "assembly" in out:
         core = {**core, "output": {k: v for k, v in out.items() if k != "assembly"}}
+    meta = core.get("_meta")
+    if meta.__class__ is dict and not _TRACE_FREE(meta):
+        core = {k: v for k, v in core.items() if k != "_meta"}
+        meta = {k: v for k, v in meta.items() if k not in TRACE_KEYS}
+        if meta:
+            core["_meta"] = meta
     return core
 
 
@@ -272,7 +281,12 @@ class Converter:
             return
         st = self._stream(sid)
         replayed = bool(rec.get("replayed"))
-        for key, body in event_bodies(rec, st.ctx):
+        bodies = event_bodies(rec, st.ctx)
+        trace = rec.get("trace")
+        for key, body in bodies:
+            if trace.__class__ is dict:  # the notification's trace context (ASR-708)
+                meta = body.get("_meta") or {}
+                body["_meta"] = {**meta, **{k: v for k, v in trace.items() if k not in meta}}
             self._write(st, key, body, rec, replayed)
 
     def _session(self, rec: dict) -> None:

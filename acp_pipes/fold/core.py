@@ -22,7 +22,7 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from acp_pipes.errors import AcpPipesError, Note
-from acp_pipes.fold.entities import FOLDS, Entity, settle
+from acp_pipes.fold.entities import FOLDS, Entity, keep_trace, settle, trace_of
 from acp_pipes.fold.patch import patch_fields
 from acp_pipes.fold.timeline import MAX_HELD, Timeline
 from acp_pipes.fold.v1 import V1Lift, lift_initialize
@@ -143,7 +143,7 @@ class Folder:
                     if sid.__class__ is str:
                         upd = params.get("update")
                         if upd.__class__ is dict:
-                            self._update(seq, t, sid, upd)
+                            self._update(seq, t, sid, upd, meta=params.get("_meta"))
                     else:
                         self._sid_ok(method, msg)  # reports a sessionId of another type
             return
@@ -312,6 +312,7 @@ class Folder:
                 ent = Entity("user_message", None, sid, seq, t)
                 ent.origin = "prompt"
                 ent.value["content"] = list(prompt) if isinstance(prompt, list) else []
+                keep_trace(ent, params.get("_meta"))  # the prompt's trace context (ASR-708)
                 ent.frames.append(seq)
                 self.timeline.add(sess.lane, ent)
                 extra = ent
@@ -491,13 +492,17 @@ class Folder:
             ent.value = dict(other.value)
             ent.chunked = other.chunked
             ent.final = other.final
+            if other.trace:
+                keep_trace(ent, other.trace)
         sess.open[key] = ent
 
     # -- updates ------------------------------------------------------------------------
 
-    def _update(self, seq: int, t: int | None, sid: str, upd: dict, key: Any = None) -> None:
+    def _update(self, seq: int, t: int | None, sid: str, upd: dict, key: Any = None,
+                meta: Any = None) -> None:
         """Fold one ``session/update``; ``key``: the entity's ID when the update does not
-        carry it (a v1 chunk, under the ID the lift derived)."""
+        carry it (a v1 chunk, under the ID the lift derived); ``meta``: the notification's
+        ``params._meta``."""
         sess = self.sessions.get(sid) or self._session(sid)
         window = sess.window
         if window is None and self.windows:
@@ -522,6 +527,8 @@ class Folder:
                 problem = apply(ent, upd, id_field)
                 if problem:
                     self.warn(f"{ekind} {key}: {problem}")
+                if meta is not None:
+                    keep_trace(ent, meta)  # ASR-708
                 if ekind in _ENDS_BY_UPDATE:
                     self._ended_by_update(sess, ent, table, k)
                 return
@@ -531,6 +538,10 @@ class Folder:
         if kind == "session_info_update":
             patch_fields(sess.info, upd, frozenset({"sessionUpdate"}))
             rec["folded"] = dict(sess.info)
+        if meta is not None:
+            trace = trace_of(meta)
+            if trace is not None:
+                rec["trace"] = trace  # the notification's trace context (ASR-708)
         self.timeline.event(sess.lane, rec)
         if kind == "state_update":
             state = upd.get("state")

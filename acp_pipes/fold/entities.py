@@ -16,7 +16,8 @@ from typing import Any
 
 from acp_pipes.fold.patch import append_block, patch_fields, patch_meta
 
-__all__ = ["CONTENT_FIELD", "EVENTS", "FOLDS", "UPDATES", "Entity", "apply_update", "settle"]
+__all__ = ["CONTENT_FIELD", "EVENTS", "FOLDS", "TRACE_KEYS", "UPDATES", "Entity", "apply_update",
+           "keep_trace", "settle", "trace_of"]
 
 UPDATES: dict[str, tuple[str, str, str]] = {
     "user_message": ("user_message", "messageId", "upsert"),
@@ -50,6 +51,8 @@ CONTENT_FIELD = {"compaction": "summary"}
 #: each chunk is one ToolCallContent item).
 _CONCAT = frozenset({"user_message", "agent_message", "agent_thought", "session_message",
                      "compaction"})
+#: The reserved trace context keys (W3C Trace Context, Baggage) ASR-708 preserves.
+TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 #: ACP: "omission or null retains a known value" for these (SessionMessage[Chunk]).
 _KEEP_ON_NULL = {"session_message": ("senderSessionId", "recipientSessionId")}
 
@@ -59,7 +62,7 @@ class Entity:
 
     __slots__ = ("kind", "key", "session", "pos", "t", "frames", "value", "chunked",
                  "replayed", "released", "final", "ready", "dead", "origin",
-                 "output", "after_final", "why", "own", "parts")
+                 "output", "after_final", "why", "own", "parts", "trace")
 
     def __init__(self, kind: str, key: Any, session: str, pos: int, t: int | None,
                  replayed: bool = False):
@@ -84,6 +87,32 @@ class Entity:
         # text chunks joining the last block of ``own``, joined once when the value is
         # read (settle): streaming n chunks costs O(n), not O(n^2) string copies
         self.parts: list[str] | None = None
+        # trace context keys of every update that contributed, first value kept (ASR-708)
+        self.trace: dict[str, Any] | None = None
+
+
+def keep_trace(ent: Entity, meta: Any) -> None:
+    """ASR-708: the reserved trace context keys of an update's ``_meta`` (a chunk's own,
+    an upsert's, or the notification's ``params._meta``) are kept for the entity's
+    record, the first value of each (acp-pipes choice)."""
+    if meta.__class__ is not dict:
+        return
+    for k in TRACE_KEYS:
+        v = meta.get(k)
+        if v is not None:
+            trace = ent.trace
+            if trace is None:
+                ent.trace = {k: v}
+            elif k not in trace:
+                trace[k] = v
+
+
+def trace_of(meta: Any) -> dict | None:
+    """The trace context keys of a ``_meta`` (None when it has none)."""
+    if meta.__class__ is not dict:
+        return None
+    out = {k: meta[k] for k in TRACE_KEYS if meta.get(k) is not None}
+    return out or None
 
 
 def settle(ent: Entity) -> None:
@@ -106,6 +135,9 @@ def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
 
 def _chunk(ent: Entity, upd: dict, id_field: str) -> str | None:
     """``*_chunk``: one block appended; plain text joins plain text (ASR-704, ASR-211)."""
+    meta = upd.get("_meta")
+    if meta is not None:  # chunk-scoped, but its trace context is kept (ASR-708)
+        keep_trace(ent, meta)
     block = upd.get("content")
     if block is None:
         return "chunk without content"
@@ -162,6 +194,8 @@ def _upsert(ent: Entity, upd: dict, id_field: str) -> str | None:
             ent.chunked = False
         skip = skip | {"output"}
     patch_fields(value, upd, skip, keep_on_null=_KEEP_ON_NULL.get(kind, ()))
+    if "_meta" in upd:
+        keep_trace(ent, upd["_meta"])
     if kind == "tool_call" and "content" in upd and value.get("content") == []:
         value.pop("content")  # ACP: both null and [] clear a tool call's collection
     return None
@@ -169,6 +203,9 @@ def _upsert(ent: Entity, upd: dict, id_field: str) -> str | None:
 
 def _bytes(ent: Entity, upd: dict, id_field: str) -> str | None:
     """``terminal_output_chunk``: the decoded bytes appended."""
+    meta = upd.get("_meta")
+    if meta is not None:
+        keep_trace(ent, meta)
     data = _b64(upd.get("data"))
     if data is None:
         return "terminal output chunk is not base64"
@@ -191,8 +228,10 @@ def _plan(ent: Entity, upd: dict, id_field: str) -> str | None:
     meta = value.get("_meta")
     if "_meta" in upd:
         meta = patch_meta(meta, upd["_meta"])
+        keep_trace(ent, upd["_meta"])
     if isinstance(plan.get("_meta"), dict):
         meta = patch_meta(meta, plan["_meta"])
+        keep_trace(ent, plan["_meta"])
     value.clear()
     value.update(plan)  # the plan's fields in its order; its own _meta is patched in
     value.pop("_meta", None)

@@ -113,7 +113,8 @@ class Timeline:
         rec = self.record(ent, True, why)
         if not ent.replayed:
             self._keep((ent.session, ent.kind, ent.key), (
-                ent.value, ent.chunked, ent.frames, ent.origin, ent.output, ent.pos, ent.t))
+                ent.value, ent.chunked, ent.frames, ent.origin, ent.output, ent.pos, ent.t,
+                ent.trace))
         if ent.released:
             self.out.append(rec)
         else:
@@ -131,14 +132,15 @@ class Timeline:
         ent.origin = old[3]
         ent.output = old[4]
         ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
+        ent.trace = old[7]
         ent.after_final = True
 
     def _keep(self, fk: tuple, state: tuple) -> None:
         """A final state, serialised into the store."""
-        value, chunked, frames, origin, output, pos, t = state
+        value, chunked, frames, origin, output, pos, t, trace = state
         try:
             data = orjson.dumps((value, chunked, frames, origin, None if output is None
-                                 else base64.b64encode(output).decode(), pos, t))
+                                 else base64.b64encode(output).decode(), pos, t, trace))
         except TypeError:
             self._unwritable[fk] = state
             return
@@ -148,9 +150,10 @@ class Timeline:
         data = self.store.get(fk)
         if data is None:
             return self._unwritable.get(fk)
-        value, chunked, frames, origin, output, pos, t = orjson.loads(data)
+        value, chunked, frames, origin, output, pos, t, trace = orjson.loads(data)
         return (value, chunked, frames, origin,
-                None if output is None else bytearray(base64.b64decode(output)), pos, t)
+                None if output is None else bytearray(base64.b64decode(output)), pos, t,
+                trace)
 
     def close(self) -> None:
         """No more entities: release the store (its temporary database)."""
@@ -172,6 +175,15 @@ class Timeline:
         if ent.kind == "terminal":
             if ent.output is not None:
                 value["output"] = {"data": base64.b64encode(bytes(ent.output)).decode()}
+        trace = ent.trace
+        if trace is not None:
+            # trace context the key-by-key fold left out (it came in a chunk's or the
+            # notification's _meta, or a null removed it) is kept (ASR-708)
+            meta = value.get("_meta")
+            if meta is None:
+                value["_meta"] = dict(trace)
+            elif not meta.keys() >= trace.keys():
+                value["_meta"] = {**meta, **{k: v for k, v in trace.items() if k not in meta}}
         if ent.kind in _ASSEMBLED:
             rec["assembly"] = "chunks" if ent.chunked else "folded"
         if ent.origin:
