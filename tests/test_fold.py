@@ -402,6 +402,39 @@ def test_trace_context_survives_a_change_long_after_final():
     assert recs[-1]["id"] == "m" and recs[-1]["value"]["_meta"] == {"traceparent": T1}
 
 
+# -- frame order (ASR-713, ASR-704) ------------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.integers(0, 5), at=st.integers(0, 3), upsert=st.booleans(),
+       meta=st.booleans())
+def test_the_prompt_echo_gives_the_same_record_before_or_after_the_response(
+        cut, at, upsert, meta):
+    """The agent's echo of a prompt (as chunks, or as one user_message) is the prompt:
+    the response arriving before, between or after the echo's frames gives the same
+    record (never the text twice)."""
+    text = "hello"
+    if upsert:
+        echo = [upd("s", sessionUpdate="user_message", messageId="u",
+                    content=[{"type": "text", "text": text}])]
+    else:
+        echo = [upd("s", sessionUpdate="user_message_chunk", messageId="u",
+                    content={"type": "text", "text": part}) for part in (text[:cut], text[cut:])]
+    if meta:
+        echo[-1][1]["params"]["_meta"] = {"traceparent": T1}
+    at = min(at, len(echo))
+    prompt = ("c2a", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+        "sessionId": "s", "prompt": [{"type": "text", "text": text}]}})
+    values = []
+    for pos in (0, at, len(echo)):
+        msgs = [req(1, "session/new", cwd="/w"), resp(1, sessionId="s"), prompt,
+                *echo[:pos], resp(2, messageId="u"), *echo[pos:],
+                upd("s", sessionUpdate="state_update", state="idle")]
+        (rec,) = entities(fold(frames(*msgs)))
+        values.append((rec["value"], rec["assembly"], rec["origin"], rec["pos"]))
+    assert values[0] == values[1] == values[2]
+    assert values[0][0]["content"] == [{"type": "text", "text": text}]
+
+
 def test_two_resumes_of_a_session_cut_off_before_their_answers():
     """A client that sends a second resume before the first is answered, and a
     recording that stops there: each resume's record is written once (it was written

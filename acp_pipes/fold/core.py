@@ -480,7 +480,11 @@ class Folder:
 
     def _adopt_prompt(self, sess: _Session, ent: Entity, mid: str) -> None:
         """The prompt gets its messageId; a user_message with that ID is the same
-        entity (ASR-713): it takes the prompt's timeline position."""
+        entity (ASR-713): it takes the prompt's timeline position. The agent's echo of
+        the prompt is the prompt, whether it came before this response or comes after
+        it: until it comes, the prompt waits under ``("prompt", mid)`` and the echo's
+        first chunk starts the content anew (:meth:`_new_entity`), so frame order does
+        not change the content (ASR-704)."""
         ent.key = mid
         ent.value = {"messageId": mid, **ent.value}
         key = ("user_message", mid)
@@ -494,7 +498,9 @@ class Folder:
             ent.final = other.final
             if other.trace:
                 keep_trace(ent, other.trace)
-        sess.open[key] = ent
+            sess.open[key] = ent
+        else:
+            sess.open[("prompt", mid)] = ent
 
     # -- updates ------------------------------------------------------------------------
 
@@ -559,6 +565,13 @@ class Folder:
         """The first update of an entity (in this namespace): a new entity, or one
         re-opened after its final record (ASR-706)."""
         replaying = sess.window is not None
+        if kind == "user_message" and not replaying:
+            prompt = sess.open.pop(("prompt", key), None)
+            if prompt is not None:  # the agent's echo of a prompt (ASR-713)
+                if how == "chunk":
+                    prompt.value.pop("content", None)  # its chunks are the prompt's content
+                table[(kind, key)] = prompt
+                return prompt
         ent = Entity(kind, key, sess.sid, seq, t, replayed=replaying)
         if not replaying:
             self.timeline.reopen(ent)  # a change after final (ASR-706), if it is one
@@ -627,7 +640,7 @@ class Folder:
             return
         ent = sess.replay_open.get((kind, key)) if sess.window is not None else None
         if ent is None:
-            ent = sess.open.get((kind, key))
+            ent = sess.open.get((kind, key)) or sess.open.get(("prompt", key))
         if ent is not None:
             ent.value["idSource"] = "derived"
 
