@@ -26,8 +26,9 @@ import orjson
 
 from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
-from acp_pipes.asr.records import BUILDERS, Ctx, audit, event_bodies
+from acp_pipes.asr.records import BUILDERS, Ctx, Unmappable, audit, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
+from acp_pipes.errors import Note
 from acp_pipes.fold import v1
 from acp_pipes.fold.core import ProtocolVersionError
 from acp_pipes.fold.entities import TRACE_KEYS
@@ -124,8 +125,10 @@ class Converter:
     in memory, :attr:`records`), headers at the end (:meth:`headers`)."""
 
     def __init__(self, *, agent_name: str | None = None, secret_fields=(), keep_fields=(),
-                 store: Any = None):
+                 store: Any = None, note: Note | None = None):
         self.configured_name = agent_name
+        self.note = note
+        self.noted: set[tuple[str, str]] = set()  # (kind, problem) said once a run
         self.secret = frozenset(secret_fields)
         self.keep = frozenset(keep_fields)
         self.streams: dict[str, _Stream] = {}
@@ -267,8 +270,13 @@ class Converter:
         write = self._write
         kind = rec.get("entity")
         build = BUILDERS.get(kind)  # entity_bodies, inlined
-        for key, body in (build(rec, st.ctx) if build is not None else
-                          ((None, audit(str(kind), rec.get("value"))),)):
+        try:
+            bodies = build(rec, st.ctx) if build is not None else (
+                (None, audit(str(kind), rec.get("value"))),)
+        except Unmappable as e:  # never write what the validator rejects (ASR-710)
+            self._unmappable(str(kind), sid, rec.get("id"), e)
+            bodies = ((("audit", kind, rec.get("id")), audit(str(kind), rec.get("value"))),)
+        for key, body in bodies:
             write(st, key, body, rec, replayed)
         if kind == "subagent" and isinstance(rec.get("id"), str):
             # ASR-721: the child's stream names its parent; never guessed
@@ -281,13 +289,28 @@ class Converter:
             return
         st = self._stream(sid)
         replayed = bool(rec.get("replayed"))
-        bodies = event_bodies(rec, st.ctx)
+        try:
+            bodies = event_bodies(rec, st.ctx)
+        except Unmappable as e:  # never write what the validator rejects (ASR-710)
+            kind = rec.get("kind")
+            self._unmappable(str(kind), sid, None, e)
+            bodies = [(None, audit(kind if isinstance(kind, str) and kind else "unknown",
+                                   rec.get("update")))]
         trace = rec.get("trace")
         for key, body in bodies:
             if trace.__class__ is dict:  # the notification's trace context (ASR-708)
                 meta = body.get("_meta") or {}
                 body["_meta"] = {**meta, **{k: v for k, v in trace.items() if k not in meta}}
             self._write(st, key, body, rec, replayed)
+
+    def _unmappable(self, kind: str, sid: str, key: Any, problem: Unmappable) -> None:
+        """Say (once a run for each kind of problem) what was kept as an audit record."""
+        if self.note is None or (kind, str(problem)) in self.noted:
+            return
+        self.noted.add((kind, str(problem)))
+        which = f"{kind} {key!r}" if key is not None else kind
+        self.note(f"{which} in session {sid!r}: {problem}: kept as an audit record "
+                  "(ASR-710); said once a run")
 
     def _session(self, rec: dict) -> None:
         sid = rec.get("session")
@@ -330,18 +353,19 @@ class Converted:
 def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = None,
                   secret_fields: Iterable[str] = (), keep_fields: Iterable[str] = (),
                   snapshots: bool = False, only: str | None = None,
-                  on_file: Any = None) -> Converted:
+                  on_file: Any = None, note: Note | None = None) -> Converted:
     """Convert recordings (wire logs, frames or fold streams) as acp-asr does: each path
     is its own connection, numbered on from the last. ``on_file(i, path)`` is called
-    before each path (acp-asr's progress). acp-asr and acp-batch both convert here, so
-    their streams are the same bytes."""
+    before each path (acp-asr's progress); ``note`` hears of what was kept as an audit
+    record (see :class:`Converter`). acp-asr and acp-batch both convert here, so their
+    streams are the same bytes."""
     from acp_pipes.asr.output import Spool
     from acp_pipes.errors import InputError
     from acp_pipes.fold import fold_paths
 
     spool = Spool(only=only)
     conv = Converter(agent_name=agent_name, secret_fields=secret_fields,
-                     keep_fields=keep_fields, store=spool)
+                     keep_fields=keep_fields, store=spool, note=note)
     unreadable = None
     try:
         for i, path in enumerate(paths):

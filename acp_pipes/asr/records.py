@@ -4,6 +4,12 @@ A builder returns ``[(key, body), ...]``: ``key`` identifies the ASR entity (for
 duplicates, ASR-717, and superseding, ASR-706; None for events, which are never
 duplicates) and ``body`` is the record without its envelope (seq, id, times, native),
 which :mod:`acp_pipes.asr.mapping` adds. Each builder quotes the rule it implements.
+
+A builder never writes what ``acp-asr --validate`` rejects: a field the record copies
+that has a JSON type ACP does not allow there (a title that is a number, a content block
+that is no object) raises :class:`Unmappable`, and the converter keeps the entity or
+update as an audit-only record instead (ASR-710: an update the recorder cannot map),
+nothing invented and nothing dropped.
 """
 
 from __future__ import annotations
@@ -14,13 +20,54 @@ from typing import Any
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import path_ref
 
-__all__ = ["Ctx", "audit", "entity_bodies", "event_bodies"]
+__all__ = ["Ctx", "Unmappable", "audit", "entity_bodies", "event_bodies"]
 
 TOOL_FINAL = frozenset({"completed", "failed", "cancelled"})
 TOOL_OPEN = frozenset({"pending", "in_progress"})
 #: Fold ``why`` values that are the end of a turn for a tool call's status (seed 000).
 _TURN_END = frozenset({"turn_end", "replay"})
 REDACTED = "<redacted>"
+
+
+class Unmappable(Exception):
+    """A value the ASR record cannot hold; ``str()`` says which (ASR-710)."""
+
+
+def _str(v: Any, what: str) -> Any:
+    """``v``, a string: or the record cannot be written."""
+    if v.__class__ is not str:
+        raise Unmappable(f"{what} is not a string")
+    return v
+
+
+def _blocks(v: Any, what: str) -> list:
+    """A list of content blocks (objects with a string ``type``); None is none."""
+    if v is None:
+        return []
+    if v.__class__ is not list:
+        raise Unmappable(f"{what} is not a list")
+    for b in v:
+        if b.__class__ is not dict or b.get("type").__class__ is not str:
+            raise Unmappable(f"{what} holds a block that is not an object with a type")
+    return v
+
+
+def _copy_str(body: dict, v: dict, fields: tuple, what: str, null: bool = False) -> None:
+    """Copy ``fields`` of ``v`` that are present (and not null, unless ``null``: then
+    null is copied as null); each must be a string."""
+    for f in fields:
+        x = v.get(f)
+        if x is None:
+            if null and f in v:
+                body[f] = None
+            continue
+        if x.__class__ is not str:
+            raise Unmappable(f"{what} {f} is not a string")
+        body[f] = x
+
+
+def _int(v: Any) -> bool:
+    return v.__class__ is int  # JSON Schema's integer: not a bool
 
 
 @dataclass
@@ -63,7 +110,7 @@ def _message(rec: dict, ctx: Ctx) -> list:
     v = rec["value"]
     mid = rec["id"]
     final = rec["final"]
-    content = v.get("content") if isinstance(v.get("content"), list) else []
+    content = _blocks(v.get("content"), "content")
     if kind == "agent_thought":
         # a reasoning-only message: one reasoning part with the thought's text; non-text
         # blocks are a declared loss (ASR-722 "reasoning")
@@ -84,11 +131,12 @@ def _message(rec: dict, ctx: Ctx) -> list:
         if recipient != ctx.sid:
             # the sending side (or a side ACP does not name): ASR-735 -> ASR-710
             return [(("session_message", mid), audit("session_message", v))]
+        if sender.__class__ is not str:
+            # received, but from no one ACP names: a sender is never invented (ASR-735)
+            raise Unmappable("names no sender (ASR-735 invents none)")
         body = {"type": "message", "messageId": mid, "role": "user", "author": "agent",
-                "origin": "inter_session"}
-        if isinstance(sender, str):
-            body["from"] = {"session": sender}
-        body["recipients"] = [{"actor": {"session": recipient}}]
+                "origin": "inter_session", "from": {"session": sender},
+                "recipients": [{"actor": {"session": recipient}}]}
         body["content"] = content
         key = ("inter_session", mid)
     else:
@@ -112,33 +160,37 @@ def _tool(rec: dict, ctx: Ctx) -> list:
     v = rec["value"]
     cid = rec["id"]
     final = rec["final"]
-    ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
     call: dict[str, Any] = {"type": "tool_call", "callId": cid, "callIdSource": "native"}
-    if isinstance(v.get("name"), str):
-        call["name"] = v["name"]
-    else:
+    name = v.get("name")
+    if name is None:
         call["capture"] = {"name": {"state": "absent"}}
-    for f in ("title", "kind"):
-        if f in v:
-            call[f] = v[f]
+    else:
+        call["name"] = _str(name, "name")
+    _copy_str(call, v, ("title", "kind"), "the call's")
     if "rawInput" in v:
         call["input"] = v["rawInput"]
-    if isinstance(v.get("locations"), list):
+    locations = v.get("locations")
+    if locations is not None:
+        if locations.__class__ is not list:
+            raise Unmappable("locations is not a list")
         locs = []
-        for loc in v["locations"]:
-            if isinstance(loc, dict):
-                loc = dict(loc)
-                loc["path"] = path_ref(loc.get("path"), ctx.roots)  # ASR-711
-            locs.append(loc)
+        for loc in locations:
+            line = loc.get("line") if loc.__class__ is dict else None
+            if loc.__class__ is not dict or (line is not None and not _int(line)):
+                raise Unmappable("a location is not an object with a path and a line")
+            loc = dict(loc)
+            loc["path"] = path_ref(_str(loc.get("path"), "a location's path"), ctx.roots)
+            locs.append(loc)  # ASR-711
         call["locations"] = locs
+    content = _tool_content(v.get("content"))
+    ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
     out = [(("tool_call", cid), _meta(call, v))]
     status = v.get("status")
-    if status is not None and status.__class__ is not str:
-        status = "other"  # a status of another JSON type: a value ACP does not define
+    if status is not None and (status.__class__ is not str or not status):
+        status = "other"  # a status of another JSON type, or "": one ACP does not define
     if not final:
         return out
     why = rec.get("why")
-    content = v.get("content") if isinstance(v.get("content"), list) else []
     # "at the end of the turn" (seed 000, tool_call_update row): a live turn ends at
     # idle (why turn_end); replayed history ends with its replay window (why replay), so
     # a replayed other/vendor status is written like a live one (ASR-717 -> ASR-707)
@@ -157,6 +209,38 @@ def _tool(rec: dict, ctx: Ctx) -> list:
                 out.append((("file_change", cid, n), _file_change(cid, item, fc_status, ctx)))
                 n += 1
     return out
+
+
+def _tool_content(content: Any) -> list:
+    """A call's content items, checked for what the records copy from them."""
+    if content is None:
+        return []
+    if content.__class__ is not list:
+        raise Unmappable("content is not a list")
+    for item in content:
+        if item.__class__ is not dict:
+            continue  # kept as it is in otherContent
+        t = item.get("type")
+        if t == "content":
+            _blocks([item.get("content")], "a content item")
+        elif t == "terminal":
+            _str(item.get("terminalId"), "a terminal item's terminalId")
+        elif t == "diff":
+            changes = item.get("changes")
+            if changes is not None and changes.__class__ is not list:
+                raise Unmappable("a diff's changes is not a list")
+            for ch in changes or ():
+                if ch.__class__ is not dict:
+                    continue  # a change that is no object is not mapped
+                _str(ch.get("operation"), "a change's operation")
+                _str(ch.get("path"), "a change's path")
+                for f in ("oldPath", "fileType", "mimeType"):
+                    if ch.get(f) is not None:
+                        _str(ch[f], f"a change's {f}")
+            patch = item.get("patch")
+            if patch.__class__ is dict and patch.get("text").__class__ is str:
+                _str(patch.get("format", "git_patch"), "a patch's format")
+    return content
 
 
 def _result(cid: str, status: Any, v: dict, content: list) -> dict:
@@ -190,7 +274,7 @@ def _file_change(cid: str, diff: dict, status: str, ctx: Ctx) -> dict:
             continue
         c: dict[str, Any] = {"op": ch.get("operation")}
         c["path"] = path_ref(ch.get("path"), ctx.roots)
-        if "oldPath" in ch:
+        if ch.get("oldPath") is not None:
             c["oldPath"] = path_ref(ch["oldPath"], ctx.roots)
         for f in ("fileType", "mimeType"):
             if ch.get(f) is not None:
@@ -214,9 +298,11 @@ def _permission(rec: dict, ctx: Ctx) -> list:
     """ASR-716."""
     v = rec["value"]
     body: dict[str, Any] = {"type": "permission", "requestId": rec["id"], "idSource": "derived"}
-    for f in ("title", "description", "options"):
-        if v.get(f) is not None:
-            body[f] = v[f]
+    _copy_str(body, v, ("title", "description"), "the request's")
+    if v.get("options") is not None:
+        if v["options"].__class__ is not list:
+            raise Unmappable("options is not a list")
+        body["options"] = v["options"]
     subj = v.get("subject")
     if isinstance(subj, dict):
         if subj.get("type") == "tool_call" and isinstance(subj.get("toolCall"), dict):
@@ -232,12 +318,13 @@ def _permission(rec: dict, ctx: Ctx) -> list:
         body["status"] = "resolved"
         oc = outcome.get("outcome")
         if oc == "selected":
-            oid = outcome.get("optionId")
+            oid = _str(outcome.get("optionId"), "the selected optionId")
             body["selectedOptionId"] = oid
             opts = v.get("options")
             for opt in opts if isinstance(opts, list) else ():
                 if isinstance(opt, dict) and opt.get("optionId") == oid:
-                    body["decision"] = opt.get("kind")  # ASR-709: unchanged
+                    # ASR-709: unchanged
+                    body["decision"] = _str(opt.get("kind"), "the selected option's kind")
                     break
         elif oc == "cancelled":
             body["decision"] = "cancelled"
@@ -260,14 +347,19 @@ def _elicitation(rec: dict, ctx: Ctx) -> list:
                             "idSource": v.get("idSource", "derived")}
     if isinstance(v.get("toolCallId"), str):
         body["callId"] = v["toolCallId"]
-    body["mode"] = v.get("mode")
-    for f in ("message", "requestedSchema", "url"):
-        if f in v:
-            body[f] = v[f]
+    body["mode"] = _str(v.get("mode"), "mode")
+    _copy_str(body, v, ("message",), "the request's")
+    if v.get("requestedSchema") is not None:
+        if v["requestedSchema"].__class__ is not dict:
+            raise Unmappable("requestedSchema is not an object")
+        body["requestedSchema"] = v["requestedSchema"]
+    _copy_str(body, v, ("url",), "the request's")
     resp = v.get("response")
     if isinstance(resp, dict):
         action = resp.get("action")
-        body["status"] = _ACTION.get(action, action) if isinstance(action, str) else action
+        if action.__class__ is not str or not action:
+            raise Unmappable("the answer's action is not a string")
+        body["status"] = _ACTION.get(action, action)
         if action == "accept" and v.get("mode") == "form" and isinstance(
                 resp.get("content"), dict):
             answer, hidden = redact_answer(resp["content"], v.get("requestedSchema"), ctx)
@@ -316,27 +408,36 @@ def redact_answer(content: dict, schema: Any, ctx: Ctx) -> tuple[dict, list[str]
 
 def _plan(rec: dict, ctx: Ctx) -> list:
     v = rec["value"]
-    body: dict[str, Any] = {"type": "plan", "planId": rec["id"], "planType": v.get("type")}
+    body: dict[str, Any] = {"type": "plan", "planId": rec["id"],
+                            "planType": _str(v.get("type"), "the plan's type")}
     for k, x in v.items():
         if k not in ("type", "planId", "_meta"):
             body[k] = x
+    if body.get("entries") is not None and body["entries"].__class__ is not list:
+        raise Unmappable("the plan's entries is not a list")
+    for f in ("uri", "content"):
+        if body.get(f) is not None:
+            _str(body[f], f"the plan's {f}")
     return [(("plan", rec["id"]), _partial(_meta(body, v), rec["final"], False))]
 
 
 def _terminal(rec: dict, ctx: Ctx) -> list:
     v = rec["value"]
     body: dict[str, Any] = {"type": "terminal", "terminalId": rec["id"]}
-    if "command" in v:
-        body["command"] = v["command"]
-    if "cwd" in v:
-        body["cwd"] = path_ref(v["cwd"], ctx.roots)
+    _copy_str(body, v, ("command",), "the terminal's")
+    if v.get("cwd") is not None:
+        body["cwd"] = path_ref(_str(v["cwd"], "cwd"), ctx.roots)
     ex = v.get("exitStatus")
-    if isinstance(ex, dict):
-        if ex.get("exitCode") is not None:
-            body["exitCode"] = ex["exitCode"]
-        if ex.get("signal") is not None:
-            body["signal"] = ex["signal"]
+    if ex.__class__ is dict:
+        code = ex.get("exitCode")
+        if code is not None:
+            if not _int(code):
+                raise Unmappable("exitCode is not an integer")
+            body["exitCode"] = code
+        _copy_str(body, ex, ("signal",), "the exit status's")
         body["status"] = "exited"
+    elif ex is not None:
+        raise Unmappable("exitStatus is not an object")
     else:
         body["status"] = "running"
     out = v.get("output")
@@ -351,10 +452,15 @@ def _compaction(rec: dict, ctx: Ctx) -> list:
     context-participating record written before the compaction was first seen."""
     v = rec["value"]
     cid = rec["id"]
+    status = v.get("status")
+    if rec["final"] and (status.__class__ is not str or not status):
+        raise Unmappable("status is not a string" if status is not None else "no status")
+    if v.get("error") is not None:
+        _str(v["error"], "the compaction's error")
     body: dict[str, Any] = {"type": "compaction", "compactionId": cid, "kind": "summary",
-                            "status": v.get("status")}
-    summary = v.get("summary")
-    if isinstance(summary, list) and summary:
+                            "status": status}
+    summary = _blocks(v.get("summary"), "summary")
+    if summary:
         body["summary"] = summary
         body["assembly"] = rec.get("assembly", "folded")
     else:
@@ -372,7 +478,8 @@ def _subagent(rec: dict, ctx: Ctx) -> list:
     """ASR-721: the association, in the parent's stream."""
     v = rec["value"]
     body: dict[str, Any] = {"type": "subagent", "childSession": rec["id"]}
-    for f in ("title", "description", "state", "capabilities"):
+    _copy_str(body, v, ("title", "description"), "the subagent's", null=True)
+    for f in ("state", "capabilities"):
         if f in v:
             body[f] = v[f]
     return [(("subagent", rec["id"]), _meta(body, v))]
@@ -397,29 +504,45 @@ def entity_bodies(rec: dict, ctx: Ctx) -> list:
 
 
 def audit(kind: str, payload: Any) -> dict:
-    """ASR-710: an audit-only record with the update in native.record."""
+    """ASR-710: an audit-only record with the update in native.record; its type names
+    the ``sessionUpdate`` kind, or ``unknown`` for one that is empty or spans lines (no
+    record type can: acp-pipes choice)."""
+    if not kind or "\n" in kind:
+        kind = "unknown"
     return {"type": AUDIT_PREFIX + kind, "native": {"record": payload}}
 
 
 def event_bodies(rec: dict, ctx: Ctx) -> list:
     kind = rec.get("kind")
     u = rec.get("update") if isinstance(rec.get("update"), dict) else {}
-    if kind == "state_update" and isinstance(u.get("state"), str):
-        body: dict[str, Any] = {"type": "state", "state": u["state"]}
-        for f in ("stopReason", "error", "usage"):
+    if kind == "state_update":
+        body: dict[str, Any] = {"type": "state", "state": _str(u.get("state"), "state")}
+        _copy_str(body, u, ("stopReason",), "the update's")
+        for f in ("error", "usage"):
             if u.get(f) is not None:
+                if u[f].__class__ is not dict:
+                    raise Unmappable(f"{f} is not an object")
                 body[f] = u[f]
         return [(None, _meta(body, u))]
-    if kind == "usage_update" and "used" in u and "size" in u:
+    if kind == "usage_update":
+        used, size = u.get("used"), u.get("size")
+        if not (_int(used) and _int(size)):
+            raise Unmappable("used or size is not an integer")
         body = {"type": "usage_summary", "scope": "session", "cumulative": True,
-                "includesChildren": None, "contextWindow": {"used": u["used"], "size": u["size"]}}
+                "includesChildren": None, "contextWindow": {"used": used, "size": size}}
         cost = u.get("cost")
-        if isinstance(cost, dict):
-            body["cost"] = {"amount": cost.get("amount"), "currency": cost.get("currency")}
+        if cost is not None:
+            amount = cost.get("amount") if cost.__class__ is dict else None
+            if amount.__class__ not in (int, float) or cost.get("currency").__class__ is not str:
+                raise Unmappable("cost is not an amount and a currency")
+            body["cost"] = {"amount": amount, "currency": cost["currency"]}
         return [(None, _meta(body, u))]  # ASR-720
     if kind == "session_info_update":
         folded = rec.get("folded") or {}
-        return [(None, _meta({"type": "session_info", "title": folded.get("title")}, u))]
+        title = folded.get("title")
+        if title is not None:
+            _str(title, "title")
+        return [(None, _meta({"type": "session_info", "title": title}, u))]
     if kind == "config_option_update" and isinstance(u.get("configOptions"), list):
         body = {"type": "config_change", "options": u["configOptions"]}
         for opt in u["configOptions"]:
@@ -430,18 +553,18 @@ def event_bodies(rec: dict, ctx: Ctx) -> list:
             elif opt.get("category") == "mode" and "currentValue" in opt:
                 body["mode"] = opt["currentValue"]
         return [(None, _meta(body, u))]
-    if kind == "notice" and isinstance(u.get("title"), str):
+    if kind == "notice":
+        _str(u.get("title"), "the notice's title")
         # message with a derived ID (acp-pipes choice: notice:<n>:<seq>), ASR-730
         frames = rec.get("frames") or [0]
         mid = f"notice:{ctx.conn}:{frames[0]}"
         content = [{"type": "text", "text": u["title"]}]
-        if isinstance(u.get("description"), str):
-            content.append({"type": "text", "text": u["description"]})
+        if u.get("description") is not None:
+            content.append({"type": "text", "text": _str(u["description"], "description")})
         body = {"type": "message", "messageId": mid, "idSource": "derived", "role": "system",
                 "author": "harness", "origin": "notice", "audience": "user",
                 "content": content}
-        if u.get("severity") is not None:
-            body["severity"] = u["severity"]
+        _copy_str(body, u, ("severity",), "the notice's")
         return [(("notice", mid), _meta(body, u))]
     name = kind if isinstance(kind, str) and kind else "unknown"
     return [(None, audit(name, u))]

@@ -74,7 +74,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
     done = convert_paths(ctx.files, warn=ctx.warn, agent_name=args.agent_name,
                          secret_fields=args.secret_field, keep_fields=args.keep_field,
-                         snapshots=args.snapshots, only=args.session, on_file=on_file)
+                         snapshots=args.snapshots, only=args.session, on_file=on_file,
+                         note=ctx.note)
     if progress and done.unreadable is None:
         print(file=sys.stderr)
     spool, headers, unreadable = done.spool, done.headers, done.unreadable
