@@ -141,7 +141,7 @@ def _message(rec: dict, ctx: Ctx) -> list:
         key = ("inter_session", mid)
     else:
         role = "user" if kind == "user_message" else "assistant"
-        body = {"type": "message", "messageId": mid, "role": role}
+        body = {"type": "message", "messageId": mid, "role": role}  # ASR-702: verbatim
         if v.get("idSource") == "derived":  # an ID the v1 lift derived
             body["idSource"] = "derived"
         if rec.get("origin") == "prompt":
@@ -160,6 +160,7 @@ def _tool(rec: dict, ctx: Ctx) -> list:
     v = rec["value"]
     cid = rec["id"]
     final = rec["final"]
+    # ASR-702: toolCallId -> callId verbatim, callIdSource native
     call: dict[str, Any] = {"type": "tool_call", "callId": cid, "callIdSource": "native"}
     name = v.get("name")
     if name is None:
@@ -341,7 +342,8 @@ _ACTION = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
 
 
 def _elicitation(rec: dict, ctx: Ctx) -> list:
-    """ASR-734 (secret form answers are not recorded)."""
+    """ASR-734 (secret form answers are not recorded); the elicitationId is the
+    requestId verbatim (ASR-702)."""
     v = rec["value"]
     body: dict[str, Any] = {"type": "input_request", "requestId": rec["id"],
                             "idSource": v.get("idSource", "derived")}
@@ -408,7 +410,7 @@ def redact_answer(content: dict, schema: Any, ctx: Ctx) -> tuple[dict, list[str]
 
 def _plan(rec: dict, ctx: Ctx) -> list:
     v = rec["value"]
-    body: dict[str, Any] = {"type": "plan", "planId": rec["id"],
+    body: dict[str, Any] = {"type": "plan", "planId": rec["id"],  # ASR-702: verbatim
                             "planType": _str(v.get("type"), "the plan's type")}
     for k, x in v.items():
         if k not in ("type", "planId", "_meta"):
@@ -423,7 +425,7 @@ def _plan(rec: dict, ctx: Ctx) -> list:
 
 def _terminal(rec: dict, ctx: Ctx) -> list:
     v = rec["value"]
-    body: dict[str, Any] = {"type": "terminal", "terminalId": rec["id"]}
+    body: dict[str, Any] = {"type": "terminal", "terminalId": rec["id"]}  # ASR-702
     _copy_str(body, v, ("command",), "the terminal's")
     if v.get("cwd") is not None:
         body["cwd"] = path_ref(_str(v["cwd"], "cwd"), ctx.roots)
@@ -457,6 +459,7 @@ def _compaction(rec: dict, ctx: Ctx) -> list:
         raise Unmappable("status is not a string" if status is not None else "no status")
     if v.get("error") is not None:
         _str(v["error"], "the compaction's error")
+    # ASR-702: the compactionId verbatim
     body: dict[str, Any] = {"type": "compaction", "compactionId": cid, "kind": "summary",
                             "status": status}
     summary = _blocks(v.get("summary"), "summary")

@@ -5,6 +5,7 @@ tool call, a plan, ...). ``UPDATES`` maps each ``sessionUpdate`` value to
 ``(entity kind, id field, how)`` where ``how`` is ``upsert`` (patch the fields),
 ``chunk`` (append one block to the content), ``plan`` (a whole snapshot) or ``bytes``
 (append terminal output). Kinds not listed here are session events, not entities.
+Entities are keyed by their ACP ID as ACP sent it, never normalised (ASR-702).
 """
 
 from __future__ import annotations
