@@ -24,6 +24,7 @@ machines are shared and wall time moves with their load.
 from __future__ import annotations
 
 import compileall
+import os
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,10 @@ loads = orjson.loads
 for line in open(sys.argv[1], "rb"):
     loads(line)
 """
+#: acp-asr of the checkout named first (before and after a change, same launcher): the
+#: checkout goes first on sys.path, ahead of this one (PYTHONPATH)
+CHECKOUT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+            "from acp_pipes.cli.asr import main; main()")
 
 
 def wire_log_in_child(updates: int, make: str = "wire_log") -> tuple[Path, int, int]:
@@ -222,6 +227,11 @@ def main(quick: bool) -> str:
     # run here), a cost of the checkout, not of the tool
     compileall.compile_dir(REPO / "acp_pipes", quiet=1)
     v1_rows = []
+    # BENCH_BASELINE=<another checkout>: that acp-asr (before) against this one (after)
+    baseline = os.environ.get("BENCH_BASELINE")
+    if baseline:
+        compileall.compile_dir(Path(baseline) / "acp_pipes", quiet=1)
+    ab_rows = []
     for size in sizes:
         log, n, lines = wire_log_in_child(size)
         v1_log, v1_n, _ = wire_log_in_child(size, "v1_wire_log")
@@ -230,12 +240,27 @@ def main(quick: bool) -> str:
             shutil.rmtree(out_dir, ignore_errors=True)
             return run_cmd(tool("asr", str(log), "-o", str(out_dir)))
 
-        runs = side_by_side(
-            {"acp-asr": subject,
-             "acp-asr v1": lambda v1_log=v1_log: subject(v1_log),
-             "bare parse": lambda log=log: run_cmd([sys.executable, "-c", BARE, str(log)])},
-            repeat=repeat,
-        )
+        def checkout(path: str, log=log) -> Run:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            return run_cmd([sys.executable, "-c", CHECKOUT, path, str(log), "-o",
+                            str(out_dir)])
+
+        subjects = {"acp-asr": subject,
+                    "acp-asr v1": lambda v1_log=v1_log: subject(v1_log),
+                    "bare parse": lambda log=log: run_cmd([sys.executable, "-c", BARE,
+                                                           str(log)])}
+        if baseline:
+            subjects["before"] = lambda: checkout(baseline)
+            subjects["after"] = lambda: checkout(str(REPO))
+        runs = side_by_side(subjects, repeat=repeat)
+        if baseline:
+            b, a = runs["before"], runs["after"]
+            ab_rows.append([
+                f"{n:,}", f"{median_wall(b):.3f} s / {median_wall(a):.3f} s",
+                f"{median_wall(a) / median_wall(b):.3f}x",
+                f"{median_cpu(b):.2f} s / {median_cpu(a):.2f} s",
+                f"{median_cpu(a) / median_cpu(b):.3f}x",
+                f"{max_rss(b):.1f} MB / {max_rss(a):.1f} MB"])
         v1 = median_wall(runs["acp-asr v1"])
         v1_cpu = median_cpu(runs["acp-asr v1"])
         asr, bare = median_wall(runs["acp-asr"]), median_wall(runs["bare parse"])
@@ -275,6 +300,13 @@ def main(quick: bool) -> str:
         "at most 1.00x).\n\n"
         + table(["updates v2 / v1", "acp-asr v2 / v1 (median)", "v1/v2 wall",
                  "CPU per update v2 / v1", "v1/v2 per update", "v1 peak RSS"], v1_rows)
+        + ("" if not baseline else
+           f"\n\nBefore and after: the acp-asr of {baseline} against this checkout's, the "
+           "same v2 wire log, both started by the same launcher (`python -c`, the checkout "
+           "first on sys.path), interleaved with the rows above.\n\n"
+           + table(["updates", "wall before / after (median)", "after/before",
+                    "CPU before / after (median)", "after/before", "peak RSS before / after"],
+                   ab_rows))
     )
 
 

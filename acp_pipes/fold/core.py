@@ -78,6 +78,8 @@ class _Session:
 
     def __init__(self, sid: str):
         self.sid = sid
+        # (kind, ACP ID) -> open entity; ("prompt", messageId) for a prompt whose echo has
+        # not come (see _adopt_prompt)
         self.open: dict[tuple[str, Any], Entity] = {}
         self.replay_open: dict[tuple[str, Any], Entity] = {}
         self.window: _Window | None = None  # replaying into it: updates are history
