@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from acp_pipes.asr.mapping import convert
@@ -221,6 +221,18 @@ def _problems(frames: list[tuple[str, dict]]) -> list[str]:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(frame(), max_size=40))
+# found by this test: a plan whose entries are null was written with "entries": null
+@example([("a2c", _rpc(method="session/update", params={"sessionId": "s1", "update": {
+    "sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "a",
+                                             "entries": None}}}))])
+# found by this test: a session named "" (a stream whose header has no sessionId)
+@example([("c2a", _rpc(id=1, method="session/new", params={"cwd": "/ws"})),
+          ("a2c", _rpc(id=1, result={"sessionId": ""})),
+          ("a2c", _rpc(method="session/update", params={"sessionId": "", "update": {
+              "sessionUpdate": "agent_message", "messageId": "a",
+              "content": [{"type": "text", "text": "hi"}]}})),
+          ("a2c", _rpc(method="session/update", params={"sessionId": "s1", "update": {
+              "sessionUpdate": "subagent_update", "sessionId": "", "title": "t"}}))])
 def test_every_stream_acp_asr_writes_validates(frames):
     assert _problems(frames) == []
 
@@ -239,3 +251,23 @@ def test_a_message_from_no_sender_is_audited_and_said_once():
     types = [orjson.loads(x)["type"] for x in got.stdout.splitlines()]
     assert types.count("org.agent-session.acp/session_message") == 2
     assert run_tool("asr", "--validate", input=got.stdout).returncode == 0
+
+
+def test_a_session_named_by_the_empty_string_is_left_out_and_said_once():
+    """A header's sessionId is never empty: a session ACP names "" has no stream; its
+    records are left out and the converter says so once (docs/asr.md)."""
+    from acp_pipes.asr.mapping import Converter
+
+    frames = [("a2c", _rpc(method="session/update", params={"sessionId": sid, "update": {
+        "sessionUpdate": "agent_message", "messageId": m,
+        "content": [{"type": "text", "text": "hi"}]}})) for sid, m in
+              (("", "a"), ("", "b"), ("s1", "a"))]
+    recs = [{"seq": i, "t": T0 + i * 1000, "dir": d, "raw": orjson.dumps(m).decode()}
+            for i, (d, m) in enumerate(INIT + frames)]
+    said: list[str] = []
+    conv = Converter(note=said.append)
+    for rec in fold(recs):
+        conv.feed(rec)
+    conv.close()
+    assert list(conv.headers()) == ["s1"]
+    assert len(said) == 1 and "empty string" in said[0]

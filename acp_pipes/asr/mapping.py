@@ -163,7 +163,7 @@ class Converter:
             self.conn = int(rec.get("connection") or 0)
         elif ev == "lossy":  # a loss the v1 lift incurred (ASR-722)
             sid = rec.get("session")
-            if isinstance(sid, str) and isinstance(rec.get("lossy"), str):
+            if sid.__class__ is str and sid and isinstance(rec.get("lossy"), str):
                 self._stream(sid).ctx.losses.add(rec["lossy"])
         elif ev == "initialize":
             version = rec.get("protocolVersion")
@@ -263,7 +263,8 @@ class Converter:
 
     def _entity(self, rec: dict) -> None:
         sid = rec.get("session")
-        if not isinstance(sid, str):
+        if sid.__class__ is not str or not sid:
+            self._no_stream(sid)
             return
         st = self._stream(sid)
         replayed = bool(rec.get("replayed"))
@@ -278,14 +279,15 @@ class Converter:
             bodies = ((("audit", kind, rec.get("id")), audit(str(kind), rec.get("value"))),)
         for key, body in bodies:
             write(st, key, body, rec, replayed)
-        if kind == "subagent" and isinstance(rec.get("id"), str):
+        if kind == "subagent" and rec.get("id").__class__ is str and rec["id"]:
             # ASR-721: the child's stream names its parent; never guessed
             child = self._stream(rec["id"])
             child.lineage.setdefault("spawnedBy", {"session": sid, "evidence": "native_field"})
 
     def _event(self, rec: dict) -> None:
         sid = rec.get("session")
-        if not isinstance(sid, str):
+        if sid.__class__ is not str or not sid:
+            self._no_stream(sid)
             return
         st = self._stream(sid)
         replayed = bool(rec.get("replayed"))
@@ -303,6 +305,15 @@ class Converter:
                 body["_meta"] = {**meta, **{k: v for k, v in trace.items() if k not in meta}}
             self._write(st, key, body, rec, replayed)
 
+    def _no_stream(self, sid: Any) -> None:
+        """A session named by the empty string has no ASR stream (a header's sessionId is
+        never empty): its records are left out, and that is said once a run."""
+        if sid != "" or self.note is None or ("session", "") in self.noted:
+            return
+        self.noted.add(("session", ""))
+        self.note("a session whose ID is the empty string: an ASR stream needs an ID, so "
+                  "its records are left out; said once a run")
+
     def _unmappable(self, kind: str, sid: str, key: Any, problem: Unmappable) -> None:
         """Say (once a run for each kind of problem) what was kept as an audit record."""
         if self.note is None or (kind, str(problem)) in self.noted:
@@ -314,7 +325,8 @@ class Converter:
 
     def _session(self, rec: dict) -> None:
         sid = rec.get("session")
-        if not isinstance(sid, str):
+        if sid.__class__ is not str or not sid:
+            self._no_stream(sid)
             return
         st = self._stream(sid)
         op = rec.get("op")

@@ -413,7 +413,7 @@ def _plan(rec: dict, ctx: Ctx) -> list:
     body: dict[str, Any] = {"type": "plan", "planId": rec["id"],  # ASR-702: verbatim
                             "planType": _str(v.get("type"), "the plan's type")}
     for k, x in v.items():
-        if k not in ("type", "planId", "_meta"):
+        if k not in ("type", "planId", "_meta") and x is not None:  # null: not there
             body[k] = x
     if body.get("entries") is not None and body["entries"].__class__ is not list:
         raise Unmappable("the plan's entries is not a list")
