@@ -52,11 +52,13 @@ current-state ``state_update`` and then the response. ``session/list`` lists eve
 session of the connection.
 
 JSON-RPC: a line that is not JSON gets -32700 (id null); a value that is not a request,
-notification or response gets -32600; an unknown method -32601 (unknown notifications are
-ignored); bad params -32602; an unknown session -32002. Batches (JSON arrays) are
-answered with one array of responses, after the updates they caused. Blank lines are
-skipped. Responses to requests the agent did not send (or no longer waits for) are
-ignored and reported to the optional ``warn`` callback.
+notification or response gets -32600; so does a request this agent cannot read whole
+(a lone surrogate, a number such as ``1e400``, nesting deeper than orjson's 1024 levels),
+answered with its own id so the client is not left waiting; an unknown method -32601
+(unknown notifications are ignored); bad params -32602; an unknown session -32002.
+Batches (JSON arrays) are answered with one array of responses, after the updates they
+caused. Blank lines are skipped. Responses to requests the agent did not send (or no
+longer waits for) are ignored and reported to the optional ``warn`` callback.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ from acp_pipes.jsonrpc import (
     PARSE_ERROR,
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
+    element_spans,
+    member_spans,
 )
 from acp_pipes.jsonrpc import error as _error
 from acp_pipes.jsonrpc import request as _request
@@ -197,6 +201,47 @@ class _Turn:
         self.request_id = 0
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _usable_id(rid: Any) -> bool:
+    """A JSON-RPC id a frame record can name (see :func:`acp_pipes.frame.is_jsonrpc_id`):
+    a string of Unicode text or an integer within 64 bits (null is no id to answer)."""
+    if type(rid) is int:
+        return -(2**63) <= rid < 2**64
+    if type(rid) is str:
+        try:
+            rid.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    return False
+
+
+def _top_level(line: bytes) -> Any:
+    """What a line too deep to parse says at its top level: ``jsonrpc``, ``method`` and
+    ``id`` parsed from their own bytes (:func:`acp_pipes.jsonrpc.member_spans`), the
+    other members present as None; a batch, a list of those; None when it is neither an
+    object nor an array."""
+    batch = element_spans(line)
+    if batch is not None:
+        return [_top_level(line[start:end]) for start, end in batch]
+    spans = member_spans(line)
+    if spans is None:
+        return None
+    msg: dict[str, Any] = {}
+    for key, (start, end) in spans.items():
+        value = None
+        if key in ("jsonrpc", "method", "id"):
+            try:
+                value = json.loads(line[start:end], parse_constant=_reject_constant)
+            except (ValueError, RecursionError):
+                value = [None]  # a value no id or method can be
+        msg[key] = value
+    return msg
+
+
 class EchoAgent:
     """The agent's state for one connection. ``feed`` takes one input line and returns
     the frames to send (bytes, no LF), in order."""
@@ -218,10 +263,7 @@ class EchoAgent:
         try:
             msg = orjson.loads(line)
         except orjson.JSONDecodeError:
-            if self._valid_json(line):
-                # Valid JSON orjson cannot hold (an integer beyond 64 bits): not a usable id.
-                return [_error(None, INVALID_REQUEST, "Invalid Request: number out of range")]
-            return [_error(None, PARSE_ERROR, "Parse error")]
+            return self._unreadable(line)
         out: list[bytes] = []
         if isinstance(msg, list):
             if not msg:
@@ -235,16 +277,38 @@ class EchoAgent:
         self._message(msg, out, out)
         return out
 
-    @staticmethod
-    def _valid_json(line: bytes) -> bool:
-        def reject(name: str) -> Any:
-            raise ValueError(name)
-
+    def _unreadable(self, line: bytes) -> list[bytes]:
+        """A line orjson refuses. Valid JSON it cannot hold (a lone surrogate, a number
+        beyond a double such as ``1e400``, nesting deeper than it reads) is a request this
+        agent cannot serve: each request in it is answered -32600 with its own id, so the
+        client is not left waiting. Anything else is a parse error (id null)."""
+        why = "a lone surrogate or a number out of range"
         try:
-            json.loads(line, parse_constant=reject)
-        except ValueError:
-            return False
-        return True
+            msg = json.loads(line, parse_constant=_reject_constant)
+        except RecursionError:
+            why = "nested deeper than this agent reads"
+            msg = _top_level(line)
+        except ValueError:  # UnicodeDecodeError included
+            return [_error(None, PARSE_ERROR, "Parse error")]
+        if isinstance(msg, list):
+            replies = [r for r in (self._refused(item, why) for item in msg) if r]
+            return [b"[" + b",".join(replies) + b"]"] if replies else []
+        reply = self._refused(msg, why)
+        return [reply] if reply else []
+
+    def _refused(self, msg: Any, why: str) -> bytes | None:
+        """The error answering one message of an unreadable line (None: not a request)."""
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            return _error(None, INVALID_REQUEST, "Invalid Request")
+        if "method" not in msg or "id" not in msg:
+            if self.warn:
+                what = "notification" if "method" in msg else "response"
+                self.warn(self.line, f"{what} with {why}, ignored")
+            return None
+        rid = msg["id"]
+        if not _usable_id(rid):
+            return _error(None, INVALID_REQUEST, "Invalid Request: bad id")
+        return _error(rid, INVALID_REQUEST, f"Invalid Request: {why}")
 
     def _message(self, msg: Any, out: list[bytes], replies: list[bytes]) -> None:
         """Handle one JSON-RPC message: updates and requests go to ``out``, the direct

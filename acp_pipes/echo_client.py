@@ -33,14 +33,18 @@ def client_session(
     Prompt ``i`` (1-based) says ``"<text> <i>"``; every ``permission_every``-th prompt
     starts with ``/permission`` and is followed by the client's answer (``allow``, or
     ``reject`` when ``reject``), and every ``elicit_every``-th with ``/elicit`` and an
-    accepted answer (a prompt that is both elicits first). The answers can be written in
+    accepted answer (a prompt that is both elicits first); with ``elicit_every`` the
+    client advertises form elicitation in ``initialize``. The answers can be written in
     advance because the agent numbers its requests 1, 2, 3, ...
 
     >>> [f[:40] for f in client_session(1)][1]
     b'{"jsonrpc":"2.0","id":1,"method":"sessio'
     """
     info = {"name": "acp-pipes-client", "version": __version__}
-    init = {"protocolVersion": PROTOCOL_VERSION, "info": info, "capabilities": {}}
+    # what the agent will use: form elicitation, when a prompt asks for it (a client that
+    # never advertised it must not be asked: acp-frame --validate says so)
+    capabilities = {"elicitation": {"form": {}}} if elicit_every else {}
+    init = {"protocolVersion": PROTOCOL_VERSION, "info": info, "capabilities": capabilities}
     yield _request(0, "initialize", init)
     yield _request(1, "session/new", {"cwd": cwd, "mcpServers": []})
     sid = "sess-1"

@@ -8,10 +8,15 @@ order ``jsonrpc, id, method|result|error, params``, as ACP's SDKs write them.
 b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}'
 >>> error("x", METHOD_NOT_FOUND, "method not found: foo")
 b'{"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"method not found: foo"}}'
+
+The agents also answer what they cannot parse whole (nesting deeper than the parser
+reads): :func:`member_spans` finds the top-level members of a JSON object in its bytes,
+walking only as deep as the top level, so the request's own ``id`` can be answered.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -59,3 +64,142 @@ def request(rid: Any, method: str, params: Any) -> bytes:
 
 def notification(method: str, params: Any) -> bytes:
     return _dumps({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+# -- the top level of a JSON object, in its bytes ------------------------------------------
+
+_WS = re.compile(rb"[ \t\r\n]*")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+# inside a nested value: the next byte that matters (a string start or a bracket)
+_NESTED = re.compile(rb'["{}\[\]]')
+# a scalar token: number, true, false, null (ends before , } ] or whitespace)
+_SCALAR = re.compile(rb"[^,}\]\s]+")
+
+
+def _skip_value(raw: bytes, i: int) -> int:
+    """The index just past the JSON value starting at ``i``; ValueError if malformed.
+    Nested values are skipped by counting brackets: no recursion, any depth."""
+    c = raw[i : i + 1]
+    if c == b'"':
+        m = _STRING.match(raw, i)
+        if m is None:
+            raise ValueError("unterminated string")
+        return m.end()
+    if c in (b"{", b"["):
+        depth = 0
+        pos = i
+        n = len(raw)
+        while pos < n:
+            m = _NESTED.search(raw, pos)
+            if m is None:
+                break
+            ch = raw[m.start()]
+            if ch == 0x22:  # '"'
+                s = _STRING.match(raw, m.start())
+                if s is None:
+                    raise ValueError("unterminated string")
+                pos = s.end()
+                continue
+            pos = m.end()
+            if ch in (0x7B, 0x5B):  # { [
+                depth += 1
+            else:
+                depth -= 1
+                if depth == 0:
+                    return pos
+        raise ValueError("unterminated object or array")
+    m = _SCALAR.match(raw, i)
+    if m is None:
+        raise ValueError("no value")
+    return m.end()
+
+
+def member_spans(raw: bytes) -> dict[str, tuple[int, int]] | None:
+    """``{key: (start, end)}`` of each top-level member's value token in the JSON object
+    ``raw`` (None when ``raw`` is not an object). Keys are decoded (``"\\u0069d"`` is
+    ``id``); a repeated key gives its last value, as orjson and the json module read it.
+    Values are skipped, not parsed: any depth, tolerant of what lies inside them.
+
+    >>> raw = b'{ "params": {"id": 1, "s": "\\\\"id\\\\": 2"}, "id" :\\t"a\\\\"b" }'
+    >>> start, end = member_spans(raw)["id"]
+    >>> raw[start:end]
+    b'"a\\\\"b"'
+    """
+    try:
+        i = _WS.match(raw, 0).end()
+        if raw[i : i + 1] != b"{":
+            return None
+        i = _WS.match(raw, i + 1).end()
+        found: dict[str, tuple[int, int]] = {}
+        if raw[i : i + 1] == b"}":
+            return found
+        n = len(raw)
+        while i < n:
+            m = _STRING.match(raw, i)
+            if m is None:
+                return None
+            key = m.group()
+            name = key[1:-1].decode("utf-8") if b"\\" not in key else orjson.loads(key)
+            i = _WS.match(raw, m.end()).end()
+            if raw[i : i + 1] != b":":
+                return None
+            i = _WS.match(raw, i + 1).end()
+            end = _skip_value(raw, i)
+            found[name] = (i, end)
+            i = _WS.match(raw, end).end()
+            c = raw[i : i + 1]
+            if c == b",":
+                i = _WS.match(raw, i + 1).end()
+                continue
+            if c == b"}":
+                return found
+            return None
+    except (ValueError, orjson.JSONDecodeError):  # UnicodeDecodeError is a ValueError
+        return None
+    return None
+
+
+def element_spans(raw: bytes) -> list[tuple[int, int]] | None:
+    """``(start, end)`` of each element of the JSON array ``raw`` (a batch), skipped as
+    :func:`member_spans` skips values; None when ``raw`` is not an array.
+
+    >>> element_spans(b'[ {"id":1}, [[2]] ]')
+    [(2, 10), (12, 17)]
+    """
+    try:
+        i = _WS.match(raw, 0).end()
+        if raw[i : i + 1] != b"[":
+            return None
+        i = _WS.match(raw, i + 1).end()
+        found: list[tuple[int, int]] = []
+        if raw[i : i + 1] == b"]":
+            return found
+        n = len(raw)
+        while i < n:
+            end = _skip_value(raw, i)
+            found.append((i, end))
+            i = _WS.match(raw, end).end()
+            c = raw[i : i + 1]
+            if c == b",":
+                i = _WS.match(raw, i + 1).end()
+                continue
+            if c == b"]":
+                return found
+            return None
+    except ValueError:
+        return None
+    return None
+
+
+def id_span(raw: bytes) -> tuple[int, int] | None:
+    """``(start, end)`` of the value token of the top-level ``"id"`` member, or None.
+
+    >>> raw = b'{"params":{"id":1},"id":7}'
+    >>> start, end = id_span(raw)
+    >>> raw[start:end]
+    b'7'
+    >>> id_span(b'{"method":"x"}') is None
+    True
+    """
+    spans = member_spans(raw)
+    return None if spans is None else spans.get("id")

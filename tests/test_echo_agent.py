@@ -231,6 +231,22 @@ def test_elicitation_answer_joins_the_echo():
     ]
 
 
+def test_a_recording_with_elicitations_is_spec_clean(tmp_path):
+    """The scripted client advertises form elicitation when its prompts ask for one, so
+    acp-frame --validate finds nothing wrong with what the echo agent then sends."""
+    from tests.conftest import record_lockstep, run_tool
+
+    client = list(client_session(6, permission_every=2, elicit_every=3))
+    assert orjson.loads(client[0])["params"]["capabilities"] == {"elicitation": {"form": {}}}
+    assert orjson.loads(next(client_session(6)))["params"]["capabilities"] == {}
+    wire = tmp_path / "elicit.jsonl"
+    agent = record_lockstep(client, wire)
+    assert agent.count(b'"method":"elicitation/create"') == 2
+    checked = run_tool("frame", "--validate", str(wire))
+    assert checked.returncode == 0, checked.stdout
+    assert orjson.loads(checked.stdout.splitlines()[-1])["violations"] == 0
+
+
 def test_agent_waits_for_the_answer_on_a_live_pipe():
     """The request is flushed before the agent blocks on stdin: a client that answers only
     after reading it gets the rest of the turn (a missing flush would hang, not pass)."""
@@ -442,6 +458,31 @@ def test_jsonrpc_errors():
         None,
         11,
     ]
+
+
+@pytest.mark.parametrize("body, why", [
+    (b'{"x":' + b"[" * 1100 + b"]" * 1100 + b"}", b"nested deeper than this agent reads"),
+    (b'{"text":"\\ud800 lone"}', b"a lone surrogate or a number out of range"),
+    (b'{"size":1e400}', b"a lone surrogate or a number out of range"),
+])
+def test_a_request_it_cannot_read_is_answered_with_its_own_id(body, why):
+    """orjson refuses these (nesting past 1024 levels, a lone surrogate, a number beyond
+    a double); the client waits for an answer to its id, so it gets one, and the agent
+    goes on serving."""
+    request = b'{"jsonrpc":"2.0","id":"r-5","method":"session/prompt","params":' + body + b"}"
+    notification = b'{"jsonrpc":"2.0","method":"session/cancel","params":' + body + b"}"
+    proc = run_agent(stream([*OPEN, request, notification, prompt(2, "after")]))
+    assert proc.returncode == 0, proc.stderr
+    agent = frames_of(proc.stdout)
+    refused = by_id(agent, "r-5")
+    assert refused["error"] == {"code": -32600, "message": "Invalid Request: " + why.decode()}
+    FrameChecker("agent")(refused)
+    assert proc.stderr == b"acp-echo-agent: stdin:4: notification with " + why + b", ignored\n"
+    assert [shape(u) for u in updates(agent)] == TURN  # the next prompt is served
+    # in a batch, each request of it gets its own answer
+    batch = b"[" + request + b"," + request.replace(b'"r-5"', b"6") + b"]"
+    (answers,) = frames_of(run_agent(batch + b"\n").stdout)
+    assert [a["id"] for a in answers] == ["r-5", 6]
 
 
 def test_batch_answers_in_one_array_after_its_updates():

@@ -32,7 +32,11 @@ special prompts (leading words of the first text):
   session/cancel while the agent waits ends the turn with stopReason cancelled.
 
 --client-session N prints a scripted client instead (initialize, session/new, N
-prompts with the answers to the agent's requests, session/close), to pipe into it."""
+prompts with the answers to the agent's requests, session/close), to pipe into it; with
+--elicit-every its initialize advertises form elicitation, which the agent then uses.
+
+A request this agent cannot read whole (a lone surrogate, a number such as 1e400,
+nesting deeper than 1024 levels) is answered -32600 with its own id."""
 
 EXAMPLE = """\
 acp-echo-agent < examples/hello/client.jsonl
