@@ -21,6 +21,11 @@ What "ignore" means (the same in every tool):
 - the whole value (pointer ``""``) is replaced by :data:`IGNORED`;
 - a pointer that does not exist in a value changes nothing.
 
+Before any pointer applies, MCP secrets are replaced by their tokens
+(:func:`acp_pipes.redact.redact_value`), on every side: a recording redacted by acp-tee
+holds tokens already, so it compares with the frame as sent under any pointers, and no
+diff built on :meth:`Normalizer.view` shows a secret value.
+
 ``drop_id`` (``--remap-ids``) compares two JSON-RPC messages modulo their ``id``: the
 top-level ``id`` *value* is replaced by :data:`IGNORED` rather than removed, so a request
 still differs from a notification with the same method and params.
@@ -31,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
+from acp_pipes.canonical import HASH_PREFIX, CanonicalError, canonical_hash, parse_json
 
 __all__ = ["IGNORED", "Normalizer", "parse_pointer"]
 
@@ -188,31 +193,44 @@ class Normalizer:
             return value
         return _apply(self._root, value)
 
+    def view(self, value: Any, *, drop_id: bool = False) -> Any:
+        """What a JSON-RPC message is compared as: its MCP secrets tokenised
+        (:func:`acp_pipes.redact.redact_value`, so a redacted recording, a
+        ``--keep-secrets`` one and a live frame agree, and no diff shows a secret), then
+        the ignored pointers applied, then with ``drop_id`` the top-level id masked.
+        Tokenising comes first so an ignored pointer means the same on every side."""
+        from acp_pipes.redact import redact_value
+
+        value = self.apply(redact_value(value)[0])
+        if drop_id and isinstance(value, dict) and "id" in value:
+            value = dict(value)
+            value["id"] = IGNORED
+        return value
+
     def hash(self, value: Any, *, drop_id: bool = False, known: str | None = None) -> str:
-        """``canonical_hash`` of the normalised value; ``drop_id`` ignores the JSON-RPC id.
+        """``canonical_hash`` of the :meth:`view` of a message; ``drop_id`` ignores its
+        JSON-RPC id.
 
         ``known`` is the value's own canonical hash when the caller has it (a frame's
-        ``hash``): with no pointers and no ``drop_id`` it is returned as is.
+        ``hash``): with no pointers and no ``drop_id`` it is returned as is (with nothing
+        normalised, a frame is matched on the hash of its bytes as sent).
         Raises CanonicalError for a value with no JCS form.
         """
         if known is not None and not drop_id and not self.pointers:
             return known
-        value = self.apply(value)
-        if drop_id and isinstance(value, dict) and "id" in value:
-            value = dict(value)
-            value["id"] = IGNORED
-        return canonical_hash(value)
+        return canonical_hash(self.view(value, drop_id=drop_id))
 
     def hash_frame(self, frame: dict[str, Any], *, drop_id: bool = False) -> str | None:
         """The matching hash of a frame record (see the frames contract in DESIGN).
 
         Identity fast path: the frame's own ``hash``. Otherwise the logged bytes are
-        parsed and normalised; a frame that is not JSON (or has no JCS form) keeps its own
-        hash, since there is nothing to normalise. A redacted frame's logged bytes are not
-        what was sent, so it also keeps its own hash.
+        parsed and hashed as :meth:`hash` does; a redacted frame's secrets are already
+        tokens there, so it gets the hash its frame as sent would get. A frame that is
+        not JSON (or has no JCS form, or was logged as unchecked) keeps its own hash,
+        since there is nothing to normalise.
         """
         own = frame.get("hash")
-        if (not drop_id and not self.pointers) or frame.get("redacted"):
+        if not drop_id and not self.pointers:
             return own
         if frame.get("kind") in ("invalid_json",):
             return own
@@ -224,6 +242,11 @@ class Normalizer:
                 raw = decode_raw(frame)
             except ValueError:
                 return own
+        if frame.get("redacted"):
+            from acp_pipes.redact import UNCHECKED
+
+            if raw == UNCHECKED.decode() or own is None or not own.startswith(HASH_PREFIX):
+                return own  # the logged bytes do not stand for the frame as sent
         try:
             return self.hash(parse_json(raw), drop_id=drop_id)
         except (ValueError, CanonicalError):

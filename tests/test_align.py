@@ -364,3 +364,36 @@ def test_truncated_gz_aligns_what_was_read_then_exits_2(cut_asr_stream):
     assert summary["counts"]["only-b"] > 0
     last = p.stderr.rstrip().splitlines()[-1]
     assert last.startswith(f"acp-align: {cut}:".encode()) and b"cannot read: " in last
+
+
+def test_ignore_composes_with_redaction(tmp_path):
+    """A redacted recording and a --keep-secrets one of one session are the same run
+    under --ignore (secrets compared by their hashes, after redaction); another secret is a
+    difference, shown as tokens, never as the value."""
+    servers = [{"type": "stdio", "name": "fs", "command": "/bin/fs", "args": [],
+                "env": [{"name": "API_KEY", "value": "sk-ALIGN-SECRET"}]}]
+    client = []
+    for line in client_session(2):
+        msg = orjson.loads(line)
+        if msg.get("method") == "session/new":
+            msg["params"]["mcpServers"] = servers
+        client.append(orjson.dumps(msg))
+    redacted = record(tmp_path, "redacted", client)
+    kept = tmp_path / "kept.wire.jsonl"
+    script = tmp_path / "kept.client.jsonl"
+    script.write_bytes(b"".join(x + b"\n" for x in client))
+    subprocess.run(tool_argv("tee", "--keep-secrets", "--script", str(script), "-o", str(kept),
+                             "--clock", "epoch", "--no-host", "--", *tool_argv("echo-agent")),
+                   capture_output=True, env=tool_env(), timeout=120, check=True,
+                   stdin=subprocess.DEVNULL)
+    assert b"sk-ALIGN-SECRET" in kept.read_bytes()
+    assert b"sk-ALIGN-SECRET" not in redacted.read_bytes()
+    assert align(redacted, kept, "--format", "json").returncode == 0
+    p = align(redacted, kept, "--ignore", "/params/cwd", "--format", "json")
+    assert p.returncode == 0, p.stdout
+    other = record(tmp_path, "other", changed(client, b"sk-ALIGN-SECRET", b"sk-OTHER-VALUE"))
+    for fmt in ("json", "diff"):
+        p = align(kept, other, "--ignore", "/params/cwd", "--format", fmt)
+        assert p.returncode == 1
+        assert b"<redacted blake3:" in p.stdout
+        assert b"ALIGN-SECRET" not in p.stdout and b"OTHER-VALUE" not in p.stdout

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from acp_pipes.canonical import canonical_hash, parse_json
 from acp_pipes.frame import raw_hash
-from acp_pipes.redact import PLACEHOLDER, UNCHECKED, redact, redact_value
+from acp_pipes.redact import PLACEHOLDER, UNCHECKED, redact, redact_value, repeats_a_key, token
 
 
 def _new(servers, method="session/new", **extra) -> bytes:
@@ -39,10 +39,11 @@ def test_values_replaced_names_kept_rest_untouched():
     msg = orjson.loads(logged)
     stdio, http = msg["params"]["mcpServers"]
     assert stdio["env"] == [
-        {"name": "API_KEY", "value": PLACEHOLDER},
-        {"name": "LANG", "value": PLACEHOLDER},
+        {"name": "API_KEY", "value": token("sk-live-123")},
+        {"name": "LANG", "value": token("C")},
     ]
-    assert http["headers"] == [{"name": "Authorization", "value": PLACEHOLDER}]
+    assert http["headers"] == [{"name": "Authorization", "value": token("Bearer abc.def")}]
+    assert token("C") == "<redacted " + canonical_hash("C") + ">"
     # args, url, command are kept as sent (a choice: they say what runs and where)
     assert stdio["args"] == STDIO["args"] and stdio["command"] == STDIO["command"]
     assert http["url"] == HTTP["url"]
@@ -67,7 +68,7 @@ def test_sse_acp_other_and_object_form():
         assert secret not in logged
     servers = orjson.loads(logged)["params"]["mcpServers"]
     assert servers[1] == acp
-    assert servers[2]["env"] == {"TOKEN": PLACEHOLDER}
+    assert servers[2]["env"] == {"TOKEN": token("v2")}
 
 
 def test_nothing_to_redact_gives_none():
@@ -148,3 +149,74 @@ def test_no_secret_survives_and_hash_is_of_the_original(servers, method):
     strip = lambda srv: {k: ([p["name"] for p in v] if k in ("env", "headers") else v)  # noqa: E731
                          for k, v in srv.items()}
     assert [strip(s) for s in out["params"]["mcpServers"]] == [strip(s) for s in servers]
+
+
+def test_an_escaped_key_is_the_key():
+    """``"mcp\\u0053ervers"`` is ``mcpServers`` to every parser: the decision is made on the
+    parsed value, so the byte test lets every frame with a \\u escape through."""
+    raw = _new([STDIO]).replace(b'"mcpServers"', b'"mcp\\u0053ervers"')
+    assert b"mcpServers" not in raw and orjson.loads(raw)["params"]["mcpServers"]
+    logged, h = redact(raw)
+    assert logged is not None and b"sk-live-123" not in logged
+    assert h == canonical_hash(parse_json(raw))
+    # an escape elsewhere in a frame without secrets costs a parse, and changes nothing
+    assert redact(b'{"jsonrpc":"2.0","method":"x","params":{"t":"caf\\u00e9"}}') == (None, None)
+    # bytes that are not JSON but spell the key with escapes are not logged
+    broken = raw[:-1]
+    assert redact(broken) == (UNCHECKED, raw_hash(broken))
+    assert redact(b'{"t":"\\u0041 not json') == (None, None)
+
+
+def test_redaction_is_idempotent_and_keeps_an_older_placeholder():
+    logged, _ = redact(_new([STDIO, HTTP]))
+    assert redact(logged) == (None, None)  # tokens are left as they are
+    old = _new([{**STDIO, "env": [{"name": "API_KEY", "value": PLACEHOLDER}]}])
+    assert redact(old) == (None, None)
+
+
+def test_no_depth_hides_a_repeated_key():
+    """The repeat check walks the text with a stack of its own: a repeat after 100,000
+    levels of nesting is found (json's object_pairs_hook gave up at ~1,000 and said no)."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert repeats_a_key(b'{"x":' + deep + b',"a":1,"a":2}')
+    assert not repeats_a_key(b'{"x":' + deep + b',"a":1,"b":2}')
+    assert repeats_a_key(b'[' + b'{"k":' * 50_000 + b"0" + b"}" * 50_000 + b',{"a":1,"\\u0061":2}]')
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.lists(st.tuples(st.sampled_from(["a", "b", "\\u0061", '\\"', "c\\\\"]), inner),
+               max_size=3),
+    max_leaves=12,
+)
+
+
+def _text(v) -> bytes:
+    """JSON text of a generated value; a list of pairs is an object, keys written as given
+    (escapes kept), so keys may repeat."""
+    if isinstance(v, list) and v and all(isinstance(x, tuple) for x in v):
+        return b"{" + b",".join(b'"' + k.encode() + b'":' + _text(x) for k, x in v) + b"}"
+    if isinstance(v, list):
+        return b"[" + b",".join(_text(x) for x in v) + b"]"
+    return orjson.dumps(v)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json)
+def test_repeats_a_key_agrees_with_the_json_module(value):
+    import json
+
+    raw = _text(value)
+
+    def pairs(ps):
+        if len({k for k, _ in ps}) != len(ps):
+            raise KeyError
+        return dict(ps)
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+        expected = False
+    except KeyError:
+        expected = True
+    assert repeats_a_key(raw) == expected

@@ -324,3 +324,101 @@ def test_input_of_the_wrong_kind_exits_2(session, tmp_path):
     assert missing.returncode == 2 and b"nope.jsonl: cannot open" in missing.stderr
     agent = run_tool("replay", "--client", str(session["wire"]), "--", str(tmp_path / "no-agent"))
     assert agent.returncode == 2 and b"cannot start" in agent.stderr
+
+
+# -- secrets: redaction composes with the normalisers --------------------------------------
+
+SECRET_SERVERS = [
+    {"type": "stdio", "name": "fs", "command": "/bin/fs", "args": [],
+     "env": [{"name": "API_KEY", "value": "sk-LIVE-SECRET-1"}]},
+    {"type": "http", "name": "web", "url": "https://mcp.example",
+     "headers": [{"name": "Authorization", "value": "Bearer LIVE-SECRET-2"}]},
+]
+
+
+def _with_servers(client: bytes, servers: list) -> bytes:
+    out = []
+    for ln in lines(client):
+        msg = orjson.loads(ln)
+        if msg.get("method") == "session/new":
+            msg["params"]["mcpServers"] = servers
+            ln = orjson.dumps(msg)
+        out.append(ln + b"\n")
+    return b"".join(out)
+
+
+@pytest.fixture(scope="module")
+def secret_session(tmp_path_factory) -> dict:
+    """A 3-prompt echo session whose session/new carries MCP secrets, recorded by acp-tee
+    twice: redacted (the default) and with --keep-secrets."""
+    from tests.conftest import record_lockstep
+
+    d = tmp_path_factory.mktemp("secrets")
+    client = _with_servers(run_tool("echo-agent", "--client-session", "3").stdout,
+                           SECRET_SERVERS)
+    frames = [ln for ln in client.split(b"\n") if ln]
+    redacted, kept = d / "redacted.jsonl", d / "kept.jsonl"
+    agent = record_lockstep(frames, redacted)
+    script = d / "kept.client.jsonl"
+    script.write_bytes(client)
+    proc = subprocess.run(
+        tool_argv("tee", "--keep-secrets", "--script", str(script), "-o", str(kept),
+                  "--clock", "epoch", "--no-host", "--", *tool_argv("echo-agent")),
+        capture_output=True, env=tool_env(), timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0 and proc.stdout == agent, proc.stderr
+    assert b"LIVE-SECRET" not in redacted.read_bytes()
+    assert b"LIVE-SECRET" in kept.read_bytes()
+    return {"client": client, "agent": agent, "redacted": redacted, "kept": kept}
+
+
+@pytest.mark.parametrize("args", [["--ignore", "/params/cwd"], ["--remap-ids"],
+                                  ["--ignore", "/params/_meta", "--remap-ids"]])
+def test_a_redacted_recording_replays_under_normalisers(secret_session, args):
+    """The redacted frame is matched as the frame as sent, normalised: the identical client
+    is served, one with another secret is not."""
+    p = replay(*args, str(secret_session["redacted"]), input=secret_session["client"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == secret_session["agent"]
+    other = secret_session["client"].replace(b"sk-LIVE-SECRET-1", b"sk-OTHER-SECRET")
+    p = replay(*args, str(secret_session["redacted"]), input=other)
+    assert p.returncode == 1
+    r = report(p)
+    assert r["event"] == "miss" and r["expected"]["method"] == "session/new"
+    assert [d["path"] for d in r["diff"]] == ["/params/mcpServers/0/env/0/value"]
+
+
+def test_a_miss_report_shows_no_secret_value(secret_session):
+    """acp-replay's miss report compares the live frame with the recording: the secrets of
+    both sides are tokens there (their hashes), never the values."""
+    other = secret_session["client"].replace(b"sk-LIVE-SECRET-1", b"sk-OTHER-SECRET")
+    for trace in ("redacted", "kept"):
+        for args in ([], ["--ignore", "/params/cwd"], ["--remap-ids"]):
+            p = replay(*args, str(secret_session[trace]), input=other)
+            assert p.returncode == 1
+            r = report(p)
+            assert r["expected"]["method"] == "session/new", r
+            (d,) = r["diff"]
+            assert d["path"] == "/params/mcpServers/0/env/0/value"
+            assert d["recorded"].startswith("<redacted blake3:"), d
+            assert d["received"].startswith("<redacted blake3:"), d
+            assert d["recorded"] != d["received"]
+            assert b"SECRET" not in p.stderr, (trace, args)
+
+
+def test_a_client_mode_difference_shows_no_secret_value(secret_session, tmp_path):
+    """--client compares the live agent's frames with the recording: an agent that echoes
+    its MCP configuration back does not put the secrets on stderr."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import sys, json\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if 'id' in m and 'method' in m:\n"
+        "        print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {},\n"
+        "                          'params': m.get('params')}), flush=True)\n")
+    import sys
+
+    p = run_tool("replay", "--client", str(secret_session["kept"]), "-o", os.devnull, "--",
+                 sys.executable, str(agent), timeout=120)
+    assert b'"event":"differs"' in p.stderr
+    assert b"LIVE-SECRET" not in p.stderr

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from acp_pipes.canonical import canonical_hash, parse_json
 from acp_pipes.echo_client import client_session
-from acp_pipes.redact import PLACEHOLDER
+from acp_pipes.redact import token
 from acp_pipes.wire import A2C, C2A, decode_raw, end_record, frame_record, make_clock
 from tests.conftest import record_lockstep, tool_argv, tool_env
 
@@ -348,7 +348,8 @@ def test_mcp_secrets_redacted_in_log_only(tmp_path):
     assert received == sent + b"\n"  # the agent got the secret
     assert b"TOPSECRET" not in log_bytes
     rec = recs[0]
-    assert rec["redacted"] is True and PLACEHOLDER in rec["raw"] and "API_KEY" in rec["raw"]
+    assert rec["redacted"] is True and token("sk-TOPSECRET") in rec["raw"]
+    assert "API_KEY" in rec["raw"]
     assert rec["hash"] == canonical_hash(parse_json(sent))
 
 
@@ -432,10 +433,14 @@ def test_a_frame_redaction_fails_on_is_not_logged_in_clear(tmp_path, monkeypatch
     assert rec["redacted"] is True and rec["hash"] is None
 
 
-@pytest.mark.parametrize("shape", ["non-utf8", "not-json", "repeated-key"])
+@pytest.mark.parametrize("shape", ["non-utf8", "not-json", "repeated-key", "escaped-key",
+                                   "escaped-repeated-key", "deep-repeated-key",
+                                   "deeper-repeated-key"])
 def test_secrets_in_odd_frames_stay_out_of_the_log(tmp_path, shape):
-    """Frames naming mcpServers that redaction cannot read as sent, or whose JSON text
-    hides a second copy behind a repeated key, never carry the secret into the log."""
+    """Frames naming mcpServers that redaction cannot read as sent, whose key is spelt with
+    escapes (every parser reads it as mcpServers), or whose JSON text hides a second copy
+    behind a repeated key (after nesting as deep as a parser goes, or deeper), never carry
+    the secret into the log."""
     wire = tmp_path / "w.jsonl"
     secret = b'{"type":"stdio","name":"fs","command":"/bin/fs","args":[],' \
              b'"env":[{"name":"API_KEY","value":"sk-HIDDEN"}]}'
@@ -446,6 +451,17 @@ def test_secrets_in_odd_frames_stay_out_of_the_log(tmp_path, shape):
                     + secret + b"]",
         "repeated-key": b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w",'
                         b'"mcpServers":[' + secret + b'],"mcpServers":[]}}',
+        "escaped-key": b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w",'
+                       b'"mcp\\u0053ervers":[' + secret + b"]}}",
+        "escaped-repeated-key": b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":'
+                                b'{"mcp\\u0053ervers":[' + secret + b'],"mcpServers":[]}}',
+        # parsed whole by orjson (1,024 levels), past the recursion limit of json
+        "deep-repeated-key": b'{"jsonrpc":"2.0","id":1,"x":' + b"[" * 1010 + b"]" * 1010
+                             + b',"method":"session/new","params":{"cwd":"/w","mcpServers":['
+                             + secret + b'],"mcpServers":[]}}',
+        "deeper-repeated-key": b'{"jsonrpc":"2.0","id":1,"x":' + b"[" * 5000 + b"]" * 5000
+                               + b',"method":"session/new","params":{"cwd":"/w","mcpServers":['
+                               + secret + b'],"mcpServers":[]}}',
     }[shape]
     agent = agent_script(tmp_path, """
         for line in sys.stdin.buffer:
@@ -510,8 +526,9 @@ def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
     expected = b""
     for seq, raw in enumerate(frames):
         kwargs = {}
-        if direction == C2A and b"mcpServers" in raw:
-            kwargs["redacted"], kwargs["original_hash"] = redact(raw)
+        logged, original_hash = redact(raw) if direction == C2A else (None, None)
+        if logged is not None:
+            kwargs["redacted"], kwargs["original_hash"] = logged, original_hash
         expected += orjson.dumps(frame_record(seq, 1764522928123456789, direction, raw,
                                               nolf=nolf, **kwargs)) + b"\n"
     assert path.read_bytes() == expected

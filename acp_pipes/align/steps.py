@@ -229,8 +229,6 @@ _IDENTITY = Normalizer.from_pointers([])
 
 def _value_of_line(raw: bytes, kind: str, norm: Normalizer) -> Any:
     """What a step is compared as (see :meth:`Steps.values`)."""
-    from acp_pipes.redact import redact_value
-
     try:
         rec = parse_json(raw)
     except ValueError:
@@ -239,7 +237,7 @@ def _value_of_line(raw: bytes, kind: str, norm: Normalizer) -> Any:
         if isinstance(rec, dict):
             rec = {k: v for k, v in rec.items() if k not in ASR_BOOKKEEPING}
         return norm.apply(rec)
-    return redact_value(norm.apply(message_of_record(rec)))[0]
+    return norm.view(message_of_record(rec))
 
 
 def spool_stdin() -> str:

@@ -43,8 +43,8 @@ Whenever the log cannot be written, acp-tee says so on stderr, once, and the ses
 goes on.
 
 Secrets: the values of the env and headers of every MCP server in a request's
-mcpServers are logged as "<redacted>" (the record keeps the hash of the frame as sent,
-so replay still matches); --keep-secrets logs them as sent. The agent always gets the
+mcpServers are logged as "<redacted blake3:HASH>" (the record keeps the hash of the frame
+as sent, so replay still matches); --keep-secrets logs them as sent. The agent always gets the
 frames as sent."""
 
 

@@ -10,7 +10,8 @@ is running).
   arrives (or EOF: then it is forwarded and logged with ``nolf``).
 - ``seq`` is the global receipt order across both directions: one lock hands out seq and
   ``t`` (taken under the lock, so ``t`` never goes back as seq grows) and writes the log.
-- Only c2a frames mentioning ``mcpServers`` are parsed, to redact them in the log.
+- Only c2a frames that may hold MCP secrets (naming ``mcpServers``, or holding a ``\\u``
+  escape that could spell it) are parsed, to redact them in the log.
 - A peer that goes away is treated as it would be without the proxy. Client stops reading
   (EPIPE on stdout): the agent's stdout is closed too, so the agent sees its own EPIPE.
   Agent stops reading (EPIPE on its stdin): later client input is drained unlogged so the
@@ -72,7 +73,8 @@ class _Log:
             out = bytearray()
             head = b'{"seq":%d,"t":%d,"dir":"' + direction.encode() + b'","raw":'
             for raw in frames:
-                if redact_here and b"mcpServers" in raw:
+                # redact.may_hold_secrets, inline: a call per frame costs more
+                if redact_here and (b"mcpServers" in raw or b"\\u" in raw):
                     from acp_pipes.redact import UNCHECKED, redact
 
                     try:

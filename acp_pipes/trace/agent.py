@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 
 from acp_pipes.canonical import CanonicalError, ParseError, hash_raw, parse_json
 from acp_pipes.frame import raw_hash
-from acp_pipes.normalize import IGNORED, Normalizer
+from acp_pipes.normalize import Normalizer
 from acp_pipes.trace.ids import id_key, id_span, note_live_id
 from acp_pipes.trace.report import nearest
 from acp_pipes.trace.tracefile import Trace, emit, load_trace
@@ -192,13 +192,6 @@ def _describe_frame(f: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def _normalised(value: Any, norm: Normalizer, drop_id: bool) -> Any:
-    value = norm.apply(value)
-    if drop_id and isinstance(value, dict) and "id" in value:
-        value = {**value, "id": IGNORED}
-    return value
-
-
 class _AgentReplay:
     """One replay as the agent; see :func:`replay_agent`."""
 
@@ -240,7 +233,7 @@ class _AgentReplay:
         event["consumed"] = self.consumed
         event["total"] = len(plan.c2a)
         if value is not None:
-            got = _normalised(value, self.norm, self.remap)
+            got = self.norm.view(value, drop_id=self.remap)
             method = event["received"]["method"]
             order = ([k] if k is not None else []) + [
                 c for c in candidates if c != k and frames[plan.c2a[c]].get("method") == method
@@ -257,7 +250,7 @@ class _AgentReplay:
     def _recorded_value(self, k: int) -> Any:
         raw = self.plan.trace.raws[self.plan.c2a[k]]
         try:
-            return _normalised(parse_json(raw), self.norm, self.remap)
+            return self.norm.view(parse_json(raw), drop_id=self.remap)
         except ParseError:
             return None
 

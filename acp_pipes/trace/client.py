@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
-from acp_pipes.trace.agent import ReplayOptions, Trace, _normalised, live_hash
+from acp_pipes.trace.agent import ReplayOptions, Trace, live_hash
 from acp_pipes.trace.ids import id_key, note_live_id, splice_id
 from acp_pipes.trace.report import pointer_diff
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
@@ -178,8 +178,8 @@ class _Driver:
             if value is not None:
                 try:
                     rec = parse_json(self.trace.raws[self.a2c[p]])
-                    event["diff"] = pointer_diff(_normalised(rec, self.norm, self.remap),
-                                                 _normalised(value, self.norm, self.remap))
+                    event["diff"] = pointer_diff(self.norm.view(rec, drop_id=self.remap),
+                                                 self.norm.view(value, drop_id=self.remap))
                 except ParseError:
                     pass
             self.say(event)
