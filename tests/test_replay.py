@@ -87,13 +87,14 @@ def test_emit_writes_each_direction_verbatim(session):
     assert c2a.stdout == session["client"]
 
 
-def test_a_client_that_reorders_keys_and_spacing_is_accepted(session):
+@pytest.mark.parametrize("trace", ["wire", "frames"])
+def test_a_client_that_reorders_keys_and_spacing_is_accepted(session, trace):
     permuted = b"".join(
         orjson.dumps(dict(reversed(orjson.loads(ln).items())), option=orjson.OPT_INDENT_2)
         .replace(b"\n", b" ") + b"\n"
         for ln in lines(session["client"]))
     assert permuted != session["client"]
-    p = replay(str(session["frames"]), input=permuted)
+    p = replay(str(session[trace]), input=permuted)
     assert p.returncode == 0, p.stderr
     assert p.stdout == session["agent"]
 
@@ -290,11 +291,12 @@ def test_a_cut_trace_replays_up_to_the_cut_and_says_so(session, tmp_path):
     assert "more than was recorded" in r["message"]
 
 
-def test_ignore_pointers_match_modulo_volatile_values(session):
+@pytest.mark.parametrize("trace", ["wire", "frames"])
+def test_ignore_pointers_match_modulo_volatile_values(session, trace):
     client = session["client"].replace(b'"cwd":"/tmp/acp-echo"', b'"cwd":"/home/x"')
     assert client != session["client"]
-    assert replay(str(session["frames"]), input=client).returncode == 1
-    p = replay("--ignore", "/params/cwd", str(session["frames"]), input=client)
+    assert replay(str(session[trace]), input=client).returncode == 1
+    p = replay("--ignore", "/params/cwd", str(session[trace]), input=client)
     assert p.returncode == 0, p.stderr
     assert p.stdout == session["agent"]
 
@@ -371,7 +373,7 @@ def secret_session(tmp_path_factory) -> dict:
     return {"client": client, "agent": agent, "redacted": redacted, "kept": kept}
 
 
-@pytest.mark.parametrize("args", [["--ignore", "/params/cwd"], ["--remap-ids"],
+@pytest.mark.parametrize("args", [[], ["--ignore", "/params/cwd"], ["--remap-ids"],
                                   ["--ignore", "/params/_meta", "--remap-ids"]])
 def test_a_redacted_recording_replays_under_normalisers(secret_session, args):
     """The redacted frame is matched as the frame as sent, normalised: the identical client
@@ -422,3 +424,81 @@ def test_a_client_mode_difference_shows_no_secret_value(secret_session, tmp_path
                  sys.executable, str(agent), timeout=120)
     assert b'"event":"differs"' in p.stderr
     assert b"LIVE-SECRET" not in p.stderr
+
+
+# -- a trace is read as the replay goes: memory holds what is in flight ---------------------
+
+
+def _readline_within(stream, seconds: float) -> bytes:
+    import select
+
+    ready, _, _ = select.select([stream], [], [], seconds)
+    assert ready, "no output: the replay waits for the whole trace"
+    return stream.readline()
+
+
+def _fifo_trace(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    os.mkfifo(path)
+    return path
+
+
+_HEAD = orjson.dumps({"format": "acp-pipes/wire", "version": 1, "recorder": "test",
+                      "argv": [], "started": "1970-01-01T00:00:00.000000Z",
+                      "clock": "epoch", "env": {}}) + b"\n"
+
+
+def _rec(seq: int, d: str, raw: str) -> bytes:
+    return orjson.dumps({"seq": seq, "t": seq, "dir": d, "raw": raw}) + b"\n"
+
+
+def test_replay_as_the_agent_answers_before_the_trace_is_read_whole(tmp_path):
+    """The trace is read burst by burst (here from a FIFO whose writer is still writing):
+    the client's first frame is answered while the rest of the trace is unread, which
+    is what keeps memory to one burst however long the recording."""
+    trace = _fifo_trace(tmp_path, "trace.jsonl")
+    p = subprocess.Popen(tool_argv("replay", str(trace)), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tool_env())
+    try:
+        with open(trace, "wb") as w:
+            w.write(_HEAD + _rec(0, "c2a", _req(1, "session/list"))
+                    + _rec(1, "a2c", _res(1, sessions=[]))
+                    + _rec(2, "c2a", _req(2, "session/new", cwd="/a")))
+            w.flush()
+            p.stdin.write(_req(1, "session/list").encode() + b"\n")
+            p.stdin.flush()
+            assert _readline_within(p.stdout, 20) == _res(1, sessions=[]).encode() + b"\n"
+            w.write(_rec(3, "a2c", _res(2, sessionId="s")))
+        p.stdin.write(_req(2, "session/new", cwd="/a").encode() + b"\n")
+        p.stdin.close()
+        assert p.stdout.read() == _res(2, sessionId="s").encode() + b"\n"
+        assert p.wait(timeout=20) == 0, p.stderr.read()
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_client_mode_starts_before_the_trace_is_read_whole(tmp_path):
+    """--client sends the first recorded client frame, and compares the agent's answer,
+    while the rest of the trace is still to come."""
+    trace = _fifo_trace(tmp_path, "trace.jsonl")
+    init = _req(0, "initialize", protocolVersion=2)
+    p = subprocess.Popen(tool_argv("replay", "--client", str(trace), "--clock", "epoch",
+                                   "--no-host", "--", *tool_argv("echo-agent")),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tool_env())
+    try:
+        with open(trace, "wb") as w:
+            w.write(_HEAD + _rec(0, "c2a", init))
+            w.flush()
+            header = orjson.loads(_readline_within(p.stdout, 20))
+            assert header["format"] == "acp-pipes/wire"
+            sent = orjson.loads(_readline_within(p.stdout, 20))
+            assert (sent["dir"], sent["raw"]) == ("c2a", init)
+            answer = orjson.loads(_readline_within(p.stdout, 20))
+            assert answer["dir"] == "a2c" and '"id":0' in answer["raw"]
+            w.write(_rec(1, "a2c", answer["raw"]))
+        assert p.wait(timeout=30) == 0
+        assert p.stderr.read() == b""  # the answer is the recorded one: no difference
+    finally:
+        p.kill()
+        p.wait()

@@ -34,9 +34,9 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
         lines: Iterable[bytes] | None, report: Callable[[dict], None]) -> int:
     """``mode`` is ``agent``, ``client`` or ``emit``; ``lines`` the trace's lines when its
     start was already read (None: read ``path``)."""
-    from acp_pipes.trace import drive_agent, emit, load_trace, replay_agent
+    from acp_pipes.trace import drive_agent, emit, open_trace, replay_agent
 
-    trace = load_trace(path, lines=lines, warn=ctx.warn)
+    trace = open_trace(path, lines=lines, warn=ctx.warn)  # read as the replay goes
     if mode == "emit":
         emit(trace, args.emit, ctx.out)
         return EXIT_OK

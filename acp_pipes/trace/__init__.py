@@ -1,8 +1,9 @@
 """Trace replay: a recorded session (a wire log or frames) played back byte for byte to a
 live peer.
 
-- :mod:`acp_pipes.trace.tracefile`: a trace loaded and indexed (:func:`load_trace`), and
-  offline emit of one direction (:func:`emit`).
+- :mod:`acp_pipes.trace.tracefile`: a trace read frame by frame as a replay goes
+  (:func:`open_trace`) or whole (:func:`load_trace`), and offline emit of one direction
+  (:func:`emit`).
 - :mod:`acp_pipes.trace.agent`: a trace replayed as the agent to a live client
   (:func:`replay_agent`).
 - :mod:`acp_pipes.trace.client`: a trace replayed as the client to a live agent
@@ -26,8 +27,10 @@ _HOME = {
     "ReplayOptions": "agent",
     "ReplayResult": "agent",
     "Trace": "tracefile",
+    "TraceReader": "tracefile",
     "emit": "tracefile",
     "load_trace": "tracefile",
+    "open_trace": "tracefile",
     "replay_agent": "agent",
 }
 

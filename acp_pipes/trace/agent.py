@@ -1,13 +1,13 @@
 """Byte-exact replay of a recorded ACP session (a wire log or frames) as the agent.
 
-The trace is loaded by :mod:`acp_pipes.trace.tracefile` (:class:`Trace`,
-:func:`load_trace`, :func:`emit`, importable from here too) and indexed once: every
-frame's bytes decoded, the client frames' matching hashes
-computed (the frames' own hashes unless ``--ignore``/``--remap-ids`` normalise), and the
-agent frames grouped into *bursts*: each recorded client (c2a) frame owns the agent (a2c)
-frames that follow it up to the next client frame, and the a2c frames before the first
-client frame form the prelude. Replay as the agent (:func:`replay_agent`) is then one
-loop: read a client line, match it, write its burst with one write and one flush.
+The trace is read as the replay goes (:func:`acp_pipes.trace.tracefile.open_trace`; a
+:class:`Trace` in memory works too), in *bursts*: each recorded client (c2a) frame owns
+the agent (a2c) frames that follow it up to the next client frame, and the a2c frames
+before the first client frame form the prelude. Replay as the agent
+(:func:`replay_agent`) is one loop: read a client line, match it with the next recorded
+client frame, read that frame's burst and write it with one write and one flush. Memory
+holds one burst; ``--match any``, which may serve any client frame next, reads and
+indexes the whole trace first.
 
 Matching: a live frame matches a recorded one when their bytes are equal (a fast path:
 equal bytes have equal canonical hashes) or their canonical hashes are equal after the
@@ -35,9 +35,18 @@ from acp_pipes.canonical import CanonicalError, ParseError, hash_raw, parse_json
 from acp_pipes.frame import raw_hash
 from acp_pipes.normalize import Normalizer
 from acp_pipes.trace.ids import id_key, id_span, note_live_id
-from acp_pipes.trace.report import nearest
-from acp_pipes.trace.tracefile import Trace, emit, load_trace
-from acp_pipes.wire import A2C, C2A
+from acp_pipes.trace.report import MAX_CANDIDATES, nearest
+from acp_pipes.trace.tracefile import (
+    CutWatch,
+    Pair,
+    Trace,
+    TraceReader,
+    classify,
+    emit,
+    load_trace,
+    open_trace,
+)
+from acp_pipes.wire import C2A
 
 __all__ = [
     "ReplayOptions",
@@ -46,6 +55,8 @@ __all__ = [
     "emit",
     "live_hash",
     "load_trace",
+    "open_trace",
+    "recorded_hash",
     "replay_agent",
 ]
 
@@ -112,81 +123,97 @@ class ReplayResult:
         return self.status == "ok"
 
 
-class _Plan:
-    """The trace indexed for replay as the agent (see the module docstring)."""
-
-    def __init__(self, trace: Trace, norm: Normalizer, remap: bool) -> None:
-        frames, raws = trace.frames, trace.raws
-        self.trace = trace
-        self.c2a: list[int] = []  # frame index of each client frame
-        self.hashes: list[str | None] = []
-        self.bursts: list[Any]  # per client frame: bytes, or parts to splice
-        self.ranges: list[tuple[int, int]]  # per client frame: its a2c frame indices
-        self.by_raw: dict[bytes, str | None] = {}  # recorded bytes -> matching hash
-        self.exact: list[bool] = []  # per client frame: equal bytes imply a match
-        self.req_keys: set[bytes] = set()  # recorded ids of client requests (remap)
-        identity = norm.identity and not remap
-        c2a_idx = [i for i, f in enumerate(frames) if f["dir"] == C2A]
-        for i in c2a_idx:
-            f = frames[i]
-            h = f.get("hash") if identity else norm.hash_frame(f, drop_id=remap)
-            self.c2a.append(i)
-            self.hashes.append(h)
-            exact = not f.get("redacted")  # redacted: the logged bytes were not sent
-            self.exact.append(exact)
-            if exact:
-                self.by_raw.setdefault(raws[i], h)
-            if remap and f.get("kind") == "request":
-                self.req_keys.add(id_key(f.get("id")))
-        bounds = [*c2a_idx, len(frames)]
-        self.prelude_range = (0, bounds[0])
-        self.prelude = _burst(trace, self.req_keys, 0, bounds[0], remap)
-        self.ranges = [(bounds[k] + 1, bounds[k + 1]) for k in range(len(c2a_idx))]
-        if remap:
-            self.bursts = [_burst(trace, self.req_keys, lo, hi, remap) for lo, hi in self.ranges]
-        else:  # the hot path: one join per burst; only a trace's last frame can lack its LF
-            join = b"\n".join
-            self.bursts = [join(raws[lo:hi]) + b"\n" if lo < hi else b""
-                           for lo, hi in self.ranges]
-            if self.bursts and frames[-1].get("nolf") and frames[-1]["dir"] == A2C:
-                self.bursts[-1] = self.bursts[-1][:-1]
+def recorded_hash(rec: dict[str, Any], raw: bytes, norm: Normalizer, drop_id: bool) -> Any:
+    """The matching hash of a recorded frame, computed as :func:`live_hash` computes a live
+    one: the record's own hash when nothing is normalised (a frame record's, or a redacted
+    frame's: the frame as sent), else that of its normalised value; a wire record has no
+    hash of its own and is hashed here, when a replay first needs it."""
+    own = rec.get("hash")
+    if own is None:
+        return live_hash(raw, norm, drop_id)[1]
+    if norm.identity and not drop_id:
+        return own
+    return norm.hash_frame(rec, drop_id=drop_id)
 
 
-def _burst(trace: Trace, req_keys: set[bytes], lo: int, hi: int, remap: bool) -> Any:
-    """The bytes of a2c frames lo..hi, each + LF; with ``remap``, a list of constant
-    parts and ``(recorded id key, recorded token)`` places where a live id is spliced."""
-    frames, raws = trace.frames, trace.raws
-    parts: list[Any] = []
-    chunk: list[bytes] = []
-    for j in range(lo, hi):
-        raw = raws[j]
-        f = frames[j]
-        tail = b"" if f.get("nolf") else b"\n"
-        if remap and f.get("kind") in ("response", "error"):
-            key = id_key(f.get("id"))
-            span = id_span(raw) if key in req_keys else None
-            if span is not None:
-                chunk.append(raw[: span[0]])
-                parts.append(b"".join(chunk))
-                chunk = []
-                parts.append((key, raw[span[0] : span[1]]))
-                chunk.append(raw[span[1] :])
-                chunk.append(tail)
-                continue
-        chunk.append(raw)
-        chunk.append(tail)
-    parts.append(b"".join(chunk))
-    return parts[0] if len(parts) == 1 else parts
+class _Cursor:
+    """The trace read step by step as the replay asks: the prelude (the agent frames
+    before the first client frame), then each client frame with its burst (the agent
+    frames recorded after it, up to the next client frame). Only the next client frame
+    is read ahead, so memory holds one burst."""
+
+    def __init__(self, pairs: Iterable[Pair], watch: CutWatch) -> None:
+        self.it = iter(pairs)
+        self.watch = watch
+        self.next: Pair | None = None  # the next client frame, read ahead
+        self.read_c2a = 0  # client frames read so far
+
+    def burst(self) -> list[Pair]:
+        """The agent frames up to the next client frame (which becomes :attr:`next`)."""
+        out: list[Pair] = []
+        watch = self.watch
+        see = watch.see
+        pair = None
+        for pair in self.it:
+            rec, raw = pair
+            # CutWatch.wants, inline: most frames are notifications it skips
+            kind = rec.get("kind")
+            if (b'"id"' in raw or b"\\u" in raw or b"state_update" in raw) if kind is None \
+                    else (kind != "notification" or b"state_update" in raw):
+                see(rec, raw)
+            if rec["dir"] == C2A:
+                self.next = pair
+                self.read_c2a += 1
+                return out
+            out.append(pair)
+        last = pair if pair is not None else self.next
+        if last is not None:
+            watch.last_nolf = bool(last[0].get("nolf"))
+        self.next = None
+        return out
+
+    def rest(self, keep: Callable[[Pair], bool], limit: int) -> list[Pair]:
+        """Read to the end of the trace; the client frames (:attr:`next` first) for which
+        ``keep`` holds, at most ``limit``."""
+        kept: list[Pair] = []
+        while self.next is not None:
+            if len(kept) < limit and keep(self.next):
+                kept.append(self.next)
+            self.burst()
+        return kept
 
 
-def _render(burst: Any, ids: dict[bytes, bytes]) -> bytes:
-    if burst.__class__ is bytes:
-        return burst
-    return b"".join(p if p.__class__ is bytes else ids.get(p[0], p[1]) for p in burst)
+def _write_burst(burst: list[Pair], out: BinaryIO, ids: dict[bytes, bytes] | None) -> None:
+    """The recorded bytes of a burst, each frame + LF (a last frame recorded without LF
+    stays without), in one write and one flush; with ``ids`` (``--remap-ids``), the live id
+    of the client's request spliced into each response to it."""
+    if not burst:
+        return
+    if ids is None:
+        data = b"\n".join([raw for _, raw in burst]) + b"\n"
+        if burst[-1][0].get("nolf"):
+            data = data[:-1]
+    else:
+        parts = []
+        for rec, raw in burst:
+            if ids and (b'"id"' in raw or b"\\u" in raw):
+                f = classify(rec, raw)
+                if f["kind"] in ("response", "error"):
+                    token = ids.get(id_key(f.get("id")))
+                    if token is not None:
+                        span = id_span(raw)
+                        if span is not None:
+                            raw = raw[: span[0]] + token + raw[span[1]:]
+            parts.append(raw)
+            parts.append(b"" if rec.get("nolf") else b"\n")
+        data = b"".join(parts)
+    out.write(data)
+    out.flush()
 
 
-def _describe_frame(f: dict[str, Any]) -> dict[str, Any]:
-    d = {"seq": f.get("seq"), "method": f.get("method"), "hash": f.get("hash")}
+def _describe_frame(f: dict[str, Any], raw: bytes, h: Any) -> dict[str, Any]:
+    f = classify(f, raw)
+    d = {"seq": f.get("seq"), "method": f.get("method"), "hash": h}
     if "id" in f:
         d["id"] = f["id"]
     return d
@@ -195,11 +222,12 @@ def _describe_frame(f: dict[str, Any]) -> dict[str, Any]:
 class _AgentReplay:
     """One replay as the agent; see :func:`replay_agent`."""
 
-    def __init__(self, trace: Trace, out: BinaryIO, options: ReplayOptions) -> None:
+    def __init__(self, pairs: Iterable[Pair], out: BinaryIO, options: ReplayOptions) -> None:
         self.opt = options
         self.norm = options.normalizer()
         self.remap = options.remap_ids
-        self.plan = _Plan(trace, self.norm, self.remap)
+        self.watch = CutWatch()
+        self.cursor = _Cursor(pairs, self.watch)
         self.out = out
         self.ids: dict[bytes, bytes] = {}  # recorded client request id -> live id token
         self.reports: list[dict[str, Any]] = []
@@ -211,6 +239,9 @@ class _AgentReplay:
         if self.opt.report is not None:
             self.opt.report(event)
 
+    def hash_of(self, pair: Pair) -> Any:
+        return recorded_hash(pair[0], pair[1], self.norm, self.remap)
+
     def received(self, raw: bytes, value: Any, h: str) -> dict[str, Any]:
         d: dict[str, Any] = {"method": None, "id": None, "hash": h}
         if isinstance(value, dict):
@@ -221,157 +252,163 @@ class _AgentReplay:
             d["error"] = "not JSON"
         return d
 
-    def miss(self, k: int | None, raw: bytes, value: Any, h: str, candidates: list[int]) -> dict:
-        plan = self.plan
-        frames = plan.trace.frames
+    def miss(self, expected: Pair | None, raw: bytes, value: Any, h: str,
+             candidates: list[Pair], total: int) -> dict:
         event: dict[str, Any] = {"event": "miss", "tool": "acp-replay"}
-        if k is not None:
-            exp = _describe_frame(frames[plan.c2a[k]])
-            exp["hash"] = plan.hashes[k]
-            event["expected"] = exp
+        if expected is not None:
+            event["expected"] = _describe_frame(*expected, self.hash_of(expected))
         event["received"] = self.received(raw, value, h)
         event["consumed"] = self.consumed
-        event["total"] = len(plan.c2a)
+        event["total"] = total
         if value is not None:
             got = self.norm.view(value, drop_id=self.remap)
-            method = event["received"]["method"]
-            order = ([k] if k is not None else []) + [
-                c for c in candidates if c != k and frames[plan.c2a[c]].get("method") == method
-            ]
-            best = nearest(got, ((c, self._recorded_value(c)) for c in order))
+            best = nearest(got, ((i, self._recorded_value(p)) for i, p in enumerate(candidates)))
             if best is not None:
-                c, diff = best
-                near = _describe_frame(frames[plan.c2a[c]])
-                near["hash"] = plan.hashes[c]
-                event["nearest"] = near
+                i, diff = best
+                event["nearest"] = _describe_frame(*candidates[i], self.hash_of(candidates[i]))
                 event["diff"] = diff
         return event
 
-    def _recorded_value(self, k: int) -> Any:
-        raw = self.plan.trace.raws[self.plan.c2a[k]]
+    def _recorded_value(self, pair: Pair) -> Any:
         try:
-            return self.norm.view(parse_json(raw), drop_id=self.remap)
+            return self.norm.view(parse_json(pair[1]), drop_id=self.remap)
         except ParseError:
             return None
 
-    def note_ids(self, k: int, raw: bytes) -> None:
-        """Remember the live id of a client request matched to recorded frame ``k``."""
-        f = self.plan.trace.frames[self.plan.c2a[k]]
+    def note_ids(self, rec: dict[str, Any], raw: bytes, live: bytes) -> None:
+        """Remember the live id of a client request matched to the recorded one."""
+        f = classify(rec, raw)
         if f.get("kind") != "request":
             return
-        note_live_id(self.ids, f, raw, C2A, self.opt.remap_log)
+        note_live_id(self.ids, f, live, C2A, self.opt.remap_log)
 
     # writing
-    def write_burst(self, k: int | None, arrived: float) -> None:
-        plan = self.plan
-        burst = plan.prelude if k is None else plan.bursts[k]
+    def write(self, owner: Pair | None, burst: list[Pair], arrived: float) -> None:
         if self.opt.pace == "recorded":
-            lo, hi = plan.prelude_range if k is None else plan.ranges[k]
-            self.paced(k, lo, hi, arrived)
-            return
-        data = _render(burst, self.ids)
-        if data:
-            self.out.write(data)
-            self.out.flush()
+            self.paced(owner, burst, arrived)
+        else:
+            _write_burst(burst, self.out, self.ids if self.remap else None)
 
-    def paced(self, k: int | None, lo: int, hi: int, arrived: float) -> None:
-        """Write frames lo..hi one at a time, each at its recorded offset from the client
-        frame that owns them (from the first frame for the prelude)."""
-        plan = self.plan
-        frames = plan.trace.frames
-        anchor_t = frames[plan.c2a[k]].get("t") if k is not None else (
-            frames[lo].get("t") if lo < hi else None)
-        for j in range(lo, hi):
-            t = frames[j].get("t")
+    def paced(self, owner: Pair | None, burst: list[Pair], arrived: float) -> None:
+        """Write a burst one frame at a time, each at its recorded offset from the client
+        frame that owns it (from the first frame for the prelude)."""
+        anchor_t = owner[0].get("t") if owner is not None else (
+            burst[0][0].get("t") if burst else None)
+        for pair in burst:
+            t = pair[0].get("t")
             if anchor_t is not None and t is not None:
                 delay = arrived + (t - anchor_t) / 1e9 - time.monotonic()
                 if delay > 0:
                     self.opt.sleep(delay)
-            part = _burst(plan.trace, plan.req_keys, j, j + 1, self.remap)
-            self.out.write(_render(part, self.ids))
-            self.out.flush()
+            _write_burst([pair], self.out, self.ids if self.remap else None)
 
     def run(self, client_in: BinaryIO) -> ReplayResult:
-        plan = self.plan
-        n = len(plan.c2a)
-        any_mode = self.opt.match == "any"
-        queues: dict[str | None, deque[int]] = {}
-        if any_mode:
-            for k, h in enumerate(plan.hashes):
-                queues.setdefault(h, deque()).append(k)
-        by_raw = plan.by_raw
-        exact = plan.exact
-        hashes = plan.hashes
-        raws = plan.trace.raws
-        c2a = plan.c2a
+        cursor = self.cursor
+        self.write(None, cursor.burst(), time.monotonic())
+        if cursor.next is None:
+            return self.finish(client_in)
+        if self.opt.match == "any":
+            return self.run_any(client_in)
         norm, remap = self.norm, self.remap
         ids_on = remap
-        pacing = self.opt.pace == "recorded"
-        bursts = plan.bursts
+        fast = self.opt.pace != "recorded" and not remap
         out = self.out
         write, flush = out.write, out.flush
-        ids = self.ids
-        served = 0 if not any_mode else None
-        self.write_burst(None, time.monotonic())
-        if n == 0:
-            return self.finish(client_in)
+        join = b"\n".join
         for line in client_in:
             raw = line[:-1] if line.endswith(b"\n") else line
-            if any_mode:
-                h = by_raw.get(raw)
-                value = None
-                if h is None:
-                    value, h = live_hash(raw, norm, remap)
-                q = queues.get(h)
-                if not q:
+            expected = cursor.next
+            rec, rraw = expected
+            if raw != rraw or rec.get("redacted"):
+                value, h = live_hash(raw, norm, remap)
+                if h != recorded_hash(rec, rraw, norm, remap):
                     if not raw.strip():
                         continue
-                    if value is None:
-                        value, h = live_hash(raw, norm, remap)
-                    return self.stop_unmatched(None, raw, value, h, queues)
-                k = q.popleft()
-            else:
-                k = served
-                if not (exact[k] and raw == raws[c2a[k]]):
-                    value, h = live_hash(raw, norm, remap)
-                    if h != hashes[k]:
-                        if not raw.strip():
-                            continue
-                        return self.stop_unmatched(k, raw, value, h, None)
-                served += 1
+                    return self.stop_in_order(raw, value, h)
             self.consumed += 1
             if ids_on:
-                self.note_ids(k, raw)
-            if pacing:
-                self.write_burst(k, time.monotonic())
-            else:
-                b = bursts[k]
-                data = b if b.__class__ is bytes else _render(b, ids)
-                if data:
+                self.note_ids(rec, rraw, raw)
+            burst = cursor.burst()
+            if fast:  # the hot path: one join, one write, one flush per burst
+                if burst:
+                    data = join([r for _, r in burst]) + b"\n"
+                    if burst[-1][0].get("nolf"):
+                        data = data[:-1]
                     write(data)
                     flush()
+            else:
+                self.write(expected, burst, time.monotonic())
+            if cursor.next is None:
+                return self.finish(client_in)
+        return self.client_ended()
+
+    def run_any(self, client_in: BinaryIO) -> ReplayResult:
+        """``--match any``: any recorded client frame may be asked for next, so the whole
+        trace is read and indexed first (by bytes, and by matching hash)."""
+        cursor = self.cursor
+        steps: list[tuple[Pair, list[Pair]]] = []
+        while cursor.next is not None:
+            c = cursor.next
+            steps.append((c, cursor.burst()))
+        queues: dict[Any, deque[int]] = {}
+        by_raw: dict[bytes, Any] = {}
+        for k, (pair, _) in enumerate(steps):
+            h = self.hash_of(pair)
+            queues.setdefault(h, deque()).append(k)
+            if not pair[0].get("redacted"):
+                by_raw.setdefault(pair[1], h)
+        norm, remap = self.norm, self.remap
+        n = len(steps)
+        for line in client_in:
+            raw = line[:-1] if line.endswith(b"\n") else line
+            h = by_raw.get(raw)
+            value = None
+            if h is None:
+                value, h = live_hash(raw, norm, remap)
+            q = queues.get(h)
+            if not q:
+                if not raw.strip():
+                    continue
+                if value is None:
+                    value, h = live_hash(raw, norm, remap)
+                left = sorted(k for q in queues.values() for k in q)
+                expected = steps[left[0]][0] if left else None
+                cands = [steps[k][0] for k in left]
+                method = value.get("method") if isinstance(value, dict) else None
+                cands = ([expected] if expected is not None else []) + [
+                    c for c in cands if c is not expected
+                    and classify(*c).get("method") == method]
+                self.say(self.miss(expected, raw, value, h, cands[:MAX_CANDIDATES], n))
+                return ReplayResult("miss", self.consumed, n, self.reports)
+            k = q.popleft()
+            self.consumed += 1
+            owner, burst = steps[k]
+            if remap:
+                self.note_ids(owner[0], owner[1], raw)
+            self.write(owner, burst, time.monotonic())
             if self.consumed == n:
                 return self.finish(client_in)
         return self.client_ended()
 
-    def stop_unmatched(self, k, raw, value, h, queues) -> ReplayResult:
-        plan = self.plan
-        if queues is not None:  # any: expected = the earliest client frame not yet served
-            left = sorted(q[0] for q in queues.values() if q)
-            k = left[0] if left else None
-            candidates = sorted(c for q in queues.values() for c in q)
-        else:
-            candidates = list(range(k, len(plan.c2a))) + list(range(0, k))
-        event = self.miss(k, raw, value, h, candidates)
-        self.say(event)
-        return ReplayResult("miss", self.consumed, len(plan.c2a), self.reports)
+    def stop_in_order(self, raw: bytes, value: Any, h: str) -> ReplayResult:
+        """A miss in order: the expected frame first, then later client frames of the
+        same method, read to the end of the trace (it ends here)."""
+        expected = self.cursor.next
+        method = value.get("method") if isinstance(value, dict) else None
+        cands = self.cursor.rest(
+            lambda p: p is expected or (method is not None and b'"method"' in p[1]
+                                        and classify(*p).get("method") == method),
+            MAX_CANDIDATES)
+        total = self.cursor.read_c2a
+        self.say(self.miss(expected, raw, value, h, cands, total))
+        return ReplayResult("miss", self.consumed, total, self.reports)
 
     def finish(self, client_in: BinaryIO) -> ReplayResult:
         """Every recorded client frame was served: a cut trace says so at once (the client
         may be waiting for an answer that was never recorded); otherwise the client may
         only end its input."""
-        n = len(self.plan.c2a)
-        cut = self.plan.trace.cut
+        n = self.cursor.read_c2a
+        cut = self.watch.why()
         if cut is not None:
             self.say({"event": "trace_cut", "tool": "acp-replay", "consumed": self.consumed,
                       "total": n, "message": f"the trace ends here: it was cut off "
@@ -390,29 +427,31 @@ class _AgentReplay:
         return ReplayResult("ok", self.consumed, n, self.reports)
 
     def client_ended(self) -> ReplayResult:
-        plan = self.plan
-        n = len(plan.c2a)
+        expected = self.cursor.next
+        exp = None
+        if self.opt.match == "order" and expected is not None:
+            exp = _describe_frame(*expected, self.hash_of(expected))
+        self.cursor.rest(lambda p: False, 0)
+        n = self.cursor.read_c2a
         event: dict[str, Any] = {"event": "client_ended", "tool": "acp-replay",
                                  "consumed": self.consumed, "total": n,
                                  "message": "the client closed its output before the "
                                  "recorded session ended"}
-        if self.opt.match == "order" and self.consumed < n:
-            k = self.consumed
-            exp = _describe_frame(plan.trace.frames[plan.c2a[k]])
-            exp["hash"] = plan.hashes[k]
+        if exp is not None:
             event["expected"] = exp
         self.say(event)
         return ReplayResult("client_ended", self.consumed, n, self.reports)
 
 
 def replay_agent(
-    trace_frames: Trace | Iterable[dict[str, Any]],
+    trace: Trace | TraceReader | Iterable[dict[str, Any]],
     client_in: BinaryIO,
     out: BinaryIO,
     options: ReplayOptions | None = None,
 ) -> ReplayResult:
     """Act as the recorded agent: read the live client's frames from ``client_in`` and
-    write the recorded agent bytes to ``out``, flushing after each burst.
+    write the recorded agent bytes to ``out``, flushing after each burst. ``trace`` is
+    read as the replay goes when it is a :class:`TraceReader` (:func:`open_trace`).
 
     A synthetic two-frame recording, replayed to a client that orders its keys
     differently (accepted: matching is by canonical hash) gets the recorded bytes:
@@ -436,10 +475,10 @@ def replay_agent(
     >>> r.status, r.reports[0]["expected"]["method"], r.reports[0]["diff"][0]["path"]
     ('miss', 'ping', '/method')
     """
-    trace = trace_frames if isinstance(trace_frames, Trace) else Trace.of(trace_frames)
     opts = options or ReplayOptions()
     if opts.match not in ("order", "any"):
         raise ValueError(f"match must be order or any, got {opts.match!r}")
     if opts.pace not in ("fast", "recorded"):
         raise ValueError(f"pace must be fast or recorded, got {opts.pace!r}")
-    return _AgentReplay(trace, out, opts).run(client_in)
+    pairs = trace if isinstance(trace, (Trace, TraceReader)) else Trace.of(trace)
+    return _AgentReplay(pairs, out, opts).run(client_in)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -30,9 +31,10 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
-from acp_pipes.trace.agent import ReplayOptions, Trace, live_hash
+from acp_pipes.trace.agent import ReplayOptions, live_hash, recorded_hash
 from acp_pipes.trace.ids import id_key, note_live_id, splice_id
 from acp_pipes.trace.report import pointer_diff
+from acp_pipes.trace.tracefile import Pair, Trace, TraceReader, classify
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
 
 __all__ = ["DriveResult", "drive_agent"]
@@ -93,27 +95,33 @@ class _Log:
             self.out.flush()
 
 
+#: Recorded agent frames read ahead of the live agent's, at most: the driver waits for the
+#: agent before reading more of the trace, so memory holds what is in flight.
+WINDOW = 4096
+
+
 class _Driver:
-    def __init__(self, trace: Trace, proc: subprocess.Popen, log: _Log, opt: ReplayOptions):
+    """One run (see :func:`drive_agent`). The trace is read as the run goes; live agent
+    frames are compared as they come and then dropped, so memory holds the frames not
+    yet compared on either side, not the session."""
+
+    def __init__(self, trace: Iterable[Pair], proc: subprocess.Popen, log: _Log,
+                 opt: ReplayOptions):
         self.trace = trace
         self.proc = proc
         self.log = log
         self.opt = opt
         self.norm = opt.normalizer()
         self.remap = opt.remap_ids
-        self.live: list[tuple[int, bytes, Any, str]] = []  # (seq, raw, value, hash)
+        self.live: deque[tuple[int, bytes]] = deque()  # (seq, raw), not yet compared
+        self.arrived = 0  # live agent frames so far
+        self.recorded: deque[Pair] = deque()  # recorded agent frames not yet compared
         self.cond = threading.Condition()
         self.eof = False
         self.reports: list[dict[str, Any]] = []
         self.differences = 0
         self.checked = 0
         self.ids: dict[bytes, bytes] = {}  # recorded agent request id -> live id token
-        frames = trace.frames
-        self.a2c = [i for i, f in enumerate(frames) if f["dir"] == A2C]
-        identity = self.norm.identity and not self.remap
-        self.a2c_hash = [frames[i].get("hash") if identity
-                         else self.norm.hash_frame(frames[i], drop_id=self.remap)
-                         for i in self.a2c]
 
     def say(self, event: dict[str, Any]) -> None:
         event = {"event": event.pop("event"), "tool": "acp-replay", **event}
@@ -123,15 +131,14 @@ class _Driver:
 
     # the agent's output, on its own thread
     def read(self) -> None:
-        norm, remap = self.norm, self.remap
         try:
             for line in self.proc.stdout:
                 nolf = not line.endswith(b"\n")
                 raw = line if nolf else line[:-1]
                 seq = self.log.frame(A2C, raw, nolf)
-                value, h = live_hash(raw, norm, remap)
                 with self.cond:
-                    self.live.append((seq, raw, value, h))
+                    self.live.append((seq, raw))
+                    self.arrived += 1
                     self.cond.notify_all()
         except (OSError, ValueError):
             pass
@@ -140,82 +147,94 @@ class _Driver:
                 self.eof = True
                 self.cond.notify_all()
 
-    def wait_for(self, need: int) -> bool:
-        """Wait until ``need`` agent frames arrived; False on timeout or agent EOF."""
-        deadline = time.monotonic() + self.opt.timeout
-        with self.cond:
-            while len(self.live) < need and not self.eof:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self.cond.wait(left)
-            return len(self.live) >= need
+    def wait_for(self, need: int, deadline: float) -> bool:
+        """Wait until ``need`` agent frames arrived, comparing them as they come; False
+        on ``deadline`` or agent EOF."""
+        while True:
+            with self.cond:
+                while self.arrived <= self.checked and self.arrived < need and not self.eof:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.cond.wait(left)
+                arrived = self.arrived
+            self.compare(min(arrived, self.checked + len(self.recorded)))
+            if arrived >= need:
+                return True
+            if self.eof or time.monotonic() >= deadline:
+                return False
 
     def compare(self, upto: int) -> None:
-        """Compare the live agent frames checked..upto with the recording."""
-        frames = self.trace.frames
-        with self.cond:
-            live = self.live[self.checked : upto]
-        for seq, raw, value, h in live:
-            p = self.checked
+        """Compare the live agent frames checked..upto with the recorded ones; beyond the
+        recording, each is an extra frame."""
+        while self.checked < upto:
+            with self.cond:
+                if not self.live:
+                    return
+                seq, raw = self.live.popleft()
             self.checked += 1
-            if p >= len(self.a2c):
+            if not self.recorded:
+                value, h = live_hash(raw, self.norm, self.remap)
                 self.differences += 1
                 self.say({"event": "extra", "live_seq": seq, "received": _brief(value, h),
                           "message": "the agent sent more than was recorded"})
                 continue
-            f = frames[self.a2c[p]]
-            if self.remap and f.get("kind") == "request" and isinstance(value, dict) \
-                    and "method" in value:
-                self._map_id(f, raw)
-            if h == self.a2c_hash[p]:
+            rec, rraw = self.recorded.popleft()
+            if self.remap and (b'"method"' in raw or b"\\u" in raw):
+                f = classify(rec, rraw)
+                if f.get("kind") == "request":
+                    note_live_id(self.ids, f, raw, A2C, self.opt.remap_log)
+            if raw == rraw and not rec.get("redacted"):
+                continue  # equal bytes: equal under any normaliser
+            value, h = live_hash(raw, self.norm, self.remap)
+            expected = recorded_hash(rec, rraw, self.norm, self.remap)
+            if h == expected:
                 continue
             self.differences += 1
+            f = classify(rec, rraw)
             event: dict[str, Any] = {"event": "differs", "seq": f.get("seq"), "live_seq": seq,
-                                     "method": f.get("method"),
-                                     "expected": {"hash": self.a2c_hash[p]},
+                                     "method": f.get("method"), "expected": {"hash": expected},
                                      "received": _brief(value, h)}
             if value is not None:
                 try:
-                    rec = parse_json(self.trace.raws[self.a2c[p]])
-                    event["diff"] = pointer_diff(self.norm.view(rec, drop_id=self.remap),
+                    recorded = parse_json(rraw)
+                    event["diff"] = pointer_diff(self.norm.view(recorded, drop_id=self.remap),
                                                  self.norm.view(value, drop_id=self.remap))
                 except ParseError:
                     pass
             self.say(event)
 
-    def _map_id(self, f: dict[str, Any], raw: bytes) -> None:
-        note_live_id(self.ids, f, raw, A2C, self.opt.remap_log)
-
     def stopping(self) -> bool:
         return self.opt.strict and self.differences > 0
 
     def run(self) -> DriveResult:
-        frames, raws = self.trace.frames, self.trace.raws
         stdin = self.proc.stdin
         sent = 0
         seen_a2c = 0
         status = None
         last = time.monotonic()
         prev_t = None
-        for i, f in enumerate(frames):
+        for f, raw in self.trace:
             t = f.get("t")
             if f["dir"] == A2C:
                 seen_a2c += 1
                 prev_t = t
+                self.recorded.append((f, raw))
+                if len(self.recorded) >= WINDOW:  # read no further ahead of the agent
+                    self.wait_for(seen_a2c - WINDOW // 2, last + self.opt.timeout)
+                    if self.stopping():
+                        status = "stopped"
+                        break
                 continue
-            if not self.wait_for(seen_a2c):
-                self.compare(len(self.live))
+            if not self.wait_for(seen_a2c, last + self.opt.timeout):
                 if self.eof:
                     status = "agent_exited"
                     break
                 self.differences += 1
                 self.say({"event": "timeout", "seq": f.get("seq"), "waiting_for": seen_a2c,
-                          "received": len(self.live), "timeout": self.opt.timeout,
-                          "message": f"the agent sent {len(self.live)} of the {seen_a2c} "
+                          "received": self.arrived, "timeout": self.opt.timeout,
+                          "message": f"the agent sent {self.arrived} of the {seen_a2c} "
                           f"frames recorded before client frame seq {f.get('seq')}"})
-            else:
-                self.compare(seen_a2c)
             if self.stopping():
                 status = "stopped"
                 break
@@ -223,11 +242,12 @@ class _Driver:
                 delay = (t - prev_t) / 1e9 - (time.monotonic() - last)
                 if delay > 0:
                     self.opt.sleep(delay)
-            raw = raws[i]
-            if self.remap and f.get("kind") in ("response", "error"):
-                token = self.ids.get(id_key(f.get("id")))
-                if token is not None:
-                    raw = splice_id(raw, token)
+            if self.remap and (b'"id"' in raw or b"\\u" in raw):
+                c = classify(f, raw)
+                if c["kind"] in ("response", "error"):
+                    token = self.ids.get(id_key(c.get("id")))
+                    if token is not None:
+                        raw = splice_id(raw, token)
             nolf = bool(f.get("nolf"))
             self.log.frame(C2A, raw, nolf)  # logged before it is sent: the answer follows it
             try:
@@ -240,16 +260,12 @@ class _Driver:
             last = time.monotonic()
             prev_t = t
         if status is None:
-            if self.wait_for(len(self.a2c)):
-                self.compare(len(self.a2c))
-            else:
-                self.compare(len(self.live))
-                if not self.stopping():
-                    self.differences += 1
-                    self.say({"event": "missing", "waiting_for": len(self.a2c),
-                              "received": len(self.live), "timeout": self.opt.timeout,
-                              "message": f"the agent sent {len(self.live)} of the "
-                              f"{len(self.a2c)} recorded frames"})
+            if not self.wait_for(seen_a2c, last + self.opt.timeout) and not self.stopping():
+                self.differences += 1
+                self.say({"event": "missing", "waiting_for": seen_a2c,
+                          "received": self.arrived, "timeout": self.opt.timeout,
+                          "message": f"the agent sent {self.arrived} of the "
+                          f"{seen_a2c} recorded frames"})
         return self.end(status, sent)
 
     def end(self, status: str | None, sent: int) -> DriveResult:
@@ -271,15 +287,15 @@ class _Driver:
                 proc.wait()
         self.reader.join()
         if status != "stopped":
-            self.compare(len(self.live))  # anything after the last recorded frame
+            self.compare(self.arrived)  # anything after the last recorded frame
         if status == "agent_exited":
             self.differences += 1
             self.say({"event": "agent_exited", "returncode": proc.returncode,
-                      "sent": sent, "received": len(self.live),
+                      "sent": sent, "received": self.arrived,
                       "message": "the agent ended before the recorded session did"})
         if status is None:
             status = "different" if self.differences else "ok"
-        return DriveResult(status, self.differences, sent, len(self.live), proc.returncode,
+        return DriveResult(status, self.differences, sent, self.arrived, proc.returncode,
                            self.reports)
 
 
@@ -296,7 +312,7 @@ def _brief(value: Any, h: str) -> dict[str, Any]:
 
 
 def drive_agent(
-    trace: Trace | Iterable[dict[str, Any]],
+    trace: Trace | TraceReader | Iterable[dict[str, Any]],
     argv: Sequence[str],
     out: BinaryIO | None = None,
     options: ReplayOptions | None = None,
@@ -306,6 +322,7 @@ def drive_agent(
 ) -> DriveResult:
     """Start ``argv`` (the agent under test), replay the recorded client frames to it and
     write the run's wire log to ``out``. Raises OSError when the agent cannot be started.
+    ``trace`` is read as the run goes when it is a :class:`TraceReader`.
 
     Recording a session with the echo agent in memory, then driving a live echo agent
     with it, reproduces the agent's bytes:
@@ -332,7 +349,7 @@ def drive_agent(
     >>> [x["raw"] for x in lines[1:-1]] == [w["raw"] for w in wire], lines[-1]["end"]
     (True, True)
     """
-    tr = trace if isinstance(trace, Trace) else Trace.of(trace)
+    tr = trace if isinstance(trace, (Trace, TraceReader)) else Trace.of(trace)
     opt = options or ReplayOptions()
     if not argv:
         raise ValueError("no agent command")

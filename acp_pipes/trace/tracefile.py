@@ -1,122 +1,206 @@
-"""A recorded ACP session (a wire log or frames) loaded and indexed for replay, and its
+"""A recorded ACP session (a wire log or frames) read for replay, frame by frame, and its
 offline emit.
 
-Loading is shared by both replay engines (:mod:`acp_pipes.trace.agent` as the agent,
-:mod:`acp_pipes.trace.client` as the client): every frame's bytes decoded once, hashes
-taken from a frames stream or computed once by :mod:`acp_pipes.frame` for a wire log,
-one stream per trace. :func:`emit` writes one direction's recorded bytes verbatim.
+Both replay engines (:mod:`acp_pipes.trace.agent` as the agent,
+:mod:`acp_pipes.trace.client` as the client) read a trace as it goes
+(:func:`open_trace`): each frame is ``(record, bytes)``, the record as the file holds it
+(a wire record, or a frame record with its ``kind`` and ``hash``), the bytes decoded once.
+Nothing else is computed up front: what a replay must know of a frame it asks for
+(:func:`classify` for its kind, method and id; a canonical hash only for a client frame
+whose live bytes differ from the recorded ones), so replaying a wire log costs little
+more than reading it, and memory holds what is in flight, not the recording.
+:class:`Trace` is the whole trace in memory, for what needs it (``--match any``, the
+library's callers with records in hand). :func:`emit` writes one direction's recorded
+bytes verbatim.
 """
 
 from __future__ import annotations
 
 import base64
-import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import orjson
 
-from acp_pipes.frame import Framer, frame_lines
-from acp_pipes.jsonl import InputError, Line, display_name, raw_lines, unparsable
+from acp_pipes.jsonl import InputError, display_name, raw_lines, unparsable
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
-from acp_pipes.wire import A2C, C2A
+from acp_pipes.wire import A2C, C2A, is_end
 
-__all__ = ["Trace", "emit", "load_trace"]
+__all__ = ["CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
+           "open_trace"]
+
+#: One frame of a trace: its record and its bytes (without LF).
+Pair = tuple[dict[str, Any], bytes]
+Warn = Callable[[str, int, str], None]
+
+_DIRS = (C2A, A2C)
+_INT64, _UINT64 = -(2**63), 2**64
 
 
-# -- the trace ---------------------------------------------------------------------------
+# -- what a frame is, asked for when needed ------------------------------------------------
 
 
-@dataclass
-class Trace:
-    """A recorded session, indexed: frame records and their bytes, in recorded order."""
+def classify(rec: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    """``rec`` with ``kind`` (request, notification, response, error, not_jsonrpc,
+    invalid_json) and, as they apply, ``method``, ``id``, ``sessionId`` (of the params,
+    or of a response's result), as acp-frame gives them; a frame record already has
+    them. Set in ``rec`` (which is returned), so each frame is classified once."""
+    if "kind" not in rec:
+        _classify(rec, _parsed(raw))
+    return rec
 
-    frames: list[dict[str, Any]]
-    raws: list[bytes]
-    header: dict[str, Any] | None = None
-    source: str = "-"
 
-    @classmethod
-    def of(cls, frames: Iterable[dict[str, Any]], source: str = "-") -> Trace:
-        """A trace from frame records (e.g. :func:`acp_pipes.frame.frames` output); wire
-        records without ``hash`` are framed first."""
-        recs: list[dict[str, Any]] = []
-        raws: list[bytes] = []
-        framer = None
-        for rec in frames:
-            if "hash" not in rec or "kind" not in rec:
-                framer = framer or Framer(source)
-                rec = framer.frame(rec)
-                if rec is None:
-                    continue
-            recs.append(rec)
-            raws.append(_raw_bytes(rec))
-        return cls(recs, raws, None, source)
+_UNPARSED = object()
 
-    def __len__(self) -> int:
-        return len(self.frames)
 
-    @property
-    def cut(self) -> str | None:
-        """Why the recording looks cut off mid-session (None when it looks complete): a
-        last frame without LF, or requests that were never answered."""
-        if self.frames and self.frames[-1].get("nolf"):
-            return "its last frame has no LF"
+def _parsed(raw: bytes) -> Any:
+    """The JSON value of a frame's bytes (:data:`_UNPARSED` when they are not JSON)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        from acp_pipes.canonical import ParseError, parse_json
+
+        try:
+            return parse_json(raw)
+        except ParseError:
+            return _UNPARSED
+
+
+def _classify(rec: dict[str, Any], value: Any) -> None:
+    if value is _UNPARSED:
+        rec["kind"] = "invalid_json"
+        return
+    kind = "not_jsonrpc"
+    sid = None
+    if value.__class__ is dict and value.get("jsonrpc") == "2.0":
+        method = value.get("method")
+        rid = value.get("id")
+        c = rid.__class__
+        good_id = (c is int and _INT64 <= rid < _UINT64) or c is str or rid is None \
+            or c is float
+        if method.__class__ is str:
+            params = value.get("params")
+            if params.__class__ is dict:
+                sid = params.get("sessionId")
+            if "id" not in value:
+                kind = "notification"
+                rec["method"] = method
+            elif good_id:
+                kind = "request"
+                rec["method"] = method
+                rec["id"] = rid
+        elif method is None and "id" in value and good_id \
+                and (("result" in value) is not ("error" in value)):
+            kind = "response" if "result" in value else "error"
+            rec["id"] = rid
+            result = value.get("result")
+            if result.__class__ is dict:
+                sid = result.get("sessionId")
+    rec["kind"] = kind
+    if sid.__class__ is str:
+        rec["sessionId"] = sid
+
+
+class CutWatch:
+    """Whether a recording looks cut off mid-session, judged frame by frame as it is read
+    (:meth:`see`), in memory bounded by the requests still open and the sessions:
+    a last frame without LF, requests never answered, or an ACP v2 session whose last
+    ``state_update`` is not ``idle`` (v2 answers a prompt before the turn ends).
+
+    Only frames that can be a request or response (their bytes hold ``"id"``, or a
+    ``\\u`` escape that could spell it) or a state update are parsed."""
+
+    __slots__ = ("asked", "credit", "sessions", "states", "last_nolf")
+
+    def __init__(self) -> None:
         # counted, not paired in order: a scripted client may answer before it is asked
-        unanswered: dict[tuple, list[dict[str, Any]]] = {}
-        answers: dict[tuple, int] = {}
-        sessions: set[str] = set()
-        for f in self.frames:
-            kind = f.get("kind")
-            if kind == "notification":
-                continue
-            if kind == "request":
-                rid = f.get("id")
-                unanswered.setdefault((f["dir"], rid.__class__, rid), []).append(f)
-            elif kind == "response" or kind == "error":
-                rid = f.get("id")
-                key = (A2C if f["dir"] == C2A else C2A, rid.__class__, rid)
-                answers[key] = answers.get(key, 0) + 1
-            sid = f.get("sessionId")
-            if sid is not None:
-                sessions.add(sid)
-        waiting = []
-        for key, asked in unanswered.items():
-            waiting.extend(asked[answers.get(key, 0):])
+        self.asked: dict[tuple, list[tuple[int, Any, str]]] = {}  # still unanswered
+        self.credit: dict[tuple, int] = {}  # answers that came before their request
+        self.sessions: set[str] = set()  # named by requests and responses
+        self.states: dict[str, str] = {}  # session -> its last state_update's state
+        self.last_nolf = False  # the recording's last frame has no LF
+
+    @staticmethod
+    def wants(rec: dict[str, Any], raw: bytes) -> bool:
+        """Whether :meth:`see` has anything to learn from a frame: only one that can be a
+        request or response (its bytes hold ``"id"``, or a ``\\u`` escape that could
+        spell it; a frame record says its kind), or a state update, is parsed; the rest
+        are notifications."""
+        kind = rec.get("kind")
+        if kind is None:
+            return b'"id"' in raw or b"\\u" in raw or b"state_update" in raw
+        return kind != "notification" or b"state_update" in raw
+
+    def see(self, rec: dict[str, Any], raw: bytes) -> None:
+        """Take one frame into account (the reader sets :attr:`last_nolf` at the end)."""
+        if not self.wants(rec, raw):
+            return
+        value = None
+        if "kind" not in rec:
+            value = _parsed(raw)
+            _classify(rec, value)
+        kind = rec["kind"]
+        if kind == "notification":
+            if rec.get("method") == "session/update" and b"state_update" in raw:
+                self._state(rec, raw if value is None else value)
+            return
+        if kind == "request":
+            rid = rec.get("id")
+            key = (rec["dir"], rid.__class__, rid)
+            credit = self.credit.get(key)
+            if credit:
+                self.credit[key] = credit - 1
+            else:
+                self.asked.setdefault(key, []).append(
+                    (rec.get("seq"), rec.get("method"), rec["dir"]))
+        elif kind == "response" or kind == "error":
+            rid = rec.get("id")
+            key = (A2C if rec["dir"] == C2A else C2A, rid.__class__, rid)
+            waiting = self.asked.get(key)
+            if waiting:
+                waiting.pop(0)
+                if not waiting:
+                    del self.asked[key]
+            else:
+                self.credit[key] = self.credit.get(key, 0) + 1
+        else:
+            return
+        sid = rec.get("sessionId")
+        if sid is not None:
+            self.sessions.add(sid)
+
+    def _state(self, f: dict[str, Any], value: Any) -> None:
+        sid = f.get("sessionId")
+        if sid is None:
+            return
+        try:
+            if value.__class__ is bytes:
+                value = orjson.loads(value)
+            update = value["params"]["update"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return
+        if isinstance(update, dict) and update.get("sessionUpdate") == "state_update":
+            self.states[sid] = str(update.get("state"))
+
+    def why(self) -> str | None:
+        """Why the recording looks cut off (None when it looks complete)."""
+        if self.last_nolf:
+            return "its last frame has no LF"
+        waiting = [w for ws in self.asked.values() for w in ws]
         if waiting:
-            first = min(waiting, key=lambda f: f["seq"])
+            seq, method, d = min(waiting, key=lambda w: w[0] if w[0].__class__ is int else 0)
             return (f"{len(waiting)} recorded request(s) never answered, the first "
-                    f"{first.get('method')} (seq {first['seq']}, {first['dir']})")
-        busy = self._busy_sessions(sessions)
+                    f"{method} (seq {seq}, {d})")
+        busy = sorted((sid, state) for sid, state in self.states.items()
+                      if sid in self.sessions and state != "idle")
         if busy:
             sid, state = busy[0]
             return f"session {sid} is still {state} (ACP v2 state_update) at the end"
         return None
 
-    def _busy_sessions(self, sessions: set[str]) -> list[tuple[str, str]]:
-        """Of ``sessions`` (those named by requests and responses), the ACP v2 sessions
-        whose last ``state_update`` is not ``idle``: a turn was under way when the
-        recording stopped (v2 answers a prompt before the turn ends, so no request is
-        left open)."""
-        busy = []
-        for f, raw in zip(reversed(self.frames), reversed(self.raws), strict=True):
-            if not sessions:
-                break
-            sid = f.get("sessionId")
-            if sid not in sessions or f.get("method") != "session/update" \
-                    or b"state_update" not in raw:
-                continue
-            try:
-                update = orjson.loads(raw)["params"]["update"]
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                continue
-            if not isinstance(update, dict) or update.get("sessionUpdate") != "state_update":
-                continue
-            sessions.discard(sid)
-            if update.get("state") != "idle":
-                busy.append((sid, str(update.get("state"))))
-        return sorted(busy)
+
+# -- reading a trace ---------------------------------------------------------------------
 
 
 def _raw_bytes(rec: dict[str, Any]) -> bytes:
@@ -126,15 +210,73 @@ def _raw_bytes(rec: dict[str, Any]) -> bytes:
     return base64.b64decode(rec["raw_b64"], validate=True)
 
 
-def load_trace(
+class TraceReader:
+    """A trace file opened for reading: its header judged at once (:func:`open_trace`),
+    its frames read as they are iterated, once."""
+
+    def __init__(self, source: str, header: dict[str, Any] | None, fmt: str,
+                 numbered: Iterator[tuple[int, bytes]], warn: Warn | None) -> None:
+        self.source = source
+        self.header = header  # the wire log's header (a frames stream names it as source)
+        self.fmt = fmt
+        self._numbered = numbered
+        self._warn = warn
+
+    def __iter__(self) -> Iterator[Pair]:
+        return self._pairs()
+
+    def _skip(self, number: int, message: str) -> None:
+        if self._warn is not None:
+            self._warn(self.source, number, message)
+
+    def _pairs(self) -> Iterator[Pair]:
+        """The frames: a wire or frame record, used as the file holds it (a frame
+        record's ``kind`` and ``hash`` are trusted), and its bytes."""
+        loads = orjson.loads
+        JSONDecodeError = orjson.JSONDecodeError
+        dirs = _DIRS
+        source = self.source
+        for number, line in self._numbered:
+            try:
+                rec = loads(line)
+            except JSONDecodeError as e:
+                if line.strip():
+                    what = unparsable(line.endswith(b"\n"))
+                    self._skip(number, f"{what}, record skipped: {e}")
+                continue
+            try:
+                raw = rec["raw"].encode("utf-8", "surrogatepass")
+                if rec["dir"] not in dirs:
+                    raise KeyError
+            except (KeyError, TypeError, AttributeError):
+                if rec.__class__ is not dict:
+                    self._skip(number, "not a frame record, skipped")
+                    continue
+                if is_end(rec):  # the recorder's end record
+                    continue
+                if header_format(rec) is not None:
+                    raise InputError(source, number, "a trace is one recorded session, but "
+                                     "this file holds several streams; split it first") from None
+                if rec.get("dir") not in dirs:
+                    self._skip(number, "not a wire record (needs seq, t, dir), skipped")
+                    continue
+                try:
+                    raw = _raw_bytes(rec)
+                except (KeyError, TypeError, ValueError):
+                    self._skip(number, "record has no raw or valid raw_b64, skipped")
+                    continue
+            yield rec, raw
+
+
+def open_trace(
     path: str,
     *,
     lines: Iterable[bytes] | None = None,
-    warn: Callable[[str, int, str], None] | None = None,
-) -> Trace:
-    """Read and index a trace: a frames stream (hashes taken from its records) or a wire
-    log (framed and hashed once by :mod:`acp_pipes.frame`). One stream per trace.
-    ``lines`` are the file's lines when the caller already started reading it.
+    warn: Warn | None = None,
+) -> TraceReader:
+    """Open a trace and judge its header: a frames stream (its records' hashes are used)
+    or a wire log. One stream per trace. ``lines`` are the file's lines when the caller
+    already started reading it.
 
     Raises InputError for anything else (a bare ACP stream has only one direction; an
     ASR stream is replayed by :mod:`acp_pipes.replay`).
@@ -159,88 +301,78 @@ def load_trace(
                          f"(acp-frame), got {describe(None)}: a trace needs both directions")
     fmt = head["format"]
     wire_header = head if fmt == WIRE else head.get("source")
-    if fmt == WIRE:
-        as_lines = (Line(source, n, r[:-1], True) if r.endswith(b"\n")
-                    else Line(source, n, r, False)
-                    for n, r in itertools.chain([first], numbered))
-        frames = _one_stream(frame_lines(as_lines, source, warn=warn, headers=True), source)
-        trace = Trace.of(frames, source)
-    else:
-        trace = _read_frames_stream(numbered, source, warn)
-    trace.header = wire_header if isinstance(wire_header, dict) else None
-    return trace
+    return TraceReader(source, wire_header if isinstance(wire_header, dict) else None, fmt,
+                       numbered, warn)
 
 
-def _one_stream(frames: Iterable[dict[str, Any]], source: str) -> Iterable[dict[str, Any]]:
-    headers = 0
-    for rec in frames:
-        if "format" in rec:
-            headers += 1
-            if headers > 1:
-                raise InputError(source, 0, "a trace is one recorded session, but this "
-                                 "file holds several streams; split it first")
-            continue
-        yield rec
+# -- the trace in memory -------------------------------------------------------------------
 
 
-def _read_frames_stream(numbered: Iterable[tuple[int, bytes]], source: str, warn) -> Trace:
-    """Frame records as acp-frame wrote them: their hashes are used as they are; a
-    record without them is framed again."""
-    recs: list[dict[str, Any]] = []
-    raws: list[bytes] = []
-    append = recs.append
-    append_raw = raws.append
-    loads = orjson.loads
-    JSONDecodeError = orjson.JSONDecodeError
-    framer = Framer(source, warn)
-    dirs = (C2A, A2C)
-    for number, line in numbered:
-        try:
-            rec = loads(line)
-        except JSONDecodeError as e:
-            if not line.strip():
+@dataclass
+class Trace:
+    """A recorded session in memory: its records and their bytes, in recorded order."""
+
+    frames: list[dict[str, Any]]
+    raws: list[bytes]
+    header: dict[str, Any] | None = None
+    source: str = "-"
+
+    @classmethod
+    def of(cls, frames: Iterable[dict[str, Any]], source: str = "-") -> Trace:
+        """A trace from wire or frame records (e.g. :func:`acp_pipes.frame.frames`
+        output); a record with no direction or bytes is skipped."""
+        recs: list[dict[str, Any]] = []
+        raws: list[bytes] = []
+        for rec in frames:
+            if rec.get("dir") not in _DIRS:
                 continue
-            if warn is not None:
-                what = unparsable(line.endswith(b"\n"))
-                warn(source, number, f"{what}, frame record skipped: {e}")
-            continue
-        try:
-            raw = rec["raw"].encode("utf-8", "surrogatepass")
-            if "hash" not in rec or "kind" not in rec or rec["dir"] not in dirs:
-                raise KeyError
-        except (KeyError, TypeError, AttributeError):
-            if header_format(rec) is not None:
-                raise InputError(source, number, "a trace is one recorded session, "
-                                 "but this file holds several streams; split it first") from None
-            if rec.__class__ is not dict:
-                if warn is not None:
-                    warn(source, number, "not a frame record, skipped")
-                continue
-            if "hash" not in rec or "kind" not in rec or "raw_b64" not in rec:
-                rec = framer.frame(rec, number)  # not framed yet: frame it here
-                if rec is None:
-                    continue
             try:
                 raw = _raw_bytes(rec)
             except (KeyError, TypeError, ValueError):
-                if warn is not None:
-                    warn(source, number, "frame record has no valid raw_b64, skipped")
                 continue
-            if rec.get("dir") not in dirs:
-                if warn is not None:
-                    warn(source, number, "frame record has no dir c2a/a2c, skipped")
-                continue
-        append(rec)
-        append_raw(raw)
-    return Trace(recs, raws, None, source)
+            recs.append(rec)
+            raws.append(raw)
+        return cls(recs, raws, None, source)
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __iter__(self) -> Iterator[Pair]:
+        return zip(self.frames, self.raws, strict=True)
+
+    @property
+    def cut(self) -> str | None:
+        """Why the recording looks cut off mid-session (see :class:`CutWatch`)."""
+        watch = CutWatch()
+        for rec, raw in self:
+            watch.see(rec, raw)
+        watch.last_nolf = bool(self.frames and self.frames[-1].get("nolf"))
+        return watch.why()
+
+
+def load_trace(
+    path: str,
+    *,
+    lines: Iterable[bytes] | None = None,
+    warn: Warn | None = None,
+) -> Trace:
+    """Read a whole trace into memory (:func:`open_trace`, then every frame)."""
+    reader = open_trace(path, lines=lines, warn=warn)
+    frames: list[dict[str, Any]] = []
+    raws: list[bytes] = []
+    for rec, raw in reader:
+        frames.append(rec)
+        raws.append(raw)
+    return Trace(frames, raws, reader.header, reader.source)
 
 
 # -- offline emit ------------------------------------------------------------------------
 
 
-def emit(trace: Trace, direction: str, out: BinaryIO) -> int:
+def emit(trace: Iterable[Pair], direction: str, out: BinaryIO) -> int:
     """Write the recorded bytes of one direction verbatim, each frame + LF (a last frame
-    recorded without LF stays without). Returns the number of frames written.
+    recorded without LF stays without), as the trace is read. Returns the number of
+    frames written.
 
     >>> import io
     >>> t = Trace.of([{"seq": 0, "t": 0, "dir": "c2a", "raw": '{"a":1}'},
@@ -251,7 +383,7 @@ def emit(trace: Trace, direction: str, out: BinaryIO) -> int:
     chunks = []
     add = chunks.append
     n = 0
-    for rec, raw in zip(trace.frames, trace.raws, strict=True):
+    for rec, raw in trace:
         if rec["dir"] == direction:
             add(raw)
             add(b"" if rec.get("nolf") else b"\n")
@@ -262,3 +394,4 @@ def emit(trace: Trace, direction: str, out: BinaryIO) -> int:
     out.write(b"".join(chunks))
     out.flush()
     return n
+
