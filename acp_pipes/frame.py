@@ -69,6 +69,7 @@ from acp_pipes.jsonl import (
     STDIN,
     InputError,
     Line,
+    Live,
     display_name,
     open_source,
     unparsable,
@@ -337,6 +338,7 @@ def read_frames(
     warn: Warn | None = None,
     headers: bool = False,
     ends: bool = False,
+    live: Live | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Frame records from a wire log, a frames stream or a bare ACP JSONL stream.
 
@@ -344,11 +346,12 @@ def read_frames(
     header. With ``headers=True`` each stream's frames header is yielded before its
     frames (what ``acp-frame`` writes); with ``ends=True`` a wire log's end record
     (:func:`acp_pipes.wire.end_record`) too, as it is. ``.gz`` and ``-`` (stdin) work.
+    ``live`` reads an input still being written (:class:`acp_pipes.jsonl.Live`).
     Lazy: the file is opened at the first ``next`` and closed when the iterator ends.
     """
     path = str(path)
     # the framing loop itself, no generator in between: that costs ~0.1 us a frame
-    return _framed(None, path, display_name(path), direction, warn, headers, 1, ends)
+    return _framed(None, path, display_name(path), direction, warn, headers, 1, ends, live)
 
 
 def frame_lines(
@@ -399,6 +402,7 @@ def _framed(
     headers: bool,
     first_line: int,
     ends: bool = False,
+    live: Live | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The framing loop of :func:`frame_chunks`, and of :func:`read_frames` (``path``
     given, ``chunks`` None: the file is opened here and closed at the end).
@@ -418,7 +422,7 @@ def _framed(
     number = first_line - 1
     stream = None
     if chunks is None:
-        stream = chunks = open_source(path)
+        stream = chunks = open_source(path, live)
     try:
         chunks = iter(chunks)
         while True:

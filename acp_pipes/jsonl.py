@@ -9,9 +9,13 @@ is kept: it belongs to the line).
 from __future__ import annotations
 
 import io
+import os
+import select
+import stat
 import sys
+import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -42,14 +46,20 @@ def display_name(path: str) -> str:
     return "stdin" if path == STDIN else path
 
 
-def open_source(path: str) -> BinaryIO:
+def open_source(path: str, live: Live | None = None) -> BinaryIO:
     """Open a path (``-`` is stdin) for binary reading, gunzipping ``.gz`` transparently.
 
     Compression is detected by its magic bytes, not the name, so ``zcat``-less pipes
-    such as ``cat log.jsonl.gz | acp-frame`` work too.
+    such as ``cat log.jsonl.gz | acp-frame`` work too. With ``live``, an input that may
+    still be written (a pipe, a FIFO, a terminal; a regular file with ``live.follow``)
+    is read as :class:`Live` says; iterating the result gives its lines.
     """
     if path == STDIN:
         raw: BinaryIO = sys.stdin.buffer
+        if live is not None:
+            raw = _live(raw, 0, None, live, closefd=False)
+    elif live is not None:
+        raw = _live(None, _open_fd(path, live), path, live, closefd=True)
     else:
         try:
             raw = open(path, "rb")  # noqa: SIM115 - the caller closes it
@@ -63,8 +73,34 @@ def open_source(path: str) -> BinaryIO:
     if head == GZIP_MAGIC:
         import gzip  # only for .gz input: kept off every tool's start-up path
 
-        return gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[return-value]
+        reader = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
+    if live is not None and live.follow and path != STDIN:
+        return _Followed(reader)  # type: ignore[return-value]
     return reader
+
+
+def _open_fd(path: str, live: Live) -> int:
+    """The file descriptor of ``path``; followed, a file not there yet is waited for."""
+    while True:
+        try:
+            return os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            if not live.follow:
+                raise InputError(path, 0, "cannot open: No such file or directory") from None
+            time.sleep(live.poll)
+        except OSError as e:
+            raise InputError(path, 0, f"cannot open: {e.strerror or e}") from None
+
+
+def _live(raw: BinaryIO | None, fd: int, path: str | None, live: Live, closefd: bool
+          ) -> BinaryIO:
+    """``raw`` (or ``fd``) as :class:`Live` reads it: a regular file not followed as it
+    is, anything else through :class:`_LiveRaw`."""
+    regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    if regular and not live.follow:
+        return raw if raw is not None else open(fd, "rb", closefd=closefd)  # noqa: SIM115
+    return io.BufferedReader(_LiveRaw(fd, live, path if regular else None, closefd),
+                             1 << 16)  # type: ignore[return-value]
 
 
 def iter_lines(stream: BinaryIO, source: str) -> Iterator[Line]:
@@ -133,3 +169,122 @@ def write_records(records: Iterable[Any], out: BinaryIO) -> int:
         write(orjson.dumps(record) + b"\n")
         n += 1
     return n
+
+
+# -- inputs still being written: a pipe behind a live acp-tee, a growing log (--follow) --
+
+
+class Live:
+    """How to read inputs that are still being written.
+
+    ``idle`` is called when an input has no more bytes ready, before waiting for more:
+    the tool writes and flushes what it has made so far, so a pipeline behind a live
+    ``acp-tee`` shows records as they are made, while batching stays as it was as long
+    as input is ready (a regular file is always ready: reading one costs nothing more).
+    With ``follow``, a regular file is read as it grows, like ``tail -F`` (waited for
+    when it does not exist yet, read again from the start when truncated or replaced),
+    until a wire log's end record (:func:`acp_pipes.wire.end_record`) or Ctrl-C; a torn
+    last line is waited on. ``poll`` is the longest wait, in seconds, between looks at
+    a followed file that has not grown."""
+
+    __slots__ = ("follow", "idle", "poll")
+
+    def __init__(self, idle: Callable[[], None] | None = None, follow: bool = False,
+                 poll: float = 0.005):
+        self.idle = idle
+        self.follow = follow
+        self.poll = poll
+
+
+#: The first bytes of a wire log's end record as acp-pipes writes it.
+_END = b'{"end":true'
+
+
+class _LiveRaw(io.RawIOBase):
+    """An input's file descriptor that calls ``live.idle`` before a read that would
+    wait, and (following a regular file) waits at its end for it to grow."""
+
+    def __init__(self, fd: int, live: Live, path: str | None, closefd: bool):
+        super().__init__()
+        self.fd = fd
+        self.idle = live.idle or _nothing
+        self.follow = live.follow and path is not None
+        self.poll = live.poll
+        self.path = path
+        self.closefd = closefd
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def readinto(self, buf) -> int:  # type: ignore[override]
+        if not self.follow:
+            if not select.select((self.fd,), (), (), 0)[0]:
+                self.idle()  # nothing ready: what was made of the input so far goes out
+            return os.readv(self.fd, (buf,))
+        n = os.readv(self.fd, (buf,))
+        if n:
+            self.pos += n
+            return n
+        self.idle()
+        wait = 0.0005
+        while True:
+            time.sleep(wait)
+            wait = min(wait * 2, self.poll)
+            n = os.readv(self.fd, (buf,))
+            if n:
+                self.pos += n
+                return n
+            self._reopen_if_replaced()
+
+    def _reopen_if_replaced(self) -> None:
+        """tail -F: a file truncated is read again from its start; a file replaced (a
+        new file under the name) is read from the start of the new one."""
+        try:
+            st = os.stat(self.path)  # type: ignore[arg-type]
+        except OSError:
+            return  # gone for now (being replaced): keep waiting
+        mine = os.fstat(self.fd)
+        if (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
+            try:
+                fd = os.open(self.path, os.O_RDONLY)  # type: ignore[arg-type]
+            except OSError:
+                return
+            if self.closefd:
+                os.close(self.fd)
+            self.fd, self.closefd, self.pos = fd, True, 0
+        elif mine.st_size < self.pos:
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            self.pos = 0
+
+    def close(self) -> None:
+        if not self.closed and self.closefd:
+            os.close(self.fd)
+        super().close()
+
+
+def _nothing() -> None:
+    pass
+
+
+class _Followed:
+    """A followed input's lines, up to and with a wire log's end record."""
+
+    def __init__(self, stream: BinaryIO):
+        self.stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self.stream:
+            yield line
+            if line.startswith(_END) and line.endswith(b"\n"):
+                try:
+                    if orjson.loads(line).get("end") is True:
+                        return
+                except orjson.JSONDecodeError:
+                    pass
+
+    def close(self) -> None:
+        self.stream.close()

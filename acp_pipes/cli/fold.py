@@ -7,7 +7,7 @@ import argparse
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, run
 from acp_pipes.fold import fold_paths
-from acp_pipes.jsonl import write_records
+from acp_pipes.jsonl import Live, write_records
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee) or frames (acp-frame); each is one ACP connection. Applies
@@ -26,10 +26,16 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="also write partial snapshots of open entities at each checkpoint "
                         "(state running/requires_action, permission and elicitation "
                         "requests); the final record supersedes them")
+    p.add_argument("--follow", action="store_true",
+                   help="read each FILE as it grows, like tail -F, until the wire log's "
+                        "end record or Ctrl-C")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    write_records(fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn), ctx.out)
+    # records go out as soon as the input has nothing more ready (a live acp-tee behind)
+    live = Live(ctx.out.flush, follow=args.follow)
+    write_records(fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn, live=live),
+                  ctx.out)
     return 0
 
 

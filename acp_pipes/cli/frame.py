@@ -11,6 +11,7 @@ import orjson
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.frame import read_frames
+from acp_pipes.jsonl import Live
 from acp_pipes.spec.schema import REVISIONS
 from acp_pipes.terminal import Terminal, printable
 
@@ -43,8 +44,8 @@ terminal; exit 1 when anything is wrong.
 
 """ + f"Manual: {page('acp-frame.md')}"
 
-#: Records encoded and written together: a frame reaches stdout at most this many frames
-#: later than it would one at a time (stdout is block-buffered either way).
+#: Records encoded and written together while input is ready; when it has no more bytes
+#: ready, what was framed is written and flushed at once (acp_pipes.jsonl.Live).
 BATCH = 64
 
 EXAMPLE = """\
@@ -58,6 +59,9 @@ acp-frame --validate wire.jsonl || echo "not valid ACP"
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", choices=("c2a", "a2c"), dest="direction",
                    help="direction of a bare ACP JSONL stream (c2a: client to agent)")
+    p.add_argument("--follow", action="store_true",
+                   help="read each FILE as it grows, like tail -F, until the wire log's "
+                        "end record or Ctrl-C")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--summary", action="store_true",
                       help="print a summary of each stream instead of the frames")
@@ -79,6 +83,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--format goes with --summary or --validate")
     if (args.protocol is not None or args.stable) and not args.validate:
         raise UsageError("--protocol and --stable go with --validate")
+    if args.follow and (args.summary or args.validate):
+        raise UsageError("--follow frames a growing log: not with --summary or --validate")
     if args.validate:
         return _validate(args, ctx, args.fmt or ("table" if ctx.term.tty else "json"))
     if args.summary:
@@ -96,9 +102,18 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         lines.clear()
         write(chunk)
 
+    def idle() -> None:
+        """No more input ready: what was framed goes out now, not BATCH frames later.
+        Called from inside the ``extend`` below, which appends as it goes."""
+        if lines:
+            flush()
+        ctx.out.flush()
+
+    live = Live(idle, follow=args.follow)
     try:
         for path in ctx.files:
-            records = read_frames(path, direction=args.direction, warn=ctx.warn, headers=True)
+            records = read_frames(path, direction=args.direction, warn=ctx.warn, headers=True,
+                                  live=live)
             while True:  # dumps(record, None, OPT_APPEND_NEWLINE) for each record
                 lines.extend(map(dumps, islice(records, BATCH), no_default, newline))
                 if not lines:

@@ -20,7 +20,14 @@ import orjson
 from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.errors import Note, Warn
 from acp_pipes.fold.core import Folder
-from acp_pipes.jsonl import READ_ERRORS, InputError, display_name, open_source, unparsable
+from acp_pipes.jsonl import (
+    READ_ERRORS,
+    InputError,
+    Live,
+    display_name,
+    open_source,
+    unparsable,
+)
 from acp_pipes.streams import FOLD, FRAMES, VERSIONS, WIRE, describe, header_format, judge
 from acp_pipes.wire import is_end
 
@@ -172,9 +179,10 @@ def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
 
 
 def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
-               connection: int = 0) -> Iterator[dict]:
+               connection: int = 0, live: Live | None = None) -> Iterator[dict]:
     """Fold streams (header, then records) for every connection in ``paths``, in order;
-    fold input passes through as it is. ``connection`` numbers the first one.
+    fold input passes through as it is. ``connection`` numbers the first one. ``live``
+    reads inputs still being written (:class:`acp_pipes.jsonl.Live`).
 
     The reading of :func:`read_source` is inlined here: a wire log has one line per
     frame, and a generator layer per line costs as much as the fold of a chunk."""
@@ -191,7 +199,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
         def fwarn(msg: str, _s=source) -> None:
             warn(_s, last, msg)  # noqa: B023 - late binding: the line of the frame being folded
 
-        stream = open_source(path)
+        stream = open_source(path, live)
         try:
             for raw in stream:
                 number += 1

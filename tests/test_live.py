@@ -1,0 +1,227 @@
+"""The pipeline streams while the session runs: filters write what they have as soon as
+their input has no more bytes ready, and --follow reads a wire log as it grows (tail -F)
+until its end record. Real processes and real pipes throughout: acp-tee, the echo agent,
+the tools as executables."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acp_pipes.echo_client import client_session
+from acp_pipes.wire import end_record, frame_record, header
+from tests.conftest import run_tool, tool_argv, tool_env
+
+TIMEOUT = 60.0
+
+
+class Reader:
+    """The lines a process writes to a pipe, read as they arrive (never waiting past a
+    deadline): what a watcher sees while the writer is still at work."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buf = b""
+        self.lines: list[bytes] = []
+        self.eof = False
+
+    def until(self, pred, timeout: float = TIMEOUT) -> list[bytes]:
+        """Read until ``pred(lines)`` holds; fails at the deadline or at EOF before."""
+        deadline = time.monotonic() + timeout
+        while not pred(self.lines):
+            assert not self.eof, f"EOF before expected: {self.lines[-3:]!r}"
+            left = deadline - time.monotonic()
+            assert left > 0, f"not seen in {timeout} s: {self.lines[-3:]!r}"
+            if select.select([self.fd], [], [], left)[0]:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    self.eof = True
+                    continue
+                self.buf += chunk
+                *done, self.buf = self.buf.split(b"\n")
+                self.lines += done
+        return self.lines
+
+    def rest(self) -> list[bytes]:
+        self.until(lambda _: self.eof)
+        return self.lines
+
+
+def _spawn(*argv: str, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    return subprocess.Popen(list(argv), stdin=stdin, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=tool_env())
+
+
+def _wire(frames: list[tuple[str, bytes]], *, start: int = 0) -> bytes:
+    return b"".join(orjson.dumps(frame_record(start + i, 0, d, raw)) + b"\n"
+                    for i, (d, raw) in enumerate(frames))
+
+
+HEAD = orjson.dumps(header(["agent"], started_ns=0, clock="epoch", host=False)) + b"\n"
+INIT = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}'
+INIT_OK = b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2}}'
+
+
+@pytest.mark.parametrize("tool", ["frame", "fold"])
+def test_a_record_is_written_before_the_writer_closes(tool):
+    """Over a real pipe: what a frame makes is on the reader's side while the writer
+    still holds the pipe open (no waiting for 64 more frames, or for EOF)."""
+    p = _spawn(*tool_argv(tool), stdin=subprocess.PIPE)
+    try:
+        out = Reader(p.stdout.fileno())
+        p.stdin.write(HEAD + _wire([("c2a", INIT)]))
+        p.stdin.flush()
+        seen = out.until(lambda ls: len(ls) >= (2 if tool == "frame" else 1), timeout=20)
+        assert orjson.loads(seen[0])["format"] == f"acp-pipes/{tool}s".replace("folds", "fold")
+        if tool == "frame":
+            assert orjson.loads(seen[1])["method"] == "initialize"
+        p.stdin.write(_wire([("a2c", INIT_OK)], start=1))
+        p.stdin.flush()
+        if tool == "frame":
+            out.until(lambda ls: len(ls) >= 3, timeout=20)
+        p.stdin.close()
+        assert p.wait(TIMEOUT) == 0
+        offline = run_tool(tool, input=HEAD + _wire([("c2a", INIT), ("a2c", INIT_OK)]))
+        assert b"\n".join(out.rest()) + b"\n" == offline.stdout
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _prompt_count(lines: list[bytes], n: int) -> bool:
+    """Has the fold written the agent's answer to prompt ``n`` (the echo agent's
+    message)?"""
+    done = 0
+    for line in lines:
+        rec = orjson.loads(line)
+        if rec.get("ev") == "entity" and rec.get("entity") == "agent_message":
+            done += 1
+    return done >= n
+
+
+def _echo_session(tmp_path: Path, wire: Path) -> tuple[subprocess.Popen, list[bytes]]:
+    """A live acp-tee session with the echo agent: the client's frames, and the acp-tee
+    process whose stdin the test writes them to."""
+    tee = subprocess.Popen(
+        tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                  *tool_argv("echo-agent")),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=tool_env())
+    return tee, list(client_session(3))
+
+
+def _feed(tee: subprocess.Popen, frames: list[bytes], agent_out: Reader, answers: int
+          ) -> None:
+    for f in frames:
+        tee.stdin.write(f + b"\n")
+    tee.stdin.flush()
+    agent_out.until(lambda ls: sum(b'"id"' in x and b'"result"' in x for x in ls) >= answers)
+
+
+@pytest.mark.parametrize("tool", ["fold", "frame"])
+def test_follow_reads_a_live_acp_tee_log_until_its_end_record(tmp_path, tool):
+    """``acp-tee -o wire.jsonl`` in one place, ``acp-fold --follow wire.jsonl`` in
+    another: the fold shows each prompt's answer while the session runs, ends by itself
+    at the end record, and has written what a fold of the finished log writes."""
+    wire = tmp_path / "wire.jsonl"
+    follower = _spawn(*tool_argv(tool, "--follow", str(wire)))  # before the log exists
+    tee, client = _echo_session(tmp_path, wire)
+    try:
+        seen = Reader(follower.stdout.fileno())
+        agent_out = Reader(tee.stdout.fileno())
+        _feed(tee, client[:3], agent_out, 3)  # initialize, session/new, prompt 1
+        if tool == "fold":
+            seen.until(lambda ls: _prompt_count(ls, 1))
+        else:
+            seen.until(lambda ls: sum(b'"session/prompt"' in x for x in ls) >= 2)
+        _feed(tee, client[3:4], agent_out, 4)  # prompt 2
+        if tool == "fold":
+            seen.until(lambda ls: _prompt_count(ls, 2))
+        assert follower.poll() is None  # still following: the session is not over
+        _feed(tee, client[4:], agent_out, len(client))
+        tee.stdin.close()
+        assert tee.wait(TIMEOUT) == 0
+        assert follower.wait(TIMEOUT) == 0  # the end record ended it
+        assert follower.stderr.read() == b""
+        offline = run_tool(tool, str(wire))
+        assert b"\n".join(seen.rest()) + b"\n" == offline.stdout
+        assert orjson.loads(wire.read_bytes().splitlines()[-1])["end"] is True
+    finally:
+        for p in (tee, follower):
+            p.kill()
+            p.wait()
+
+
+def test_follow_waits_on_a_torn_last_line_and_a_truncated_log(tmp_path):
+    """A last line without its LF is a record still being written: waited on, not
+    reported. A log truncated and written again is read again from its start."""
+    wire = tmp_path / "wire.jsonl"
+    first = orjson.dumps(frame_record(0, 0, "c2a", INIT)) + b"\n"
+    wire.write_bytes(HEAD + first[:30])
+    p = _spawn(*tool_argv("frame", "--follow", str(wire)))
+    try:
+        seen = Reader(p.stdout.fileno())
+        seen.until(lambda ls: len(ls) >= 1)  # the header
+        time.sleep(0.3)
+        with wire.open("ab") as f:
+            f.write(first[30:])
+        seen.until(lambda ls: len(ls) >= 2)
+        assert orjson.loads(seen.lines[1])["method"] == "initialize"
+        wire.write_bytes(HEAD)  # truncated: a new session in the same file
+        seen.until(lambda ls: len(ls) >= 3)  # its header, read from the start again
+        with wire.open("ab") as f:
+            f.write(_wire([("a2c", INIT_OK)], start=0))
+            f.write(orjson.dumps(end_record(0, 0, 1)) + b"\n")
+        assert p.wait(TIMEOUT) == 0
+        assert p.stderr.read() == b""  # nothing reported: the torn line was waited on
+        out = [orjson.loads(x) for x in seen.rest()]
+        assert [r.get("format") or r["kind"] for r in out] == [
+            "acp-pipes/frames", "request", "acp-pipes/frames", "response"]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_follow_stops_at_ctrl_c_with_what_it_read_written(tmp_path):
+    import signal
+
+    wire = tmp_path / "wire.jsonl"
+    wire.write_bytes(HEAD + _wire([("c2a", INIT)]))
+    p = _spawn(*tool_argv("fold", "--follow", str(wire)))
+    try:
+        seen = Reader(p.stdout.fileno())
+        seen.until(lambda ls: len(ls) >= 1)
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        assert p.wait(TIMEOUT) == 130
+        assert orjson.loads(seen.rest()[0])["format"] == "acp-pipes/fold"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_tail_f_pipeline_sees_records_as_the_log_grows(tmp_path):
+    """``tail -f wire.jsonl | acp-frame``: a pipe that never ends still shows each
+    frame as it is logged."""
+    wire = tmp_path / "wire.jsonl"
+    wire.write_bytes(HEAD)
+    tail = subprocess.Popen(["tail", "-f", "-n", "+1", str(wire)], stdout=subprocess.PIPE)
+    p = _spawn(*tool_argv("frame"), stdin=tail.stdout)
+    tail.stdout.close()
+    try:
+        seen = Reader(p.stdout.fileno())
+        for i in range(3):
+            with wire.open("ab") as f:
+                f.write(_wire([("c2a", b'{"jsonrpc":"2.0","method":"n%d"}' % i)], start=i))
+            seen.until(lambda ls, i=i: len(ls) >= i + 2, timeout=20)
+            assert orjson.loads(seen.lines[-1])["method"] == f"n{i}"
+    finally:
+        for proc in (tail, p):
+            proc.kill()
+            proc.wait()
