@@ -179,18 +179,21 @@ class Converter:
 
     def headers(self) -> dict[str, dict]:
         """Each stream's header, in the order the sessions were first seen."""
-        out = {}
-        for sid, st in self.streams.items():
-            agent = st.agent or self.agents.get(st.connections[0]) or {
-                "name": agent_name(None, self.configured_name), "version": None}
-            lineage = dict(st.lineage) if st.lineage else None
-            if lineage and "inherits" in lineage and st.local_through:
-                lineage["inherits"] = {**lineage["inherits"], "localThroughId": st.local_through}
-            # a stream with records from an ACP v1 connection was mapped by the v1 choices
-            source = v1.SOURCE if not self.v1.isdisjoint(st.connections) else None
-            out[sid] = header(sid, agent=agent, roots=st.ctx.roots, losses=st.ctx.losses,
-                              lineage=lineage, connections=st.connections, source=source)
-        return out
+        return {sid: self.header(sid) for sid in self.streams}
+
+    def header(self, sid: str) -> dict:
+        """The header of session ``sid``'s stream as known so far (final once the input
+        is done)."""
+        st = self.streams[sid]
+        agent = st.agent or self.agents.get(st.connections[0]) or {
+            "name": agent_name(None, self.configured_name), "version": None}
+        lineage = dict(st.lineage) if st.lineage else None
+        if lineage and "inherits" in lineage and st.local_through:
+            lineage["inherits"] = {**lineage["inherits"], "localThroughId": st.local_through}
+        # a stream with records from an ACP v1 connection was mapped by the v1 choices
+        source = v1.SOURCE if not self.v1.isdisjoint(st.connections) else None
+        return header(sid, agent=agent, roots=st.ctx.roots, losses=st.ctx.losses,
+                      lineage=lineage, connections=st.connections, source=source)
 
     # -- streams --------------------------------------------------------------------------
 
@@ -352,46 +355,62 @@ class Converter:
 class Converted:
     """What :func:`convert_paths` made: the streams in ``spool`` (write them with
     ``spool.write_to``/``write_dir``), their ``headers``, and ``unreadable``, the read
-    error that cut the input short (what came before it is converted), or None."""
+    error that cut the input short (what came before it is converted), or None;
+    ``interrupted`` when Ctrl-C ended the reading (what was read is converted)."""
 
-    __slots__ = ("headers", "spool", "unreadable")
+    __slots__ = ("headers", "interrupted", "spool", "unreadable")
 
-    def __init__(self, spool: Any, headers: dict[str, dict], unreadable: Any):
+    def __init__(self, spool: Any, headers: dict[str, dict], unreadable: Any,
+                 interrupted: bool = False):
         self.spool = spool
         self.headers = headers
         self.unreadable = unreadable
+        self.interrupted = interrupted
 
 
 def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = None,
                   secret_fields: Iterable[str] = (), keep_fields: Iterable[str] = (),
                   snapshots: bool = False, only: str | None = None,
-                  on_file: Any = None, note: Note | None = None) -> Converted:
+                  on_file: Any = None, note: Note | None = None,
+                  directory: str | None = None, follow: bool = False) -> Converted:
     """Convert recordings (wire logs, frames or fold streams) as acp-asr does: each path
     is its own connection, numbered on from the last. ``on_file(i, path)`` is called
     before each path (acp-asr's progress); ``note`` hears of what was kept as an audit
     record (see :class:`Converter`). acp-asr and acp-batch both convert here, so their
-    streams are the same bytes."""
+    streams are the same bytes.
+
+    With ``directory`` (``acp-asr -o DIR``) each session's records also go to its file
+    there as they are made, after a provisional header (:mod:`acp_pipes.asr.output`),
+    whenever the input has no more bytes ready; ``follow`` reads each path as it grows
+    until its end record (:class:`acp_pipes.jsonl.Live`). Ctrl-C ends the reading as an
+    end of input would (``interrupted``)."""
     from acp_pipes.asr.output import Spool
     from acp_pipes.errors import InputError
     from acp_pipes.fold import fold_paths
+    from acp_pipes.jsonl import Live
 
-    spool = Spool(only=only)
+    spool = Spool(only=only, directory=directory,
+                  provisional=lambda sid: conv.header(sid))
     conv = Converter(agent_name=agent_name, secret_fields=secret_fields,
                      keep_fields=keep_fields, store=spool, note=note)
+    live = Live(spool.flush if directory is not None else None, follow=follow)
     unreadable = None
+    interrupted = False
     try:
         for i, path in enumerate(paths):
             if on_file is not None:
                 on_file(i, path)
-            records = fold_paths([path], snapshots=snapshots, warn=warn,
+            records = fold_paths([path], snapshots=snapshots, warn=warn, live=live,
                                  connection=conv.conn + (1 if i else 0))
             feed = conv.feed
             for rec in records:
                 feed(rec)
     except InputError as e:  # unreadable past a point: what came before is converted
         unreadable = e
+    except KeyboardInterrupt:  # Ctrl-C (the end of --follow): as at the input's end
+        interrupted = True
     conv.close()
-    return Converted(spool, conv.headers(), unreadable)
+    return Converted(spool, conv.headers(), unreadable, interrupted)
 
 
 def convert(records: Iterable[dict], **options: Any) -> dict[str, list[dict]]:

@@ -2,10 +2,19 @@
 
 Sessions interleave on a connection and a header depends on the whole stream, so each
 stream's records are spooled (in memory up to :data:`SPOOL_MEMORY` bytes, then in a
-temporary file) and written when the input is done: to ``DIR/<name>.asr.jsonl`` or back
-to back on one output. File names are the session ID percent-encoded (everything but
-ASCII letters, digits, ``-``, ``_`` and ``~``), so any ID gives one safe name and
+file) and written when the input is done: to ``DIR/<name>.asr.jsonl`` or back to back
+on one output. File names are the session ID percent-encoded (everything but ASCII
+letters, digits, ``-``, ``_`` and ``~``), so any ID gives one safe name and
 :func:`session_from_name` gives the ID back.
+
+Into a directory the streams are also written live: a session's spool file *is*
+``DIR/<name>.asr.jsonl``, started with a provisional header (the header as known then,
+``native.provisional: true``) and appended to whenever the spool is flushed (its memory
+is full, or :meth:`Spool.flush` when the input has no more bytes ready). When the input
+is done, the final header and the records go to ``<name>.asr.jsonl.part``, renamed over
+it: a watcher sees records as they are made, a killed converter leaves a provisional
+stream whose lines are a prefix of the final one, and the finished file is the bytes a
+one-shot conversion writes.
 """
 
 from __future__ import annotations
@@ -13,13 +22,14 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import BinaryIO
 from urllib.parse import quote, unquote
 
 import orjson
 
-__all__ = ["SUFFIX", "Spool", "file_name", "session_from_name"]
+__all__ = ["SUFFIX", "Spool", "file_name", "is_provisional", "provisional_header",
+           "session_from_name"]
 
 SUFFIX = ".asr.jsonl"
 SPOOL_MEMORY = 1 << 20
@@ -43,12 +53,30 @@ class Spool:
     """Per-session spools; ``add`` records, then ``write_to``/``write_dir``.
 
     Each session's bytes grow in a ``bytearray`` (appending is one C call per record);
-    past :data:`SPOOL_MEMORY` they move to an unnamed temporary file in one write, so
-    memory stays bounded by the sessions' tails, not by the recording."""
+    past :data:`SPOOL_MEMORY` they move to a file in one write (an unnamed temporary
+    file; with ``directory``, the session's live output file, started with the header
+    ``provisional(sid)`` returns), so memory stays bounded by the sessions' tails, not
+    by the recording."""
 
-    def __init__(self, only: str | None = None):
+    def __init__(self, only: str | None = None, directory: str | None = None,
+                 provisional: Callable[[str], dict] | None = None):
         self.only = only
         self.files: dict[str, _SessionSpool] = {}
+        self.directory = directory  # made by the caller
+        self.provisional = provisional
+
+    def _new(self, sid: str) -> _SessionSpool:
+        f = self.files[sid] = _SessionSpool()
+        if self.directory is not None and (self.only is None or sid == self.only):
+            f.live = (os.path.join(self.directory, file_name(sid)), sid, self.provisional)
+        return f
+
+    def flush(self) -> None:
+        """Write every session's spooled records to its live output file now (the input
+        has no more bytes ready: a watcher sees what was made so far)."""
+        for f in self.files.values():
+            if f.live is not None and f.buf:
+                f.spill()
 
     def add(self, pairs: Iterable[tuple[str, dict]]) -> None:
         files = self.files
@@ -60,7 +88,7 @@ class Spool:
                 continue
             f = files.get(sid)
             if f is None:
-                f = files[sid] = _SessionSpool()
+                f = self._new(sid)
             buf = f.buf
             buf += dumps(rec, option=nl)
             if len(buf) > SPOOL_MEMORY:
@@ -71,7 +99,7 @@ class Spool:
         record stays readable by :meth:`get`); returns its offset in its session."""
         f = self.files.get(sid)
         if f is None:
-            f = self.files[sid] = _SessionSpool()
+            f = self._new(sid)
         buf = f.buf
         pos = f.spilled + len(buf)
         buf += _dumps(rec, option=_NL)
@@ -108,26 +136,53 @@ class Spool:
             tmp = path + ".part"
             with open(tmp, "wb") as out:
                 self._emit(out, sid, h)
-            os.replace(tmp, path)
+            os.replace(tmp, path)  # over the live file, if there is one: atomically
             written.append(path)
         return written
 
 
-class _SessionSpool:
-    """One session's records: a memory tail, and a temporary file once it grew."""
+def provisional_header(header: dict) -> dict:
+    """A stream's header as known before its input is done: ``native.provisional``
+    says a later header replaces it (acp-pipes choice, docs/asr.md)."""
+    native = header.get("native")
+    return {**header, "native": {**(native if isinstance(native, dict) else {}),
+                                 "provisional": True}}
 
-    __slots__ = ("buf", "file", "spilled")
+
+def is_provisional(header: dict) -> bool:
+    native = header.get("native")
+    return isinstance(native, dict) and native.get("provisional") is True
+
+
+class _SessionSpool:
+    """One session's records: a memory tail, and a file once it grew (a temporary one,
+    or with ``live`` = (path, sid, provisional) the live output file, its records
+    after the provisional header's ``base`` bytes)."""
+
+    __slots__ = ("base", "buf", "fd", "live", "spilled")
 
     def __init__(self) -> None:
         self.buf = bytearray()
-        self.file: BinaryIO | None = None
-        self.spilled = 0  # bytes in the file
+        self.fd: int | None = None
+        self.spilled = 0  # bytes of records in the file
+        self.base = 0  # bytes before them (the provisional header)
+        self.live: tuple[str, str, Callable[[str], dict] | None] | None = None
 
     def spill(self) -> None:
-        if self.file is None:
-            self.file = tempfile.TemporaryFile()
-        self.file.seek(0, os.SEEK_END)
-        self.file.write(self.buf)
+        """Append the memory tail to the file, whole lines in one write."""
+        if self.fd is None:
+            if self.live is None:
+                self.fd = _temporary_fd()
+            else:
+                path, sid, provisional = self.live
+                self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+                head = b""
+                if provisional is not None:
+                    head = _dumps(provisional_header(provisional(sid)), option=_NL)
+                self.buf[:0] = head  # one write with the first records
+                self.base = len(head)
+                self.spilled = -len(head)
+        _write_all(self.fd, self.buf)
         self.spilled += len(self.buf)
         self.buf.clear()
 
@@ -136,42 +191,56 @@ class _SessionSpool:
         if pos >= self.spilled:
             start = pos - self.spilled
             return bytes(self.buf[start:self.buf.index(b"\n", start)])
-        f = self.file
-        f.flush()
-        f.seek(pos)
-        line = f.readline()
-        if not line.endswith(b"\n"):  # continues in the memory tail
-            line += self.buf[:self.buf.index(b"\n")]
-        return line.rstrip(b"\n")
+        line = b""
+        at = self.base + pos
+        end = self.base + self.spilled
+        while at < end:
+            chunk = os.pread(self.fd, min(1 << 16, end - at), at)  # type: ignore[arg-type]
+            cut = chunk.find(b"\n")
+            if cut >= 0:
+                return line + chunk[:cut]
+            line += chunk
+            at += len(chunk)
+        return line + self.buf[:self.buf.index(b"\n")]  # continues in the memory tail
 
     def copy_to(self, out: BinaryIO) -> None:
-        f = self.file
-        if f is not None:
-            f.flush()
-            if not _send(f, out):
-                f.seek(0)
-                while chunk := f.read(1 << 20):
+        fd = self.fd
+        if fd is not None:
+            if not _send(fd, self.base, self.base + self.spilled, out):
+                at, end = self.base, self.base + self.spilled
+                while at < end:
+                    chunk = os.pread(fd, min(1 << 20, end - at), at)
                     out.write(chunk)
-            f.close()
-            self.file = None
+                    at += len(chunk)
+            os.close(fd)
+            self.fd = None
         out.write(self.buf)
         self.buf = bytearray()
 
 
-def _send(f: BinaryIO, out: BinaryIO) -> bool:
-    """Copy the whole temporary file to ``out`` in the kernel (``os.sendfile``), not
-    through Python buffers. Only for a plain file or pipe (a ``BufferedWriter`` or
-    ``FileIO``: a wrapper such as ``GzipFile`` has the descriptor of what it encodes
-    into); False, with nothing written, where that does not apply or the system
-    refuses at once (then the caller copies). What is left after a later error is
-    copied through Python."""
+def _temporary_fd() -> int:
+    with tempfile.TemporaryFile() as f:  # unnamed: gone when its last descriptor closes
+        return os.dup(f.fileno())
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _send(src: int, start: int, size: int, out: BinaryIO) -> bool:
+    """Copy bytes ``start`` to ``size`` of the spool file ``src`` to ``out`` in the
+    kernel (``os.sendfile``), not through Python buffers. Only for a plain file or pipe
+    (a ``BufferedWriter`` or ``FileIO``: a wrapper such as ``GzipFile`` has the
+    descriptor of what it encodes into); False, with nothing written, where that does
+    not apply or the system refuses at once (then the caller copies). What is left
+    after a later error is copied through Python."""
     if out.__class__ is not io.BufferedWriter and out.__class__ is not io.FileIO:
         return False
-    src = f.fileno()
-    size = os.fstat(src).st_size
     out.flush()
     fd = out.fileno()
-    offset = 0
+    offset = start
     try:
         while offset < size:
             sent = os.sendfile(fd, src, offset, size - offset)
@@ -179,10 +248,10 @@ def _send(f: BinaryIO, out: BinaryIO) -> bool:
                 break
             offset += sent
     except OSError:
-        if offset == 0:
+        if offset == start:
             return False
-    if offset < size:
-        f.seek(offset)
-        while chunk := f.read(1 << 20):
-            out.write(chunk)
+    while offset < size:
+        chunk = os.pread(src, min(1 << 20, size - offset), offset)
+        out.write(chunk)
+        offset += len(chunk)
     return True

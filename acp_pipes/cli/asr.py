@@ -9,20 +9,22 @@ import sys
 
 from acp_pipes.asr.mapping import convert_paths
 from acp_pipes.cli.manual import page
-from acp_pipes.cli.runner import Context, Tool, UsageError, run
+from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee), frames (acp-frame) or folded entities (acp-fold) and runs the
 missing stages in-process. Writes one ASR stream per ACP session (ASR-701): with
--o DIR as DIR/<sessionId>.asr.jsonl (the ID percent-encoded), otherwise all streams back
-to back on stdout. Converting the same input twice gives the same bytes: times come from
-the recording, never the clock. A recording cut off mid-session still converts (open
-entities are written as they stand, ASR-705); an update kind this version does not know
-is kept as an audit record (ASR-710). A recording that negotiated ACP v1 (every agent
-and editor in use today) converts by the same rules, with the choices and losses in the
-ASR format's section "ACP v1"; v1 and v2 recordings may be given together. --validate checks ASR
-streams instead: exit 0 valid, 1 invalid with one line per problem (FILE:LINE: POINTER:
-what is wrong), 2 for a file that cannot be read or is another kind of stream.
+-o DIR as DIR/<sessionId>.asr.jsonl (the ID percent-encoded), each file growing as its
+records are made (after a provisional header, replaced by the final one at the end),
+otherwise all streams back to back on stdout when the input is done. Converting the
+same input twice gives the same bytes: times come from the recording, never the clock.
+A recording cut off mid-session still converts (open entities are written as they
+stand, ASR-705); an update kind this version does not know is kept as an audit record
+(ASR-710). A recording that negotiated ACP v1 (every agent and editor in use today)
+converts by the same rules, with the choices and losses in the ASR format's section
+"ACP v1"; v1 and v2 recordings may be given together. --validate checks ASR streams
+instead: exit 0 valid, 1 invalid with one line per problem (FILE:LINE: POINTER: what is
+wrong), 2 for a file that cannot be read or is another kind of stream.
 
 """ + (f"Manual: {page('acp-asr.md')}\n"
                 f"The ASR format, with every choice: {page('asr.md')}")
@@ -41,11 +43,17 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="record form field NAME even when the schema marks it secret")
     p.add_argument("--snapshots", action="store_true",
                    help="also write partial snapshots at checkpoints (ASR-705)")
+    p.add_argument("--follow", action="store_true",
+                   help="read each FILE as it grows, like tail -F, until the wire log's "
+                        "end record or Ctrl-C; with -o, each session's file grows as its "
+                        "records are made")
     p.add_argument("--validate", action="store_true",
                    help="validate ASR streams (FILE...) instead of converting")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
+    if args.validate and args.follow:
+        raise UsageError("--follow converts a growing log: not with --validate")
     if args.validate:
         from acp_pipes.asr.validate import validate_paths
 
@@ -63,6 +71,11 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     # collector's scans; records are many, short-lived and acyclic, so the young
     # generation is collected every 50,000 allocations, not every 700 (a few MB at most
     # between collections; memory stays bounded)
+    if args.output:
+        try:
+            os.makedirs(args.output, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     progress = ctx.term.err_tty and len(ctx.files) > 1
@@ -75,11 +88,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     done = convert_paths(ctx.files, warn=ctx.warn, agent_name=args.agent_name,
                          secret_fields=args.secret_field, keep_fields=args.keep_field,
                          snapshots=args.snapshots, only=args.session, on_file=on_file,
-                         note=ctx.note)
+                         note=ctx.note, directory=args.output, follow=args.follow)
     if progress and done.unreadable is None:
         print(file=sys.stderr)
     spool, headers, unreadable = done.spool, done.headers, done.unreadable
-    if unreadable is None and args.session is not None and args.session not in headers:
+    if (unreadable is None and not done.interrupted and args.session is not None
+            and args.session not in headers):
         raise UsageError(f"no session {args.session!r} in the input")
     if args.output:
         try:
@@ -90,7 +104,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         spool.write_to(ctx.out, headers)
     if unreadable is not None:
         raise unreadable
-    return 0
+    return EXIT_INTERRUPTED if done.interrupted else 0
 
 
 TOOL = Tool(
