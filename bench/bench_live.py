@@ -11,11 +11,19 @@ time acp-tee logged for the frame that made its entity final (the frame after wh
 the fold, fed the wire log frame by frame, gives out the record's entity). Both are the
 system clock's, on one host. Records only seen in the final rewrite (none, when the
 follower keeps up) are left out and counted. Target: p99 < 50 ms.
+
+What streaming costs a big conversion: with ``ACP_LIVE_BASELINE=/path/to/a/checkout``
+(one before the live readers), acp-frame over a 200,000-frame wire log (as a file and
+through a pipe, ``cat log | acp-frame``: a pipe is read by the live reader, which looks
+whether more bytes are ready before each 64 KiB read) and ``acp-asr -o DIR`` over a
+114k-update log (its spools are the live output files) run in the same run against that
+checkout's, interleaved, medians of 5 (quick: 1), CPU time beside wall time.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -24,32 +32,46 @@ from pathlib import Path
 
 import orjson
 
-from bench.common import env, table, tool, workdir
+from bench.common import (
+    REPO,
+    env,
+    median_cpu,
+    median_wall,
+    run_cmd,
+    side_by_side,
+    table,
+    tool,
+    workdir,
+)
 
 TARGET_P99_MS = 50.0
 
 
 def _watch(path: Path, seen: dict[int, int], stop: threading.Event) -> None:
-    """Stamp each record line of ``path`` (by its ``seq``) when it first appears."""
-    pos, buf = 0, b""
+    """Stamp each record line of ``path`` (by its ``seq``) when it first appears. The
+    live file is held open: the final file renamed over it at the end is not read."""
+    f = None
+    buf = b""
     while not stop.is_set():
-        try:
-            with open(path, "rb") as f:
-                f.seek(pos)
-                chunk = f.read()
-        except FileNotFoundError:
-            chunk = b""
+        if f is None:
+            try:
+                f = open(path, "rb")  # noqa: SIM115 - closed below
+            except FileNotFoundError:
+                time.sleep(0.0005)
+                continue
+        chunk = f.read()
         now = time.time_ns()
-        if chunk:
-            pos += len(chunk)
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                rec = orjson.loads(line)
-                if rec.get("type") != "header" and rec["seq"] not in seen:
-                    seen[rec["seq"]] = now
-        else:
+        if not chunk:
             time.sleep(0.0005)
+            continue
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            rec = orjson.loads(line)
+            if rec.get("type") != "header" and rec["seq"] not in seen:
+                seen[rec["seq"]] = now
+    if f is not None:
+        f.close()
 
 
 def _finalizing_frames(wire: Path) -> dict[tuple[int, ...], int]:
@@ -122,6 +144,46 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+def _python(checkout: Path, name: str, *args: str) -> list[str]:
+    """``acp-<name> ARGS`` run from ``checkout`` (its own acp_pipes first on the path)."""
+    return ["env", f"PYTHONPATH={checkout}", sys.executable, "-m",
+            f"acp_pipes.cli.{name}", *args]
+
+
+def cost(baseline: Path, quick: bool) -> str:
+    from bench.bench_asr import wire_log_in_child
+    from bench.bench_frame import wire_log
+
+    frames = wire_log(20_000 if quick else 200_000)
+    asr_log, updates, _ = wire_log_in_child(6_000 if quick else 100_000)
+    out = workdir("live") / "cost"
+    rows = []
+    for what, argv_of, stdin in (
+            ("acp-frame FILE", lambda c: _python(c, "frame", str(frames)), None),
+            ("cat FILE \\| acp-frame", lambda c: ["sh", "-c", 'cat "$0" | "$@"', str(frames),
+                                                 *_python(c, "frame")], None),
+            ("acp-asr FILE -o DIR", lambda c: _python(c, "asr", str(asr_log), "-o", str(out)),
+             None)):
+        def run(checkout: Path, argv_of=argv_of, stdin=stdin):
+            shutil.rmtree(out, ignore_errors=True)
+            return run_cmd(argv_of(checkout), stdin=stdin, stdout=Path(os.devnull))
+
+        runs = side_by_side({"before": lambda run=run: run(baseline),
+                             "now": lambda run=run: run(REPO)}, repeat=1 if quick else 5)
+        b, n = median_wall(runs["before"]), median_wall(runs["now"])
+        bc, nc = median_cpu(runs["before"]), median_cpu(runs["now"])
+        rows.append([what, f"{b:.3f} s", f"{n:.3f} s", f"{n / b:.3f}x",
+                     f"{bc:.2f} s / {nc:.2f} s = {nc / bc:.3f}x"])
+    return "\n".join([
+        "",
+        f"Same run, `ACP_LIVE_BASELINE={baseline}`: {frames.stat().st_size / 1e6:.0f} MB "
+        f"wire log for acp-frame, {updates:,} updates for acp-asr; medians.",
+        "",
+        table(["command", "before (median)", "now (median)", "now / before",
+               "CPU before / now"], rows),
+    ])
+
+
 def main(quick: bool) -> str:
     prompts = 8 if quick else 40
     rounds = 1 if quick else 3
@@ -146,7 +208,8 @@ def main(quick: bool) -> str:
         table(["run", "records", "p50 ms", "p99 ms", "max ms", "not seen live"], rows),
         "",
         f"Target p99 < {TARGET_P99_MS:.0f} ms: {verdict} ({p99:.1f} ms).",
-    ])
+    ]) + (cost(Path(os.environ["ACP_LIVE_BASELINE"]), quick)
+          if os.environ.get("ACP_LIVE_BASELINE") else "")
 
 
 if __name__ == "__main__":

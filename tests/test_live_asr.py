@@ -191,3 +191,59 @@ def test_one_shot_output_is_unchanged_by_the_live_spool(tmp_path, big):
     if big:
         assert len(written) > output.SPOOL_MEMORY  # it did spill into the live file
     assert [p.name for p in (tmp_path / "o").iterdir()] == [file_name(SESSION)]  # no .part
+
+
+# -- --snapshots: a long stream seen as it grows (ASR-705) ------------------------------
+
+
+def _streaming_log(path: Path, chunks: int) -> None:
+    """A v2 session whose agent streams one message in ``chunks`` chunks."""
+    from acp_pipes.wire import frame_record, header
+
+    def upd(u: dict) -> bytes:
+        return orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
+                             "params": {"sessionId": "s", "update": u}})
+
+    frames = [
+        ("c2a", b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}'),
+        ("a2c", b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2}}'),
+        ("c2a", b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}'),
+        ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}'),
+        ("c2a", b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s",'
+                b'"messageId":"u1","prompt":[{"type":"text","text":"go"}]}}'),
+        ("a2c", b'{"jsonrpc":"2.0","id":2,"result":{"userMessageId":"u1"}}'),
+        ("a2c", upd({"sessionUpdate": "state_update", "state": "running"})),
+        *(("a2c", upd({"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                       "content": {"type": "text", "text": f"{i} "}})) for i in range(chunks)),
+        ("a2c", upd({"sessionUpdate": "state_update", "state": "idle",
+                     "stopReason": "end_turn"})),
+    ]
+    path.write_bytes(orjson.dumps(header(["agent"], started_ns=0, clock="epoch", host=False))
+                     + b"\n" + b"".join(orjson.dumps(frame_record(i, 0, d, raw)) + b"\n"
+                                        for i, (d, raw) in enumerate(frames)))
+
+
+def test_snapshots_show_a_long_message_as_it_streams(tmp_path):
+    """ASR-705: with --snapshots a message streamed in 300 chunks is written as partial
+    snapshots when 64, 128 and 256 chunks have come, each with the text so far, and its
+    final record supersedes them; without, only the final record."""
+    wire = tmp_path / "wire.jsonl"
+    _streaming_log(wire, 300)
+    r = run_tool("asr", "--snapshots", str(wire))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    recs = [orjson.loads(x) for x in r.stdout.splitlines()[1:]]
+    msgs = [x for x in recs if x["type"] == "message" and x["role"] == "assistant"]
+    texts = [x["content"][0]["text"] for x in msgs]
+    full = "".join(f"{i} " for i in range(300))
+    assert texts == [full[:len("".join(f"{i} " for i in range(n)))] for n in (64, 128, 256)] \
+        + [full]
+    assert [x.get("capture", {}).get("record") for x in msgs] == [{"state": "partial"}] * 3 \
+        + [None]
+    assert [x.get("supersedes") for x in msgs] == [None, msgs[0]["id"], msgs[1]["id"],
+                                                  msgs[2]["id"]]
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(r.stdout)
+    assert run_tool("asr", "--validate", str(stream)).returncode == 0
+    plain = [orjson.loads(x) for x in run_tool("asr", str(wire)).stdout.splitlines()[1:]]
+    assert [x["content"][0]["text"] for x in plain
+            if x["type"] == "message" and x["role"] == "assistant"] == [full]

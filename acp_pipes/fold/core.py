@@ -38,6 +38,15 @@ TURN_SCOPED = frozenset({"user_message", "agent_message", "agent_thought", "sess
                          "plan", "terminal"})
 #: Entity kinds an update itself can make final (a status, or at once).
 _ENDS_BY_UPDATE = frozenset({"tool_call", "compaction", "subagent"})
+#: With --snapshots, an entity still streaming is also a checkpoint (ASR-705) when its
+#: count of updates reaches SNAPSHOT_FROM, then each time it doubles: a watcher sees a
+#: long message or tool call grow, and the snapshots of one entity add up to at most
+#: twice its final size (acp-pipes choice).
+SNAPSHOT_FROM = 64
+
+
+def _checkpoint(updates: int) -> bool:
+    return updates >= SNAPSHOT_FROM and updates & (updates - 1) == 0
 _SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume",
                     "session/close", "session/prompt"})
 
@@ -537,6 +546,8 @@ class Folder:
                     self.warn(f"{ekind} {key}: {problem}")
                 if meta is not None:
                     keep_trace(ent, meta)  # ASR-708
+                if self.snapshots and window is None and _checkpoint(len(ent.frames)):
+                    self._snapshot(sess, ent)
                 if ekind in _ENDS_BY_UPDATE:
                     self._ended_by_update(sess, ent, table, k)
                 return
@@ -562,6 +573,16 @@ class Folder:
             elif self.snapshots and window is None:
                 self.timeline.flush(sess.lane, force=True)
         self.timeline.bound(sess.lane)
+
+    def _snapshot(self, sess: _Session, ent: Entity) -> None:
+        """ASR-705: a long stream is a checkpoint of its own. The first releases the
+        lane as partial records (as at any checkpoint); once the entity is released, a
+        snapshot of it leaves at once, as its final record will."""
+        timeline = self.timeline
+        if ent.released:
+            timeline.out.append(timeline.record(ent, False, "snapshot"))
+        else:
+            timeline.flush(sess.lane, force=True)
 
     def _new_entity(self, sess, seq, t, kind, key, how, id_field, table) -> Entity:
         """The first update of an entity (in this namespace): a new entity, or one
