@@ -73,7 +73,10 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
     if head == GZIP_MAGIC:
         import gzip  # only for .gz input: kept off every tool's start-up path
 
-        reader = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
+        if isinstance(getattr(reader, "raw", None), _LiveRaw):  # still being written
+            reader = _GzipLines(reader)  # type: ignore[assignment]
+        else:
+            reader = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
     if live is not None and live.follow and path != STDIN:
         return _Followed(reader)  # type: ignore[return-value]
     return reader
@@ -207,7 +210,7 @@ class _LiveRaw(io.RawIOBase):
     def __init__(self, fd: int, live: Live, path: str | None, closefd: bool):
         super().__init__()
         self.fd = fd
-        self.idle = live.idle or _nothing
+        self.hook = live.idle
         self.follow = live.follow and path is not None
         self.poll = live.poll
         self.path = path
@@ -219,6 +222,16 @@ class _LiveRaw(io.RawIOBase):
 
     def fileno(self) -> int:
         return self.fd
+
+    def idle(self) -> None:
+        """The tool's idle hook. A closed pipe downstream (``| head``) is not this
+        input's error: the tool's next write meets it again and ends it quietly (as
+        ``tail -f | head`` does), where a reader would report it as unreadable input."""
+        if self.hook is not None:
+            try:
+                self.hook()
+            except BrokenPipeError:
+                pass
 
     def readinto(self, buf) -> int:  # type: ignore[override]
         if not self.follow:
@@ -266,8 +279,45 @@ class _LiveRaw(io.RawIOBase):
         super().close()
 
 
-def _nothing() -> None:
-    pass
+class _GzipLines:
+    """The lines (with their LF) of a gzip input that may still be written: what one
+    read gives is decompressed at once (``gzip.GzipFile`` waits for whole blocks, and at
+    a member's end for the next member's header, which a log being written does not
+    have yet). acp-tee flushes its ``.gz`` log with every record."""
+
+    def __init__(self, reader: BinaryIO):
+        self.reader = reader
+
+    def __iter__(self) -> Iterator[bytes]:
+        read1 = self.reader.read1  # type: ignore[attr-defined]
+        member = zlib.decompressobj(wbits=31)
+        begun = False  # a member has begun and not ended
+        rest = b""
+        while True:
+            data = read1(1 << 16)
+            if not data:
+                if begun:
+                    raise EOFError("Compressed file ended before the end-of-stream "
+                                   "marker was reached")
+                if rest:
+                    yield rest
+                return
+            while data:
+                begun = True
+                rest += member.decompress(data)
+                data = b""
+                if member.eof:
+                    data, begun = member.unused_data, False
+                    member = zlib.decompressobj(wbits=31)
+                    if not data.strip(b"\0"):  # trailing padding, as gzip allows
+                        data = b""
+            if b"\n" in rest:
+                *lines, rest = rest.split(b"\n")
+                for line in lines:
+                    yield line + b"\n"
+
+    def close(self) -> None:
+        self.reader.close()
 
 
 class _Followed:

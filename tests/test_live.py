@@ -5,6 +5,7 @@ the tools as executables."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import select
 import subprocess
@@ -94,6 +95,31 @@ def test_a_record_is_written_before_the_writer_closes(tool):
         p.wait()
 
 
+def test_a_reader_gone_downstream_ends_a_live_filter_quietly():
+    """``slow-writer | acp-frame | head -1``: the closed pipe is met while the filter
+    waits for input (flushing what it framed); it ends quietly (exit 0), not as
+    unreadable input."""
+    p = _spawn(*tool_argv("frame"), stdin=subprocess.PIPE)
+    try:
+        out = Reader(p.stdout.fileno())
+        p.stdin.write(HEAD + _wire([("c2a", INIT)]))
+        p.stdin.flush()
+        out.until(lambda ls: len(ls) >= 1, timeout=20)
+        p.stdout.close()  # head has what it wanted
+        for i in range(1, 50):
+            time.sleep(0.01)
+            p.stdin.write(_wire([("a2c", INIT_OK)], start=i))
+            p.stdin.flush()
+        p.stdin.close()
+        assert p.wait(TIMEOUT) == 0
+        assert p.stderr.read() == b""
+    except BrokenPipeError:  # the filter ended before all was written: also quiet
+        assert p.wait(TIMEOUT) == 0 and p.stderr.read() == b""
+    finally:
+        p.kill()
+        p.wait()
+
+
 def _prompt_count(lines: list[bytes], n: int) -> bool:
     """Has the fold written the agent's answer to prompt ``n`` (the echo agent's
     message)?"""
@@ -124,12 +150,13 @@ def _feed(tee: subprocess.Popen, frames: list[bytes], agent_out: Reader, answers
     agent_out.until(lambda ls: sum(b'"id"' in x and b'"result"' in x for x in ls) >= answers)
 
 
-@pytest.mark.parametrize("tool", ["fold", "frame"])
-def test_follow_reads_a_live_acp_tee_log_until_its_end_record(tmp_path, tool):
+@pytest.mark.parametrize(("tool", "suffix"), [("fold", ""), ("frame", ""), ("frame", ".gz")])
+def test_follow_reads_a_live_acp_tee_log_until_its_end_record(tmp_path, tool, suffix):
     """``acp-tee -o wire.jsonl`` in one place, ``acp-fold --follow wire.jsonl`` in
     another: the fold shows each prompt's answer while the session runs, ends by itself
-    at the end record, and has written what a fold of the finished log writes."""
-    wire = tmp_path / "wire.jsonl"
+    at the end record, and has written what a fold of the finished log writes. A .gz
+    log (acp-tee flushes it with every record) is followed the same way."""
+    wire = tmp_path / f"wire.jsonl{suffix}"
     follower = _spawn(*tool_argv(tool, "--follow", str(wire)))  # before the log exists
     tee, client = _echo_session(tmp_path, wire)
     try:
@@ -151,9 +178,38 @@ def test_follow_reads_a_live_acp_tee_log_until_its_end_record(tmp_path, tool):
         assert follower.stderr.read() == b""
         offline = run_tool(tool, str(wire))
         assert b"\n".join(seen.rest()) + b"\n" == offline.stdout
-        assert orjson.loads(wire.read_bytes().splitlines()[-1])["end"] is True
+        log = gzip.decompress(wire.read_bytes()) if suffix else wire.read_bytes()
+        assert orjson.loads(log.splitlines()[-1])["end"] is True
     finally:
         for p in (tee, follower):
+            p.kill()
+            p.wait()
+
+
+def test_acp_tee_logging_into_a_fifo_feeds_a_live_fold(tmp_path):
+    """``mkfifo log; acp-fold log & acp-tee -o log -- AGENT``: the fold shows each
+    prompt's answer while the session runs, and ends with acp-tee."""
+    fifo = tmp_path / "log"
+    os.mkfifo(fifo)
+    fold = _spawn(*tool_argv("fold", str(fifo)))  # opens the FIFO: waits for a writer
+    time.sleep(0.3)
+    tee, client = _echo_session(tmp_path, fifo)
+    try:
+        seen = Reader(fold.stdout.fileno())
+        agent_out = Reader(tee.stdout.fileno())
+        _feed(tee, client[:3], agent_out, 3)
+        seen.until(lambda ls: _prompt_count(ls, 1))
+        _feed(tee, client[3:4], agent_out, 4)
+        seen.until(lambda ls: _prompt_count(ls, 2))
+        assert fold.poll() is None and tee.poll() is None  # both still at work
+        _feed(tee, client[4:], agent_out, len(client))
+        tee.stdin.close()
+        assert tee.wait(TIMEOUT) == 0
+        assert fold.wait(TIMEOUT) == 0
+        assert fold.stderr.read() == b""
+        assert _prompt_count(seen.rest(), 3)
+    finally:
+        for p in (tee, fold):
             p.kill()
             p.wait()
 
@@ -201,6 +257,28 @@ def test_follow_stops_at_ctrl_c_with_what_it_read_written(tmp_path):
         p.send_signal(signal.SIGINT)
         assert p.wait(TIMEOUT) == 130
         assert orjson.loads(seen.rest()[0])["format"] == "acp-pipes/fold"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_gzip_pipe_is_read_as_it_comes():
+    """``... | acp-frame`` over gzip that is still being written: each flushed record is
+    framed at once, not when gzip's block or the member is complete."""
+    import zlib
+
+    p = _spawn(*tool_argv("frame"), stdin=subprocess.PIPE)
+    try:
+        out = Reader(p.stdout.fileno())
+        z = zlib.compressobj(wbits=31)
+        p.stdin.write(z.compress(HEAD + _wire([("c2a", INIT)])) + z.flush(zlib.Z_SYNC_FLUSH))
+        p.stdin.flush()
+        seen = out.until(lambda ls: len(ls) >= 2, timeout=20)
+        assert orjson.loads(seen[1])["method"] == "initialize"
+        p.stdin.write(z.compress(_wire([("a2c", INIT_OK)], start=1)) + z.flush())
+        p.stdin.close()
+        assert p.wait(TIMEOUT) == 0
+        assert len(out.rest()) == 3
     finally:
         p.kill()
         p.wait()
