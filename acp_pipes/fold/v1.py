@@ -170,7 +170,9 @@ class V1Lift:
     def _update(self, seq: int, t: Any, sid: str, upd: dict) -> None:
         s = self.sessions.get(sid) or self._session(sid)
         kind = upd.get("sessionUpdate")
-        if kind in _TOOL:
+        if kind.__class__ is not str:  # the fold reports it (an audit record)
+            self._in_order(s, seq, t, upd)
+        elif kind in _TOOL:
             if s.kind is not None:
                 self._end(s)
             self.update(seq, t, sid, lift_tool_call(upd))
