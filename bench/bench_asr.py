@@ -186,6 +186,55 @@ def _to_v1(msg: dict, d: str, calls: dict, turns: dict) -> list[dict]:
     return [{**msg, "params": {"sessionId": sid, "update": u}}]
 
 
+LIFT = """\
+import sys, time, gc, orjson
+from bench.bench_asr import v1_wire_log, wire_log
+from acp_pipes.fold import Folder
+from acp_pipes.fold.v1 import V1Lift
+
+def frames(path):
+    out = []
+    for line in open(path, "rb"):
+        r = orjson.loads(line)
+        if "raw" in r:
+            out.append((r["seq"], r["t"], r["dir"], orjson.loads(r["raw"])))
+    return out
+
+v1, v2 = frames(v1_wire_log(int(sys.argv[1]))[0]), frames(wire_log(int(sys.argv[1]))[0])
+noop = lambda *a: None
+
+def lift():
+    lifted = V1Lift(0, frame=noop, update=noop, mark=noop, declare=noop)
+    for f in v1[2:]:
+        lifted.feed(*f)
+    lifted.finish()
+
+def fold(fs):
+    folder = Folder()
+    for f in fs:
+        folder.feed(*f)
+    folder.finish()
+
+gc.freeze()
+best = {}
+for _ in range(5):
+    for name, fn in (("lift", lift), ("v1", lambda: fold(v1)), ("v2", lambda: fold(v2))):
+        t = time.process_time()
+        fn()
+        best[name] = min(best.get(name, 1e9), time.process_time() - t)
+print(orjson.dumps([best["lift"] / (len(v1) - 2), best["v1"] / len(v1),
+                    best["v2"] / len(v2)]).decode())
+"""
+
+
+def lift_cost(updates: int) -> list[float]:
+    """In a child, parsed frames in memory, best of 5 CPU: the v1 lift alone (its fold
+    calls do nothing) per v1 frame, and the whole fold per frame of each log."""
+    p = subprocess.run([sys.executable, "-c", LIFT, str(updates)], env=env(),
+                       capture_output=True, check=True)
+    return orjson.loads(p.stdout)
+
+
 def streamed_message(chunks: int) -> Run:
     """Fold one agent message streamed in ``chunks`` text chunks (in-process, parsed
     messages prepared beforehand): linear in the chunks if the time per chunk stays flat."""
@@ -307,6 +356,11 @@ def main(quick: bool) -> str:
            + table(["updates", "wall before / after (median)", "after/before",
                     "CPU before / after (median)", "after/before", "peak RSS before / after"],
                    ab_rows))
+        + "\n\nWhere v1's time goes (in-process, frames parsed beforehand, best of 5 CPU, "
+        f"{sizes[0]:,}-update logs): the v1 lift alone (its calls into the fold do "
+        "nothing) {:.2f} µs a v1 frame; the fold with the lift {:.2f} µs a v1 frame; the "
+        "fold of the v2 log {:.2f} µs a v2 frame.".format(
+            *(x * 1e6 for x in lift_cost(sizes[0])))
     )
 
 

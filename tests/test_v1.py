@@ -259,3 +259,21 @@ def test_content_digest_is_the_canonical_hash(content):
     except CanonicalError:
         want = "0" * 16
     assert content_digest(content) == want
+
+
+def test_derived_ids_are_the_same_when_the_counts_spill_to_disk(monkeypatch):
+    """Occurrence counts past SEEN_IN_MEMORY live in sqlite: the IDs do not change."""
+    import acp_pipes.fold.v1 as v1
+
+    def ids() -> list[str]:
+        s = Session().init().req(1, "session/new", cwd="/w", mcpServers=[])
+        s.resp(1, {"sessionId": "s"})
+        for i in range(12):
+            s.turn(2 + i, "s", "again" if i % 2 else f"new {i}",
+                   [("agent_message_chunk", ["ok"])])
+        return [r["messageId"] for r in _streams(s.frames)["s"] if r["type"] == "message"]
+
+    in_memory = ids()
+    monkeypatch.setattr(v1, "SEEN_IN_MEMORY", 2)
+    assert ids() == in_memory
+    assert in_memory[-1].endswith(":12") and len(set(in_memory)) == 24

@@ -61,6 +61,8 @@ LOSS_TERMINAL_TRUNCATED = "_org.agent-session.acp/v1_terminal_truncated"
 LOSSES = (LOSS_BOUNDARIES, LOSS_FS_WRITES, LOSS_TERMINAL_TRUNCATED)
 #: The ID of a session's one v1 plan (v1 plans have none).
 PLAN_ID = "v1:plan"
+#: Derived-ID stems counted in memory (~140 bytes each) before the counts spill to disk.
+SEEN_IN_MEMORY = 8192
 
 _CHUNKS = {"user_message_chunk": ("user", "user_message"),
            "agent_message_chunk": ("agent", "agent_message"),
@@ -111,8 +113,9 @@ class V1Lift:
         self.declare = declare
         self.sessions: dict[str, _Session] = {}
         # occurrences of each derived-ID stem per session: a digest of (session, history,
-        # stem) -> count, in a table whose memory stays flat (acp_pipes.fold.index)
-        self.seen = DigestIndex()
+        # stem) -> count, in a table whose memory stays flat (acp_pipes.fold.index): a
+        # session rarely has more than SEEN_IN_MEMORY messages, the rest go to disk
+        self.seen = DigestIndex(SEEN_IN_MEMORY)
         self.asked: dict[tuple, tuple[str, Any, dict]] = {}  # client requests (c2a)
         self.agent_asked: dict[tuple, tuple] = {}  # the agent's terminal requests (a2c)
 
