@@ -277,3 +277,18 @@ def test_derived_ids_are_the_same_when_the_counts_spill_to_disk(monkeypatch):
     monkeypatch.setattr(v1, "SEEN_IN_MEMORY", 2)
     assert ids() == in_memory
     assert in_memory[-1].endswith(":12") and len(set(in_memory)) == 24
+
+
+def test_validate_wants_the_v1_loss_of_derived_message_ids(tmp_path):
+    """A v1 stream with derived message IDs must declare the lost boundaries (ASR-722);
+    acp-asr --validate says so when the header does not."""
+    expected = (FIXTURES / "ASR-704-v1-message-boundaries" / "expected.asr.jsonl")
+    lines = expected.read_bytes().splitlines()
+    header = orjson.loads(lines[0])
+    header["producer"]["lossy"].remove("_org.agent-session.acp/v1_message_boundaries")
+    bad = tmp_path / "bad.asr.jsonl"
+    bad.write_bytes(b"".join(x + b"\n" for x in [orjson.dumps(header), *lines[1:]]))
+    got = run_tool("asr", "--validate", str(bad))
+    assert got.returncode == 1
+    assert b"required loss '_org.agent-session.acp/v1_message_boundaries'" in got.stderr
+    assert run_tool("asr", "--validate", str(expected)).returncode == 0

@@ -7,7 +7,8 @@ each stream starts with a header; ``seq`` counts 1, 2, 3, ... and ``id``s are un
 ``lineage.inherits.localThroughId`` name records of the stream; ``copiedFrom`` names a
 record of the stream the header says it inherits from (checked when that stream is
 among the inputs); every PathRef names a declared root; the losses ASR-722 requires
-for what the stream holds are declared in ``producer.lossy``; every line ends with LF
+for what the stream holds are declared in ``producer.lossy`` (and, in a stream of ACP
+v1, the lost message boundaries when a message ID was derived); every line ends with LF
 alone (the stream contract: a CR LF line is a problem). A file
 with no line at all has no header: a problem of the whole file (``FILE: : ...``).
 
@@ -26,6 +27,7 @@ import orjson
 from acp_pipes.asr.model import ALWAYS_LOST
 from acp_pipes.asr.output import is_provisional
 from acp_pipes.asr.schema import validator_for
+from acp_pipes.fold import v1
 from acp_pipes.jsonl import display_name, read_lines
 from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
@@ -47,6 +49,7 @@ class _Stream:
         self.ids: dict[str, str] = {}  # id -> type
         self.seq = 0
         self.types: set[str] = set()
+        self.derived_message = False  # a message whose ID the recorder derived
         roots = (header.get("workspace") or {}).get("roots") or []
         self.roots = {r.get("id") for r in roots if isinstance(r, dict)}
         self.copied: list[tuple[int, dict]] = []
@@ -91,6 +94,9 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
             need.add("tool_result.content")
         if "tool_call" in st.types:
             need.add("_org.agent-session.acp/tool_status_transitions")
+        source = (st.header.get("producer") or {}).get("source")
+        if st.derived_message and source == v1.SOURCE:  # docs/asr.md, "ACP v1"
+            need.add(v1.LOSS_BOUNDARIES)
         for loss in sorted(need - lossy):
             yield (f"{st.source}:{st.line}: /producer/lossy: required loss {loss!r} "
                    "is not declared (ASR-722)")
@@ -162,6 +168,9 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
         t = rec.get("type")
         if isinstance(t, str):
             st.types.add(t)
+            if t == "message" and rec.get("idSource") == "derived" and (
+                    rec.get("origin") != "notice"):
+                st.derived_message = True
         if isinstance(rid, str):
             if rid in st.ids:
                 yield f"{where}: /id: duplicate id {rid!r}"
