@@ -458,6 +458,34 @@ def test_stored_sessions_need_not_be_live():
     assert found(convo) == []
 
 
+def _prompt(rid, sid):
+    return ("c2a", m(id=rid, method="session/prompt", params={
+        "sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}))
+
+
+def test_resume_and_fork_make_a_session_live():
+    # resume: live from its request (the agent may replay before answering); fork: the
+    # new session is live from the fork's response, not before
+    base = v2(agent_caps={"session": {"fork": {}}})[:-2]  # the session not closed
+    resumed = [("c2a", m(id=20, method="session/resume", params={"sessionId": "old", "cwd": "/"})),
+               ("a2c", m(id=20, result={})),
+               _prompt(21, "old"), ("a2c", m(id=21, result={"messageId": "u2"}))]
+    forked = [("c2a", m(id=22, method="session/fork", params={"sessionId": "sess-1",
+                                                               "cwd": "/"})),
+              ("a2c", m(id=22, result={"sessionId": "sess-2"})),
+              _prompt(23, "sess-2"), ("a2c", m(id=23, result={"messageId": "u3"}))]
+    assert found([*base, *resumed, *forked]) == []
+    early = [*base, forked[0], _prompt(23, "sess-2"), forked[1],
+             ("a2c", m(id=23, error={"code": -32002, "message": "no such session"}))]
+    assert found(early) == [
+        ("unknown-session", 12, "/params/sessionId",
+         "session/prompt: session sess-2 was never created, loaded, resumed or forked on "
+         "this connection")]
+    failed = [*base, resumed[0], ("a2c", m(id=20, error={"code": -32002, "message": "no"})),
+              _prompt(21, "old"), ("a2c", m(id=21, error={"code": -32002, "message": "no"}))]
+    assert [f[:3] for f in found(failed)] == [("unknown-session", 13, "/params/sessionId")]
+
+
 # -- capabilities ------------------------------------------------------------------------
 
 
@@ -517,6 +545,23 @@ def test_elicitation_needs_the_client_capability_and_its_mode():
          "capabilities.elicitation.form, which it did not advertise")]
     both = v2(client_caps={"elicitation": {"form": {}}})[:-2]
     assert found([*both, ("a2c", ask), ("c2a", answer)]) == []
+
+
+def test_capability_of_session_list_and_terminals():
+    calls = [("c2a", m(id=3, method="session/list", params={})),
+             ("a2c", m(id=3, result={"sessions": []})),
+             ("a2c", m(id=1, method="terminal/create", params={"sessionId": "s1",
+                                                                "command": "ls"})),
+             ("c2a", m(id=1, result={"terminalId": "t1"}))]
+    unadvertised = [*v1(client_caps={"fs": {"readTextFile": True}}), *calls]
+    assert found(unadvertised) == [
+        ("capability", 9, "/method", "session/list needs the agent capability "
+         "agentCapabilities.sessionCapabilities.list, which it did not advertise"),
+        ("capability", 11, "/method", "terminal/create needs the client capability "
+         "clientCapabilities.terminal, which it did not advertise")]
+    advertised = [*v1(client_caps={"fs": {"readTextFile": True}, "terminal": True},
+                      agent_caps={"sessionCapabilities": {"list": {}}}), *calls]
+    assert found(advertised) == []
 
 
 # -- one direction -----------------------------------------------------------------------
