@@ -1,8 +1,10 @@
 """acp-frame --validate over large recordings, against framing alone in the same run.
 
-The subject is the real CLI, `acp-frame --validate LOG`, as CI runs it; the baseline is
-`acp-frame LOG` (frame records written to /dev/null), which --validate does first: the
-difference is what checking costs. Two valid recordings: the echo agent's session shape
+The subject is the real CLI, `acp-frame --validate LOG`, as CI runs it; two baselines
+in the same run: a bare orjson loop (a fresh Python parsing each wire line and the frame
+it holds, the least any checker of the log does), and `acp-frame LOG` (frame records
+written to /dev/null), which --validate does first: the difference is what checking
+costs. Two valid recordings: the echo agent's session shape
 (ACP v2: prompts answered at once, streamed chunks, tool calls, plans, permission
 requests; one connection, one session) and a v1 session of the shape the official Python
 SDK writes (chunks, tool calls, permission requests and file reads, prompts answered at
@@ -35,6 +37,16 @@ from bench.common import (
 
 #: frames per second --validate must reach, start-up and all.
 TARGET = 20_000
+
+#: The bare loop: each wire line parsed, and the frame it holds.
+BARE = """\
+import sys, orjson
+loads = orjson.loads
+for line in open(sys.argv[1], "rb"):
+    raw = loads(line).get("raw")
+    if raw is not None:
+        loads(raw)
+"""
 T0 = 1764522928000000000
 
 
@@ -200,15 +212,17 @@ def main(quick: bool) -> str:
         runs = side_by_side({
             "validate": lambda log=log: run_cmd(tool("frame", "--validate", str(log))),
             "frame": lambda log=log: run_cmd(tool("frame", str(log))),
+            "bare": lambda log=log: run_cmd([sys.executable, "-c", BARE, str(log)]),
         }, repeat=repeat)
-        v, f = median_wall(runs["validate"]), median_wall(runs["frame"])
-        vc, fc = median_cpu(runs["validate"]), median_cpu(runs["frame"])
+        v, f, b = (median_wall(runs[k]) for k in ("validate", "frame", "bare"))
+        vc, fc, bc = (median_cpu(runs[k]) for k in ("validate", "frame", "bare"))
         rate = frames / v
         verdicts.append(rate >= TARGET)
-        rows.append([label, f"{frames:,}", f"{v:.3f} s", f"{f:.3f} s", f"{v / f:.2f}x",
-                     f"{vc:.3f} s", f"{fc:.3f} s", f"{rate:,.0f} frames/s",
+        rows.append([label, f"{frames:,}", f"{v:.3f} s", f"{b:.3f} s", f"{v / b:.2f}x",
+                     f"{f:.3f} s", f"{vc:.3f} s", f"{bc:.3f} s", f"{fc:.3f} s",
+                     f"{rate:,.0f} frames/s", f"{frames / b:,.0f} frames/s",
                      f"{frames / (v - f):,.0f} frames/s" if v > f else "-",
-                     f"{max_rss(runs['validate']):.1f} MB", f"{max_rss(runs['frame']):.1f} MB"])
+                     f"{max_rss(runs['validate']):.1f} MB"])
     parts, count = breakdown(logs["v2 (echo agent)"], repeat)
     split = table(["in-process, v2 log", "median", "per frame"], [
         [name, f"{sec:.3f} s", f"{sec / count * 1e6:.2f} us"] for name, sec in parts.items()])
@@ -220,13 +234,15 @@ def main(quick: bool) -> str:
     return "\n".join([
         "## acp-frame --validate: check a recording against the ACP spec",
         "",
-        f"Median of {repeat} interleaved runs through the CLI: `acp-frame --validate LOG` "
-        "against `acp-frame LOG > /dev/null` (framing alone, which --validate does first), "
-        "both fresh processes; throughput counts start-up and compiling the schemas.",
+        f"Median of {repeat} interleaved runs, each a fresh process: `acp-frame --validate "
+        "LOG`, the bare orjson loop (`python -c BARE LOG`: each wire line and the frame it "
+        "holds parsed, nothing else) and `acp-frame LOG > /dev/null` (framing alone, which "
+        "--validate does first); throughput counts start-up and compiling the schemas.",
         "",
-        table(["recording", "frames", "--validate wall", "framing wall", "ratio",
-               "--validate CPU", "framing CPU", "throughput", "the checks alone",
-               "--validate peak RSS", "framing peak RSS"], rows),
+        table(["recording", "frames", "--validate wall", "bare loop wall", "ratio",
+               "framing wall", "--validate CPU", "bare loop CPU", "framing CPU",
+               "--validate throughput", "bare loop throughput", "the checks alone",
+               "--validate peak RSS"], rows),
         "",
         f"Target: at least {TARGET:,} frames/s: {verdict}.",
         "",
