@@ -173,6 +173,11 @@ class Latency:
                     del self.open[turn.sid]
 
     def _update(self, turn: _Turn, f: dict[str, Any], t: int) -> None:
+        if turn.first is not None:  # only the idle state_update of a v2 turn matters now:
+            raw = f.get("raw")       # most updates are not one, and are not parsed
+            if self.version == 1 or raw is None or (
+                    "state_update" not in raw and "\\u" not in raw):
+                return
         update = frame_field(f, "params", "update")
         tag = update.get("sessionUpdate") if isinstance(update, dict) else None
         if tag not in TURN_QUIET:

@@ -90,6 +90,18 @@ def test_v2_turns_end_at_idle_or_an_error_and_skip_the_echo_and_state_for_the_fi
                                 "max": 100.0}
 
 
+def test_an_idle_state_written_with_escapes_ends_the_turn():
+    # after the first update only a state_update is parsed: one spelt with a JSON escape
+    # is one all the same
+    convo = [(t, d, orjson.dumps(x)) for t, d, x in V2[:9]]
+    escaped = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1",'
+               b'"update":{"sessionUpdate":"state\\u005fupdate","state":"idle"}}}')
+    recs = list(frames([frame_record(i, int(t * MS), d, raw) for i, (t, d, raw)
+                        in enumerate([*convo, (150, "a2c", escaped)])]))
+    (turn,) = latency_of(recs).turn_records()
+    assert (turn["first_update_ms"], turn["duration_ms"]) == (10.0, 50.0)
+
+
 def test_v1_turns_end_at_the_prompt_response():
     convo = [*init(1),
              (100, "c2a", m(id=2, method="session/prompt", params={"sessionId": "s1"})),

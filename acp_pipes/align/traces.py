@@ -76,18 +76,20 @@ class _Builder:
             sid = rec.get("sessionId")
             if session is not None and sid != session:
                 return
-            timed(rec)
+            kind = rec.get("kind")
+            if kind != "notification":  # requests and their answers are timed
+                timed(rec)
             d = rec["dir"]
             h = rec.get("hash") if hash_frame is None else hash_frame(rec)
             method = rec.get("method")
             # the key: direction and hash in one string (a string is the cheapest dict
             # key there is); a reply that answers no request seen has a key of its own
             key = d + h if h is not None else d
-            if method is None and rec.get("kind") in replies:
+            if method is None and kind in replies:
                 key = unanswered + key
             step = ids.get(key)
             if step is None:
-                step = new(key, h, (d, rec.get("kind"), method))
+                step = new(key, h, (d, kind, method))
             if sid != last[1] or d != last[0]:
                 last[0], last[1], last[2] = d, sid, self.chain_pos[chain((d, sid))].append
             last[2](len(seq))
