@@ -4,6 +4,10 @@ Every tool reads JSONL the same way, so a bad line is reported the same way ever
 ``InputError`` carries the source name and the 1-based line number, and readers yield
 what came before it untouched. Lines are bytes without the final LF (a CR before the LF
 is kept: it belongs to the line).
+
+Every output a user names is written the same way too (:class:`Output`): into a
+temporary file beside it, renamed over it only when the run succeeds, so a failed run
+leaves the file that was there; and never onto one of the run's inputs.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import select
 import stat
 import sys
+import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -21,7 +26,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from acp_pipes.errors import InputError  # re-exported: readers raise it
+from acp_pipes.errors import AcpPipesError, InputError, UsageError  # InputError: re-exported
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -46,6 +51,15 @@ def display_name(path: str) -> str:
     return "stdin" if path == STDIN else path
 
 
+def stdin() -> BinaryIO:
+    """Standard input, binary; an InputError when the process was started without one
+    (``<&-``: ``sys.stdin`` is None)."""
+    if sys.stdin is None:
+        raise InputError("stdin", 0, "closed: nothing to read (name a file, or redirect "
+                         "one with <)")
+    return sys.stdin.buffer
+
+
 def open_source(path: str, live: Live | None = None) -> BinaryIO:
     """Open a path (``-`` is stdin) for binary reading, gunzipping ``.gz`` transparently.
 
@@ -55,7 +69,7 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
     is read as :class:`Live` says; iterating the result gives its lines.
     """
     if path == STDIN:
-        raw: BinaryIO = sys.stdin.buffer
+        raw: BinaryIO = stdin()
         if live is not None:
             raw = _live(raw, 0, None, live, closefd=False)
     elif live is not None:
@@ -338,3 +352,146 @@ class _Followed:
 
     def close(self) -> None:
         self.stream.close()
+
+
+class OutputError(AcpPipesError):
+    """An output that cannot be written (a full disk, ``>/dev/full``, an I/O error)."""
+
+
+class _Sink(io.FileIO):
+    """A file descriptor whose write errors name the output: ``cannot write NAME: No
+    space left on device``, not an OSError from deep inside a tool. A broken pipe stays
+    a BrokenPipeError: the reader has gone, which ends a tool quietly."""
+
+    name_for_errors = "stdout"
+
+    def write(self, b):  # type: ignore[override]
+        try:
+            return super().write(b)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputError(f"cannot write {self.name_for_errors}: "
+                              f"{e.strerror or e}") from None
+
+
+def _sink(fd: int, name: str, closefd: bool) -> BinaryIO:
+    raw = _Sink(fd, "wb", closefd=closefd)
+    raw.name_for_errors = name
+    return io.BufferedWriter(raw)  # type: ignore[return-value]
+
+
+def stdout_sink() -> BinaryIO:
+    """Standard output, binary and buffered, its write errors named ``stdout`` (as it is
+    where it has no descriptor: a tool run in-process, under a test's capture)."""
+    fd = _fileno(sys.stdout)
+    return sys.stdout.buffer if fd is None else _sink(fd, "stdout", closefd=False)
+
+
+def stdout_fd() -> int | None:
+    """The descriptor of standard output, None where it has none."""
+    return _fileno(sys.stdout)
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+
+
+def file_id(path: str | int | None) -> tuple[int, int] | None:
+    """``(device, inode)`` of the regular file at ``path`` (``-``: stdin; an int: that
+    descriptor); None for anything else (a pipe, a terminal, ``/dev/null``, nothing)."""
+    if path is None:
+        return None
+    try:
+        if path == STDIN:
+            fd = _fileno(sys.stdin)
+            if fd is None:
+                return None
+            st = os.fstat(fd)
+        elif isinstance(path, int):
+            st = os.fstat(path)
+        else:
+            st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def refuse_input_as_output(output: str, output_id: tuple[int, int] | None,
+                           inputs: Iterable[str]) -> None:
+    """A UsageError when the output is one of the inputs, judged by device and inode
+    (a link or another spelling of the path is the same file), before anything is
+    read or written: the run would read what it writes, or replace its own input."""
+    if output_id is None:
+        return
+    for path in inputs:
+        if file_id(path) == output_id:
+            raise UsageError(f"{display_name(output)} is also an input "
+                             f"({display_name(path)}): write the output elsewhere")
+
+
+class Output:
+    """``-o FILE``: written to a temporary file beside FILE (same directory, so the
+    rename cannot cross file systems), renamed over FILE by :meth:`commit`; a run that
+    fails calls :meth:`discard` and the file that was there stays as it was. The new file
+    gets the mode of the one it replaces (else the usual ``0666`` less the umask). A
+    symbolic link is followed (the file it names is replaced, the link stays). What is
+    not a regular file (``/dev/null``, a FIFO, a terminal) is written in place."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.target = os.path.realpath(path)
+        self.tmp: str | None = None
+        try:
+            st: os.stat_result | None = os.stat(self.target)
+        except FileNotFoundError:
+            st = None
+        except OSError as e:
+            raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+        try:
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                fd = os.open(self.target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            else:
+                directory, base = os.path.split(self.target)
+                fd, self.tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part",
+                                                dir=directory)
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else _new_mode())
+        except OSError as e:
+            raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+        self.stream = _sink(fd, path, closefd=True)
+
+    def commit(self) -> None:
+        """Flush, close and put the file in place; on an error, as :meth:`discard`."""
+        try:
+            self.stream.close()  # flushes: a full disk shows here at the latest
+            if self.tmp is not None:
+                try:
+                    os.replace(self.tmp, self.target)
+                except OSError as e:
+                    raise OutputError(f"cannot write {self.path}: {e.strerror or e}") from None
+                self.tmp = None
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        """Drop what was written; the file that was there stays."""
+        try:
+            self.stream.close()
+        except (OSError, AcpPipesError):
+            pass
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+            self.tmp = None
+
+
+def _new_mode() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask

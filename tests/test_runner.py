@@ -24,6 +24,12 @@ def _echo_lines(args, ctx: Context) -> int:
 
 
 ECHO = Tool(prog="acp-test", summary="test tool", example="acp-test x.jsonl", run=_echo_lines)
+_ECHO_SCRIPT = (
+    "import sys\n"
+    "from acp_pipes.cli.runner import run\n"
+    "from tests.test_runner import ECHO\n"
+    "run(ECHO)\n"
+)
 
 
 @pytest.mark.parametrize("name", ALL_TOOLS)
@@ -56,14 +62,26 @@ def test_files_stdin_and_gz(tmp_path, capsysbinary):
     assert out.read_bytes() == b"1\n2\n3\n"
 
 
-def test_input_error_names_file_and_line_and_keeps_earlier_output(tmp_path, capsys):
+def test_input_error_names_file_and_line_and_keeps_earlier_output(tmp_path):
+    """On stdout, what came before the bad line reaches the pipe."""
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(b"1\n2\nbad\n4\n")
+    r = subprocess.run([sys.executable, "-c", _ECHO_SCRIPT, str(a)], capture_output=True,
+                       env=tool_env())
+    assert r.returncode == 2
+    assert r.stdout == b"1\n2\n"
+    assert f"acp-test: {a}:3: not JSON".encode() in r.stderr
+
+
+def test_a_failed_run_leaves_the_old_o_file(tmp_path, capsys):
     a = tmp_path / "a.jsonl"
     a.write_bytes(b"1\n2\nbad\n4\n")
     out = tmp_path / "out.jsonl"
+    out.write_bytes(b"the previous output\n")
     assert ECHO.main([str(a), "-o", str(out)]) == 2
-    assert out.read_bytes() == b"1\n2\n"  # what was read before the bad line is kept
-    err = capsys.readouterr().err
-    assert f"acp-test: {a}:3: not JSON" in err
+    assert out.read_bytes() == b"the previous output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "out.jsonl"]  # no .part
+    assert f"{a}:3: not JSON" in capsys.readouterr().err
 
 
 def test_missing_file_is_usage_error(tmp_path, capsys):

@@ -57,6 +57,7 @@ from acp_pipes.jsonl import (
     display_name,
     open_source,
     read_lines,
+    stdin,
     unparsable,
 )
 from acp_pipes.normalize import Normalizer
@@ -242,11 +243,10 @@ def _value_of_line(raw: bytes, kind: str, norm: Normalizer) -> Any:
 
 def spool_stdin() -> str:
     """Copy stdin to a temporary file, so it can be read twice like a named file."""
+    source = stdin()
     fd, path = tempfile.mkstemp(prefix="acp-align-", suffix=".jsonl")
     with os.fdopen(fd, "wb") as f:
-        import sys
-
-        shutil.copyfileobj(sys.stdin.buffer, f)
+        shutil.copyfileobj(source, f)
     return path
 
 

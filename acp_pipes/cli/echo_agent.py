@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.echo_agent import serve
@@ -75,7 +74,7 @@ def run_echo_agent(args: argparse.Namespace, ctx: Context) -> int:
     def warn(line: int, message: str) -> None:
         ctx.warn("stdin", line, message)
 
-    serve(sys.stdin.buffer, ctx.out, warn)
+    serve(ctx.stdin(), ctx.out, warn)
     return 0
 
 

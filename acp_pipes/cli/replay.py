@@ -338,6 +338,7 @@ TOOL = Tool(
     description=DESCRIPTION,
     takes_command=True,
     command_metavar="",
+    inputs=lambda args: list(args.wire or []),
 )
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 from collections.abc import Callable, Iterable
 from itertools import islice
 
@@ -151,7 +150,7 @@ def serve(args: argparse.Namespace, ctx, files: list[str], report: Report) -> in
 
     reports = _Reports(args.report, report)
     try:
-        serve_on(streams, sys.stdin.buffer, ctx.out, report=reports,
+        serve_on(streams, ctx.stdin(), ctx.out, report=reports,
                  warn=ctx.warn)
     finally:
         reports.close()

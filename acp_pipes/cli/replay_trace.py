@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Iterable
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, UsageError
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
             if result.status == "stopped" or (args.strict and not result.ok):
                 return EXIT_DIFFERENT
             return EXIT_OK
-        result = replay_agent(trace, sys.stdin.buffer, ctx.out, options)
+        result = replay_agent(trace, ctx.stdin(), ctx.out, options)
         return EXIT_OK if result.ok else EXIT_DIFFERENT
     finally:
         if remap_log is not None:

@@ -13,6 +13,12 @@ stderr only, and the exit statuses of the stream contract:
 130   interrupted (SIGINT)
 ====  =====================================================
 
+``-o FILE`` is written beside FILE and renamed over it when the run ends with 0 or 1;
+a run that fails leaves the file that was there. An output that is one of the inputs
+(the same file, whatever the path says) is refused before anything is read. stdout is
+written as it goes: what came before a bad line reaches the pipe. An output that cannot
+be written (``>/dev/full``) and a closed stdin (``<&-``) are errors like any other.
+
 A broken pipe downstream (``acp-frame big.jsonl | head``) ends the tool quietly with 0.
 A tool returns its exit status; for bad input or arguments it (or the library under it)
 raises an :class:`~acp_pipes.errors.AcpPipesError` (``InputError``, ``UsageError``, ...),
@@ -29,14 +35,22 @@ import sys
 
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
+from acp_pipes.jsonl import (
+    Line,
+    Output,
+    file_id,
+    read_lines,
+    refuse_input_as_output,
+    stdin,
+    stdout_fd,
+    stdout_sink,
+)
 from acp_pipes.terminal import Terminal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # kept off start-up: acp-tee starts its agent as soon as it has parsed
     from collections.abc import Callable, Iterator, Sequence
     from typing import BinaryIO
-
-    from acp_pipes.jsonl import Line
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -56,10 +70,13 @@ class Context:
         self.term = term if term is not None else Terminal()
         self.warnings = 0
 
+    def stdin(self) -> BinaryIO:
+        """Standard input (binary) for a tool that reads it as a stream; an InputError
+        when the process has none (started with ``<&-``)."""
+        return stdin()
+
     def lines(self) -> Iterator[Line]:
         """The lines of every input file in order (stdin when none was named)."""
-        from acp_pipes.jsonl import read_lines  # orjson: not needed before a tool reads
-
         for path in self.files:
             yield from read_lines(path)
 
@@ -107,7 +124,9 @@ class Tool:
 
     ``example`` is a real pipeline shown at the end of ``--help``. ``takes_files`` adds
     the ``[FILE ...]`` positional; ``takes_output`` adds ``-o FILE``; ``takes_color``
-    adds ``--color WHEN`` (not for a tool whose stdout is a protocol stream). With
+    adds ``--color WHEN`` (not for a tool whose stdout is a protocol stream).
+    ``inputs`` names the files a tool reads besides ``FILE ...`` (from its options),
+    so that none of them can be its output either. With
     ``takes_command``, everything after the first ``--`` is a command to run (the agent),
     split off before parsing so options after the files still count as the tool's own;
     it arrives as ``args.command`` (a list, empty when there was no ``--``), and
@@ -126,6 +145,7 @@ class Tool:
         takes_files: bool = True,
         takes_output: bool = True,
         takes_command: bool = False,
+        inputs: Callable[[argparse.Namespace], list[str]] | None = None,
         takes_color: bool = True,
         command_metavar: str = "-- AGENT [ARGS ...]",
         exits: str = "0 ok, 1 a difference found, 2 usage or unusable input, 130 interrupted",
@@ -139,6 +159,7 @@ class Tool:
         self.takes_files = takes_files
         self.takes_output = takes_output
         self.takes_command = takes_command
+        self.inputs = inputs or (lambda args: [])
         self.takes_color = takes_color
         self.command_metavar = command_metavar
         self.exits = exits
@@ -193,34 +214,37 @@ class Tool:
             args.command = command
         files = list(getattr(args, "files", None) or ["-"])  # "-": stdin
         out: BinaryIO | None = None
-        opened = False
+        sink: Output | None = None
         try:
+            inputs = (files if self.takes_files else []) + list(self.inputs(args))
             target = getattr(args, "output", None) if self.takes_output else None
             if target and target != "-":
-                try:
-                    out = open(target, "wb")  # noqa: SIM115 - closed below
-                except OSError as e:
-                    raise UsageError(f"cannot write {target}: {e.strerror or e}") from None
-                opened = True
+                refuse_input_as_output(target, file_id(target), inputs)
+                sink = Output(target)
+                out = sink.stream
             elif sys.stdout is not None:
-                out = sys.stdout.buffer
+                refuse_input_as_output("stdout", file_id(stdout_fd()), inputs)
+                out = stdout_sink()
             else:  # fd 1 was closed at start: nothing written there can arrive anywhere
-                out = open(os.devnull, "wb")  # noqa: SIM115 - closed below
-                opened = True
+                sink = Output(os.devnull)
+                out = sink.stream
             term = Terminal.decide(out, sys.stderr, getattr(args, "color", "auto"))
             ctx = Context(prog=self.prog, files=files, out=out, term=term)
             status = self.run(args, ctx)
-            out.flush()
+            if sink is None:
+                out.flush()
+            elif status in (EXIT_OK, EXIT_DIFFERENT):  # a run that finished
+                sink.commit()
             return status
         except AcpPipesError as e:  # InputError, UsageError and the library's own
             _say(self.prog, str(e))
-            _flush_quietly(out)
+            _flush_quietly(out, sink)
             return e.status
         except BrokenPipeError:
             _silence_stdout()
             return EXIT_OK
         except KeyboardInterrupt:
-            _flush_quietly(out)
+            _flush_quietly(out, sink)
             return EXIT_INTERRUPTED
         except Exception as e:  # a bug, not the user's input
             if os.environ.get("ACP_PIPES_DEBUG"):
@@ -229,14 +253,11 @@ class Tool:
                 traceback.print_exc()
             _say(self.prog, f"internal error: {type(e).__name__}: {e} "
                  "(set ACP_PIPES_DEBUG=1 for a traceback)")
-            _flush_quietly(out)
+            _flush_quietly(out, sink)
             return EXIT_USAGE
         finally:
-            if opened and out is not None:
-                try:
-                    out.close()
-                except OSError:
-                    pass
+            if sink is not None:
+                sink.discard()  # nothing left to drop once committed
 
 
 def run(tool: Tool, argv: Sequence[str] | None = None,
@@ -273,14 +294,16 @@ def _say(prog: str, message: str) -> None:
     say(f"{prog}: {message}")
 
 
-def _flush_quietly(out: BinaryIO | None) -> None:
-    if out is None:
+def _flush_quietly(out: BinaryIO | None, sink: Output | None) -> None:
+    """After an error, what a failed run wrote to stdout still goes out (a pipeline
+    keeps what came before the bad line); to an ``-o`` file, nothing does."""
+    if out is None or sink is not None:
         return
     try:
         out.flush()
     except BrokenPipeError:
         _silence_stdout()
-    except OSError:
+    except (OSError, AcpPipesError):
         pass
 
 

@@ -1,0 +1,191 @@
+"""The stream contract, held by every tool at once, through the real executables and
+pipes: a closed pipe downstream ends a tool quietly, a closed stdin and a full stdout
+are clear errors, ``-o`` never loses a user's file."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_tool, tool_argv, tool_env
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory) -> dict[str, Path]:
+    """Two echo sessions of 300 prompts (other prompt texts) recorded by the real acp-tee,
+    their ASR streams, the first one's frames: big enough that no tool's output fits in
+    a pipe's buffer."""
+    d = tmp_path_factory.mktemp("contract")
+    paths = {}
+    for tag, text in (("", "hello"), ("2", "other")):
+        client = paths["client" + tag] = d / f"client{tag}.jsonl"
+        client.write_bytes(run_tool("echo-agent", "--client-session", "300",
+                                    "--text", text).stdout)
+        wire = paths["wire" + tag] = d / f"wire{tag}.jsonl"
+        with open(client, "rb") as fin:
+            r = subprocess.run(tool_argv("tee", "-o", str(wire), "--clock", "epoch",
+                                         "--no-host", "--", *tool_argv("echo-agent")),
+                               stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=tool_env(), timeout=120)
+        assert r.returncode == 0, r.stderr
+        paths["asr" + tag] = d / f"s{tag}.asr.jsonl"
+        paths["asr" + tag].write_bytes(run_tool("asr", str(wire)).stdout)
+    paths["frames"] = d / "frames.jsonl"
+    paths["frames"].write_bytes(run_tool("frame", str(paths["wire"])).stdout)
+    return paths
+
+
+#: Each tool with arguments that write far more than a pipe holds ({wire} etc. are paths).
+BIG_OUTPUT = {
+    "frame": ["{wire}"],
+    "frame --summary": ["--summary", "{wire}", "{wire}", "{wire}"],
+    "fold": ["{wire}"],
+    "asr": ["{wire}"],
+    "replay --emit": ["--emit", "a2c", "{wire}"],
+    "replay asr": ["{asr}"],
+    "replay asr --wire": ["{asr}", "--wire", "{wire}"],
+    "replay --compare": ["--compare", "{asr}", "{asr2}"],
+    "align": ["{wire}", "{frames}"],
+    "align --format diff": ["{wire}", "{client}", "--dir", "c2a", "--format", "diff"],
+    "echo-agent": ["--client-session", "3000"],
+}
+
+
+def _argv(case: str, rec: dict[str, Path]) -> list[str]:
+    name = case.split()[0]
+    return tool_argv(name, *(a.format(**rec) for a in BIG_OUTPUT[case]))
+
+
+@pytest.mark.parametrize("case", BIG_OUTPUT)
+def test_a_closed_pipe_ends_every_tool_quietly(case, rec):
+    """``acp-x ... | head -c 100``: the reader leaves; the tool ends with 0 and says
+    nothing (acp-replay with --wire used to say "cannot read the wire log: Broken pipe")."""
+    proc = subprocess.Popen(_argv(case, rec), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=tool_env())
+    assert proc.stdout is not None and proc.stderr is not None
+    head = proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert len(head) == 100
+    assert (proc.wait(timeout=120), err) == (0, b"")
+
+
+@pytest.mark.parametrize("case", BIG_OUTPUT)
+def test_a_full_stdout_is_a_clear_error(case, rec):
+    """``>/dev/full``: one line naming stdout and the reason, exit 2, no internal error."""
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run(_argv(case, rec), stdout=full, stderr=subprocess.PIPE,
+                           stdin=subprocess.DEVNULL, env=tool_env(), timeout=120)
+    prog = "acp-" + case.split()[0]
+    assert (r.returncode, r.stderr.decode()) == (
+        2, f"{prog}: cannot write stdout: No space left on device\n")
+
+
+#: Each tool reading stdin, with the arguments that make it do so.
+READS_STDIN = {
+    "frame": [], "frame --summary": ["--summary"], "fold": [], "asr": [],
+    "asr --validate": ["--validate"], "align": ["-", "{wire}"], "replay": ["{wire}"],
+    "replay --serve": ["--serve", "{asr}"], "echo-agent": [],
+}
+
+
+@pytest.mark.parametrize("case", READS_STDIN)
+def test_a_closed_stdin_is_a_clear_error(case, rec):
+    """Started with ``<&-`` (no fd 0 at all), a tool says so instead of an internal
+    error: ``prog: stdin: closed: ...``, exit 2."""
+    name = case.split()[0]
+    argv = tool_argv(name, *(a.format(**rec) for a in READS_STDIN[case]))
+    r = subprocess.run(["sh", "-c", 'exec "$@" <&-', "sh", *argv], capture_output=True,
+                       env=tool_env(), timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.decode().startswith(f"acp-{name}: stdin: closed: nothing to read")
+    assert r.stdout == b""
+
+
+#: Each tool taking -o FILE, with its inputs.
+WRITES_O = {
+    "frame": ["{wire}"],
+    "frame --summary": ["--summary", "{wire}"],
+    "fold": ["{wire}"],
+    "replay --emit": ["--emit", "a2c", "{wire}"],
+    "replay asr": ["{asr}"],
+    "align": ["{wire}", "{frames}"],
+}
+
+
+def _copy_inputs(rec: dict[str, Path], tmp: Path) -> dict[str, Path]:
+    copies = {}
+    for key in ("wire", "frames", "asr", "client"):
+        copies[key] = tmp / rec[key].name
+        copies[key].write_bytes(rec[key].read_bytes())
+    return copies
+
+
+@pytest.mark.parametrize("case", WRITES_O)
+def test_o_refuses_to_overwrite_an_input(case, rec, tmp_path):
+    """``acp-frame w.jsonl -o w.jsonl`` used to leave the recording empty. The output is
+    refused when it is one of the inputs, by device and inode: another spelling of the
+    path or a hard link is the same file."""
+    files = _copy_inputs(rec, tmp_path)
+    name, args = case.split()[0], [a.format(**files) for a in WRITES_O[case]]
+    victim = Path(args[-1])
+    before = victim.read_bytes()
+    link = tmp_path / "link.jsonl"
+    os.link(victim, link)
+    for spelling in (str(victim), str(tmp_path / "." / victim.name), str(link)):
+        r = run_tool(name, *args, "-o", spelling)
+        assert r.returncode == 2, r.stderr
+        assert b"is also an input" in r.stderr
+        assert victim.read_bytes() == before
+
+
+@pytest.mark.parametrize("case", WRITES_O)
+def test_o_replaces_the_file_only_when_the_run_succeeds(case, rec, tmp_path):
+    files = _copy_inputs(rec, tmp_path)
+    name, args = case.split()[0], [a.format(**files) for a in WRITES_O[case]]
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"the previous run\n")
+    out.chmod(0o640)
+    ok = run_tool(name, *args, "-o", str(out))
+    assert ok.returncode in (0, 1), ok.stderr
+    assert out.read_bytes() == run_tool(name, *args).stdout  # the same bytes as on stdout
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640  # the mode of the file it replaced
+    out.write_bytes(b"the previous run\n")
+    cut = tmp_path / "cut.jsonl.gz"  # unreadable past its middle: a failed run (exit 2)
+    cut.write_bytes(gzip.compress(Path(args[-1]).read_bytes())[:20000])
+    failed = run_tool(name, *args[:-1], str(cut), "-o", str(out))
+    assert failed.returncode == 2, failed.stderr
+    assert b"cannot read" in failed.stderr
+    assert out.read_bytes() == b"the previous run\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_o_through_a_symlink_replaces_the_file_it_names(rec, tmp_path):
+    real = tmp_path / "real.jsonl"
+    real.write_bytes(b"old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    r = run_tool("frame", str(rec["wire"]), "-o", str(link))
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and real.read_bytes() == rec["frames"].read_bytes()
+
+
+def test_o_dev_null_is_written_in_place(rec):
+    r = run_tool("frame", str(rec["wire"]), "-o", "/dev/null")
+    assert (r.returncode, r.stderr) == (0, b"")
+
+
+def test_stdout_appending_to_an_input_is_refused(rec, tmp_path):
+    """``acp-frame w.jsonl >> w.jsonl`` would read what it writes, for ever."""
+    w = tmp_path / "w.jsonl"
+    w.write_bytes(rec["wire"].read_bytes())
+    with open(w, "ab") as out:
+        r = subprocess.run(tool_argv("frame", str(w)), stdout=out, stderr=subprocess.PIPE,
+                           env=tool_env(), timeout=60)
+    assert r.returncode == 2 and b"stdout is also an input" in r.stderr
+    assert w.read_bytes() == rec["wire"].read_bytes()
