@@ -456,7 +456,9 @@ class Output:
                 fd = os.open(self.target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             else:
                 directory, base = os.path.split(self.target)
-                fd, self.tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part",
+                # ".<name>.XXXXXXXX.part", the name cut to stay within 255 bytes
+                short = os.fsdecode(os.fsencode(base)[:224])
+                fd, self.tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".part",
                                                 dir=directory)
                 os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else _new_mode())
         except OSError as e:

@@ -62,7 +62,9 @@ def test_spilled_index_gives_the_same_streams(case, tmp_path):
         conv = _convert(wire, limit, spool)
         out = tmp_path / f"{limit}"
         out.mkdir()
-        for path in spool.write_dir(str(out), conv.headers()):
+        written, failed = spool.write_dir(str(out), conv.headers())
+        assert not failed
+        for path in written:
             outs.append((limit, path.rsplit("/", 1)[-1], Path(path).read_bytes()))
         if limit == 1:
             assert conv.index.on_disk > 0

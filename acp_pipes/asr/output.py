@@ -5,16 +5,19 @@ stream's records are spooled (in memory up to :data:`SPOOL_MEMORY` bytes, then i
 file) and written when the input is done: to ``DIR/<name>.asr.jsonl`` or back to back
 on one output. File names are the session ID percent-encoded (everything but ASCII
 letters, digits, ``-``, ``_`` and ``~``), so any ID gives one safe name and
-:func:`session_from_name` gives the ID back.
+:func:`session_from_name` gives the ID back. An ID whose encoded name would pass the
+255 bytes a file name may have is named by the start of its encoding, a ``.`` (which
+an encoded ID never holds) and 32 hex digits of its blake3 hash: still one name per ID,
+and the ID is in the stream's header.
 
 Into a directory the streams are also written live: a session's spool file *is*
 ``DIR/<name>.asr.jsonl``, started with a provisional header (the header as known then,
 ``native.provisional: true``) and appended to whenever the spool is flushed (its memory
 is full, or :meth:`Spool.flush` when the input has no more bytes ready). When the input
-is done, the final header and the records go to ``<name>.asr.jsonl.part``, renamed over
-it: a watcher sees records as they are made, a killed converter leaves a provisional
-stream whose lines are a prefix of the final one, and the finished file is the bytes a
-one-shot conversion writes.
+is done, the final header and the records go to a file beside it, renamed over it (as
+``-o FILE`` writes): a watcher sees records as they are made, a killed converter leaves
+a provisional stream whose lines are a prefix of the final one, and the finished file
+is the bytes a one-shot conversion writes.
 """
 
 from __future__ import annotations
@@ -26,7 +29,11 @@ from collections.abc import Callable, Iterable
 from typing import BinaryIO
 from urllib.parse import quote, unquote
 
+import blake3
 import orjson
+
+from acp_pipes.errors import AcpPipesError
+from acp_pipes.jsonl import Output
 
 __all__ = ["SUFFIX", "Spool", "file_name", "is_provisional", "provisional_header",
            "session_from_name"]
@@ -37,16 +44,41 @@ _dumps = orjson.dumps
 _NL = orjson.OPT_APPEND_NEWLINE  # one C call a record: the JSON and its LF
 
 
+#: The longest file name most file systems take (NAME_MAX), in bytes.
+NAME_MAX = 255
+_HASHED = 32  # hex digits of the hash in a long ID's name
+
+
 def file_name(sid: str) -> str:
-    """``<percent-encoded session ID>.asr.jsonl`` (acp-pipes choice)."""
-    return quote(sid, safe="-_~").replace(".", "%2E") + SUFFIX
+    """``<percent-encoded session ID>.asr.jsonl`` (acp-pipes choice); for an ID too long
+    for that, ``<start of the encoding>.<32 hex digits of blake3(ID)>.asr.jsonl``.
+
+    >>> file_name("sess-1/a.b")
+    'sess-1%2Fa%2Eb.asr.jsonl'
+    >>> name = file_name("x" * 300)
+    >>> len(name), name[-45:]
+    (255, 'xx.296a7bce08325b75b90d23204fd50b75.asr.jsonl')
+    """
+    encoded = quote(sid, safe="-_~", errors="surrogatepass").replace(".", "%2E")
+    if len(encoded) + len(SUFFIX) <= NAME_MAX:
+        return encoded + SUFFIX
+    digest = blake3.blake3(sid.encode("utf-8", "surrogatepass")).hexdigest()[:_HASHED]
+    keep = NAME_MAX - len(SUFFIX) - 1 - _HASHED
+    cut = encoded[:keep]
+    if "%" in cut[-2:]:  # do not end inside a %XX escape
+        cut = cut[:cut.rindex("%")]
+    return f"{cut}.{digest}{SUFFIX}"
 
 
-def session_from_name(name: str) -> str:
+def session_from_name(name: str) -> str | None:
+    """The session ID a file name was made from; None for a long ID's hashed name (the
+    ID is in the stream's header)."""
     base = os.path.basename(name)
     if base.endswith(SUFFIX):
         base = base[: -len(SUFFIX)]
-    return unquote(base)
+    if "." in base:
+        return None
+    return unquote(base, errors="surrogatepass")
 
 
 class Spool:
@@ -126,19 +158,32 @@ class Spool:
             n += 1
         return n
 
-    def write_dir(self, directory: str, headers: dict[str, dict]) -> list[str]:
+    def write_dir(self, directory: str, headers: dict[str, dict]
+                  ) -> tuple[list[str], list[tuple[str, str]]]:
+        """Each stream to ``directory/<file_name>`` as ``-o FILE`` writes (beside it,
+        then renamed over it, and over the live file if there is one: atomically);
+        returns the paths written and, for each session that could not be, ``(session
+        ID, why)``: one that fails does not stop the others. Raises OSError when
+        ``directory`` cannot be made."""
         os.makedirs(directory, exist_ok=True)
-        written = []
+        written: list[str] = []
+        failed: list[tuple[str, str]] = []
         for sid, h in headers.items():
             if self.only is not None and sid != self.only:
                 continue
             path = os.path.join(directory, file_name(sid))
-            tmp = path + ".part"
-            with open(tmp, "wb") as out:
-                self._emit(out, sid, h)
-            os.replace(tmp, path)  # over the live file, if there is one: atomically
-            written.append(path)
-        return written
+            try:
+                sink = Output(path)
+                try:
+                    self._emit(sink.stream, sid, h)
+                    sink.commit()
+                finally:
+                    sink.discard()
+            except (OSError, AcpPipesError) as e:
+                failed.append((sid, str(e)))
+            else:
+                written.append(path)
+        return written, failed
 
 
 def provisional_header(header: dict) -> dict:
@@ -171,17 +216,21 @@ class _SessionSpool:
     def spill(self) -> None:
         """Append the memory tail to the file, whole lines in one write."""
         if self.fd is None:
-            if self.live is None:
-                self.fd = _temporary_fd()
-            else:
+            if self.live is not None:
                 path, sid, provisional = self.live
-                self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-                head = b""
-                if provisional is not None:
-                    head = _dumps(provisional_header(provisional(sid)), option=_NL)
-                self.buf[:0] = head  # one write with the first records
-                self.base = len(head)
-                self.spilled = -len(head)
+                try:
+                    self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+                except OSError:  # not live then; write_dir names what stops the file
+                    self.live = None
+                else:
+                    head = b""
+                    if provisional is not None:
+                        head = _dumps(provisional_header(provisional(sid)), option=_NL)
+                    self.buf[:0] = head  # one write with the first records
+                    self.base = len(head)
+                    self.spilled = -len(head)
+            if self.fd is None:
+                self.fd = _temporary_fd()
         _write_all(self.fd, self.buf)
         self.spilled += len(self.buf)
         self.buf.clear()

@@ -10,6 +10,7 @@ import sys
 from acp_pipes.asr.mapping import convert_paths
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
+from acp_pipes.jsonl import OutputError
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee), frames (acp-frame) or folded entities (acp-fold) and runs the
@@ -32,7 +33,9 @@ wrong), 2 for a file that cannot be read or is another kind of stream.
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="DIR",
-                   help="write DIR/<sessionId>.asr.jsonl per session (default: stdout)")
+                   help="a directory (made if missing): DIR/<sessionId>.asr.jsonl is written "
+                        "for each session; a session that cannot be written is named and "
+                        "does not stop the others (default: every stream on stdout)")
     p.add_argument("--session", metavar="ID", help="write only the stream of session ID")
     p.add_argument("--agent-name", metavar="NAME",
                    help="agent.name to record: the registry or reverse-DNS name the agent is "
@@ -71,7 +74,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     # collector's scans; records are many, short-lived and acyclic, so the young
     # generation is collected every 50,000 allocations, not every 700 (a few MB at most
     # between collections; memory stays bounded)
-    if args.output:
+    if args.output is not None:
+        _check_output_dir(args.output, ctx.files)
         try:
             os.makedirs(args.output, exist_ok=True)
         except OSError as e:
@@ -97,14 +101,38 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"no session {args.session!r} in the input")
     if args.output:
         try:
-            spool.write_dir(args.output, headers)
+            written, failed = spool.write_dir(args.output, headers)
         except OSError as e:
             raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
+        for sid, why in failed:
+            ctx.note(f"session {sid!r} not written: {why}")
+        if failed:
+            raise OutputError(f"{len(failed)} of {len(failed) + len(written)} sessions not "
+                              f"written (named above); the others are in {args.output}")
     else:
         spool.write_to(ctx.out, headers)
     if unreadable is not None:
         raise unreadable
     return EXIT_INTERRUPTED if done.interrupted else 0
+
+
+def _check_output_dir(path: str, inputs: list[str]) -> None:
+    """``-o`` is a directory here (one file per session): say so before converting, for
+    ``-o -`` and for a file that is there; and refuse an input in it named as a stream
+    (its session's file would replace it while it is read)."""
+    from acp_pipes.asr.output import SUFFIX
+
+    wanted = "-o wants a directory: DIR/<sessionId>.asr.jsonl is written for each session"
+    if path == "-":
+        raise UsageError(f"{wanted} (without -o the streams go to stdout)")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{path} is not a directory; {wanted}")
+    where = os.path.realpath(path)
+    for name in inputs:
+        real = os.path.realpath(name)
+        if name != "-" and real.endswith(SUFFIX) and os.path.dirname(real) == where:
+            raise UsageError(f"{name} is an input in {path}, named as a stream acp-asr "
+                             "writes there: write the streams elsewhere")
 
 
 TOOL = Tool(
