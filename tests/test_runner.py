@@ -142,34 +142,33 @@ def test_corrupt_gzip_body_names_the_file(tmp_path, name):
     assert b"internal error" not in r.stderr and b"Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize(("argv0", "installed"), [("-m", True), ("/usr/bin/acp-frame", True),
-                                                  ("script.py", False)])
-def test_ctrl_c_during_start_up_exits_130_only_for_tools(argv0, installed):
-    """Starting a tool, SIGINT ends it with 130 while it imports (no traceback from a
-    half-loaded module); a program that imports the library keeps Python's handler."""
+@pytest.mark.parametrize("argv0", ["-m", "/usr/bin/acp-frame", "script.py"])
+def test_importing_the_cli_leaves_signals_alone(argv0):
+    """Importing a tool's module changes no process state, whatever argv says: Ctrl-C is
+    Python's KeyboardInterrupt, which the runner turns into exit 130."""
     code = (
         "import signal, sys\n"
         f"sys.argv = [{argv0!r}]\n"
-        "import acp_pipes.cli\n"
-        "h = signal.getsignal(signal.SIGINT)\n"
-        "print(h is acp_pipes.cli._interrupted_while_starting)\n"
+        "import acp_pipes.cli.frame\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=tool_env())
-    assert r.stdout.strip() == str(installed).encode(), r.stderr
+    assert r.stdout.strip() == b"True", r.stderr
 
 
-def test_run_restores_keyboard_interrupt_once_started():
+def test_ctrl_c_in_a_running_tool_exits_130_after_flushing():
     code = (
-        "import signal, sys\n"
-        "sys.argv = ['-m']\n"
+        "import os, signal, sys\n"
         "from acp_pipes.cli.runner import Tool, run\n"
         "def body(args, ctx):\n"
-        "    print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+        "    ctx.out.write(b'kept\\n')\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
         "    return 0\n"
         "run(Tool(prog='acp-t', summary='s', example='acp-t', run=body, takes_files=False), [])\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=tool_env())
-    assert r.returncode == 0 and r.stdout.strip() == b"True", r.stderr
+    assert (r.returncode, r.stdout) == (130, b"kept\n"), r.stderr
+    assert b"Traceback" not in r.stderr
 
 
 def test_ctrl_c_while_the_parser_is_built_exits_130():

@@ -48,7 +48,7 @@ from acp_pipes.jsonl import (
 from acp_pipes.terminal import Terminal
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # kept off start-up: acp-tee starts its agent as soon as it has parsed
+if TYPE_CHECKING:  # annotations only: typing is acp-tee's cost (see acp_pipes/cli/tee.py)
     from collections.abc import Callable, Iterator, Sequence
     from typing import BinaryIO
 
@@ -93,30 +93,6 @@ class Context:
     def note(self, message: str) -> None:
         """Informational stderr line (progress, where the output went)."""
         say(f"{self.prog}: {message}")
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """argparse's formatter, told the terminal width up front: left to itself it imports
-    shutil to ask (~2 ms, on every ``add_argument``), which acp-tee would pay before
-    starting its agent. Same answer as ``shutil.get_terminal_size``: $COLUMNS, else the
-    terminal's width, else 80; argparse keeps two columns spare."""
-
-    def __init__(self, prog: str, **kwargs: object):
-        kwargs.setdefault("width", _terminal_columns() - 2)
-        super().__init__(prog, **kwargs)  # type: ignore[arg-type]
-
-
-def _terminal_columns() -> int:
-    try:
-        columns = int(os.environ.get("COLUMNS", ""))
-        if columns > 0:
-            return columns
-    except ValueError:
-        pass
-    try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
-    except (AttributeError, ValueError, OSError):
-        return 80
 
 
 class Tool:
@@ -171,7 +147,7 @@ class Tool:
             prog=self.prog,
             description=self.summary + ("\n\n" + self.description if self.description else ""),
             epilog=epilog,
-            formatter_class=_Formatter,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if self.takes_files:
             p.add_argument(
@@ -248,7 +224,7 @@ class Tool:
             return EXIT_INTERRUPTED
         except Exception as e:  # a bug, not the user's input
             if os.environ.get("ACP_PIPES_DEBUG"):
-                import traceback  # only for bugs: kept off every tool's start-up path
+                import traceback
 
                 traceback.print_exc()
             _say(self.prog, f"internal error: {type(e).__name__}: {e} "
@@ -265,10 +241,6 @@ def run(tool: Tool, argv: Sequence[str] | None = None,
     """Entry point for console scripts: run ``tool`` and ``exit`` with its status
     (acp-tee passes :func:`exit_now`)."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN) if hasattr(signal, "SIGPIPE") else None
-    # Imports are done: Ctrl-C is a KeyboardInterrupt again, which main() turns into 130
-    # after flushing what was written (see acp_pipes/cli/__init__.py for the start-up).
-    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:  # an ignored SIGINT stays so
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         status = tool.main(argv)
     except KeyboardInterrupt:  # while the parser was being built, before main's own guard
