@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
+import signal
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tool, tool_argv, tool_env
+from tests.conftest import REPO, run_tool, tool_argv, tool_env
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +192,84 @@ def test_stdout_appending_to_an_input_is_refused(rec, tmp_path):
                            env=tool_env(), timeout=60)
     assert r.returncode == 2 and b"stdout is also an input" in r.stderr
     assert w.read_bytes() == rec["wire"].read_bytes()
+
+
+# -- every documented exit status happens ------------------------------------------------
+
+BAD_PROMPT = b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}\n'
+
+
+def _exit_scenarios(rec: dict[str, Path], tmp: Path) -> dict[str, dict[int, dict]]:
+    """For each tool, a run ending with each exit status its --help lists: argv (``{x}``:
+    a path of ``rec``), stdin bytes, or ``"interrupt"``: SIGINT while it waits on stdin."""
+    bad_asr = REPO / "tests" / "fixtures" / "asr" / "invalid" / "crlf-line.asr.jsonl"
+    nope = str(tmp / "nope.jsonl")
+    return {
+        "frame": {0: {"argv": ["{wire}"]},
+                  1: {"argv": ["--validate", "--dir", "c2a"], "stdin": BAD_PROMPT},
+                  2: {"argv": [nope]}, 130: {"interrupt": []}},
+        "fold": {0: {"argv": ["{wire}"]}, 2: {"argv": [nope]}, 130: {"interrupt": []}},
+        "asr": {0: {"argv": ["{wire}"]}, 1: {"argv": ["--validate", str(bad_asr)]},
+                2: {"argv": [nope]}, 130: {"interrupt": []}},
+        "replay": {0: {"argv": ["--emit", "a2c", "{wire}"]},
+                   1: {"argv": ["{wire}"], "stdin": b'{"jsonrpc":"2.0","id":0,"method":"x"}\n'},
+                   2: {"argv": [nope]}, 130: {"interrupt": ["{wire}"]}},
+        "align": {0: {"argv": ["{wire}", "{frames}"]}, 1: {"argv": ["{wire}", "{wire2}"]},
+                  2: {"argv": [nope, "{wire}"]}, 130: {"interrupt": ["-", "{wire}"]}},
+        "echo-agent": {0: {"argv": ["--client-session", "1"]},
+                       2: {"argv": ["--client-session", "-1"]}, 130: {"interrupt": []}},
+        "tee": {0: {"argv": ["-o", str(tmp / "t0.jsonl"), "--", "true"]},
+                2: {"argv": ["-o", str(tmp / "t2.jsonl")]},
+                3: {"argv": ["-o", str(tmp / "t3.jsonl"), "--", "sh", "-c", "exit 3"]},
+                126: {"argv": ["-o", str(tmp / "t6.jsonl"), "--", str(tmp)]},
+                127: {"argv": ["-o", str(tmp / "t7.jsonl"), "--", str(tmp / "no-such-agent")]},
+                137: {"argv": ["-o", str(tmp / "t9.jsonl"), "--", "sh", "-c", "kill -9 $$"]}},
+    }
+
+
+def _documented_exits(name: str) -> set[int]:
+    """The exit statuses ``acp-NAME --help`` lists (acp-tee's include the agent's own,
+    128+N for a signal: the scenarios give one of each)."""
+    text = run_tool(name, "--help").stdout.decode()
+    listed = " ".join(text.split("exit status:", 1)[1].split())
+    codes = {int(c) for c in re.findall(r"(?:^|[,;(] ?|\bif )(\d+) ", listed)}
+    if "the agent's" in listed:
+        codes |= {0, 3, 137}  # the agent's own statuses; 128+9 for a SIGKILL
+    return codes
+
+
+def _wait_reading_stdin(pid: int) -> None:
+    """Until the process is blocked reading a pipe: started and past its imports."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            wchan = Path(f"/proc/{pid}/wchan").read_text()
+        except OSError:
+            wchan = ""
+        if "pipe_read" in wchan or "pipe_wait" in wchan:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the tool never waited on stdin")
+
+
+@pytest.mark.parametrize("name", ["frame", "fold", "asr", "replay", "align", "echo-agent",
+                                  "tee"])
+def test_every_documented_exit_status_happens(name, rec, tmp_path):
+    """The exit statuses --help lists are the ones the tool returns: acp-fold and
+    acp-asr used to list "1 a difference found", which they never return."""
+    scenarios = _exit_scenarios(rec, tmp_path)[name]
+    assert _documented_exits(name) == set(scenarios)
+    for code, how in scenarios.items():
+        if "interrupt" in how:
+            argv = tool_argv(name, *(a.format(**rec) for a in how["interrupt"]))
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, env=tool_env())
+            _wait_reading_stdin(proc.pid)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+            assert (proc.returncode, err) == (130, b""), (name, err)
+            continue
+        r = run_tool(name, *(a.format(**rec) for a in how["argv"]),
+                     input=how.get("stdin", b""), timeout=120)
+        assert r.returncode == code, (name, code, r.stderr)
+        assert b"internal error" not in r.stderr

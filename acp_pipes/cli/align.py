@@ -295,6 +295,7 @@ TOOL = Tool(
     example=EXAMPLE,
     run=_run,
     configure=configure,
+    exits="0 the runs are equal, 1 they differ, 2 usage or unusable input, 130 interrupted",
 )
 
 

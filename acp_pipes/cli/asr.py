@@ -143,6 +143,8 @@ TOOL = Tool(
     configure=configure,
     description=DESCRIPTION,
     takes_output=False,
+    exits="0 ok (--validate: every stream is valid), 1 --validate found an invalid stream, "
+          "2 usage or unusable input, 130 interrupted",
 )
 
 

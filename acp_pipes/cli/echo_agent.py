@@ -88,7 +88,7 @@ TOOL = Tool(
     takes_files=False,
     takes_output=False,
     takes_color=False,  # stdout is the ACP stream
-    exits="0 ok, 2 usage error, 130 interrupted",
+    exits="0 ok, 2 usage error or no stdin, 130 interrupted",
 )
 
 

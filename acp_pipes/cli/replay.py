@@ -339,6 +339,11 @@ TOOL = Tool(
     takes_command=True,
     command_metavar="",
     inputs=lambda args: list(args.wire or []),
+    files_metavar="TRACE|STREAM",
+    files_help="a trace (wire log or frames) or an ASR stream; several ASR streams with "
+               "--serve, two with --compare",
+    exits="0 ok, 1 a frame matched nothing (a stop; --client: only with --strict), or "
+          "--compare found differences, 2 usage or unusable input, 130 interrupted",
 )
 
 

@@ -98,7 +98,10 @@ class Context:
 class Tool:
     """A tool's declaration: its name, help text, arguments and body.
 
-    ``example`` is a real pipeline shown at the end of ``--help``. ``takes_files`` adds
+    ``example`` is a real pipeline shown at the end of ``--help``; ``exits`` lists every
+    exit status the tool returns and what it means (tests/test_contract.py makes each
+    one happen); ``usage`` replaces argparse's usage line where one line cannot say how
+    the tool is called. ``takes_files`` adds
     the ``[FILE ...]`` positional; ``takes_output`` adds ``-o FILE``; ``takes_color``
     adds ``--color WHEN`` (not for a tool whose stdout is a protocol stream).
     ``inputs`` names the files a tool reads besides ``FILE ...`` (from its options),
@@ -124,7 +127,10 @@ class Tool:
         inputs: Callable[[argparse.Namespace], list[str]] | None = None,
         takes_color: bool = True,
         command_metavar: str = "-- AGENT [ARGS ...]",
-        exits: str = "0 ok, 1 a difference found, 2 usage or unusable input, 130 interrupted",
+        exits: str = "0 ok, 2 usage or unusable input, 130 interrupted",
+        usage: str | None = None,
+        files_metavar: str = "FILE",
+        files_help: str = "input files (default: stdin; '-' is stdin; .gz is read transparently)",
     ):
         self.prog = prog
         self.summary = summary
@@ -139,6 +145,9 @@ class Tool:
         self.takes_color = takes_color
         self.command_metavar = command_metavar
         self.exits = exits
+        self.usage = usage
+        self.files_metavar = files_metavar
+        self.files_help = files_help
 
     def parser(self) -> argparse.ArgumentParser:
         epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
@@ -148,14 +157,10 @@ class Tool:
             description=self.summary + ("\n\n" + self.description if self.description else ""),
             epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
+            usage=self.usage,
         )
         if self.takes_files:
-            p.add_argument(
-                "files",
-                nargs="*",
-                metavar="FILE",
-                help="input files (default: stdin; '-' is stdin; .gz is read transparently)",
-            )
+            p.add_argument("files", nargs="*", metavar=self.files_metavar, help=self.files_help)
         if self.takes_output:
             p.add_argument(
                 "-o", "--output", metavar="FILE", help="write to FILE instead of stdout"
@@ -170,7 +175,7 @@ class Tool:
         )
         if self.configure:
             self.configure(p)
-        if self.takes_command and self.command_metavar:
+        if self.takes_command and self.command_metavar and self.usage is None:
             p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " " + self.command_metavar
         return p
 
