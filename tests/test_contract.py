@@ -273,3 +273,47 @@ def test_every_documented_exit_status_happens(name, rec, tmp_path):
                      input=how.get("stdin", b""), timeout=120)
         assert r.returncode == code, (name, code, r.stderr)
         assert b"internal error" not in r.stderr
+
+
+# -- --session, as acp-asr has it ----------------------------------------------------------
+
+TWO_SESSIONS = [
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}',
+    b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}',
+    b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"sess-1",'
+    b'"prompt":[{"type":"text","text":"one"}]}}',
+    b'{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"sess-2",'
+    b'"prompt":[{"type":"text","text":"two"}]}}',
+]
+
+
+@pytest.fixture(scope="module")
+def two_sessions(tmp_path_factory) -> Path:
+    """Two sessions on one connection of the echo agent, recorded by acp-tee."""
+    d = tmp_path_factory.mktemp("two")
+    wire = d / "two.wire.jsonl"
+    r = subprocess.run(tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                                 *tool_argv("echo-agent")),
+                       input=b"".join(x + b"\n" for x in TWO_SESSIONS), capture_output=True,
+                       env=tool_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    return wire
+
+
+@pytest.mark.parametrize("stage", ["frame", "fold"])
+def test_session_selects_one_session_as_acp_asr_does(stage, two_sessions):
+    """``acp-frame --session ID`` and ``acp-fold --session ID`` keep that session (and the
+    connection's own frames), so converting what they write gives the stream
+    ``acp-asr --session ID`` gives."""
+    direct = run_tool("asr", "--session", "sess-2", str(two_sessions))
+    assert direct.returncode == 0, direct.stderr
+    assert b'"sessionId":"sess-1"' not in direct.stdout
+    picked = run_tool(stage, "--session", "sess-2", str(two_sessions))
+    assert picked.returncode == 0, picked.stderr
+    assert b'sess-1\\"' not in picked.stdout and b'"sess-1"' not in picked.stdout
+    assert b"sess-2" in picked.stdout
+    converted = run_tool("asr", input=picked.stdout)
+    assert (converted.returncode, converted.stdout) == (0, direct.stdout), converted.stderr
+    missing = run_tool(stage, "--session", "nope", str(two_sessions))
+    assert missing.returncode == 2 and b"no session 'nope' in the input" in missing.stderr

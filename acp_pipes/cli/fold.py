@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
 from acp_pipes.cli.manual import page
-from acp_pipes.cli.runner import Context, Tool, run
+from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.fold import fold_paths
 from acp_pipes.jsonl import Live, write_records
 
@@ -22,6 +23,9 @@ refused (exit 2).
 
 
 def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--session", metavar="ID",
+                   help="write only the records of session ID (and the connection's own, "
+                        "initialize), as acp-asr --session does")
     p.add_argument("--snapshots", action="store_true",
                    help="also write partial snapshots of open entities at each checkpoint "
                         "(state running/requires_action, permission and elicitation "
@@ -34,9 +38,26 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     # records go out as soon as the input has nothing more ready (a live acp-tee behind)
     live = Live(ctx.out.flush, follow=args.follow)
-    write_records(fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn, live=live),
-                  ctx.out)
+    records = fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn, live=live)
+    if args.session is None:
+        write_records(records, ctx.out)
+        return 0
+    seen: list[bool] = []
+    write_records(_of_session(records, args.session, seen), ctx.out)
+    if not seen:
+        raise UsageError(f"no session {args.session!r} in the input")
     return 0
+
+
+def _of_session(records: Iterator[dict], sid: str, seen: list[bool]) -> Iterator[dict]:
+    """The headers, the records of session ``sid`` and those of the connection (no
+    session: initialize); ``seen`` gets an entry once a record of ``sid`` went by."""
+    for rec in records:
+        s = rec.get("session")
+        if s is None or s == sid:
+            if s is not None and not seen:
+                seen.append(True)
+            yield rec
 
 
 TOOL = Tool(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from itertools import islice, repeat
 from typing import Any
 
@@ -73,6 +74,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", type=int, choices=sorted(REVISIONS),
                    help="--validate: check as this protocol version, whatever initialize "
                         "negotiated (for a recording without initialize)")
+    p.add_argument("--session", metavar="ID",
+                   help="write only the frames of session ID, and those of no session "
+                        "(initialize, authenticate), so the output still folds")
     p.add_argument("--stable", action="store_true",
                    help="--validate: the stable schema alone (unstable features are "
                         "violations)")
@@ -85,6 +89,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--protocol and --stable go with --validate")
     if args.follow and (args.summary or args.validate):
         raise UsageError("--follow frames a growing log: not with --summary or --validate")
+    if args.session is not None and (args.summary or args.validate):
+        raise UsageError("--session selects frames to write; it does not go with --summary "
+                         "or --validate")
     if args.validate:
         return _validate(args, ctx, args.fmt or ("table" if ctx.term.tty else "json"))
     if args.summary:
@@ -110,10 +117,13 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out.flush()
 
     live = Live(idle, follow=args.follow)
+    seen: list[bool] = []
     try:
         for path in ctx.files:
             records = read_frames(path, direction=args.direction, warn=ctx.warn, headers=True,
                                   live=live)
+            if args.session is not None:
+                records = _of_session(records, args.session, seen)
             while True:  # dumps(record, None, OPT_APPEND_NEWLINE) for each record
                 lines.extend(map(dumps, islice(records, BATCH), no_default, newline))
                 if not lines:
@@ -122,6 +132,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     finally:
         if lines:
             flush()
+    if args.session is not None and not seen:
+        raise UsageError(f"no session {args.session!r} in the input")
     return 0
 
 
@@ -150,6 +162,17 @@ def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
                 write((("" if first else "\n") + render_table(s)).encode("utf-8"))
             first = False
     return 0
+
+
+def _of_session(records: Iterator[dict], sid: str, seen: list[bool]) -> Iterator[dict]:
+    """The headers, the frames of session ``sid`` and those of no session; ``seen`` gets
+    an entry once a frame of ``sid`` went by."""
+    for rec in records:
+        s = rec.get("sessionId")
+        if s is None or s == sid:
+            if s is not None and not seen:
+                seen.append(True)
+            yield rec
 
 
 def _validate(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
