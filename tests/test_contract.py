@@ -317,3 +317,35 @@ def test_session_selects_one_session_as_acp_asr_does(stage, two_sessions):
     assert (converted.returncode, converted.stdout) == (0, direct.stdout), converted.stderr
     missing = run_tool(stage, "--session", "nope", str(two_sessions))
     assert missing.returncode == 2 and b"no session 'nope' in the input" in missing.stderr
+
+
+# -- input a stage cannot use says why ------------------------------------------------------
+
+@pytest.mark.parametrize("stage", ["fold", "asr"])
+def test_one_direction_frames_say_why_as_the_bare_stream_does(stage, tmp_path):
+    """``acp-frame --dir c2a x | acp-asr`` exited 0 with nothing; the direct form
+    (``acp-asr x``) already said a bare stream has one direction only."""
+    bare = tmp_path / "client.jsonl"
+    bare.write_bytes(b"".join(x + b"\n" for x in TWO_SESSIONS))
+    direct = run_tool(stage, str(bare))
+    assert direct.returncode == 2 and b"one direction only" in direct.stderr
+    frames = run_tool("frame", "--dir", "c2a", str(bare)).stdout
+    piped = run_tool(stage, input=frames)
+    assert (piped.returncode, piped.stdout) == (2, b"")
+    assert piped.stderr == (f"acp-{stage}: stdin:1: frames of a bare ACP stream (acp-frame "
+                            "--dir): one direction only, and the fold needs both: record the "
+                            "session with acp-tee\n").encode()
+
+
+@pytest.mark.parametrize("stage", ["fold", "asr"])
+@pytest.mark.parametrize("connection", ['"x"', "1.5", "-1", "true", "null", "[0]"])
+def test_a_fold_header_with_a_connection_that_is_no_number_is_refused(stage, connection,
+                                                                     two_sessions):
+    """It was an internal error (ValueError from int()) in acp-asr."""
+    folded = run_tool("fold", str(two_sessions)).stdout
+    assert folded.startswith(b'{"format":"acp-pipes/fold","version":1,"connection":0,')
+    bad = folded.replace(b'"connection":0', b'"connection":' + connection.encode(), 1)
+    r = run_tool(stage, input=bad)
+    assert r.returncode == 2
+    assert r.stderr == (f"acp-{stage}: stdin:1: a fold header's connection is a number "
+                        f"(0, 1, ...), not {connection}\n").encode()

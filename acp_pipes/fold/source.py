@@ -165,6 +165,14 @@ def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
     head = judge(rec, source, number, _FOLDED, "a wire log, frames or folded entities")
     if head is not None:
         fmt = head["format"]
+        if fmt == FRAMES and head.get("source") is None:
+            raise InputError(source, number,
+                             "frames of a bare ACP stream (acp-frame --dir): one direction "
+                             "only, and the fold needs both: record the session with acp-tee")
+        conn = head.get("connection", 0) if fmt == FOLD else 0
+        if conn.__class__ is not int or conn < 0:
+            raise InputError(source, number, "a fold header's connection is a number "
+                             f"(0, 1, ...), not {orjson.dumps(conn).decode()}")
         yield "header", (fmt, head), number
         return fmt
     if mode in (WIRE, FRAMES) and is_end(rec):
@@ -257,7 +265,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                         folder = feed = None
                     if fmt == FOLD:
                         yield rec
-                        conn = max(conn, int(rec.get("connection") or 0) + 1)
+                        conn = max(conn, rec.get("connection", 0) + 1)
                         continue
                     source_header = rec.get("source") if fmt == FRAMES else rec
                     yield fold_header(conn, source_header, snapshots)
