@@ -172,6 +172,19 @@ def parse_line(line: Line) -> Any:
         raise InputError(line.source, line.number, f"{unparsable(line.terminated)}: {e}") from None
 
 
+def of_session(records: Iterable[dict], key: str, sid: str, seen: list[bool]
+               ) -> Iterator[dict]:
+    """The records whose ``key`` is ``sid`` and those without one (headers, and what
+    belongs to the connection, not a session: ``--session ID``). ``seen`` gets an entry
+    once a record of ``sid`` went by, so a caller can say the session was not there."""
+    for rec in records:
+        s = rec.get(key)
+        if s is None or s == sid:
+            if s is not None and not seen:
+                seen.append(True)
+            yield rec
+
+
 def dumps(record: Any) -> bytes:
     """One JSONL line (with its LF). Key order is the record's own: tools build records
     in a fixed order, so the same input gives byte-identical output."""

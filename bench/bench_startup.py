@@ -1,11 +1,14 @@
-"""Start-up: how long each tool takes to start and end with nothing to do.
+"""Start-up: how long each tool takes to start and end with nothing to do, and what
+acp-tee's start-up costs a session.
 
 Each tool runs ``--version`` (its modules imported, its parser built, one line printed)
 through a launcher shaped like the console script ``pip`` writes, beside a bare
-``python -c pass``, the floor of any Python tool; interleaved, medians of N (CPU = user
-+ system, steadier than wall time on a shared host).
+``python -c pass``, the floor of any Python tool. acp-tee's own cost is measured where
+a user pays it: a piped 1000-prompt echo session through it (as ``bench tee``), and how
+much later the agent starts behind it. Interleaved, medians of N (CPU = user + system,
+steadier than wall time on a shared host).
 
-``ACP_BENCH_AGAINST=TREE`` adds the same tools from another checkout (say, the previous
+``ACP_BENCH_AGAINST=TREE`` adds the same rows from another checkout (say, the previous
 commit), run in the same interleaved rounds, to compare two versions of the code.
 """
 
@@ -16,7 +19,17 @@ import os
 import sys
 from pathlib import Path
 
-from bench.common import REPO, median_cpu, median_wall, run_cmd, side_by_side, table, workdir
+from bench.bench_tee import PROBE, started_after
+from bench.common import (
+    REPO,
+    median_cpu,
+    median_wall,
+    run_cmd,
+    side_by_side,
+    table,
+    tool,
+    workdir,
+)
 
 TOOLS = ("tee", "frame", "fold", "asr", "replay", "align", "echo-agent")
 
@@ -43,7 +56,14 @@ def main(quick: bool) -> str:
     if against:
         trees["against"] = Path(against).resolve()
     d = workdir("startup")
-    subjects = {"python -c pass": lambda: run_cmd([sys.executable, "-c", "pass"])}
+    from acp_pipes.echo_client import client_session
+
+    client = d / "client.jsonl"
+    client.write_bytes(b"".join(f + b"\n" for f in client_session(50 if quick else 1000)))
+    agent = tool("echo-agent")
+    subjects = {"python -c pass": lambda: run_cmd([sys.executable, "-c", "pass"]),
+                "echo agent alone": lambda: run_cmd(agent, stdin=client, stdout=d / "a.out"),
+                "probe alone": lambda: started_after(PROBE)}
     for tag, tree in trees.items():
         compileall.compile_dir(tree / "acp_pipes", quiet=1)  # as an install does
         sub = d / ("this" if tag == "this tree" else "against")
@@ -51,14 +71,31 @@ def main(quick: bool) -> str:
         for name in TOOLS:
             script = launcher(sub, tree, name)
             subjects[f"acp-{name} ({tag})"] = lambda s=script: run_cmd([str(s), "--version"])
+        tee = str(launcher(sub, tree, "tee"))
+        subjects[f"session through acp-tee ({tag})"] = lambda t=tee, w=sub / "w.jsonl": run_cmd(
+            [t, "-o", str(w), "--", *agent], stdin=client, stdout=d / "t.out")
+        subjects[f"probe behind acp-tee ({tag})"] = lambda t=tee, w=sub / "p.jsonl": (
+            started_after([t, "-o", str(w), "--", *PROBE]))
     runs = side_by_side(subjects, repeat)
     floor = median_cpu(runs["python -c pass"])
     rows = []
     for name, r in runs.items():
+        if "session" in name or "probe" in name or name == "echo agent alone":
+            continue
         cpu, wall = median_cpu(r), median_wall(r)
         rows.append([name, f"{wall * 1e3:.1f}", f"{cpu * 1e3:.1f}",
                      f"+{(cpu - floor) * 1e3:.1f}" if name != "python -c pass" else ""])
+    alone, probe = median_wall(runs["echo agent alone"]), median_wall(runs["probe alone"])
+    tee_rows = [["echo agent alone", f"{alone * 1e3:.1f}", "", ""]]
+    for tag in trees:
+        through = median_wall(runs[f"session through acp-tee ({tag})"])
+        later = median_wall(runs[f"probe behind acp-tee ({tag})"]) - probe
+        tee_rows.append([f"through acp-tee ({tag})", f"{through * 1e3:.1f}",
+                         f"+{(through - alone) / alone:.0%}", f"{later * 1e3:.1f}"])
     return (
         f"## Start-up (`--version`, medians of {repeat} interleaved runs)\n\n"
         + table(["command", "wall ms", "CPU ms", "CPU over the bare interpreter, ms"], rows)
+        + f"\n\nacp-tee in front of the echo agent, {'50' if quick else '1000'} prompts piped, "
+        "same rounds:\n\n"
+        + table(["session", "wall ms", "vs alone", "the agent starts later by, ms"], tee_rows)
     )

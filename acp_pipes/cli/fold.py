@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.fold import fold_paths
-from acp_pipes.jsonl import Live, write_records
+from acp_pipes.jsonl import Live, of_session, write_records
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee) or frames (acp-frame); each is one ACP connection. Applies
@@ -43,21 +42,11 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         write_records(records, ctx.out)
         return 0
     seen: list[bool] = []
-    write_records(_of_session(records, args.session, seen), ctx.out)
+    write_records(of_session(records, "session", args.session, seen), ctx.out)
     if not seen:
         raise UsageError(f"no session {args.session!r} in the input")
     return 0
 
-
-def _of_session(records: Iterator[dict], sid: str, seen: list[bool]) -> Iterator[dict]:
-    """The headers, the records of session ``sid`` and those of the connection (no
-    session: initialize); ``seen`` gets an entry once a record of ``sid`` went by."""
-    for rec in records:
-        s = rec.get("session")
-        if s is None or s == sid:
-            if s is not None and not seen:
-                seen.append(True)
-            yield rec
 
 
 TOOL = Tool(

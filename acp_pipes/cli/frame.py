@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from itertools import islice, repeat
 from typing import Any
 
@@ -12,7 +11,7 @@ import orjson
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.frame import read_frames
-from acp_pipes.jsonl import Live
+from acp_pipes.jsonl import Live, of_session
 from acp_pipes.spec.schema import REVISIONS
 from acp_pipes.terminal import Terminal, printable
 
@@ -123,7 +122,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             records = read_frames(path, direction=args.direction, warn=ctx.warn, headers=True,
                                   live=live)
             if args.session is not None:
-                records = _of_session(records, args.session, seen)
+                records = of_session(records, "sessionId", args.session, seen)
             while True:  # dumps(record, None, OPT_APPEND_NEWLINE) for each record
                 lines.extend(map(dumps, islice(records, BATCH), no_default, newline))
                 if not lines:
@@ -162,17 +161,6 @@ def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
                 write((("" if first else "\n") + render_table(s)).encode("utf-8"))
             first = False
     return 0
-
-
-def _of_session(records: Iterator[dict], sid: str, seen: list[bool]) -> Iterator[dict]:
-    """The headers, the frames of session ``sid`` and those of no session; ``seen`` gets
-    an entry once a frame of ``sid`` went by."""
-    for rec in records:
-        s = rec.get("sessionId")
-        if s is None or s == sid:
-            if s is not None and not seen:
-                seen.append(True)
-            yield rec
 
 
 def _validate(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
