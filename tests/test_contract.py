@@ -55,6 +55,7 @@ BIG_OUTPUT = {
     "replay --compare": ["--compare", "{asr}", "{asr2}"],
     "align": ["{wire}", "{frames}"],
     "align --format diff": ["{wire}", "{client}", "--dir", "c2a", "--format", "diff"],
+    "view": ["{wire}"],
     "echo-agent": ["--client-session", "3000"],
 }
 
@@ -93,7 +94,7 @@ def test_a_full_stdout_is_a_clear_error(case, rec):
 READS_STDIN = {
     "frame": [], "frame --summary": ["--summary"], "fold": [], "asr": [],
     "asr --validate": ["--validate"], "align": ["-", "{wire}"], "replay": ["{wire}"],
-    "replay --serve": ["--serve", "{asr}"], "echo-agent": [],
+    "replay --serve": ["--serve", "{asr}"], "view": [], "echo-agent": [],
 }
 
 
@@ -118,6 +119,7 @@ WRITES_O = {
     "replay --emit": ["--emit", "a2c", "{wire}"],
     "replay asr": ["{asr}"],
     "align": ["{wire}", "{frames}"],
+    "view": ["{wire}"],
 }
 
 
@@ -216,6 +218,7 @@ def _exit_scenarios(rec: dict[str, Path], tmp: Path) -> dict[str, dict[int, dict
                    2: {"argv": [nope]}, 130: {"interrupt": ["{wire}"]}},
         "align": {0: {"argv": ["{wire}", "{frames}"]}, 1: {"argv": ["{wire}", "{wire2}"]},
                   2: {"argv": [nope, "{wire}"]}, 130: {"interrupt": ["-", "{wire}"]}},
+        "view": {0: {"argv": ["{wire}"]}, 2: {"argv": [nope]}, 130: {"interrupt": []}},
         "echo-agent": {0: {"argv": ["--client-session", "1"]},
                        2: {"argv": ["--client-session", "-1"]}, 130: {"interrupt": []}},
         "tee": {0: {"argv": ["-o", str(tmp / "t0.jsonl"), "--", "true"]},
@@ -252,8 +255,19 @@ def _wait_reading_stdin(pid: int) -> None:
     raise AssertionError("the tool never waited on stdin")
 
 
-@pytest.mark.parametrize("name", ["frame", "fold", "asr", "replay", "align", "echo-agent",
-                                  "tee"])
+EVERY_TOOL = ["frame", "fold", "asr", "replay", "align", "view", "echo-agent", "tee"]
+
+
+def test_every_tool_is_held_to_the_contract():
+    """A new executable joins these tests: each console script has its exit statuses made
+    to happen, and each that writes to stdout is tested under a closed pipe and a full
+    disk (acp-tee's stdout is the client's stream, tested in test_tee.py)."""
+    scripts = re.findall(r'^acp-([\w-]+) = "', (REPO / "pyproject.toml").read_text(), re.M)
+    assert sorted(scripts) == sorted(EVERY_TOOL)
+    assert {c.split()[0] for c in BIG_OUTPUT} == set(EVERY_TOOL) - {"tee"}
+
+
+@pytest.mark.parametrize("name", EVERY_TOOL)
 def test_every_documented_exit_status_happens(name, rec, tmp_path):
     """The exit statuses --help lists are the ones the tool returns: acp-fold and
     acp-asr used to list "1 a difference found", which they never return."""
