@@ -86,16 +86,20 @@ def main(quick: bool) -> str:
         rows.append([name, f"{wall * 1e3:.1f}", f"{cpu * 1e3:.1f}",
                      f"+{(cpu - floor) * 1e3:.1f}" if name != "python -c pass" else ""])
     alone, probe = median_wall(runs["echo agent alone"]), median_wall(runs["probe alone"])
-    tee_rows = [["echo agent alone", f"{alone * 1e3:.1f}", "", ""]]
+    cpu_alone = median_cpu(runs["echo agent alone"])
+    tee_rows = [["echo agent alone", f"{alone * 1e3:.1f}", "", f"{cpu_alone * 1e3:.1f}", "", ""]]
     for tag in trees:
-        through = median_wall(runs[f"session through acp-tee ({tag})"])
+        session = runs[f"session through acp-tee ({tag})"]
+        through, cpu = median_wall(session), median_cpu(session)
         later = median_wall(runs[f"probe behind acp-tee ({tag})"]) - probe
         tee_rows.append([f"through acp-tee ({tag})", f"{through * 1e3:.1f}",
-                         f"+{(through - alone) / alone:.0%}", f"{later * 1e3:.1f}"])
+                         f"{(through - alone) / alone:+.0%}", f"{cpu * 1e3:.1f}",
+                         f"{(cpu - cpu_alone) * 1e3:+.1f}", f"{later * 1e3:.1f}"])
     return (
         f"## Start-up (`--version`, medians of {repeat} interleaved runs)\n\n"
         + table(["command", "wall ms", "CPU ms", "CPU over the bare interpreter, ms"], rows)
         + f"\n\nacp-tee in front of the echo agent, {'50' if quick else '1000'} prompts piped, "
         "same rounds:\n\n"
-        + table(["session", "wall ms", "vs alone", "the agent starts later by, ms"], tee_rows)
+        + table(["session", "wall ms", "vs alone", "CPU ms (agent and proxy)",
+                 "CPU added, ms", "the agent starts later by, ms"], tee_rows)
     )
