@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import os
 import re
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is acp-tee's cost (see acp_pipes/cli/tee.py)
-    from collections.abc import Mapping
-    from typing import BinaryIO, TextIO
+from collections.abc import Mapping
+from typing import BinaryIO, TextIO
 
 __all__ = ["COLOR_CHOICES", "Terminal", "printable"]
 

@@ -32,6 +32,8 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO
 
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
@@ -46,11 +48,6 @@ from acp_pipes.jsonl import (
     stdout_sink,
 )
 from acp_pipes.terminal import Terminal
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is acp-tee's cost (see acp_pipes/cli/tee.py)
-    from collections.abc import Callable, Iterator, Sequence
-    from typing import BinaryIO
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1

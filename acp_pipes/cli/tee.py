@@ -1,10 +1,23 @@
 """`acp-tee`: record an ACP session: a stdio proxy that forwards every byte untouched and
 logs every frame (a thin layer over :func:`acp_pipes.tee.record`).
 
-Unlike the other tools, this module imports the shared runner only in :func:`main`:
-when the command line is plain (see :func:`plain_command`), the agent is started first,
-and argparse and the runner (~6 ms) load while it starts. In front of a fast agent the
-proxy's start-up is most of what it adds to a session.
+Start-up: acp-tee's alone. In front of a fast agent the proxy's start-up is most of what
+it adds to a session, so acp-tee, and no other tool, bends the usual order; this is every
+trick it plays and what each one saves (figures and commands: BENCHMARKS.md, ``python -m
+bench tee`` and ``python -m bench startup``):
+
+- The agent starts before anything else loads: when the command line is plain (see
+  :func:`plain_command`) :func:`main` starts it, and only then imports the runner,
+  argparse and orjson (this module imports the runner only in :func:`main`). The agent
+  started 31-33 ms after acp-tee when everything was imported first; ~8 ms now, which
+  is the interpreter's own start (a bare ``python -c pass``).
+- What it imports before that start imports nothing beyond the interpreter's core:
+  :mod:`acp_pipes.tee` (``_signal``, not the ``signal`` module with its enums, ~3 ms),
+  :mod:`acp_pipes.wire` and :mod:`acp_pipes.errors` (annotations under TYPE_CHECKING).
+- It ends with ``os._exit`` once its log is closed and the agent reaped
+  (:func:`acp_pipes.cli.runner.exit_now`), skipping ~5 ms of interpreter teardown.
+
+Every other tool imports plainly, at the top of its modules.
 """
 
 from __future__ import annotations
