@@ -13,7 +13,9 @@ bench tee`` and ``python -m bench startup``):
   is the interpreter's own start (a bare ``python -c pass``).
 - What it imports before that start imports nothing beyond the interpreter's core:
   :mod:`acp_pipes.tee` (``_signal``, not the ``signal`` module with its enums, ~3 ms),
-  :mod:`acp_pipes.wire` and :mod:`acp_pipes.errors` (annotations under TYPE_CHECKING).
+  :mod:`acp_pipes.wire` (annotations under TYPE_CHECKING) and :mod:`acp_pipes.errors`
+  (``Callable`` from ``_collections_abc``, which the interpreter has loaded, not
+  ``collections.abc``, which loads ``collections``).
 - It ends with ``os._exit`` once its log is closed and the agent reaped
   (:func:`acp_pipes.cli.runner.exit_now`), skipping ~5 ms of interpreter teardown.
 
