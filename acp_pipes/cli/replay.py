@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import orjson
 
 from acp_pipes.cli.manual import page
+from acp_pipes.cli.reports import Reporter
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.jsonl import STDIN, display_name
 from acp_pipes.streams import ASR, describe, header_format
@@ -86,15 +87,15 @@ class Mode:
 #: The six modes and their options (argparse ``dest`` names, declared in :data:`OPTIONS`).
 MODES: dict[str, Mode] = {
     "agent": Mode(None, TRACE, "TRACE", (1, 1),
-                  ("match", "pace", "ignore", "remap_ids", "remap_log"),
+                  ("session", "match", "pace", "ignore", "remap_ids", "remap_log"),
                   stdin_is_the_clients=True),
     "client": Mode("client", TRACE, "TRACE -- AGENT [ARGS ...]", (1, 1),
-                   ("pace", "ignore", "remap_ids", "remap_log", "timeout", "strict", "clock",
-                    "no_host")),
-    "emit": Mode("emit", TRACE, "TRACE", (1, 1), ()),
+                   ("session", "pace", "ignore", "remap_ids", "remap_log", "timeout",
+                    "strict", "clock", "no_host")),
+    "emit": Mode("emit", TRACE, "TRACE", (1, 1), ("session",)),
     "stream": Mode(None, STREAM, "STREAM", (1, 1),
-                   ("protocol", "session_id", "report", "wire")),
-    "serve": Mode("serve", STREAM, "STREAM...", (1, None), ("session_id", "report"),
+                   ("protocol", "session_id", "report", "wire", "quiet")),
+    "serve": Mode("serve", STREAM, "STREAM...", (1, None), ("session_id", "report", "quiet"),
                   stdin_is_the_clients=True),
     "compare": Mode("compare", STREAM, "STREAM STREAM2", (2, 2), ()),
 }
@@ -144,6 +145,13 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
         type=int, choices=(1, 2),
         help="ASR stream: the ACP version to replay as: 2 (default), the updates of "
              "session/resume; 1, those of session/load (today's editors)")),
+    "session": ("--session", "ID", dict(
+        help="trace: replay only session ID (its frames, and the connection's own: "
+             "initialize, ...), as acp-asr --session converts one")),
+    "quiet": ("--quiet", None, dict(
+        action="store_true",
+        help="ASR stream: say the loss report only when the run fails (--report FILE "
+             "still gets it); -q for short")),
     "session_id": ("--session-id", "ID", dict(
         help="ASR stream: replay (or serve) under this session id")),
     "report": ("--report", "FILE", dict(
@@ -194,17 +202,9 @@ def _wrap(words: list[str], width: int, indent: str) -> str:
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.usage = usage()
-    for flag, value, kw in OPTIONS.values():
-        p.add_argument(flag, **({"metavar": value} if value else {}), **kw)
-
-
-def report_line(event: dict) -> None:
-    """A diagnostic event as one JSON line on stderr (machine-readable by design)."""
-    try:
-        sys.stderr.buffer.write(orjson.dumps(event) + b"\n")
-        sys.stderr.buffer.flush()
-    except OSError:
-        pass
+    for dest, (flag, value, kw) in OPTIONS.items():
+        flags = ("-q", flag) if dest == "quiet" else (flag,)
+        p.add_argument(*flags, **({"metavar": value} if value else {}), **kw)
 
 
 def _given(args: argparse.Namespace, dest: str) -> bool:
@@ -315,18 +315,29 @@ def _sniff(path: str):
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     name, _fmt, lines = choose(args, _sniff)
+    report = Reporter(ctx.prog, ctx.term, quiet=bool(getattr(args, "quiet", False)))
+    status = None
+    try:
+        status = _body(args, ctx, name, lines, report)
+        return status
+    finally:
+        if status != 0:  # a run that did not succeed: what -q held back is said after all
+            report.release()
+
+
+def _body(args: argparse.Namespace, ctx: Context, name: str, lines, report: Reporter) -> int:
     files = [f for f in (args.files or []) if f] or [STDIN]
     if MODES[name].reads == TRACE:
         from acp_pipes.cli import replay_trace
 
-        return replay_trace.run(args, ctx, name, files[0], lines, report_line)
+        return replay_trace.run(args, ctx, name, files[0], lines, report)
     from acp_pipes.cli import replay_asr
 
     if name == "serve":
-        return replay_asr.serve(args, ctx, files, report_line)
+        return replay_asr.serve(args, ctx, files, report)
     if name == "compare":
-        return replay_asr.compare(args, ctx, files, report_line)
-    return replay_asr.replay(args, ctx, files[0], lines, report_line)
+        return replay_asr.compare(args, ctx, files, report)
+    return replay_asr.replay(args, ctx, files[0], lines, report)
 
 
 TOOL = Tool(

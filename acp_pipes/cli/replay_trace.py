@@ -36,6 +36,7 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
     from acp_pipes.trace import drive_agent, emit, open_trace, replay_agent
 
     trace = open_trace(path, lines=lines, warn=ctx.warn)  # read as the replay goes
+    trace.session = args.session  # None: every session
     if mode == "emit":
         emit(trace, args.emit, ctx.out)
         return EXIT_OK

@@ -17,6 +17,7 @@ bytes verbatim.
 from __future__ import annotations
 
 import base64
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -28,7 +29,7 @@ from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
 from acp_pipes.wire import A2C, C2A, is_end
 
 __all__ = ["CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
-           "open_trace"]
+           "of_session", "open_trace"]
 
 #: One frame of a trace: its record and its bytes (without LF).
 Pair = tuple[dict[str, Any], bytes]
@@ -221,9 +222,13 @@ class TraceReader:
         self.fmt = fmt
         self._numbered = numbered
         self._warn = warn
+        #: when set, the frames of this session alone are read (:func:`of_session`)
+        self.session: str | None = None
 
     def __iter__(self) -> Iterator[Pair]:
-        return self._pairs()
+        if self.session is None:
+            return self._pairs()
+        return of_session(self._pairs(), self.session, self.source)
 
     def _skip(self, number: int, message: str) -> None:
         if self._warn is not None:
@@ -266,6 +271,50 @@ class TraceReader:
                     self._skip(number, "record has no raw or valid raw_b64, skipped")
                     continue
             yield rec, raw
+
+
+def of_session(pairs: Iterable[Pair], sid: str, source: str = "-") -> Iterator[Pair]:
+    """The frames of session ``sid`` and the connection's own (of no session:
+    ``initialize``, ``authenticate``), without a request another session answered (the
+    ``session/new`` that made it), as they are read. A request of no session is held,
+    with the frames after it, until its answer says whose it is: memory holds what is in
+    flight. One never answered is kept. InputError at the end when no frame names
+    ``sid``."""
+    held: deque[list] = deque()  # [pair, "keep" | "drop" | "open" (not answered yet)]
+    waiting: dict[tuple, list[list]] = {}  # (dir, id type, id) -> its held requests
+    found = False
+    for pair in pairs:
+        rec, raw = pair
+        kind = classify(rec, raw)["kind"]
+        s = rec.get("sessionId")
+        if kind == "response" or kind == "error":
+            rid = rec.get("id")
+            key = (A2C if rec["dir"] == C2A else C2A, rid.__class__, rid)
+            asked = waiting.get(key)
+            if asked:
+                asked.pop(0)[1] = "keep" if s is None or s == sid else "drop"
+                if not asked:
+                    del waiting[key]
+        if s is None or s == sid:
+            found = found or s is not None
+            if kind == "request" and s is None:
+                rid = rec.get("id")
+                entry = [pair, "open"]
+                waiting.setdefault((rec["dir"], rid.__class__, rid), []).append(entry)
+                held.append(entry)
+            elif held:
+                held.append([pair, "keep"])
+            else:
+                yield pair
+        while held and held[0][1] != "open":
+            entry = held.popleft()
+            if entry[1] == "keep":
+                yield entry[0]
+    for entry in held:
+        if entry[1] != "drop":
+            yield entry[0]
+    if not found:
+        raise InputError(source, 0, f"no session {sid!r} in the trace")
 
 
 def open_trace(

@@ -1,0 +1,97 @@
+"""acp-replay's reports on stderr: JSON lines in a pipe, readable lines at a terminal;
+-q; --session on trace replay (acp_pipes/cli/reports.py, acp_pipes/cli/replay.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import run_tool, tool_argv, tool_env
+from tests.test_contract import TWO_SESSIONS
+from tests.ttys import run_tool_tty
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory) -> dict[str, Path]:
+    """Two sessions on one connection of the echo agent, recorded by acp-tee, and the
+    ASR stream of the second."""
+    d = tmp_path_factory.mktemp("reports")
+    wire = d / "two.wire.jsonl"
+    r = subprocess.run(tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
+                                 *tool_argv("echo-agent")),
+                       input=b"".join(x + b"\n" for x in TWO_SESSIONS), capture_output=True,
+                       env=tool_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    asr = d / "s.asr.jsonl"
+    asr.write_bytes(run_tool("asr", "--session", "sess-2", str(wire)).stdout)
+    return {"wire": wire, "asr": asr, "dir": d}
+
+
+def test_loss_report_is_json_in_a_pipe_and_readable_at_a_terminal(two):
+    piped = run_tool("replay", str(two["asr"]))
+    assert piped.returncode == 0, piped.stderr
+    event = orjson.loads(piped.stderr)
+    assert event["event"] == "replay_losses" and event["sessionId"] == "sess-2"
+    shown = run_tool_tty("replay", str(two["asr"]), out_tty=False, err_tty=True)
+    assert shown.returncode == 0 and shown.stdout == piped.stdout
+    first = shown.stderr.decode().splitlines()[0]
+    assert first.startswith("\x1b[33macp-replay: ") and first.endswith("\x1b[0m")
+    assert f"{two['asr']}: session sess-2: {event['records']} records replayed as " \
+           f"{event['updates']} updates" in first
+    assert b"{" not in shown.stderr  # no JSON for a person
+    plain = run_tool_tty("replay", str(two["asr"]), out_tty=False, err_tty=True,
+                         env={"NO_COLOR": "1"})
+    assert plain.stderr.startswith(b"acp-replay: ") and b"\x1b" not in plain.stderr
+
+
+def test_q_silences_the_loss_report_of_a_run_that_succeeds(two, tmp_path):
+    report = tmp_path / "report.jsonl"
+    quiet = run_tool("replay", "-q", str(two["asr"]), "--report", str(report))
+    assert (quiet.returncode, quiet.stderr) == (0, b"")
+    assert orjson.loads(report.read_bytes())["event"] == "replay_losses"  # still in FILE
+    assert run_tool("replay", "--quiet", str(two["asr"])).stderr == b""
+    assert run_tool("replay", "--quiet", str(two["asr"])).stderr == b""
+
+
+def test_q_still_says_the_loss_report_of_a_run_that_fails(cut_asr_stream):
+    """A .gz cut short replays what was read, then exits 2: not a success, so -q holds
+    nothing back."""
+    r = run_tool("replay", "-q", str(cut_asr_stream["cut"]))
+    assert r.returncode == 2
+    lines = r.stderr.splitlines()
+    assert orjson.loads(lines[0])["event"] == "replay_losses"
+    assert lines[-1].startswith(f"acp-replay: {cut_asr_stream['cut']}:".encode())
+
+
+def test_a_miss_at_a_terminal_reads_as_lines(two):
+    client = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":9}}\n'
+    piped = run_tool("replay", str(two["wire"]), input=client)
+    assert piped.returncode == 1
+    miss = orjson.loads(piped.stderr.splitlines()[-1])
+    assert miss["event"] == "miss"
+    shown = run_tool_tty("replay", str(two["wire"]), out_tty=False, err_tty=True,
+                         input=client)
+    assert shown.returncode == 1
+    lines = shown.stderr.decode().splitlines()
+    assert lines[0] == ("\x1b[1;31macp-replay: miss: client frame 1 of "
+                        f"{miss['total']} matches nothing recorded\x1b[0m")
+    assert "  diff (recorded -> received):" in lines
+    assert "    /params/protocolVersion: 2 -> 9" in lines
+
+
+def test_session_replays_one_session_of_a_trace(two):
+    """``acp-replay --session ID`` replays that session alone (and the connection's own
+    frames): a client of that one session is served as recorded."""
+    client = b"".join(x + b"\n" for x in (TWO_SESSIONS[0], TWO_SESSIONS[2], TWO_SESSIONS[4]))
+    whole = run_tool("replay", str(two["wire"]), input=client)
+    assert whole.returncode == 1  # the whole trace expects the first session/new first
+    one = run_tool("replay", "--session", "sess-2", str(two["wire"]), input=client)
+    assert (one.returncode, one.stderr) == (0, b"")
+    emitted = run_tool("replay", "--emit", "a2c", "--session", "sess-2", str(two["wire"]))
+    assert emitted.returncode == 0 and one.stdout == emitted.stdout
+    assert b'"sessionId":"sess-2"' in one.stdout and b'"sessionId":"sess-1"' not in one.stdout
+    missing = run_tool("replay", "--session", "nope", str(two["wire"]), input=client)
+    assert missing.returncode == 2 and b"no session 'nope'" in missing.stderr
