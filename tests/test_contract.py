@@ -363,3 +363,16 @@ def test_a_fold_header_with_a_connection_that_is_no_number_is_refused(stage, con
     assert r.returncode == 2
     assert r.stderr == (f"acp-{stage}: stdin:1: a fold header's connection is a number "
                         f"(0, 1, ...), not {connection}\n").encode()
+
+
+@pytest.mark.parametrize("option", ["--report", "--remap-log"])
+def test_a_report_file_is_never_an_input(option, rec, tmp_path):
+    """``acp-replay S.asr.jsonl --report S.asr.jsonl`` would replace the stream with its
+    loss report; refused like ``-o``."""
+    files = _copy_inputs(rec, tmp_path)
+    victim = files["asr"] if option == "--report" else files["wire"]
+    before = victim.read_bytes()
+    args = [str(files["asr"])] if option == "--report" else ["--remap-ids", str(files["wire"])]
+    r = run_tool("replay", *args, option, str(victim), input=b"")
+    assert r.returncode == 2 and b"is also an input" in r.stderr, r.stderr
+    assert victim.read_bytes() == before

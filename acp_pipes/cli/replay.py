@@ -350,6 +350,7 @@ TOOL = Tool(
     takes_command=True,
     command_metavar="",
     inputs=lambda args: list(args.wire or []),
+    outputs=lambda args: [args.report, args.remap_log],
     files_metavar="TRACE|STREAM",
     files_help="a trace (wire log or frames) or an ASR stream; several ASR streams with "
                "--serve, two with --compare",

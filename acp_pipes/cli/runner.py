@@ -102,7 +102,8 @@ class Tool:
     the ``[FILE ...]`` positional; ``takes_output`` adds ``-o FILE``; ``takes_color``
     adds ``--color WHEN`` (not for a tool whose stdout is a protocol stream).
     ``inputs`` names the files a tool reads besides ``FILE ...`` (from its options),
-    so that none of them can be its output either. With
+    so that none of them can be its output either; ``outputs``, the files it writes
+    besides ``-o`` (a report), none of which may be an input. With
     ``takes_command``, everything after the first ``--`` is a command to run (the agent),
     split off before parsing so options after the files still count as the tool's own;
     it arrives as ``args.command`` (a list, empty when there was no ``--``), and
@@ -122,6 +123,7 @@ class Tool:
         takes_output: bool = True,
         takes_command: bool = False,
         inputs: Callable[[argparse.Namespace], list[str]] | None = None,
+        outputs: Callable[[argparse.Namespace], list[str | None]] | None = None,
         takes_color: bool = True,
         command_metavar: str = "-- AGENT [ARGS ...]",
         exits: str = "0 ok, 2 usage or unusable input, 130 interrupted",
@@ -139,6 +141,7 @@ class Tool:
         self.takes_output = takes_output
         self.takes_command = takes_command
         self.inputs = inputs or (lambda args: [])
+        self.outputs = outputs or (lambda args: [])
         self.takes_color = takes_color
         self.command_metavar = command_metavar
         self.exits = exits
@@ -196,6 +199,9 @@ class Tool:
         try:
             inputs = (files if self.takes_files else []) + list(self.inputs(args))
             target = getattr(args, "output", None) if self.takes_output else None
+            for extra in self.outputs(args):
+                if extra and extra != "-":
+                    refuse_input_as_output(extra, file_id(extra), inputs)
             if target and target != "-":
                 refuse_input_as_output(target, file_id(target), inputs)
                 sink = Output(target)
