@@ -3,31 +3,23 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.conftest import run_tool, tool_argv, tool_env
-from tests.test_contract import TWO_SESSIONS
+from tests.conftest import run_tool
+from tests.test_contract import TWO_SESSIONS, two_sessions  # noqa: F401 - a fixture
 from tests.ttys import run_tool_tty
 
 
 @pytest.fixture(scope="module")
-def two(tmp_path_factory) -> dict[str, Path]:
-    """Two sessions on one connection of the echo agent, recorded by acp-tee, and the
-    ASR stream of the second."""
-    d = tmp_path_factory.mktemp("reports")
-    wire = d / "two.wire.jsonl"
-    r = subprocess.run(tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host", "--",
-                                 *tool_argv("echo-agent")),
-                       input=b"".join(x + b"\n" for x in TWO_SESSIONS), capture_output=True,
-                       env=tool_env(), timeout=60)
-    assert r.returncode == 0, r.stderr
-    asr = d / "s.asr.jsonl"
+def two(request) -> dict[str, Path]:
+    """The two-session recording (test_contract's), and its second session's ASR stream."""
+    wire = request.getfixturevalue("two_sessions")
+    asr = wire.parent / "s.asr.jsonl"
     asr.write_bytes(run_tool("asr", "--session", "sess-2", str(wire)).stdout)
-    return {"wire": wire, "asr": asr, "dir": d}
+    return {"wire": wire, "asr": asr}
 
 
 def test_loss_report_is_json_in_a_pipe_and_readable_at_a_terminal(two):
