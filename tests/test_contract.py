@@ -203,9 +203,17 @@ BAD_PROMPT = b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}\n'
 
 def _exit_scenarios(rec: dict[str, Path], tmp: Path) -> dict[str, dict[int, dict]]:
     """For each tool, a run ending with each exit status its --help lists: argv (``{x}``:
-    a path of ``rec``), stdin bytes, or ``"interrupt"``: SIGINT while it waits on stdin."""
+    a path of ``rec``), stdin bytes, ``"interrupt"``: SIGINT while it waits on stdin, or
+    ``"ctrl_c"``: SIGINT to its process group (a Ctrl-C) once the file ``"when"`` is
+    there."""
     bad_asr = REPO / "tests" / "fixtures" / "asr" / "invalid" / "crlf-line.asr.jsonl"
     nope = str(tmp / "nope.jsonl")
+    broken = tmp / "broken.jsonl"
+    broken.write_bytes(b"not JSON\n" + rec["wire"].read_bytes())
+    corpus = tmp / "corpus"  # acp-batch: more recordings than it converts in a blink
+    corpus.mkdir()
+    for i in range(200):
+        os.link(rec["wire"], corpus / f"run-{i}.jsonl")
     return {
         "frame": {0: {"argv": ["{wire}"]},
                   1: {"argv": ["--validate", "--dir", "c2a"], "stdin": BAD_PROMPT},
@@ -227,6 +235,11 @@ def _exit_scenarios(rec: dict[str, Path], tmp: Path) -> dict[str, dict[int, dict
                 126: {"argv": ["-o", str(tmp / "t6.jsonl"), "--", str(tmp)]},
                 127: {"argv": ["-o", str(tmp / "t7.jsonl"), "--", str(tmp / "no-such-agent")]},
                 137: {"argv": ["-o", str(tmp / "t9.jsonl"), "--", "sh", "-c", "kill -9 $$"]}},
+        "batch": {0: {"argv": ["asr", "{wire}", "-o", str(tmp / "b0")]},
+                  1: {"argv": ["asr", str(broken), "-o", str(tmp / "b1")]},
+                  2: {"argv": ["asr", nope, "-o", str(tmp / "b2")]},
+                  130: {"ctrl_c": ["asr", str(corpus), "-o", str(tmp / "b130"), "-j", "1"],
+                        "when": tmp / "b130" / "manifest.jsonl"}},
     }
 
 
@@ -255,16 +268,19 @@ def _wait_reading_stdin(pid: int) -> None:
     raise AssertionError("the tool never waited on stdin")
 
 
-EVERY_TOOL = ["frame", "fold", "asr", "replay", "align", "view", "echo-agent", "tee"]
+EVERY_TOOL = ["frame", "fold", "asr", "replay", "align", "view", "echo-agent", "tee", "batch"]
+#: Tools whose stdout is no output of theirs: acp-tee's is the client's stream (tested in
+#: test_tee.py); acp-batch writes under -o DEST only.
+NO_STDOUT = {"tee", "batch"}
 
 
 def test_every_tool_is_held_to_the_contract():
     """A new executable joins these tests: each console script has its exit statuses made
     to happen, and each that writes to stdout is tested under a closed pipe and a full
-    disk (acp-tee's stdout is the client's stream, tested in test_tee.py)."""
+    disk (except the NO_STDOUT ones)."""
     scripts = re.findall(r'^acp-([\w-]+) = "', (REPO / "pyproject.toml").read_text(), re.M)
     assert sorted(scripts) == sorted(EVERY_TOOL)
-    assert {c.split()[0] for c in BIG_OUTPUT} == set(EVERY_TOOL) - {"tee"}
+    assert {c.split()[0] for c in BIG_OUTPUT} == set(EVERY_TOOL) - NO_STDOUT
 
 
 @pytest.mark.parametrize("name", EVERY_TOOL)
@@ -282,6 +298,19 @@ def test_every_documented_exit_status_happens(name, rec, tmp_path):
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=60)
             assert (proc.returncode, err) == (130, b""), (name, err)
+            continue
+        if "ctrl_c" in how:
+            proc = subprocess.Popen(tool_argv(name, *how["ctrl_c"]), stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, env=tool_env(),
+                                    start_new_session=True)
+            deadline = time.monotonic() + 120
+            while not how["when"].exists():
+                assert proc.poll() is None and time.monotonic() < deadline, "never got going"
+                time.sleep(0.02)
+            os.killpg(proc.pid, signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 130, (name, err)
+            assert b"internal error" not in err and b"Traceback" not in err, err
             continue
         r = run_tool(name, *(a.format(**rec) for a in how["argv"]),
                      input=how.get("stdin", b""), timeout=120)
