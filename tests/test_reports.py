@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from acp_pipes.errors import InputError
 from tests.conftest import run_tool
 from tests.test_contract import TWO_SESSIONS, two_sessions  # noqa: F401 - a fixture
 from tests.ttys import run_tool_tty
@@ -87,3 +88,46 @@ def test_session_replays_one_session_of_a_trace(two):
     assert b'"sessionId":"sess-2"' in one.stdout and b'"sessionId":"sess-1"' not in one.stdout
     missing = run_tool("replay", "--session", "nope", str(two["wire"]), input=client)
     assert missing.returncode == 2 and b"no session 'nope'" in missing.stderr
+
+
+def test_of_session_reads_a_trace_as_it_goes():
+    """The filter behind --session on traces: a request of no session waits for its answer
+    (whose session says whether it stays), the frames after it wait with it, order is
+    kept, and nothing is read further ahead than that."""
+    from acp_pipes.trace.tracefile import of_session
+
+    def frame(d: str, msg: str) -> tuple[dict, bytes]:
+        return {"dir": d}, msg.encode()
+
+    trace = [
+        frame("c2a", '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'),
+        frame("a2c", '{"jsonrpc":"2.0","id":0,"result":{}}'),
+        frame("c2a", '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}'),
+        frame("c2a", '{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}'),
+        frame("a2c", '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"a"}}'),
+        frame("a2c", '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"b"}}'),
+        frame("c2a", '{"jsonrpc":"2.0","id":3,"method":"x/ping"}'),
+        frame("a2c", '{"jsonrpc":"2.0","id":3,"result":{}}'),
+        frame("c2a", '{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"b"}}'),
+        frame("c2a", '{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"a"}}'),
+        frame("c2a", '{"jsonrpc":"2.0","id":4,"method":"x/ping"}'),  # never answered
+    ]
+    read: list[int] = []
+
+    def reading():
+        for i, pair in enumerate(trace):
+            read.append(i)
+            yield pair
+
+    got = []
+    for rec, raw in of_session(reading(), "b"):
+        got.append(trace.index((rec, raw)))
+        if got[-1] in (0, 6):
+            assert read[-1] == got[-1] + 1  # a request of no session: once answered
+        if got[-1] == 3:
+            assert read[-1] == 5  # held until its answer named session b
+        if got[-1] == 8:
+            assert read[-1] == 8  # a frame of the session, as soon as it is read
+    assert got == [0, 1, 3, 5, 6, 7, 8, 10]
+    with pytest.raises(InputError, match="no session 'c'"):
+        list(of_session(iter(trace), "c", "t.jsonl"))
