@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tty
 from pathlib import Path
 
@@ -112,3 +113,65 @@ def test_summary_at_a_terminal_is_a_table_and_json_to_o_file(tmp_path: Path):
     to_file = run_tool_tty("frame", "--summary", str(p), "-o", str(out))
     assert to_file.returncode == 0 and to_file.stdout == b""
     assert orjson.loads(out.read_bytes())["frames"] == 1
+
+
+# -- NO_COLOR, wherever colour appears -------------------------------------------------
+
+#: Every place a tool writes colour, as a person meets it at a terminal: the tool, its
+#: arguments ({a}, {b}: two recordings that differ), stdin, and the stream the colour is
+#: on. A new place joins here (test_colour_comes_from_the_terminal_alone finds it).
+COLOUR_SITES = {
+    "acp-align's diff": ("align", ["{a}", "{b}"], b"", "stdout"),
+    "acp-frame --validate's table": ("frame", ["--validate", "--dir", "c2a"],
+                                     b'{"jsonrpc":"2.0","id":1,"method":"session/prompt",'
+                                     b'"params":{}}\n', "stdout"),
+    "acp-replay's reports": ("replay", ["{b}"], b"", "stderr"),
+}
+#: The modules that paint, each shown at a terminal by a COLOUR_SITES entry.
+PAINTERS = {"acp_pipes/align/render.py", "acp_pipes/cli/frame.py", "acp_pipes/cli/reports.py"}
+
+
+@pytest.fixture(scope="module")
+def differing(tmp_path_factory) -> dict[str, str]:
+    """Two recordings of the echo agent that differ in one prompt."""
+    from acp_pipes.echo_client import client_session
+    from tests.conftest import record_lockstep
+
+    tmp = tmp_path_factory.mktemp("colour")
+    client = list(client_session(2))
+    a, b = tmp / "a.wire.jsonl", tmp / "b.wire.jsonl"
+    record_lockstep(client, a)
+    record_lockstep([x.replace(b'"hello 1"', b'"bye 1"') for x in client], b)
+    return {"a": str(a), "b": str(b)}
+
+
+@pytest.mark.parametrize("site", COLOUR_SITES)
+def test_no_color_turns_off_every_colour(site, differing):
+    """https://no-color.org: NO_COLOR set to anything non-empty means no colour, at every
+    place a tool paints; a terminal without it gets colour there."""
+    name, argv, stdin, stream = COLOUR_SITES[site]
+    argv = [a.format(**differing) for a in argv]
+    on_tty = {"out_tty": stream == "stdout", "err_tty": stream == "stderr"}
+    shown = run_tool_tty(name, *argv, input=stdin, **on_tty)
+    assert b"\x1b[" in getattr(shown, stream), (site, shown)
+    plain = run_tool_tty(name, *argv, input=stdin, env={"NO_COLOR": "1"}, **on_tty)
+    assert plain.returncode == shown.returncode
+    assert b"\x1b" not in plain.stdout and b"\x1b" not in plain.stderr, (site, plain)
+    assert getattr(plain, stream) == re.sub(rb"\x1b\[[0-9;]*m", b"", getattr(shown, stream))
+
+
+def test_colour_comes_from_the_terminal_alone():
+    """No module writes an escape sequence of its own: colour is Terminal.paint or
+    paint_err, which honour NO_COLOR and --color; each module that paints has a
+    COLOUR_SITES entry."""
+    own_escapes, painters = [], set()
+    for p in (REPO / "acp_pipes").rglob("*.py"):
+        rel, text = str(p.relative_to(REPO)), p.read_text(encoding="utf-8")
+        if rel == "acp_pipes/terminal.py":
+            continue
+        if re.search(r"\\x1b\[|\\033\[|\\u001b\[|\\e\[", text):
+            own_escapes.append(rel)
+        if re.search(r"\.paint(_err)?\b", text):
+            painters.add(rel)
+    assert own_escapes == []
+    assert painters == PAINTERS
