@@ -109,7 +109,14 @@ def test_the_wheel_ships_the_license_the_manual_and_the_schemas(wheel):
         metadata = z.read(f"{dist_info}/METADATA").decode()
     assert "\nLicense-Expression: Apache-2.0\n" in metadata
     assert "\nLicense-File: LICENSE\n" in metadata
-    assert "\nProject-URL: " in metadata
+    # what a user reads beside the installed manual: the protocol, and where the shipped
+    # schemas come from (acp_pipes/schemas/acp/README.md)
+    assert re.findall(r"^Project-URL: (.*)$", metadata, re.M) == [
+        "Agent Client Protocol, https://agentclientprotocol.com",
+        "ACP specification, https://agentclientprotocol.com/protocol/overview",
+        "ACP schemas, https://www.npmjs.com/package/@agentclientprotocol/sdk"]
+    assert "package `@agentclientprotocol/sdk` on the npm registry" in \
+        (REPO / "acp_pipes/schemas/acp/README.md").read_text().replace("\n", " ")
     assert "\nRequires-Python: >=3.11\n" in metadata
     assert "Apache License" in (REPO / "LICENSE").read_text()
 
