@@ -204,8 +204,8 @@ BAD_PROMPT = b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}\n'
 def _exit_scenarios(rec: dict[str, Path], tmp: Path) -> dict[str, dict[int, dict]]:
     """For each tool, a run ending with each exit status its --help lists: argv (``{x}``:
     a path of ``rec``), stdin bytes, ``"interrupt"``: SIGINT while it waits on stdin, or
-    ``"ctrl_c"``: SIGINT to its process group (a Ctrl-C) once the file ``"when"`` is
-    there."""
+    ``"ctrl_c"``: SIGINT to its process group (a Ctrl-C) once the file ``"when"`` has
+    two lines."""
     bad_asr = REPO / "tests" / "fixtures" / "asr" / "invalid" / "crlf-line.asr.jsonl"
     nope = str(tmp / "nope.jsonl")
     broken = tmp / "broken.jsonl"
@@ -252,6 +252,13 @@ def _documented_exits(name: str) -> set[int]:
     if "the agent's" in listed:
         codes |= {0, 3, 137}  # the agent's own statuses; 128+9 for a SIGKILL
     return codes
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
 
 
 def _wait_reading_stdin(pid: int) -> None:
@@ -304,7 +311,7 @@ def test_every_documented_exit_status_happens(name, rec, tmp_path):
                                     stderr=subprocess.PIPE, env=tool_env(),
                                     start_new_session=True)
             deadline = time.monotonic() + 120
-            while not how["when"].exists():
+            while _lines(how["when"]) < 2:  # its workers are started and working
                 assert proc.poll() is None and time.monotonic() < deadline, "never got going"
                 time.sleep(0.02)
             os.killpg(proc.pid, signal.SIGINT)
