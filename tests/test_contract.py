@@ -170,6 +170,41 @@ def test_o_replaces_the_file_only_when_the_run_succeeds(case, rec, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+def _read_to_the_end(pid: int, path: Path) -> None:
+    """Until process ``pid`` has read ``path`` to its end (its descriptor's offset is the
+    file's size): a --follow run waiting for more."""
+    size, deadline = path.stat().st_size, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                if os.readlink(fd) == str(path):
+                    info = Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text()
+                    if int(info.split()[1]) == size:
+                        return
+            except OSError:
+                pass
+        time.sleep(0.02)
+    raise AssertionError("the tool never read its input to the end")
+
+
+@pytest.mark.parametrize("name", ["frame", "fold"])
+def test_o_keeps_what_follow_made_when_ctrl_c_ends_it(name, rec, tmp_path):
+    """Ctrl-C is how ``--follow`` ends (a frames stream has no end record): the run
+    finished, and -o FILE holds what it made, the bytes stdout gets."""
+    wire = tmp_path / "growing.jsonl"  # a wire log without its end record: still growing
+    wire.write_bytes(b"".join(line for line in rec["wire"].read_bytes().splitlines(True)
+                              if not line.startswith(b'{"end":')))
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"the previous run\n")
+    proc = subprocess.Popen(tool_argv(name, "--follow", str(wire), "-o", str(out)),
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=tool_env())
+    _read_to_the_end(proc.pid, wire)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert out.read_bytes() == run_tool(name, str(wire)).stdout
+
+
 def test_o_through_a_symlink_replaces_the_file_it_names(rec, tmp_path):
     real = tmp_path / "real.jsonl"
     real.write_bytes(b"old\n")

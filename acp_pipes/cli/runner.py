@@ -217,7 +217,8 @@ class Tool:
             status = self.run(args, ctx)
             if sink is None:
                 out.flush()
-            elif status in (EXIT_OK, EXIT_DIFFERENT):  # a run that finished
+            elif status in (EXIT_OK, EXIT_DIFFERENT) or (
+                    status == EXIT_INTERRUPTED and _following(args)):  # a run that finished
                 sink.commit()
             return status
         except AcpPipesError as e:  # InputError, UsageError and the library's own
@@ -228,6 +229,12 @@ class Tool:
             _silence_stdout()
             return EXIT_OK
         except KeyboardInterrupt:
+            if sink is not None and _following(args):
+                try:
+                    sink.commit()
+                except AcpPipesError as e:
+                    _say(self.prog, str(e))
+                    return e.status
             _flush_quietly(out, sink)
             return EXIT_INTERRUPTED
         except Exception as e:  # a bug, not the user's input
@@ -268,6 +275,12 @@ def exit_now(status: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(status)
+
+
+def _following(args: argparse.Namespace) -> bool:
+    """``--follow``: Ctrl-C is how the run ends (a frames stream has no end record), so
+    an -o file gets what was made, as stdout does; otherwise Ctrl-C leaves it as it was."""
+    return bool(getattr(args, "follow", False))
 
 
 def _say(prog: str, message: str) -> None:
