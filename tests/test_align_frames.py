@@ -6,11 +6,16 @@ real acp-frame; the frames stream is then edited to show which path was taken.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from unittest.mock import patch
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from acp_pipes.align import steps as steps_module
 from acp_pipes.align.steps import StepTable, load_steps
 from acp_pipes.echo_client import client_session
 from tests.conftest import record_lockstep, run_tool
@@ -119,3 +124,44 @@ def test_a_newer_frames_stream_is_refused(rec, tmp_path):
     newer.write_bytes(orjson.dumps(head) + b"\n" + b"".join(raw[1:]))
     p = run_tool("align", str(newer), str(rec["wire"]))
     assert p.returncode == 2 and b"version 99" in p.stderr and p.stdout == b""
+
+
+def test_a_reply_before_its_request_counts_in_a_frames_stream_too(rec, tmp_path):
+    """A frames stream's records are taken as written, and still a reply logged before
+    its request is a step of its own, as in the wire log it was framed from."""
+    head, *rest = rec["wire"].read_bytes().splitlines()
+    recs = [r for r in map(orjson.loads, rest) if "dir" in r]
+    msgs = [orjson.loads(r["raw"]) for r in recs]
+    ask = next(i for i, m in enumerate(msgs) if m.get("method") == "session/request_permission")
+    answer = next(i for i, (r, m) in enumerate(zip(recs, msgs, strict=True))
+                  if r["dir"] == "c2a" and "result" in m and m["id"] == msgs[ask]["id"])
+    early = recs[:ask] + [recs[answer]] + recs[ask:answer] + recs[answer + 1:]
+    wire = tmp_path / "early.wire.jsonl"
+    wire.write_bytes(head + b"\n" + b"".join(orjson.dumps(r) + b"\n" for r in early))
+    frames = tmp_path / "early.frames.jsonl"
+    frames.write_bytes(run_tool("frame", str(wire)).stdout)
+    by_wire = summary(rec["wire"], wire)
+    assert by_wire["counts"]["only-b"] >= 1
+    assert summary(rec["frames"], frames) == by_wire
+
+
+def test_one_session_of_a_frames_stream(rec):
+    sid = next(r["sessionId"] for r in lines_of(rec["frames"]) if r.get("sessionId"))
+    by_wire = summary(rec["wire"], rec["wire_b"], "--session", sid)
+    assert by_wire["a"]["steps"] < len(lines_of(rec["frames"])) - 1
+    assert summary(rec["frames"], rec["frames_b"], "--session", sid) == by_wire
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), min_size=1,
+                max_size=40),
+       st.booleans(), st.sampled_from([1, 2, 3, 7, 64]), st.data())
+def test_lines_read_back_are_the_lines_asked_for(lines, last_lf, block, data):
+    """Steps are read back by counting newlines a block at a time: whatever the block
+    size, the lines given are the file's lines with those numbers."""
+    raw = b"\n".join(lines) + (b"\n" if last_lf else b"")
+    numbers = sorted(data.draw(st.sets(st.integers(1, len(lines) + 2), max_size=6)))
+    read = [x.removesuffix(b"\n") for x in io.BytesIO(raw)]  # as a file is read by line
+    want = [(n, read[n - 1]) for n in numbers if n <= len(read)]
+    with patch.object(steps_module, "_BLOCK", block):
+        assert list(steps_module._lines_at(io.BytesIO(raw), numbers)) == want

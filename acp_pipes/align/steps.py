@@ -175,19 +175,13 @@ class Steps:
             for n in sorted(want):
                 yield want[n], kept[n]
             return
-        last = max(want)
         stream = open_source(self.path)
         try:
-            for number, chunk in enumerate(stream, 1):
-                got = want.get(number)
-                if got is not None:
-                    raw = chunk[:-1] if chunk.endswith(b"\n") else chunk
-                    if self._kept_bytes + len(raw) <= KEEP_BYTES:
-                        kept[number] = raw
-                        self._kept_bytes += len(raw)
-                    yield got, raw
-                if number >= last:
-                    break
+            for number, raw in _lines_at(stream, sorted(want)):
+                if self._kept_bytes + len(raw) <= KEEP_BYTES:
+                    kept[number] = raw
+                    self._kept_bytes += len(raw)
+                yield want[number], raw
         except READ_ERRORS as e:  # read before: the file changed since
             raise InputError(self.source, 0, f"cannot read again: {e}") from None
         finally:
@@ -223,6 +217,48 @@ class Steps:
             value = _value_of_line(raw, self.kind, norm)
             for i in got:
                 yield i, value
+
+
+#: How much of an input :func:`_lines_at` reads at a time.
+_BLOCK = 1 << 16
+
+
+def _lines_at(stream: Any, numbers: list[int]) -> Iterator[tuple[int, bytes]]:
+    """Lines ``numbers`` (from 1, ascending) of ``stream``, without their LF. Newlines
+    are counted a block at a time (``bytes.count``, in C) and only the wanted lines are
+    cut out: reading back a few steps of a large input costs about what reading its
+    bytes does, not a Python loop over every line."""
+    wanted = iter(numbers)
+    target = next(wanted, None)
+    number = 1  # the line that begins at ``start`` (after ``carry``)
+    carry: list[bytes] = []  # the beginning of line ``number``, read with earlier blocks
+    while target is not None:
+        block = stream.read(_BLOCK)
+        if not block:
+            if carry and number == target:  # the last line, without LF
+                yield target, b"".join(carry)
+            return
+        start = 0
+        while target is not None:
+            need = target - number  # newlines before the wanted line begins
+            if need:
+                ends = block.count(b"\n", start)
+                if ends < need:
+                    number += ends
+                    carry = []
+                    break
+                for _ in range(need):
+                    start = block.index(b"\n", start) + 1
+                number, carry = target, []
+            end = block.find(b"\n", start)
+            if end < 0:
+                if start < len(block):
+                    carry.append(block[start:])
+                break
+            carry.append(block[start:end])
+            yield target, b"".join(carry)
+            carry, start, number = [], end + 1, target + 1
+            target = next(wanted, None)
 
 
 _IDENTITY = Normalizer.from_pointers([])

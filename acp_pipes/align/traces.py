@@ -76,20 +76,19 @@ class _Builder:
             sid = rec.get("sessionId")
             if session is not None and sid != session:
                 return
-            kind = rec.get("kind")
-            if kind != "notification":  # requests and their answers are timed
-                timed(rec)
             d = rec["dir"]
+            kind = rec.get("kind")
             h = rec.get("hash") if hash_frame is None else hash_frame(rec)
-            method = rec.get("method")
             # the key: direction and hash in one string (a string is the cheapest dict
             # key there is); a reply that answers no request seen has a key of its own
             key = d + h if h is not None else d
-            if method is None and kind in replies:
-                key = unanswered + key
+            if kind != "notification":  # most frames are: nothing more to look at
+                timed(rec)  # no turns: a notification has no latency
+                if kind in replies and rec.get("method") is None:
+                    key = unanswered + key
             step = ids.get(key)
             if step is None:
-                step = new(key, h, (d, kind, method))
+                step = new(key, h, (d, kind, rec.get("method")))
             if sid != last[1] or d != last[0]:
                 last[0], last[1], last[2] = d, sid, self.chain_pos[chain((d, sid))].append
             last[2](len(seq))
@@ -199,6 +198,13 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
     loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
     dirs, kinds, hash_types = _DIRS, _KINDS, _HASH_TYPES
     add = b.adder()
+    ids, new = b.table.ids, b.table.add
+    session = b.session
+    seq = b.seq
+    push, mark = seq.append, b.lines.append
+    replies, unanswered = REPLIES, UNANSWERED
+    timed = b.latency.add
+    last_d = last_sid = at = None
     framer = None
     n = number
     try:
@@ -210,9 +216,27 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
                     what = unparsable(chunk.endswith(b"\n"))
                     warn(source, n, f"{what}, frame record skipped: {e}")
                 continue
-            if rec.__class__ is dict and rec.get("dir") in dirs:
-                if rec.get("kind") in kinds and rec.get("hash").__class__ in hash_types:
-                    add(rec, n)
+            if rec.__class__ is dict and (d := rec.get("dir")) in dirs:
+                kind = rec.get("kind")
+                h = rec.get("hash")
+                if kind in kinds and h.__class__ in hash_types:
+                    sid = rec.get("sessionId")
+                    if session is not None and sid != session:
+                        continue
+                    key = d + h if h is not None else d
+                    if kind != "notification":
+                        timed(rec)
+                        if kind in replies and rec.get("method") is None:
+                            key = unanswered + key
+                    step = ids.get(key)
+                    if step is None:
+                        step = new(key, h, (d, kind, rec.get("method")))
+                    if sid != last_sid or d != last_d:
+                        last_d, last_sid = d, sid
+                        at = b.chain_pos[b._chain((d, sid))].append
+                    at(len(seq))
+                    push(step)
+                    mark(n)
                     continue
                 framer = framer or Framer(source, warn)  # not as acp-frame writes it
                 rec = framer.frame(rec, n)
