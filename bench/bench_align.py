@@ -19,6 +19,11 @@ Inputs are real-shaped: the echo agent answering a scripted client.
 
 Every subject is a whole process as a user starts it; subjects of one case run
 interleaved (bench.common.side_by_side); medians; RSS is the peak of the process.
+
+``BENCH_CASES=frames,svg`` runs some of the cases (piped, frames, wire, svg; default
+all). ``BENCH_BASELINE=<checkout>`` runs that checkout's acp-align (its ``acp_pipes``
+first on ``sys.path``) beside this one in the frames case, and checks their outputs are
+the same bytes: the before and after of one change, in one run.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from bench.common import (
     Run,
     env,
     max_rss,
+    median_cpu,
     median_wall,
     run_cmd,
     side_by_side,
@@ -280,28 +286,47 @@ def _frames(d: Path, steps: int, edits: int, repeat: int, before: Path | None) -
             "import orjson, sys\nfor p in sys.argv[1:]:\n"
             "    with open(p, 'rb') as f:\n        for line in f:\n            orjson.loads(line)",
             str(fa), str(fb)]
+    out = {who: d / f"frames-{who}.json" for who in ("after", "baseline")}
     subjects = {
-        "after": lambda: run_cmd(tool("align", str(fa), str(fb), "--format", "json")),
+        "after": lambda: run_cmd(tool("align", str(fa), str(fb), "--format", "json"),
+                                 stdout=out["after"]),
         "loop": lambda: run_cmd(loop),
     }
     if before is not None:
         subjects["before"] = lambda: run_cmd(_before(before, str(fa), str(fb), "--format",
                                                      "json"))
+    baseline = os.environ.get("BENCH_BASELINE")
+    if baseline:
+        import compileall  # as the installed tree is: no compiling inside a timed run
+
+        compileall.compile_dir(Path(baseline) / "acp_pipes", quiet=1)
+        subjects["baseline"] = lambda: run_cmd(
+            _before(Path(baseline), str(fa), str(fb), "--format", "json"),
+            stdout=out["baseline"])
     runs = side_by_side(subjects, repeat=repeat)
     base = median_wall(runs["loop"])
     rows = [["bare loop: orjson.loads of every line of both", f"{base:.2f} s", "1.00x",
-             f"{max_rss(runs['loop']):.0f} MB"]]
-    for who in ("before", "after"):
+             f"{max_rss(runs['loop']):.0f} MB", f"{median_cpu(runs['loop']):.2f} s", "1.00x"]]
+    names = {"before": f"before, {BEFORE}", "baseline": f"baseline, {baseline}",
+             "after": "after"}
+    cpu = median_cpu(runs["loop"])
+    for who in ("before", "baseline", "after"):
         if who in runs:
-            w = median_wall(runs[who])
-            rows.append([f"acp-align A B --format json ({who}"
-                         + (f", {BEFORE})" if who == "before" else ")"),
-                         f"{w:.2f} s", f"{w / base:.2f}x", f"{max_rss(runs[who]):.0f} MB"])
+            w, c = median_wall(runs[who]), median_cpu(runs[who])
+            rows.append([f"acp-align A B --format json ({names[who]})", f"{w:.2f} s",
+                         f"{w / base:.2f}x", f"{max_rss(runs[who]):.0f} MB", f"{c:.2f} s",
+                         f"{c / cpu:.2f}x"])
+    same = ""
+    if baseline:
+        same = (" Output of the baseline and after: "
+                + ("the same bytes." if out["after"].read_bytes() == out["baseline"]
+                   .read_bytes() else "DIFFERENT."))
     return (f"### Frames: two {steps:,}-step frames streams, {edits:,} edits\n\n"
-            + table(["run", "wall", "vs the bare loop", "peak RSS"], rows)
+            + table(["run", "wall", "vs the bare loop", "peak RSS", "CPU", "CPU vs the loop"],
+                    rows)
             + f"\n\nMedian of {repeat} interleaved runs; target: acp-align within 2x of "
             "the bare loop. A frames stream's records are trusted (hash, kind, method, "
-            "session used as written; one parse a line); a wire log is framed.")
+            "session used as written; one parse a line); a wire log is framed." + same)
 
 
 def _case(steps: int, edits: int, repeat: int, d: Path, difflib_cap: float | None):
@@ -380,11 +405,21 @@ def main(quick: bool) -> str:
     d = workdir("align")
     before = _before_tree(d)
     if quick:
-        parts = [_piped(d, 100, 1, before), _frames(d, 20_000, 20, 1, before),
-                 _wire(d, [(20_000, 20, 1, None)]),
-                 _svg(d, [(5_000, 250)], 1, before, 30.0)]
+        cases = {"piped": lambda: _piped(d, 100, 1, before),
+                 "frames": lambda: _frames(d, 20_000, 20, 1, before),
+                 "wire": lambda: _wire(d, [(20_000, 20, 1, None)]),
+                 "svg": lambda: _svg(d, [(5_000, 250)], 1, before, 30.0)}
     else:
-        parts = [_piped(d, 1000, 5, before), _frames(d, 200_000, 100, 5, before),
-                 _wire(d, [(1_000_000, 100, 3, 120.0), (100_000, 5_000, 3, None)]),
-                 _svg(d, [(20_000, 2_000), (100_000, 5_000)], 3, before, 120.0)]
-    return "## acp-align\n\n" + "\n\n".join(parts)
+        cases = {"piped": lambda: _piped(d, 1000, 5, before),
+                 "frames": lambda: _frames(d, 200_000, 100, 5, before),
+                 "wire": lambda: _wire(d, [(1_000_000, 100, 3, 120.0),
+                                           (100_000, 5_000, 3, None)]),
+                 "svg": lambda: _svg(d, [(20_000, 2_000), (100_000, 5_000)], 3, before,
+                                     120.0)}
+    chosen = os.environ.get("BENCH_CASES", "").split(",") if os.environ.get(
+        "BENCH_CASES") else list(cases)
+    unknown = [c for c in chosen if c not in cases]
+    if unknown:
+        raise SystemExit(f"bench align: no case {', '.join(unknown)}; have: "
+                         f"{', '.join(cases)}")
+    return "## acp-align\n\n" + "\n\n".join(cases[c]() for c in chosen)
