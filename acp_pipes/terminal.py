@@ -100,9 +100,11 @@ def _isatty(stream: BinaryIO | TextIO | None) -> bool:
 
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# C0 controls, DEL, C1 controls, and the bidirectional overrides and isolates that
+# C0 controls, DEL, C1 controls, the line and paragraph separators (a new line to some
+# terminals, pagers and browsers), and the bidirectional overrides and isolates that
 # reorder what follows them on screen (the "Trojan Source" characters).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

@@ -228,3 +228,16 @@ def test_a_lineage_of_thousands_of_sessions_draws_the_first_and_says_so(runs):
     assert "s199" in dot and '"s200"' not in dot and "s599" not in dot
     p = run_tool("align", "--lineage", str(streams), "--format", "svg", timeout=60)
     assert p.returncode == 0 and p.stdout.rstrip().endswith(b"</svg>")
+
+
+def test_line_separators_in_a_diff_are_escaped(runs):
+    """U+2028 and U+2029 end a line for some terminals, pagers and browsers: in the
+    diff they are escapes, so one step stays one line."""
+    client = list(client_session(3))
+    odd = runs["tmp"] / "sep.wire.jsonl"
+    record_lockstep([x.replace(b'"hello 2"', '"bye\u2028two\u2029"'.encode()) for x in client],
+                    odd)
+    p = run_tool("align", str(runs["a"]), str(odd), "--format", "diff")
+    assert p.returncode == 1, p.stderr
+    assert "\u2028".encode() not in p.stdout and "\u2029".encode() not in p.stdout
+    assert b"bye\\u2028two\\u2029" in p.stdout

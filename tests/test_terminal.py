@@ -59,6 +59,8 @@ def test_printable_escapes_what_would_drive_a_terminal():
         "a\\u001b[2Jb\\u0007c\\nd\\re\\tf\\u007fg\\u009bh"
     assert printable("ok \u202eevil") == "ok \\u202eevil"  # a bidi override reorders text
     assert printable("plain ütf-8 ✓") == "plain ütf-8 ✓"
+    # line and paragraph separators: a new line for some terminals, pagers and browsers
+    assert printable("one\u2028two\u2029three") == "one\\u2028two\\u2029three"
 
 
 @pytest.mark.parametrize("name", COLOR_TOOLS)
