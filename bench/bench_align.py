@@ -21,9 +21,10 @@ Every subject is a whole process as a user starts it; subjects of one case run
 interleaved (bench.common.side_by_side); medians; RSS is the peak of the process.
 
 ``BENCH_CASES=frames,svg`` runs some of the cases (piped, frames, wire, svg; default
-all). ``BENCH_BASELINE=<checkout>`` runs that checkout's acp-align (its ``acp_pipes``
-first on ``sys.path``) beside this one in the frames case, and checks their outputs are
-the same bytes: the before and after of one change, in one run.
+all); ``BENCH_REPEAT=N`` runs the frames case N times (default 5).
+``BENCH_BASELINE=<checkout>`` runs that checkout's acp-align (its ``acp_pipes`` first
+on ``sys.path``) beside this one in the frames case, and checks their outputs are the
+same bytes: the before and after of one change, in one run.
 """
 
 from __future__ import annotations
@@ -162,6 +163,56 @@ def difflib_alone(steps: int, d: str) -> dict:
     sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
     lcs = sum(m.size for m in sm.get_matching_blocks())
     return {"seconds": time.perf_counter() - t, "lcs": lcs}
+
+
+def frames_floor(steps: int, d: str, repeat: int) -> dict:
+    """Where acp-align's time on two frames streams goes, in process (CPU seconds,
+    minimum of ``repeat``): parsing every line; parsing and making each record a step
+    the least way there is (its direction and hash one dict key, the step id appended:
+    the per-line work no reader of these files can skip); acp-align's reading of both
+    (:func:`acp_pipes.align.steps.load_steps`); the comparison and its JSON summary."""
+    from acp_pipes.align import render
+    from acp_pipes.align.compare import compare
+    from acp_pipes.align.steps import StepTable, load_steps
+    from acp_pipes.jsonl import dumps
+
+    files = [str(Path(d) / f"{x}{steps}.frames.jsonl") for x in "ab"]
+    loads = orjson.loads
+
+    def parse() -> None:
+        for p in files:
+            with open(p, "rb") as f:
+                for line in f:
+                    loads(line)
+
+    def step_each() -> None:
+        ids: dict[str, int] = {}
+        seq: list[int] = []
+        push = seq.append
+        for p in files:
+            with open(p, "rb") as f:
+                for line in f:
+                    rec = loads(line)
+                    key = rec.get("dir", "") + (rec.get("hash") or "")
+                    step = ids.get(key)
+                    if step is None:
+                        step = ids[key] = len(ids)
+                    push(step)
+
+    got: dict[str, list[float]] = {"parse": [], "step": [], "load": [], "compare": []}
+    for _ in range(repeat):
+        for name, fn in (("parse", parse), ("step", step_each)):
+            t = time.process_time()
+            fn()
+            got[name].append(time.process_time() - t)
+        t = time.process_time()
+        table = StepTable()
+        a, b = (load_steps(p, table, keep_cut=True) for p in files)
+        t1 = time.process_time()
+        dumps(render.summary(compare(a, b, table, None)))
+        got["load"].append(t1 - t)
+        got["compare"].append(time.process_time() - t1)
+    return {k: min(v) for k, v in got.items()}
 
 
 # -- acp-align as it was ---------------------------------------------------------------
@@ -304,6 +355,7 @@ def _frames(d: Path, steps: int, edits: int, repeat: int, before: Path | None) -
             _before(Path(baseline), str(fa), str(fb), "--format", "json"),
             stdout=out["baseline"])
     runs = side_by_side(subjects, repeat=repeat)
+    floor = _child("frames_floor", steps, str(d), repeat)
     base = median_wall(runs["loop"])
     rows = [["bare loop: orjson.loads of every line of both", f"{base:.2f} s", "1.00x",
              f"{max_rss(runs['loop']):.0f} MB", f"{median_cpu(runs['loop']):.2f} s", "1.00x"]]
@@ -326,7 +378,19 @@ def _frames(d: Path, steps: int, edits: int, repeat: int, before: Path | None) -
                     rows)
             + f"\n\nMedian of {repeat} interleaved runs; target: acp-align within 2x of "
             "the bare loop. A frames stream's records are trusted (hash, kind, method, "
-            "session used as written; one parse a line); a wire log is framed." + same)
+            "session used as written; one parse a line); a wire log is framed." + same
+            + "\n\nWhere the time goes, in process (bench.bench_align.frames_floor; CPU, "
+            f"minimum of {repeat}):\n\n"
+            + table(["work", "CPU", "vs parsing"], [
+                [what, f"{floor[k]:.3f} s", f"{floor[k] / floor['parse']:.2f}x"]
+                for k, what in (
+                    ("parse", "parse every line of both (orjson.loads)"),
+                    ("step", "parse, and make each record a step the least way (one "
+                     "dict key of dir + hash, one append)"),
+                    ("load", "acp-align reading both (load_steps: steps, chains, line "
+                     "numbers, latency)"),
+                    ("compare", "acp-align comparing, and the JSON summary (lines read "
+                     "back)"))]))
 
 
 def _case(steps: int, edits: int, repeat: int, d: Path, difflib_cap: float | None):
@@ -411,7 +475,8 @@ def main(quick: bool) -> str:
                  "svg": lambda: _svg(d, [(5_000, 250)], 1, before, 30.0)}
     else:
         cases = {"piped": lambda: _piped(d, 1000, 5, before),
-                 "frames": lambda: _frames(d, 200_000, 100, 5, before),
+                 "frames": lambda: _frames(d, 200_000, 100,
+                                           int(os.environ.get("BENCH_REPEAT") or 5), before),
                  "wire": lambda: _wire(d, [(1_000_000, 100, 3, 120.0),
                                            (100_000, 5_000, 3, None)]),
                  "svg": lambda: _svg(d, [(20_000, 2_000), (100_000, 5_000)], 3, before,
