@@ -215,15 +215,36 @@ class Live:
     when it does not exist yet, read again from the start when truncated or replaced),
     until a wire log's end record (:func:`acp_pipes.wire.end_record`) or Ctrl-C; a torn
     last line is waited on. ``poll`` is the longest wait, in seconds, between looks at
-    a followed file that has not grown."""
+    a followed file that has not grown.
 
-    __slots__ = ("follow", "idle", "poll")
+    Ctrl-C ends following as the input's end would: the first SIGINT while a file is
+    followed sets ``interrupted``, and the reader ends once it has handed over every
+    byte it read (a KeyboardInterrupt raised wherever the tool happened to be would lose
+    the lines read but not yet processed); a second Ctrl-C interrupts as usual."""
+
+    __slots__ = ("follow", "idle", "interrupted", "poll")
 
     def __init__(self, idle: Callable[[], None] | None = None, follow: bool = False,
                  poll: float = 0.005):
         self.idle = idle
         self.follow = follow
         self.poll = poll
+        self.interrupted = False
+
+    def _catch_sigint(self) -> None:
+        """The first Ctrl-C while following ends the input; the second one is Python's."""
+        import signal  # here: acp-tee reads through this module and starts in a hurry
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals reach the main thread alone: Ctrl-C interrupts as usual
+
+        def stop(signum, frame) -> None:
+            self.interrupted = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, stop)
 
 
 #: The first bytes of a wire log's end record as acp-pipes writes it.
@@ -237,8 +258,11 @@ class _LiveRaw(io.RawIOBase):
     def __init__(self, fd: int, live: Live, path: str | None, closefd: bool):
         super().__init__()
         self.fd = fd
+        self.live = live
         self.hook = live.idle
         self.follow = live.follow and path is not None
+        if self.follow:
+            live._catch_sigint()
         self.poll = live.poll
         self.path = path
         self.closefd = closefd
@@ -265,6 +289,8 @@ class _LiveRaw(io.RawIOBase):
             if not select.select((self.fd,), (), (), 0)[0]:
                 self.idle()  # nothing ready: what was made of the input so far goes out
             return os.readv(self.fd, (buf,))
+        if self.live.interrupted:
+            return 0  # Ctrl-C: the end of this input, after all that was read of it
         n = os.readv(self.fd, (buf,))
         if n:
             self.pos += n
@@ -273,6 +299,8 @@ class _LiveRaw(io.RawIOBase):
         wait = 0.0005
         while True:
             time.sleep(wait)
+            if self.live.interrupted:
+                return 0
             wait = min(wait * 2, self.poll)
             n = os.readv(self.fd, (buf,))
             if n:

@@ -409,6 +409,7 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
         unreadable = e
     except KeyboardInterrupt:  # Ctrl-C (the end of --follow): as at the input's end
         interrupted = True
+    interrupted = interrupted or live.interrupted  # Ctrl-C while following: input's end
     conv.close()
     return Converted(spool, conv.headers(), unreadable, interrupted)
 

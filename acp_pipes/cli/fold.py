@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from acp_pipes.cli.manual import page
-from acp_pipes.cli.runner import Context, Tool, UsageError, run
+from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
 from acp_pipes.fold import fold_paths
 from acp_pipes.jsonl import Live, of_session, write_records
 
@@ -40,12 +40,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     records = fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn, live=live)
     if args.session is None:
         write_records(records, ctx.out)
-        return 0
+        return EXIT_INTERRUPTED if live.interrupted else 0
     seen: list[bool] = []
     write_records(of_session(records, "session", args.session, seen), ctx.out)
-    if not seen:
+    if not seen and not live.interrupted:
         raise UsageError(f"no session {args.session!r} in the input")
-    return 0
+    return EXIT_INTERRUPTED if live.interrupted else 0
 
 
 

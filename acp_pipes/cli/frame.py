@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.cli.manual import page
-from acp_pipes.cli.runner import Context, Tool, UsageError, run
+from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
 from acp_pipes.frame import read_frames
 from acp_pipes.jsonl import Live, of_session
 from acp_pipes.spec.schema import REVISIONS
@@ -131,9 +131,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     finally:
         if lines:
             flush()
-    if args.session is not None and not seen:
+    if args.session is not None and not seen and not live.interrupted:
         raise UsageError(f"no session {args.session!r} in the input")
-    return 0
+    return EXIT_INTERRUPTED if live.interrupted else 0
 
 
 def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:

@@ -277,6 +277,8 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                     pass
         except READ_ERRORS as e:  # a .gz cut short, a bad disk: the recorder stopped here
             cut = InputError(source, number + 1, f"cannot read: {e}")
+        except KeyboardInterrupt as e:  # Ctrl-C, the end of --follow: as at the input's end
+            cut = e
         else:
             cut = None
         finally:
