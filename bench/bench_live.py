@@ -80,7 +80,7 @@ def _finalizing_frames(wire: Path) -> dict[tuple[int, ...], int]:
     from acp_pipes.fold import Folder
     from acp_pipes.fold.source import parse_raw
 
-    folder = Folder(0, after_final=False)
+    folder = Folder(0)
     made: dict[tuple[int, ...], int] = {}
     last = None
     for line in wire.read_bytes().splitlines()[1:]:
