@@ -127,8 +127,10 @@ class Batch:
                 workers.close()
             finally:
                 manifest.close()
-        if self.mode == "align" and not tally.interrupted:
-            self._table(manifest)
+        if not tally.interrupted:
+            if self.mode == "align":
+                self._table(manifest)
+            self.dest.tidy()
         tally.elapsed = time.monotonic() - tally.started
         return tally
 

@@ -242,6 +242,12 @@ class Dest:
         else:
             self._fs.makedirs(self._path, exist_ok=True)
 
+    def tidy(self) -> None:
+        """Once every job is done: drop what a worker lost mid-write left (its job was
+        done again by another, whose output is in place)."""
+        if self.local:
+            shutil.rmtree(os.path.join(self._path, TMP_DIR), ignore_errors=True)
+
     @contextlib.contextmanager
     def create(self, rel: str) -> Iterator[BinaryIO]:
         """A file to write output ``rel`` to; it replaces ``rel`` when the block ends
