@@ -238,7 +238,7 @@ class Dest:
         """Make the root; drop the temporary files a killed run left."""
         if self.local:
             os.makedirs(self._path, exist_ok=True)
-            shutil.rmtree(os.path.join(self._path, TMP_DIR), ignore_errors=True)
+            self.tidy()
         else:
             self._fs.makedirs(self._path, exist_ok=True)
 
