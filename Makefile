@@ -8,10 +8,12 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 # A real ACP client on the official TypeScript SDK, that the replay tests run against.
 NODE_STAMP := tests/clients/node_modules/.installed-stamp
+# Real ACP agents the tests run as peers (fast-agent), each in its own environment.
+PEERS_STAMP := .peers/.installed-stamp
 
 .PHONY: install demo test bench lint clean tools
 
-install: $(STAMP) tools $(NODE_STAMP)
+install: $(STAMP) tools $(NODE_STAMP) $(PEERS_STAMP)
 
 # compat: a plain .pth path entry; the default import-hook finder adds ~15 ms to
 # every tool's start-up, which a proxy in front of an agent should not pay.
@@ -20,6 +22,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,dev]' --config-settings editable_mode=compat
 	$(BIN)/python -m compileall -q acp_pipes  # as a wheel install would: no compiling at every start
+	touch $@
+
+$(PEERS_STAMP): scripts/install-peers
+	scripts/install-peers
 	touch $@
 
 $(NODE_STAMP): tests/clients/package.json tests/clients/package-lock.json
@@ -45,4 +51,4 @@ lint: install
 	$(BIN)/ruff check acp_pipes tests bench
 
 clean:
-	rm -rf $(OUT) .pytest_cache .hypothesis
+	rm -rf $(OUT) .pytest_cache .hypothesis .peers

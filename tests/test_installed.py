@@ -29,7 +29,7 @@ from tests.test_readme import console_sessions
 # cmp, make, Graphviz's dot), never the checkout's bin/ or its virtual environment.
 SYSTEM_PATH = "/usr/bin:/bin"
 BUILD_TIMEOUT = 600
-NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "node_modules", "__pycache__", "build",
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", ".peers", "node_modules", "__pycache__", "build",
                                     "dist", "out", ".hypothesis", ".pytest_cache",
                                     ".ruff_cache", "*.egg-info")
 
