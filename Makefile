@@ -11,7 +11,7 @@ NODE_STAMP := tests/clients/node_modules/.installed-stamp
 # Real ACP agents the tests run as peers (fast-agent), each in its own environment.
 PEERS_STAMP := .peers/.installed-stamp
 
-.PHONY: install demo test bench lint clean tools
+.PHONY: install demo test test-agents bench lint clean tools
 
 install: $(STAMP) tools $(NODE_STAMP) $(PEERS_STAMP)
 
@@ -43,6 +43,18 @@ demo: install
 
 test: install
 	$(BIN)/pytest -q
+
+# Opt-in: real agents from npm (qwen-code, codex-acp) run whole turns against a canned
+# model server on 127.0.0.1, recorded through acp-tee (tests/agents/).
+AGENTS_STAMP := tests/agents/node_modules/.installed-stamp
+
+$(AGENTS_STAMP): tests/agents/package.json tests/agents/package-lock.json
+	# npm ci refuses this lock (optional per-platform packages npm leaves out of it)
+	cd tests/agents && npm install --no-save --silent --no-audit --no-fund
+	touch $@
+
+test-agents: install $(AGENTS_STAMP)
+	ACP_PIPES_REAL_AGENTS=1 $(BIN)/pytest -q tests/agents
 
 bench: install
 	$(BIN)/python -m bench

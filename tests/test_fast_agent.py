@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
 from tests.conftest import REPO, run_tool, tool_argv, tool_env
+from tests.sdk_editor import Editor, seen_by_client
 
 acp = pytest.importorskip("acp")
 
@@ -32,68 +32,6 @@ def fast_agent_argv() -> list[str]:
     if not FAST_AGENT.exists():
         pytest.fail(f"{FAST_AGENT} is missing: `make install` installs fast-agent")
     return [str(FAST_AGENT), "acp", "--model", "passthrough", "--shell"]
-
-
-class Editor:
-    """The SDK's client side, as an editor with a file system and terminals: allows every
-    tool once, serves files from memory, runs no command (its terminal says what it
-    would print), and keeps every update it is sent, in order."""
-
-    def __init__(self) -> None:
-        self.updates: list[dict] = []
-        self.asked: list[dict] = []
-        self.files: dict[str, str] = {}
-        self.terminals: list[str] = []
-
-    async def request_permission(self, options, session_id, tool_call, **kw: Any):
-        from acp.schema import AllowedOutcome, RequestPermissionResponse
-
-        call = tool_call.model_dump(by_alias=True, exclude_none=True)
-        self.asked.append(call)
-        # a v1 client shows the request's tool call as the call's new state (fast-agent
-        # asks for its terminal calls under a toolCallId "pending" it never announced)
-        self.updates.append({"sessionUpdate": "tool_call_update", **call})
-        return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
-
-    async def session_update(self, session_id, update, **kw: Any) -> None:
-        self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
-
-    async def read_text_file(self, path, session_id, **kw: Any):
-        from acp.schema import ReadTextFileResponse
-
-        return ReadTextFileResponse(content=self.files.get(path, ""))
-
-    async def write_text_file(self, content, path, session_id, **kw: Any):
-        from acp.schema import WriteTextFileResponse
-
-        self.files[path] = content
-        return WriteTextFileResponse()
-
-    async def create_terminal(self, command, session_id, **kw: Any):
-        from acp.schema import CreateTerminalResponse
-
-        self.terminals.append(" ".join([command, *(kw.get("args") or [])]))
-        return CreateTerminalResponse(terminal_id=f"term-{len(self.terminals)}")
-
-    async def terminal_output(self, session_id, terminal_id, **kw: Any):
-        from acp.schema import TerminalExitStatus, TerminalOutputResponse
-
-        return TerminalOutputResponse(output="hi\n", truncated=False,
-                                      exit_status=TerminalExitStatus(exit_code=0))
-
-    async def wait_for_terminal_exit(self, session_id, terminal_id, **kw: Any):
-        from acp.schema import WaitForTerminalExitResponse
-
-        return WaitForTerminalExitResponse(exit_code=0)
-
-    async def release_terminal(self, session_id, terminal_id, **kw: Any):
-        from acp.schema import ReleaseTerminalResponse
-
-        return ReleaseTerminalResponse()
-
-    def on_connect(self, conn) -> None:
-        pass
 
 
 def prompts_for(ws: Path) -> list[str]:
@@ -145,30 +83,6 @@ def recorded(tmp_path_factory) -> dict:
             "stops": stops, "asr": asr.stdout, "records": records}
 
 
-def _seen(updates: list[dict]) -> dict:
-    """What the client was sent, folded by the v1 rules: a run of chunks of one kind is
-    one message; a tool call is its announcement patched by its updates."""
-    messages: list[tuple[str, str]] = []
-    calls: dict[str, dict] = {}
-    last = None
-    for u in updates:
-        kind = u["sessionUpdate"]
-        if kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"):
-            text = u["content"].get("text", "")
-            if last == kind:
-                messages[-1] = (kind, messages[-1][1] + text)
-            else:
-                messages.append((kind, text))
-            last = kind
-            continue
-        if kind in ("tool_call", "tool_call_update"):
-            calls.setdefault(u["toolCallId"], {}).update(
-                {k: v for k, v in u.items() if k != "sessionUpdate"})
-        if kind in ("tool_call", "tool_call_update", "turn_end"):
-            last = None
-    return {"messages": messages, "calls": calls}
-
-
 def test_the_real_agent_ran_every_tool(recorded):
     """The session is what the test says it is: the agent asked for the file and the
     terminal through the client, so the stream below has real requests to store."""
@@ -190,7 +104,7 @@ def test_the_stream_says_what_the_client_was_sent(recorded):
     header, *body = recorded["records"]
     assert header["sessionId"] == recorded["sid"]
     assert header["agent"]["name"] == "org.agent-session.acp.fast-agent-acp"
-    seen = _seen(recorded["editor"].updates)
+    seen = seen_by_client(recorded["editor"].updates)
 
     msgs = [r for r in body if r["type"] == "message"]
     prompts = [m["content"] for m in msgs if m.get("origin") == "prompt"]
@@ -225,7 +139,7 @@ def test_the_replay_sends_what_the_agent_said(recorded, tmp_path):
     sent = [orjson.loads(line)["params"]["update"] for line in got.stdout.splitlines()]
     replayed = [(u["sessionUpdate"], u["content"]["text"]) for u in sent
                 if u["sessionUpdate"] == "agent_message_chunk"]
-    seen = [m for m in _seen(recorded["editor"].updates)["messages"]
+    seen = [m for m in seen_by_client(recorded["editor"].updates)["messages"]
             if m[0] == "agent_message_chunk"]
     assert replayed == seen
 
