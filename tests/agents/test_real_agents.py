@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO, run_tool, tool_argv, tool_env
+from tests.conftest import run_tool, tool_argv, tool_env
 from tests.sdk_editor import Editor, seen_by_client
 
 acp = pytest.importorskip("acp")
