@@ -21,6 +21,7 @@ coloured; the first divergence drawn thick and orange, and said once):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,7 +120,7 @@ def pair_graph(cmp: Comparison, max_places: int = MAX_PLACES) -> nx.DiGraph:
     segments = _gaps(cmp)
     places = sum(1 for kind, _ in segments if kind == "gap")
     drawn = min(places, max_places)
-    title = f"acp-align: A = {a.source}   B = {b.source}"
+    title = f"acp-align: A = {printable(a.source)}   B = {printable(b.source)}"
     if cmp.approximate:
         title += "   (approximate)"
     if drawn < places:
@@ -273,22 +274,88 @@ def _changed_lines(cmp: Comparison, pos: list[int], ta: dict[int, str], tb: dict
 
 
 def to_dot(g: nx.DiGraph) -> str:
-    """Graphviz DOT source for a graph built here (quoting by the graphviz package)."""
-    import graphviz
+    """Graphviz DOT source for a graph built here, written so that no string from a
+    recording can be read by ``dot`` as anything but the text of a label.
 
-    dot = graphviz.Digraph(name=g.graph.get("name", "G"))
+    A recording is untrusted: a session ID written into DOT as it stands could close its
+    statement and add its own (a ``URL`` that runs script from the SVG, a ``stylesheet``
+    the SVG fetches). So node IDs are generated (``n0``, ``n1``, ... in the graph's
+    order, whatever its own keys), every attribute value is a quoted string, and a
+    ``label`` is escaped for the DOT parser and for Graphviz's label escapes alike
+    (:func:`_text`); every other value is one the code generated, checked to be plain.
+    """
+    ids = {node: f"n{i}" for i, node in enumerate(g)}
+    out = [f"digraph {_plain('name', g.graph.get('name', 'G'))} {{"]
     for key in ("graph", "node", "edge"):
         attrs = g.graph.get(key)
         if attrs:
-            dot.attr(key, **attrs)
+            out.append(f"\t{key} [{_attrs(attrs)}]")
     for node, data in g.nodes(data=True):
-        dot.node(str(node), **{k: str(v) for k, v in data.items() if k not in _PRIVATE})
+        out.append(f"\t{ids[node]} [{_attrs(data)}]")
     for u, v, data in g.edges(data=True):
-        dot.edge(str(u), str(v), **{k: str(x) for k, x in data.items() if k not in _PRIVATE})
-    return dot.source
+        out.append(f"\t{ids[u]} -> {ids[v]} [{_attrs(data)}]")
+    out.append("}")
+    return "\n".join(out) + "\n"
 
 
 _PRIVATE = ("runs", "kind", "first")  # graph data that is not a Graphviz attribute
+#: The attributes that carry text, where recorded strings go (escaped by _text).
+_TEXT = frozenset({"label"})
+#: What every other attribute value and the graph's name may hold: the colours, numbers,
+#: styles, shapes and names this module writes, never a backslash, quote or bracket.
+_PLAIN = re.compile(r"[A-Za-z0-9#.,:_ -]*")
+_KEY = re.compile(r"[a-z]+")
+#: Characters a label must not carry as they stand: the DOT parser's escape and quote,
+#: the ``&`` Graphviz reads entities from, and lone surrogates (not UTF-8).
+_LABEL_SPECIAL = re.compile("[\\\\\"&\ud800-\udfff]")
+
+
+def _attrs(data: dict[str, Any]) -> str:
+    """``key="value" ...`` for the Graphviz attributes of ``data``."""
+    parts = []
+    for key, value in data.items():
+        if key in _PRIVATE:
+            continue
+        if not _KEY.fullmatch(key):
+            raise ValueError(f"not a Graphviz attribute name this module writes: {key!r}")
+        text = _text(str(value)) if key in _TEXT else _plain(key, value)
+        parts.append(f'{key}="{text}"')
+    return " ".join(parts)
+
+
+def _plain(key: str, value: Any) -> str:
+    """A generated attribute value, refused if it is not plain (then it was not
+    generated: only ``label`` carries recorded text)."""
+    text = str(value)
+    if not _PLAIN.fullmatch(text):
+        raise ValueError(f"{key}={text!r} is not a plain Graphviz value")
+    return text
+
+
+def _text(label: str) -> str:
+    r"""A label for a DOT quoted string, drawn exactly as given, one line per ``\n``.
+
+    Each line is made printable (control characters and bidirectional overrides written
+    as escapes, :func:`acp_pipes.terminal.printable`); then ``\`` is doubled, so
+    Graphviz's escapes (``\N`` the node's name, ``\G``, ``\E``, ``\l`` ...) are text, and
+    a string ending in ``\`` cannot escape the closing quote; ``"`` is escaped for the
+    parser, ``&`` written as ``&amp;`` (Graphviz decodes entities in labels). Lines are
+    joined by Graphviz's own ``\n``, so a statement is one line of DOT.
+
+    >>> _text('a "b"\n\\N &amp; c\\')
+    'a \\"b\\"\\n\\\\N &amp;amp; c\\\\'
+    """
+    return "\\n".join(_LABEL_SPECIAL.sub(_escape_label, printable(line))
+                      for line in label.split("\n"))
+
+
+def _escape_label(m: re.Match[str]) -> str:
+    c = m.group()
+    if c == "&":
+        return "&amp;"
+    if c in "\\\"":
+        return "\\" + c
+    return f"\\\\u{ord(c):04x}"  # a lone surrogate, shown as its escape
 
 
 def to_svg(dot_source: str) -> bytes:
@@ -401,7 +468,8 @@ def build_tree(runs: Sequence[Steps]) -> dict[str, Any]:
 def tree_graph(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) -> nx.DiGraph:
     """The N-way divergence tree as a graph (see :func:`build_tree`)."""
     g = nx.DiGraph(name="divergence_tree")
-    legend = "   ".join(f"{_run_name(i)} = {r.source}" + (f" ({r.session})" if r.session else "")
+    legend = "   ".join(f"{_run_name(i)} = {printable(r.source)}"
+                       + (f" ({printable(r.session)})" if r.session else "")
                        for i, r in enumerate(runs))
     g.graph["graph"] = {"rankdir": "TB", "fontname": "Helvetica", "labelloc": "t",
                         "label": "acp-align: " + legend}
@@ -567,16 +635,17 @@ def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
             sid = f"(no sessionId: {s['source']})"
         seen[sid] = n
         agent = h.get("agent") if isinstance(h.get("agent"), dict) else {}
-        lines = [sid]
+        lines = [printable(sid)]  # recorded strings: a newline in one is shown, not a line
         if isinstance(agent.get("name"), str):
-            lines.append(agent["name"])
-        lines.append(f"{s['records']} records · {s['source']}")
+            lines.append(printable(agent["name"]))
+        lines.append(f"{s['records']} records · {printable(s['source'])}")
         if s.get("prompt"):
             lines.append(f"“{s['prompt']}”")
         g.add_node(sid, label="\n".join(lines), fillcolor=_light(n), color=_colour(n))
     def ensure(sid: str) -> None:
         if sid not in g:
-            g.add_node(sid, label=f"{sid}\n(not among the inputs)", style="rounded,dashed",
+            g.add_node(sid, label=f"{printable(sid)}\n(not among the inputs)",
+                       style="rounded,dashed",
                        fillcolor="white", color="#999999")
 
     for s in streams:
@@ -593,7 +662,8 @@ def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
         src = _session_of(inh.get("from")) if isinstance(inh, dict) else None
         if src and src != fork:
             ensure(src)
-            g.add_edge(src, sid, label=f"inherits ({inh.get('mode', '?')})", style="dashed",
+            g.add_edge(src, sid, label=f"inherits ({printable(str(inh.get('mode', '?')))})",
+                       style="dashed",
                        color="#2ca02c", kind="inherits")
         spawn = _session_of(lin.get("spawnedBy"))
         if spawn:
@@ -602,7 +672,7 @@ def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
                        kind="subagent")
         for child, call in s.get("subagents", ()):
             ensure(child)
-            label = "subagent" + (f"\n{call}" if call else "")
+            label = "subagent" + (f"\n{printable(call)}" if call else "")
             g.add_edge(sid, child, label=label, color="#9467bd", penwidth="2",
                        kind="subagent")
         if s.get("resumes"):
@@ -610,6 +680,11 @@ def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
             g.add_edge(sid, sid, label=f"resumed ×{k}" if k > 1 else "resumed",
                        style="dashed", color="#ff7f0e", kind="resume")
     return g
+
+
+#: The key of the node that stands for the sessions not drawn: not a string, so no
+#: session ID can be it.
+_MORE = ("more sessions",)
 
 
 def bounded_lineage(g: nx.DiGraph, max_sessions: int = MAX_SESSIONS) -> nx.DiGraph:
@@ -623,7 +698,7 @@ def bounded_lineage(g: nx.DiGraph, max_sessions: int = MAX_SESSIONS) -> nx.DiGra
     out.graph.update({k: dict(v) if isinstance(v, dict) else v for k, v in g.graph.items()})
     rest = len(g) - max_sessions
     out.graph["graph"]["label"] += f"   (the first {max_sessions:,} of {len(g):,} sessions drawn)"
-    out.add_node("rest", label=f"… {rest:,} more session{'s' * (rest != 1)}, not drawn\n"
+    out.add_node(_MORE, label=f"… {rest:,} more session{'s' * (rest != 1)}, not drawn\n"
                  "(--format json lists them all)", style="rounded,dashed", fillcolor="white",
                  color="#777777")
     return out
