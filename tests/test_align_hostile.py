@@ -240,6 +240,23 @@ def test_lineage_svg_has_no_link_stylesheet_or_script(hostile):
             assert BREAK_OUT in texts  # drawn as the text it is
 
 
+def test_a_session_named_like_the_node_of_those_not_drawn_keeps_its_own(tmp_path):
+    """Past 200 sessions one node stands for the rest; a session whose ID was that
+    node's key ("rest") had its box taken over by it. The node's key is now no string."""
+    heads = [{"type": "header", "asr": "1.0", "sessionId": "rest" if i == 5 else f"s{i}"}
+             for i in range(203)]
+    streams = tmp_path / "many.asr.jsonl"
+    streams.write_bytes(b"".join(orjson.dumps(h) + b"\n" for h in heads))
+    p = align("--lineage", streams)
+    assert p.returncode == 0, p.stderr
+    g = read_back(p.stdout)
+    assert len(g["objects"]) == 201
+    shown = {drawn(o)[0]: drawn(o) for o in g["objects"]}
+    assert shown["rest"] == ["rest", f"0 records · {streams}"]
+    assert shown["… 3 more sessions, not drawn"] == ["… 3 more sessions, not drawn",
+                                                    "(--format json lists them all)"]
+
+
 # -- in Chromium ------------------------------------------------------------------------
 
 
