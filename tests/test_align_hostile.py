@@ -372,6 +372,22 @@ def test_tree_of_hostile_runs_holds_only_generated_statements(tmp_path):
     svg_texts(p.stdout)
 
 
+def test_the_dot_writer_refuses_attributes_and_values_it_does_not_generate():
+    """Only ``label`` takes any text; an attribute the graphs do not write (URL, href,
+    tooltip, stylesheet) or a value that is not plain is a bug, refused, never DOT."""
+    for attrs in ({"URL": "x"}, {"href": "javascript:x"}, {"tooltip": "x"},
+                  {"color": 'red" URL="javascript:x'}, {"style": "a]; b [c"},
+                  {"penwidth": "2\\"}):
+        g = nx.DiGraph(name="lineage")
+        g.add_node("a", label="a", **attrs)
+        with pytest.raises(ValueError):
+            to_dot(g)
+    g = nx.DiGraph(name="lineage")
+    g.graph["graph"] = {"stylesheet": "http://127.0.0.1:9/x.css"}
+    with pytest.raises(ValueError):
+        to_dot(g)
+
+
 # -- the DOT writer, fuzzed -------------------------------------------------------------
 
 #: Text biased to what DOT and Graphviz's labels make something of.

@@ -285,7 +285,7 @@ def to_dot(g: nx.DiGraph) -> str:
     (:func:`_text`); every other value is one the code generated, checked to be plain.
     """
     ids = {node: f"n{i}" for i, node in enumerate(g)}
-    out = [f"digraph {_plain('name', g.graph.get('name', 'G'))} {{"]
+    out = [f'digraph "{_plain("name", g.graph.get("name", "G"))}" {{']
     for key in ("graph", "node", "edge"):
         attrs = g.graph.get(key)
         if attrs:
@@ -304,7 +304,10 @@ _TEXT = frozenset({"label"})
 #: What every other attribute value and the graph's name may hold: the colours, numbers,
 #: styles, shapes and names this module writes, never a backslash, quote or bracket.
 _PLAIN = re.compile(r"[A-Za-z0-9#.,:_ -]*")
-_KEY = re.compile(r"[a-z]+")
+#: The attributes this module writes; any other (a URL, href, tooltip, stylesheet) is
+#: refused, so none can reach the SVG.
+_KEYS = frozenset({"label", "shape", "style", "fillcolor", "color", "fontcolor", "penwidth",
+                   "fontname", "fontsize", "rankdir", "labelloc"})
 #: Characters a label must not carry as they stand: the DOT parser's escape and quote,
 #: the ``&`` Graphviz reads entities from, and lone surrogates (not UTF-8).
 _LABEL_SPECIAL = re.compile("[\\\\\"&\ud800-\udfff]")
@@ -316,7 +319,7 @@ def _attrs(data: dict[str, Any]) -> str:
     for key, value in data.items():
         if key in _PRIVATE:
             continue
-        if not _KEY.fullmatch(key):
+        if key not in _KEYS:
             raise ValueError(f"not a Graphviz attribute name this module writes: {key!r}")
         text = _text(str(value)) if key in _TEXT else _plain(key, value)
         parts.append(f'{key}="{text}"')
