@@ -648,8 +648,7 @@ def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
     def ensure(sid: str) -> None:
         if sid not in g:
             g.add_node(sid, label=f"{printable(sid)}\n(not among the inputs)",
-                       style="rounded,dashed",
-                       fillcolor="white", color="#999999")
+                       style="rounded,dashed", fillcolor="white", color="#999999")
 
     for s in streams:
         h = s["header"]
@@ -666,8 +665,7 @@ def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
         if src and src != fork:
             ensure(src)
             g.add_edge(src, sid, label=f"inherits ({printable(str(inh.get('mode', '?')))})",
-                       style="dashed",
-                       color="#2ca02c", kind="inherits")
+                       style="dashed", color="#2ca02c", kind="inherits")
         spawn = _session_of(lin.get("spawnedBy"))
         if spawn:
             ensure(spawn)
