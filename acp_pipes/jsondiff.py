@@ -4,16 +4,40 @@ One diff for every tool that tells a person why two things are not the same: acp
 miss report (a live frame against the recorded one) and acp-align's changed steps (a
 step of run A against the step of run B it stands for). Both want the same answer: the
 few pointers that differ and both values there, in a stable order, cut after a limit.
+The values came from a peer or a recording, so :func:`dumps` writes them as JSON whatever
+they hold (a lone surrogate is valid JSON, and orjson refuses it).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["MAX_DIFF", "escape", "pointer_diff"]
+import orjson
+
+__all__ = ["MAX_DIFF", "dumps", "escape", "pointer_diff"]
 
 #: At most this many differences per pair of values: the first ones say enough.
 MAX_DIFF = 20
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON (UTF-8) of any JSON value: orjson, or, for what it refuses (a lone
+    surrogate, an integer beyond 64 bits), the json module, each lone surrogate written
+    as its ``\\uXXXX`` escape, so the text says what was sent and stays UTF-8.
+
+    >>> dumps({"text": "a\\ud800", "n": 2**64})
+    b'{"text":"a\\\\ud800","n":18446744073709551616}'
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        import json  # only for such values
+
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
 
 
 def escape(segment: str) -> str:

@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.jsondiff import dumps as _dumps
+
 # JSON-RPC 2.0's own codes, and the ACP ones acp-pipes uses.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -29,22 +31,6 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002  # ACP: unknown session
 REQUEST_CANCELLED = -32800  # ACP: the request was cancelled
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _dumps(value: Any) -> bytes:
-    """Compact JSON: orjson, or, for what it refuses (a lone surrogate, an integer beyond
-    64 bits), the json module with each lone surrogate written as its ``\\uXXXX`` escape,
-    so the text stays UTF-8 and says what the peer sent."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        import json  # only for such values
-
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
-
 
 def _id(rid: Any) -> bytes:
     """A request id as JSON, the one the peer sent: an integer exactly, whatever its size

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.errors import say
+from acp_pipes.jsondiff import dumps
 from acp_pipes.terminal import Terminal, printable
 
 __all__ = ["Reporter", "readable"]
@@ -54,7 +55,7 @@ class Reporter:
             if err is None:
                 return
             try:
-                err.buffer.write(orjson.dumps(event) + b"\n")
+                err.buffer.write(dumps(event) + b"\n")  # lone surrogates escaped
                 err.buffer.flush()
             except (OSError, ValueError, AttributeError):
                 pass
