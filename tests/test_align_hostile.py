@@ -127,3 +127,19 @@ def test_an_asr_stream_with_lone_surrogates_equals_itself(runs):
 def test_three_runs_with_a_lone_surrogate_draw_a_tree_in_json(runs):
     out, _ = align("--format", "json", str(runs["a"]), str(runs["text"]), str(runs["a"]))
     assert _json(out)["equal"] is False
+
+
+@pytest.mark.parametrize("fmt", ["ops", "diff", "json", "html"])
+def test_traces_differing_in_a_value_nested_1000_deep_align(runs, tmp_path: Path, fmt):
+    """orjson reads 1000 levels but writes no more than 1024 in all: a changed step whose
+    value nests that deep is still written, in every format."""
+    deep = "[" * 1000 + '"x"' + "]" * 1000
+    b = _edited(runs["a"], tmp_path / "deep.wire.jsonl", '"hello 1"', deep)
+    out, err = align("--format", fmt, str(runs["a"]), str(b))
+    assert err == b""
+    if fmt == "ops":
+        assert b'"a":"hello 1","b":' + deep.encode() + b"}]}\n" in out
+    elif fmt == "diff":
+        assert '/params/prompt/0/text: "hello 1" → [[[[[['.encode() in out
+    else:
+        assert b'"b":' + deep.encode() in out

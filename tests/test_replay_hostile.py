@@ -110,3 +110,15 @@ def test_client_mode_reports_an_agent_frame_with_a_lone_surrogate(trace, tmp_pat
     assert any(b'"received":{"hash":"blake3-raw:' in r and b'"id":"\\udc00"' in r
                for r in reports)
     assert any(b'\\ud800' in r for r in reports)
+
+
+def test_a_client_value_nested_1000_deep_is_reported_as_a_miss(trace):
+    """orjson reads 1000 levels, but the miss report around that value nests past what it
+    (and the json module) writes: the report is still one JSON line holding the value."""
+    deep = b"[" * 1000 + b'"x"' + b"]" * 1000
+    p = run_tool("replay", str(trace["wire"]),
+                 input=_send(trace["client"], 2, b'"hello 1"', deep))
+    assert p.returncode == 1, p.stderr
+    line = _one_report(p.stderr)
+    assert line.endswith(b'"diff":[{"op":"replace","path":"/params/prompt/0/text",'
+                         b'"recorded":"hello 1","received":' + deep + b"}]}")
