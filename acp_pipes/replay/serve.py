@@ -135,8 +135,9 @@ def _top_level(line: bytes) -> dict | None:
 
 
 def _id_token(line: bytes, rid: Any) -> Any:
-    """The request's id as sent: its token from the line (an ``orjson.Fragment``), or
-    None when JSON-RPC does not allow it (an object, an array, a boolean)."""
+    """The request's id as sent: its token from the line (an ``orjson.Fragment``, so
+    ``1e-400`` is not re-read as ``0.0``), or _INVALID when JSON-RPC does not allow it
+    (an object, an array, a boolean)."""
     span = id_span(line)
     if span is None:  # not found by the scanner: the parsed value, written back
         return rid if _valid_id(rid) else _INVALID
