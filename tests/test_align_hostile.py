@@ -143,3 +143,20 @@ def test_traces_differing_in_a_value_nested_1000_deep_align(runs, tmp_path: Path
         assert '/params/prompt/0/text: "hello 1" → [[[[[['.encode() in out
     else:
         assert b'"b":' + deep.encode() in out
+
+
+def test_the_html_page_with_a_lone_surrogate_opens_in_a_browser(browser, runs, tmp_path):
+    """The page's data holds the surrogate as a JSON escape: Chromium parses it and the
+    page shows the changed step, with no script error."""
+    from tests.view_browser import open_page
+
+    html = tmp_path / "ab.html"
+    r = run_tool("align", "--format", "html", str(runs["a"]), str(runs["text"]), "-o",
+                 str(html))
+    assert r.returncode == 1, r.stderr
+    opened = open_page(browser, html)
+    assert opened.foreign_requests == [] and opened.console_errors == []
+    page = opened.page
+    assert page.locator("#verdict").inner_text() == "different"
+    first = page.locator(".sbs-row.first")
+    assert first.count() == 1 and 'session/prompt "hello 1"' in first.inner_text()
