@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.jsondiff import dumps as _dumps
+
 # JSON-RPC 2.0's own codes, and the ACP ones acp-pipes uses.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -30,21 +32,13 @@ INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002  # ACP: unknown session
 REQUEST_CANCELLED = -32800  # ACP: the request was cancelled
 
-_dumps = orjson.dumps
-
-
 def _id(rid: Any) -> bytes:
     """A request id as JSON, the one the peer sent: an integer exactly, whatever its size
     (orjson stops at 64 bits), a string with a lone surrogate escaped (orjson refuses
-    one)."""
+    one); an ``orjson.Fragment`` (the id's token from the request line) as it is."""
     if type(rid) is int:
         return str(rid).encode()
-    try:
-        return _dumps(rid)
-    except TypeError:
-        import json  # only for such ids
-
-        return json.dumps(rid).encode()
+    return _dumps(rid)
 
 
 def response(rid: Any, result: Any) -> bytes:
@@ -114,6 +108,16 @@ def _skip_value(raw: bytes, i: int) -> int:
     return m.end()
 
 
+def _key(token: bytes) -> str:
+    """An escaped key, decoded (a lone surrogate too, which orjson refuses)."""
+    try:
+        return orjson.loads(token)
+    except orjson.JSONDecodeError:
+        import json
+
+        return json.loads(token)
+
+
 def member_spans(raw: bytes) -> dict[str, tuple[int, int]] | None:
     """``{key: (start, end)}`` of each top-level member's value token in the JSON object
     ``raw`` (None when ``raw`` is not an object). Keys are decoded (``"\\u0069d"`` is
@@ -139,7 +143,7 @@ def member_spans(raw: bytes) -> dict[str, tuple[int, int]] | None:
             if m is None:
                 return None
             key = m.group()
-            name = key[1:-1].decode("utf-8") if b"\\" not in key else orjson.loads(key)
+            name = key[1:-1].decode("utf-8") if b"\\" not in key else _key(key)
             i = _WS.match(raw, m.end()).end()
             if raw[i : i + 1] != b":":
                 return None

@@ -102,9 +102,11 @@ def _isatty(stream: BinaryIO | TextIO | None) -> bool:
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 controls, DEL, C1 controls, the line and paragraph separators (a new line to some
 # terminals, pagers and browsers), and the bidirectional overrides and isolates that
-# reorder what follows them on screen (the "Trojan Source" characters).
+# reorder what follows them on screen (the "Trojan Source" characters); lone surrogates
+# (valid JSON escapes, with no UTF-8 form: no terminal or file can take them raw).
 _UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ud800-\udfff]")
 
 
 def printable(text: str) -> str:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.acp_schema import check_conversation
 from tests.conftest import REPO, record_lockstep, run_tool, tool_argv, tool_env
@@ -322,3 +324,170 @@ def test_official_v1_sdk_client_lists_and_loads_every_stored_session(tmp_path: P
     assert steps[-2]["step"] == "close" and steps[-1] == {"done": True}
     prompt = next(s for s in steps if s.get("step") == "prompt")
     assert prompt["refused"] is True and prompt["code"] == -32603
+
+
+# -- hostile lines: each is answered (or, a notification, ignored), and the server goes on --
+
+HOSTILE_STREAM = FIXTURES / "ASR-724-725-path-order-latest-revision" / "stream.asr.jsonl"
+CLOSE = b'{"jsonrpc":"2.0","id":"next","method":"session/close","params":{"sessionId":"s"}}'
+CLOSED = b'{"jsonrpc":"2.0","id":"next","result":{}}'
+
+
+def serve_each(lines: list[bytes]) -> list[list[bytes]]:
+    """Each line sent to a real ``acp-replay --serve``, followed by a session/close: what
+    was answered to each line (the lines before the close's answer). The close is always
+    answered last, so the server lived through every line."""
+    r = run_tool("replay", "--serve", str(HOSTILE_STREAM),
+                 input=b"".join(x + b"\n" + CLOSE + b"\n" for x in lines), timeout=60)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    answers, current = [], []
+    for out in r.stdout.splitlines():
+        if out == CLOSED:
+            answers.append(current)
+            current = []
+        else:
+            current.append(out)
+    assert current == [] and len(answers) == len(lines), r.stdout[:2000]
+    return answers
+
+
+def test_serve_answers_a_line_nested_100000_deep_and_goes_on():
+    """The stdlib parser's RecursionError, and orjson's depth limit of 1024, never end the
+    server: unterminated brackets are a parse error, a whole deep array an invalid request
+    (id null), a request with deep params -32600 under its own id; a notification that
+    deep needs no answer."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    answers = serve_each([
+        b"[" * 100_000,
+        deep,
+        b'{"jsonrpc":"2.0","id":7,"method":"session/list","params":{"x":' + deep + b"}}",
+        b'{"jsonrpc":"2.0","method":"session/cancel","params":' + deep + b"}",
+        b'{"jsonrpc":"2.0","id":' + deep + b',"method":"session/list"}',
+    ])
+    assert answers == [
+        [b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: not '
+         b'JSON"}}'],
+        [b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: '
+         b'not a JSON-RPC 2.0 object"}}'],
+        [b'{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"Invalid request: '
+         b'nested deeper than acp-replay reads"}}'],
+        [],
+        [b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: '
+         b'the id must be a string, a number or null"}}'],
+    ]
+
+
+def test_serve_answers_a_lone_surrogate_method_with_it_escaped_and_goes_on():
+    """``"\\ud800"`` is a valid JSON escape: an unknown method named by it is -32601, its
+    name written back as the same escape (orjson cannot write it); so is a session ID."""
+    answers = serve_each([
+        b'{"jsonrpc":"2.0","id":1,"method":"\\ud800"}',
+        b'{"jsonrpc":"2.0","id":2,"method":"session/resume","params":{"sessionId":"a\\udc00"'
+        b',"cwd":"/"}}',
+        b'{"\\ud800":0,"jsonrpc":"2.0","id":3,"method":"session/close","params":'
+        b'{"sessionId":"s"}}',
+    ])
+    assert answers[0] == [b'{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":'
+                          b'"Method not found: \\ud800"}}']
+    (resume,) = answers[1]
+    assert resume.startswith(b'{"jsonrpc":"2.0","id":2,"error":{"code":-32002,')
+    assert b"a\\\\udc00" in resume  # the message quotes the ID's repr
+    assert answers[2] == [b'{"jsonrpc":"2.0","id":3,"result":{}}']
+
+
+def test_serve_echoes_every_number_id_byte_for_byte():
+    """Any number id comes back as its token in the request, never re-read: 5000 digits
+    (past the interpreter's int limit), ``1e-400`` (a double's 0.0), ``1e400`` (its
+    infinity), ``1.50``, ``-0``; and a string id with its escapes as written."""
+    ids = [b"9" * 5000, b"-" + b"1" * 5000, b"1e-400", b"1e400", b"1.50", b"-0", b"0.0e0",
+           b'"\\u0041\\ud800"', b'"\\/"']
+    answers = serve_each([b'{"jsonrpc":"2.0", "id" :\t' + rid +
+                          b' ,"method":"session/close","params":{"sessionId":"s","n":'
+                          + b"7" * 5000 + b"}}" for rid in ids])
+    assert answers == [[b'{"jsonrpc":"2.0","id":' + rid + b',"result":{}}'] for rid in ids]
+
+
+def test_serve_answers_infinity_and_nan_as_parse_errors():
+    """``Infinity``, ``-Infinity`` and ``NaN`` are not JSON (the json module reads them
+    unless told not to): -32700 with a null id, as JSON-RPC asks for a line not JSON."""
+    parse_error = [b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse '
+                   b'error: not JSON"}}']
+    lines = [b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"x":Infinity}}',
+             b'{"jsonrpc":"2.0","id":-Infinity,"method":"session/list"}',
+             b'{"jsonrpc":"2.0","id":2,"method":"session/list","params":[NaN,"\\ud800"]}']
+    assert serve_each(lines) == [parse_error] * len(lines)
+
+
+@pytest.fixture(scope="module")
+def live_server():
+    """One ``acp-replay --serve`` over real pipes for many lines; a thread reads its
+    stdout so a read can time out instead of hanging the test."""
+    import queue
+    import threading
+
+    proc = subprocess.Popen(tool_argv("replay", "--serve", str(HOSTILE_STREAM)),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=tool_env())
+    lines: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=lambda: [*map(lines.put, proc.stdout), lines.put(b"")],
+                              daemon=True)
+    reader.start()
+    yield proc, lines
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    err = proc.stderr.read()
+    assert b"internal error" not in err and b"Traceback" not in err, err[-2000:]
+
+
+_TOKENS = [b"{", b"}", b"[", b"]", b":", b",", b" ", b'"', b"\\", b'"jsonrpc"', b'"2.0"',
+           b'"id"', b'"method"', b'"params"', b'"session/list"', b'"session/close"',
+           b'"sessionId"', b'"s"', b"1", b"-0", b"1e400", b"1e-400", b"9" * 30,
+           b"Infinity", b"NaN", b"null", b"true", b'"\\ud800"', b'"\\udc00x"', b"\xff",
+           b"\xed\xa0\x80", b"[" * 3000, b"]" * 3000, b"7" * 5000]
+_ANY_STRING = st.text(st.characters(blacklist_categories=())  # lone surrogates too, often
+                      | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=6)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _ANY_STRING,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_ANY_STRING, inner,
+                                                                 max_size=3),
+    max_leaves=8)
+
+
+def _request_shaped(rid, method, params) -> bytes:
+    import json
+
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                       "params": params}).encode()
+
+
+_LINES = st.one_of(
+    st.binary(max_size=120),
+    st.lists(st.sampled_from(_TOKENS), max_size=30).map(b"".join),
+    st.builds(_request_shaped, _JSON,
+              st.sampled_from(["session/list", "session/close", "session/resume",
+                               "initialize", "no/such"]) | _ANY_STRING,
+              _JSON),
+).map(lambda b: b.replace(b"\n", b" "))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=_LINES)
+def test_serve_answers_any_line_with_one_response_or_none_and_lives(live_server, line):
+    """Whatever one line holds (bytes, JSON-ish tokens, requests with any values, lone
+    surrogates included), the server writes JSON lines, at most one of them a response,
+    and still answers the next request."""
+    import json
+
+    proc, out = live_server
+    proc.stdin.write(line + b"\n" + CLOSE + b"\n")
+    proc.stdin.flush()
+    responses = 0
+    while True:
+        got = out.get(timeout=60)
+        assert got, "the server ended"
+        if got.rstrip(b"\n") == CLOSED:
+            break
+        frame = json.loads(got.decode("utf-8"))  # UTF-8 JSON, lone surrogates escaped
+        responses += "method" not in frame
+    assert responses <= 1

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
 from acp_pipes.align.compare import Change, Comparison
 from acp_pipes.align.steps import Steps, StepTable
+from acp_pipes.jsondiff import dumps  # a lone surrogate stays its escape
 from acp_pipes.terminal import Terminal, printable
 
 __all__ = ["ABSENT", "ARROWS", "diff_lines", "ops", "show_values", "step_info", "summary"]
@@ -294,11 +293,11 @@ def show_values(a: Any, b: Any, width: int = 60) -> tuple[str, str]:
 def _show(value: Any, width: int) -> str:
     if value is ABSENT:
         return "(absent)"
-    text = printable(orjson.dumps(value).decode())
+    text = printable(dumps(value).decode())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _show_text(s: str, skip: int, width: int) -> str:
-    text = printable(orjson.dumps(s[skip:]).decode())
+    text = printable(dumps(s[skip:]).decode())
     text = '"…' + text[1:]
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -50,6 +50,7 @@ from acp_pipes.align.words import (
 )
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.errors import Warn
+from acp_pipes.frame import raw_hash
 from acp_pipes.jsonl import (
     READ_ERRORS,
     InputError,
@@ -392,9 +393,25 @@ def _json_lines(lines: Iterable[Line], bad: Callable[[Line, str], None]
         try:
             rec = orjson.loads(line.raw)
         except orjson.JSONDecodeError as e:
-            bad(line, f"{unparsable(line.terminated)}: {e}")
-            continue
+            try:  # JSON orjson refuses (a lone-surrogate escape, 1e400) is still JSON
+                rec = parse_json(line.raw)
+            except ValueError:
+                bad(line, f"{unparsable(line.terminated)}: {e}")
+                continue
         yield line, rec
+
+
+def _json_hash(content: Any) -> str | None:
+    """The identity of a record with no JCS form (a lone surrogate, ``1e400``):
+    ``blake3-raw:`` of its JSON as the json module writes it, keys sorted, so equal
+    records still align; None when not even that can be written (nesting too deep)."""
+    import json
+
+    try:
+        text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return raw_hash(text.encode())
 
 
 def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> Steps:
@@ -430,11 +447,14 @@ def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> St
             bad(line, "ASR record without a string 'type'")
             continue
         content = {k: v for k, v in rec.items() if k not in ASR_BOOKKEEPING}
+        content = normalizer.apply(content)
         try:
-            h = canonical_hash(normalizer.apply(content))
+            h = canonical_hash(content)
         except CanonicalError as e:
-            bad(line, f"record has no canonical form: {e}")
-            continue
+            h = _json_hash(content)
+            if h is None:
+                bad(line, f"record has no canonical form: {e}")
+                continue
         key = (rtype, h)
         step = ids.get(key)
         if step is None:

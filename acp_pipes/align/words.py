@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.canonical import parse_json
+from acp_pipes.jsondiff import dumps as _dumps  # lone surrogates escaped, not refused
 from acp_pipes.terminal import printable
 from acp_pipes.wire import decode_raw
 
@@ -103,7 +104,7 @@ def summarize_message(msg: Any) -> str:
 
 def _summarize_message(msg: Any) -> str:
     if not isinstance(msg, dict):
-        return clip(orjson.dumps(msg).decode())
+        return clip(_dumps(msg).decode())
     method = msg.get("method")
     params = msg.get("params")
     if isinstance(method, str):
@@ -121,7 +122,7 @@ def _summarize_message(msg: Any) -> str:
             else:
                 text = text_of(params)
             if text is not None:
-                parts.append(orjson.dumps(clip(text, 40)).decode())
+                parts.append(_dumps(clip(text, 40)).decode())
         return " ".join(parts)
     if "error" in msg:
         err = msg["error"]
@@ -138,8 +139,8 @@ def _summarize_message(msg: Any) -> str:
                 if isinstance(res.get(k), str):
                     return f"result {k}={clip(res[k], 30)}"
             return f"result {{{keys}}}"
-        return "result " + clip(orjson.dumps(res).decode(), 40)
-    return clip(orjson.dumps(msg).decode())
+        return "result " + clip(_dumps(res).decode(), 40)
+    return clip(_dumps(msg).decode())
 
 
 def summarize_record(rec: dict) -> str:
@@ -158,5 +159,5 @@ def _summarize_record(rec: dict) -> str:
             break
     text = text_of(rec)
     if text is not None:
-        parts.append(orjson.dumps(clip(text, 40)).decode())
+        parts.append(_dumps(clip(text, 40)).decode())
     return " ".join(parts)

@@ -11,7 +11,8 @@ import orjson
 
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
-from acp_pipes.jsonl import STDIN, dumps
+from acp_pipes.jsondiff import dumps
+from acp_pipes.jsonl import STDIN
 
 DESCRIPTION = """\
 Aligns two recordings step by step with an exact longest common subsequence (Myers'
@@ -62,6 +63,15 @@ acp-align --lineage parent.asr.jsonl child.asr.jsonl --format svg -o lineage.svg
 """
 
 FORMATS = ("ops", "diff", "json", "dot", "svg", "html")
+
+
+def json_line(rec: dict) -> bytes:
+    """One JSONL line; the strings of a recording may hold lone surrogates (valid JSON
+    escapes orjson refuses to write): they stay escapes."""
+    try:
+        return orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return dumps(rec) + b"\n"
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -131,7 +141,7 @@ def _lineage(args, ctx: Context, paths, names) -> int:
             "edges": [{"from": u, "to": v, "kind": d.get("kind")}
                       for u, v, d in g.edges(data=True)],
         }
-        ctx.out.write(dumps(rec))
+        ctx.out.write(json_line(rec))
         return EXIT_OK
     from acp_pipes.align.graph import bounded_lineage
 
@@ -195,17 +205,15 @@ def _pair(args, ctx: Context, a, b, table) -> int:
                  "alignment is valid but may not be minimal")
     out = ctx.out
     if fmt == "ops":
-        dumps_ = orjson.dumps
-        nl = orjson.OPT_APPEND_NEWLINE
         write = out.write
         for rec in render.ops(cmp):
-            write(dumps_(rec, option=nl))
+            write(json_line(rec))
     elif fmt == "diff":
         if cmp.distance:
             for line in render.diff_lines(cmp, args.context, term=ctx.term):
                 out.write(line.encode("utf-8") + b"\n")
     elif fmt == "json":
-        out.write(dumps(render.summary(cmp)))
+        out.write(json_line(render.summary(cmp)))
     elif fmt == "html":
         from acp_pipes.view.sidebyside import align_page
 
@@ -234,7 +242,7 @@ def _nway(args, ctx: Context, runs, table) -> int:
     tree = build_tree(runs)
     if fmt == "json":
         rec = tree_json(runs, table, tree)
-        ctx.out.write(dumps(rec))
+        ctx.out.write(json_line(rec))
         return EXIT_OK if rec["equal"] else EXIT_DIFFERENT
     _write_graph(ctx, tree_graph(runs, table, tree), fmt)
     from acp_pipes.align.graph import _first_branch

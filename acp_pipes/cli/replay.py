@@ -12,8 +12,7 @@ import itertools
 import sys
 from dataclasses import dataclass
 
-import orjson
-
+from acp_pipes.canonical import parse_json
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.reports import Reporter
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
@@ -305,9 +304,9 @@ def _sniff(path: str):
     for raw in lines:
         head.append(raw)
         if raw.strip():
-            try:
-                fmt = header_format(orjson.loads(raw))
-            except orjson.JSONDecodeError:
+            try:  # parse_json: a lone-surrogate escape in a header is still JSON
+                fmt = header_format(parse_json(raw))
+            except ValueError:
                 fmt = None
             break
     return fmt, itertools.chain(head, lines)

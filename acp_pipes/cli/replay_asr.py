@@ -10,10 +10,9 @@ import gc
 from collections.abc import Callable, Iterable
 from itertools import islice
 
-import orjson
-
 from acp_pipes.asr.reader import UntilCut, read_streams
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
+from acp_pipes.jsondiff import dumps  # lone surrogates stay escapes
 from acp_pipes.jsonl import InputError, display_name, raw_lines
 from acp_pipes.replay.updates import Replay, read_indexed
 from acp_pipes.replay.v1 import V1Replay
@@ -42,7 +41,7 @@ class _Reports:
         try:
             with open(self.path, "wb") as f:
                 for event in self.items:
-                    f.write(orjson.dumps(event) + b"\n")
+                    f.write(dumps(event) + b"\n")
         except OSError as e:
             raise UsageError(f"cannot write {self.path}: {e.strerror or e}") from None
 
@@ -169,7 +168,7 @@ def compare(args: argparse.Namespace, ctx, files: list[str], report: Report) -> 
         raise UsageError("--compare: give files holding one stream each")
     diffs = compare_streams(a[0], b[0])
     for d in diffs:
-        ctx.out.write(orjson.dumps(d) + b"\n")
+        ctx.out.write(dumps(d) + b"\n")
     ctx.out.flush()
     summary = {"event": "compare", "equivalent": not diffs, "differences": len(diffs),
                "a": display_name(files[0]), "b": display_name(files[1])}

@@ -12,9 +12,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import orjson
-
 from acp_pipes.errors import say
+from acp_pipes.jsondiff import dumps
 from acp_pipes.terminal import Terminal, printable
 
 __all__ = ["Reporter", "readable"]
@@ -54,7 +53,7 @@ class Reporter:
             if err is None:
                 return
             try:
-                err.buffer.write(orjson.dumps(event) + b"\n")
+                err.buffer.write(dumps(event) + b"\n")  # lone surrogates escaped
                 err.buffer.flush()
             except (OSError, ValueError, AttributeError):
                 pass
@@ -133,22 +132,23 @@ def _change(d: Any) -> str:
 def _json(value: Any, width: int = 60) -> str:
     """A value as compact JSON (a string quoted, so "1" and 1 differ), cut to ``width``."""
     try:
-        text = printable(orjson.dumps(value).decode())
-    except TypeError:
+        text = printable(dumps(value).decode())
+    except TypeError:  # no JSON value
         text = printable(repr(value))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _describe(value: Any, width: int = 100) -> str:
-    """A value on one line: a dict as ``key value`` pairs, the rest as compact JSON."""
-    if isinstance(value, dict):
-        text = ", ".join(f"{k} {_describe(v, width)}" for k, v in value.items())
+def _describe(value: Any, width: int = 100, top: bool = True) -> str:
+    """A value on one line: a dict as ``key value`` pairs (one level: a peer's value may
+    nest past any recursion limit), the rest as compact JSON."""
+    if top and isinstance(value, dict):
+        text = ", ".join(f"{k} {_describe(v, width, False)}" for k, v in value.items())
     elif isinstance(value, str):
         text = value
     else:
         try:
-            text = orjson.dumps(value).decode()
-        except TypeError:
+            text = dumps(value).decode()
+        except TypeError:  # no JSON value
             text = repr(value)
     text = printable(text)
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -19,9 +19,15 @@ either.
 Nothing is ever executed (ASR-726): ``session/prompt`` (and ``session/new``,
 ``session/fork``, ``session/set_mode``, ...) get a JSON-RPC error saying the session is a
 read-only recording. Unknown methods get -32601, unknown notifications are ignored, as
-ACP asks. A request id is answered exactly as sent (an integer of any size stays that
-integer); an id that JSON-RPC does not allow (an object, an array, a boolean) gets
--32600 with a null id.
+ACP asks. A request id is answered exactly as sent, byte for byte: its token is copied
+from the request line (an integer of any size, ``1e-400``, ``1.50``, a string with a lone
+surrogate all come back as written); an id that JSON-RPC does not allow (an object, an
+array, a boolean) gets -32600 with a null id.
+
+Hostile lines are answered, never fatal: ``NaN``/``Infinity`` (not JSON) and bytes that
+are not JSON get -32700; a request nested deeper than the parser reads gets -32600 with
+its own id (a notification or response that deep is ignored); a line that is only a
+deep array, -32600 with a null id.
 
 The server is a pure function over lines: :func:`serve_lines` maps client lines to agent
 frames, so tests and the CLI share it; ``report`` gets the loss report of each replay.
@@ -30,8 +36,8 @@ frames, so tests and the CLI share it; ``report`` gets the loss report of each r
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Iterator
+from decimal import Decimal
 from typing import Any, BinaryIO
 
 import orjson
@@ -45,6 +51,9 @@ from acp_pipes.jsonrpc import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     RESOURCE_NOT_FOUND,
+    element_spans,
+    id_span,
+    member_spans,
 )
 from acp_pipes.jsonrpc import error as _error
 from acp_pipes.jsonrpc import response as _response
@@ -73,23 +82,77 @@ _INFO = {"name": "acp-replay", "title": "acp-replay (read-only recorded sessions
          "version": __version__}
 
 
-def _parse(line: bytes) -> Any:
-    """A client line as JSON, exactly: orjson, unless it cannot say it as sent (an integer
-    beyond 64 bits becomes a float; a lone surrogate or ``1e400`` is refused), then the
-    standard library's parser, which keeps integers exact. Raises ValueError."""
+class _TooDeep(Exception):
+    """Valid-looking JSON nested deeper than the parser reads."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _big_int(text: str) -> Any:
+    """An integer literal as a number: past the interpreter's digit limit (4300) an exact
+    Decimal instead of the ValueError ``int()`` raises. Only its kind matters here: the
+    id is echoed from its own bytes."""
     try:
-        msg = orjson.loads(line)
+        return int(text)
+    except ValueError:
+        return Decimal(text)
+
+
+def _parse(line: bytes) -> Any:
+    """A client line as JSON: orjson, unless it refuses JSON it cannot hold (a lone
+    surrogate, ``1e400``, nesting beyond 1024), then the standard library's parser, kept
+    to JSON (no ``NaN``/``Infinity``). ValueError if not JSON, _TooDeep if too deep."""
+    try:
+        return orjson.loads(line)
     except orjson.JSONDecodeError:
-        return json.loads(line)
-    if type(msg) is dict and type(msg.get("id")) is float:
-        return json.loads(line)
+        pass
+    text = line.decode("utf-8")  # a UnicodeDecodeError is a ValueError
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_big_int)
+    except RecursionError:
+        raise _TooDeep from None
+
+
+def _top_level(line: bytes) -> dict | None:
+    """What a line too deep to parse says at its top level: ``jsonrpc``, ``method`` and
+    ``id`` parsed from their own bytes, other members present as None; None when the line
+    is no object."""
+    spans = member_spans(line)
+    if spans is None:
+        return None
+    msg: dict[str, Any] = {}
+    for key, (start, end) in spans.items():
+        value = None
+        if key in ("jsonrpc", "method", "id"):
+            try:
+                value = _parse(line[start:end])
+            except (ValueError, _TooDeep):
+                value = [None]  # a value no method or id can be
+        msg[key] = value
     return msg
 
 
+def _id_token(line: bytes, rid: Any) -> Any:
+    """The request's id as sent: its token from the line (an ``orjson.Fragment``, so
+    ``1e-400`` is not re-read as ``0.0``), or _INVALID when JSON-RPC does not allow it
+    (an object, an array, a boolean)."""
+    span = id_span(line)
+    if span is None:  # not found by the scanner: the parsed value, written back
+        return rid if _valid_id(rid) else _INVALID
+    token = line[span[0] : span[1]]
+    return orjson.Fragment(token) if token[:1] in _ID_STARTS else _INVALID
+
+
+_ID_STARTS = (b'"', b"-", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"n")
+_INVALID = object()
+
+
 def _valid_id(rid: Any) -> bool:
-    """JSON-RPC 2.0: a string, a number or null (a finite one: JSON has no other)."""
+    """JSON-RPC 2.0: a string, a number or null."""
     t = type(rid)
-    return t is str or t is int or rid is None or (t is float and math.isfinite(rid))
+    return t is str or t is int or t is float or t is Decimal or rid is None
 
 
 class Server:
@@ -124,11 +187,22 @@ class Server:
     def feed(self, line: bytes) -> Iterator[bytes]:
         if not line.strip():
             return
+        deep = False
         try:
             msg = _parse(line)
-        except ValueError:  # json.JSONDecodeError, and a UnicodeDecodeError
+        except ValueError:  # json.JSONDecodeError, NaN/Infinity, a UnicodeDecodeError
             yield _error(None, PARSE_ERROR, "Parse error: not JSON")
             return
+        except _TooDeep:
+            deep = True
+            msg = _top_level(line)
+            if msg is None:
+                if element_spans(line) is None:
+                    yield _error(None, PARSE_ERROR, "Parse error: not JSON")
+                else:
+                    yield _error(None, INVALID_REQUEST, "Invalid request: not a JSON-RPC "
+                                 "2.0 object")
+                return
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
             yield _error(None, INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 object")
             return
@@ -137,10 +211,14 @@ class Server:
             return  # a response to a request this agent never sends: ignored
         if "id" not in msg:
             return  # notifications (session/cancel, unknown ones) need no answer
-        rid = msg["id"]
-        if not _valid_id(rid):
+        rid = _id_token(line, msg["id"])
+        if rid is _INVALID:
             yield _error(None, INVALID_REQUEST, "Invalid request: the id must be a string, "
                          "a number or null")
+            return
+        if deep:
+            yield _error(rid, INVALID_REQUEST, "Invalid request: nested deeper than "
+                         "acp-replay reads")
             return
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         if method not in _KNOWN[self.protocol]:

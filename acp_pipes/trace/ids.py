@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
+from acp_pipes.jsondiff import dumps
 from acp_pipes.jsonrpc import id_span
 
 __all__ = ["id_key", "id_span", "note_live_id", "splice_id"]
@@ -23,7 +22,7 @@ __all__ = ["id_key", "id_span", "note_live_id", "splice_id"]
 
 def id_key(value: Any) -> bytes:
     """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
-    return orjson.dumps(value)
+    return dumps(value)
 
 
 def splice_id(raw: bytes, token: bytes, span: tuple[int, int] | None = None) -> bytes:
@@ -50,7 +49,7 @@ def note_live_id(ids: dict[bytes, bytes], recorded: dict[str, Any], raw: bytes,
         return
     token = raw[span[0] : span[1]]
     ids[id_key(recorded.get("id"))] = token
-    if remap_log is not None:
-        remap_log.write(orjson.dumps({
-            "recorded": recorded.get("id"), "live": orjson.loads(token), "dir": direction,
-            "seq": recorded.get("seq")}) + b"\n")
+    if remap_log is not None:  # the live id as its token: byte for byte, whatever it is
+        remap_log.write(b'{"recorded":' + dumps(recorded.get("id")) + b',"live":' + token
+                        + b',"dir":' + dumps(direction) + b',"seq":'
+                        + dumps(recorded.get("seq")) + b"}\n")

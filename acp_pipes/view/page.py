@@ -25,7 +25,7 @@ import base64
 import hashlib
 from typing import Any
 
-import orjson
+from acp_pipes.jsondiff import dumps
 
 __all__ = ["csp", "embed_json", "html_page"]
 
@@ -45,7 +45,7 @@ def embed_json(data: Any) -> bytes:
     >>> embed_json({"x": "</script><!--"})
     b'{"x":"\\\\u003c/script\\\\u003e\\\\u003c!--"}'
     """
-    text = orjson.dumps(data)
+    text = dumps(data)  # a lone surrogate in a recording stays its escape
     for raw, escaped in _ESCAPES:
         if raw in text:
             text = text.replace(raw, escaped)
