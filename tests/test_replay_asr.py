@@ -407,3 +407,161 @@ def test_wire_into_head_ends_quietly(tmp_path: Path):
     err = p.stderr.read()
     assert p.wait(timeout=60) == 0, err
     assert err == b"" and first == whole.stdout.splitlines(keepends=True)[:2]
+
+
+# -- ASR-724: message types have their own ID spaces -------------------------------------
+
+
+def _messages(ups: list[dict]) -> list[tuple]:
+    """(kind, messageId, texts) of each message update (a v1 chunk holds one block)."""
+    return [(u["sessionUpdate"], u["messageId"],
+             [c.get("text") for c in (u["content"] if isinstance(u["content"], list)
+                                      else [u["content"]])])
+            for u in ups if "messageId" in u]
+
+
+def test_asr_724_message_types_have_their_own_id_spaces():
+    """ACP's MessageId: "messages of different types may share an ID and remain distinct
+    messages". A prompt, a thought and an agent message all m1 are three, each with its
+    own latest revision; a later prompt with an earlier agent message's ID (a1) is a new
+    message and replaces none."""
+    assert _messages(_updates("ASR-724-732-message-id-spaces")) == [
+        ("user_message", "m1", ["look"]), ("agent_thought", "m1", ["looking"]),
+        ("agent_message", "m1", ["seen it"]), ("agent_message", "a1", ["anything else?"]),
+        ("user_message", "a1", ["yes"]), ("agent_message", "a2", ["done"])]
+    assert _messages(_updates("ASR-724-732-message-id-spaces", "expected.v1")) == [
+        ("user_message_chunk", "m1", ["look"]), ("agent_thought_chunk", "m1", ["looking"]),
+        ("agent_message_chunk", "m1", ["seen it"]),
+        ("agent_message_chunk", "a1", ["anything else?"]),
+        ("user_message_chunk", "a1", ["yes"]), ("agent_message_chunk", "a2", ["done"])]
+
+
+def _wire_log(path: Path, frames: list[tuple[str, dict]]) -> Path:
+    """A wire log as acp-tee writes it: the header, then one record per frame."""
+    lines = [orjson.dumps({"format": "acp-pipes/wire", "version": 1, "recorder": "test",
+                           "argv": ["agent"], "started": "2025-11-24T16:00:00.000000Z",
+                           "clock": "nanos", "env": {}})]
+    for n, (d, msg) in enumerate(frames):
+        lines.append(orjson.dumps({"seq": n, "t": 1_764_000_000_000_000_000 + n * 1_000_000,
+                                   "dir": d, "raw": orjson.dumps({"jsonrpc": "2.0", **msg})
+                                   .decode()}))
+    path.write_bytes(b"".join(x + b"\n" for x in lines))
+    return path
+
+
+def _shared_ids_session() -> list[tuple[str, dict]]:
+    """A v2 session whose prompt, thought and agent message are all m1, whose second
+    prompt is answered with the ID of the first turn's agent message a1, and whose plan
+    carries its own ``_meta``."""
+    sid = "s1"
+    out: list[tuple[str, dict]] = []
+
+    def upd(u):
+        out.append(("a2c", {"method": "session/update",
+                            "params": {"sessionId": sid, "update": u}}))
+
+    out += [("c2a", {"id": 0, "method": "initialize", "params": {
+                "protocolVersion": 2, "info": {"name": "c", "version": "1"},
+                "capabilities": {}}}),
+            ("a2c", {"id": 0, "result": {"protocolVersion": 2, "info": {
+                "name": "A", "version": "1"}, "capabilities": {"session": {}}}}),
+            ("c2a", {"id": 1, "method": "session/new", "params": {"cwd": "/ws",
+                                                                  "mcpServers": []}}),
+            ("a2c", {"id": 1, "result": {"sessionId": sid}})]
+    for n, (prompt, mid) in enumerate([("look", "m1"), ("yes", "a1")], 2):
+        out.append(("c2a", {"id": n, "method": "session/prompt", "params": {
+            "sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}}))
+        out.append(("a2c", {"id": n, "result": {"messageId": mid}}))
+        upd({"sessionUpdate": "user_message", "messageId": mid,
+             "content": [{"type": "text", "text": prompt}]})
+        upd({"sessionUpdate": "state_update", "state": "running"})
+        if n == 2:
+            upd({"sessionUpdate": "agent_thought_chunk", "messageId": "m1",
+                 "content": {"type": "text", "text": "looking"}})
+            upd({"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                 "content": {"type": "text", "text": "seen"}})
+            upd({"sessionUpdate": "plan_update", "plan": {
+                "type": "items", "planId": "p1", "_meta": {"_acme": {"board": 7}},
+                "entries": [{"content": "a", "priority": "high", "status": "pending"}]}})
+            upd({"sessionUpdate": "agent_message", "messageId": "a1",
+                 "content": [{"type": "text", "text": "anything else?"}]})
+        else:
+            upd({"sessionUpdate": "agent_message", "messageId": "a2",
+                 "content": [{"type": "text", "text": "done"}]})
+        upd({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
+    return out
+
+
+def test_recorded_messages_sharing_ids_all_replay(tmp_path: Path):
+    """The same through the real acp-asr and acp-replay, from a wire log: every message
+    is replayed, none replaces another; the plan's _meta is on the plan (ACP v2's
+    PlanItems._meta), as the agent sent it, not on the update."""
+    wire = _wire_log(tmp_path / "w.jsonl", _shared_ids_session())
+    asr = run_tool("asr", str(wire))
+    assert asr.returncode == 0, asr.stderr
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(asr.stdout)
+    r = run_tool("replay", str(stream))
+    assert r.returncode == 0, r.stderr
+    ups = [f["params"]["update"] for f in _lines(r.stdout)]
+    assert _messages(ups) == [
+        ("user_message", "m1", ["look"]), ("agent_thought", "m1", ["looking"]),
+        ("agent_message", "m1", ["seen"]), ("agent_message", "a1", ["anything else?"]),
+        ("user_message", "a1", ["yes"]), ("agent_message", "a2", ["done"])]
+    (plan,) = [u for u in ups if u["sessionUpdate"] == "plan_update"]
+    assert plan["plan"]["_meta"] == {"_acme": {"board": 7}} and "_meta" not in plan
+    check = FrameChecker("agent")
+    assert all(check(f) == "notification session/update" for f in _lines(r.stdout))
+    r = run_tool("replay", "--protocol", "1", str(stream))
+    assert r.returncode == 0, r.stderr
+    ups = [f["params"]["update"] for f in _lines(r.stdout)]
+    assert [(u["sessionUpdate"], u["messageId"]) for u in ups if "messageId" in u] == [
+        ("user_message_chunk", "m1"), ("agent_thought_chunk", "m1"),
+        ("agent_message_chunk", "m1"), ("agent_message_chunk", "a1"),
+        ("user_message_chunk", "a1"), ("agent_message_chunk", "a2")]
+    (plan,) = [u for u in ups if u["sessionUpdate"] == "plan"]
+    assert plan["_meta"] == {"_acme": {"board": 7}}  # v1's plan is the update itself
+
+
+def test_asr_708_plan_meta_is_on_the_plan():
+    (plan,) = [u for u in _updates("ASR-708-plan-meta-on-the-plan")
+               if u["sessionUpdate"] == "plan_update"]
+    assert "_meta" not in plan
+    assert plan["plan"]["_meta"] == {"_acme": {"board": 7}}
+    assert plan["plan"]["entries"][0]["_meta"] == {"_acme": {"entry": 1}}
+    (v1,) = [u for u in _updates("ASR-708-plan-meta-on-the-plan", "expected.v1")
+             if u["sessionUpdate"] == "plan"]
+    assert v1["_meta"] == {"_acme": {"board": 7}}
+
+
+# -- ASR-727: reasoning with opaque content only -----------------------------------------
+
+
+def test_asr_727_opaque_only_reasoning_sends_no_thought():
+    """A reasoning part with neither text nor summary (encrypted content, a signature)
+    has nothing a client can show: no agent_thought is sent for it, never an empty one,
+    and the report counts it (``opaque_thought``); a thought's other parts are sent, and
+    ``<n>`` still counts every reasoning part of the message (ASR-727)."""
+    ups = _updates("ASR-727-opaque-only-reasoning")
+    assert _messages(ups) == [
+        ("user_message", "u1", ["think hard"]), ("agent_thought", "th2", ["visible"]),
+        ("agent_thought", "a1#thought-1", ["brief"]), ("agent_message", "a1", ["answer"])]
+    for stem in ("expected", "expected.v1"):
+        report = orjson.loads((REPO / "tests/fixtures/replay/ASR-727-opaque-only-reasoning"
+                               / f"{stem}.report.json").read_bytes())
+        assert report["losses"]["opaque_thought"] == 2  # th1, a1's first part
+        assert report["losses"]["reasoning_opaque"] == 3
+    assert [u["messageId"] for u in _updates("ASR-727-opaque-only-reasoning", "expected.v1")
+            if u["sessionUpdate"] == "agent_thought_chunk"] == ["th2", "a1#thought-1"]
+
+
+@pytest.mark.parametrize("path", ALL_STREAMS, ids=lambda p: p.parent.name)
+def test_no_empty_thought_is_sent(path: Path):
+    """No agent_thought is sent without content or with an empty text (what an opaque
+    reasoning part became)."""
+    r = run_tool("replay", str(path))
+    assert r.returncode == 0, r.stderr
+    for f in _lines(r.stdout):
+        u = f["params"]["update"]
+        if u["sessionUpdate"] == "agent_thought":
+            assert u["content"] and all(c["text"] for c in u["content"]), u

@@ -9,10 +9,13 @@ file change operations, except for what the replay reports as lost (ASR-731).
 The context view (:func:`context_view`) is what a model's context is made of, in path
 order (an entity at its first record, with its latest revision):
 
-- messages, except notices (ASR-730), inter-session and system messages (not replayed);
-  an assistant message with reasoning beside other parts is split as replay splits it
-  (ASR-727: ``<messageId>#thought-<n>`` thoughts first); refusal parts become text;
-  a reasoning-only message is a thought whose text is its parts' text joined;
+- messages, except notices (ASR-730), inter-session and system messages (not replayed),
+  each known by its type and ID (user, agent and thought messages have an ID space
+  each, as in ACP: the three may share an ID); an assistant message with reasoning
+  beside other parts is split as replay splits it (ASR-727: ``<messageId>#thought-<n>``
+  thoughts first); refusal parts become text; a reasoning-only message is a thought
+  whose text is its parts' text joined; reasoning with neither text nor summary (opaque
+  only) is no thought, as replay sends none;
 - tool calls with their result's status mapped as a replay maps it and a recorder maps
   it back (ASR-728: denied -> failed, interrupted -> cancelled), display content, and the
   operations of the file changes they caused, with absolute paths (a change whose root is
@@ -32,6 +35,7 @@ from typing import Any
 
 from acp_pipes.asr.paths import resolve
 from acp_pipes.asr.reader import AsrStream, read_streams
+from acp_pipes.replay.updates import message_space, thought_text
 
 __all__ = ["compare_streams", "compare_views", "context_view", "load_stream"]
 
@@ -42,15 +46,6 @@ _ROUND = {"denied": "failed", "interrupted": "cancelled", "other": "unknown"}
 
 def _status(s: Any) -> Any:
     return _ROUND.get(s, s) if isinstance(s, str) else s
-
-
-def _thought_text(p: dict) -> str:
-    text = p.get("text")
-    if isinstance(text, str):
-        return text
-    segs = p.get("summary") if isinstance(p.get("summary"), list) else []
-    return "\n\n".join(s if isinstance(s, str) else str((s or {}).get("text", ""))
-                       for s in segs)
 
 
 def _blocks(parts: list) -> list:
@@ -79,12 +74,15 @@ def context_view(stream: AsrStream) -> list[dict]:
         if t == "message":
             if rec.get("origin") in ("notice", "inter_session") or rec.get("role") == "system":
                 continue
-            key = ("message", rec.get("messageId"))
+            # ASR-724: a prompt, a thought and an agent message may share an ID (ACP
+            # gives each message type its own ID space) and are three entities
+            key = ("message", message_space(rec), rec.get("messageId"))
         elif t == "tool_call":
             key = ("tool_call", rec.get("callId"))
         elif t == "tool_result":
             results[rec.get("callId")] = rec
-            if ("tool_call", rec.get("callId")) not in latest:
+            if isinstance(rec.get("callId"), str) and ("tool_call", rec.get("callId")) \
+                    not in latest:
                 key = ("tool_call", rec.get("callId"))  # a result without its call
                 if key not in latest:
                     order.append(key)
@@ -96,7 +94,12 @@ def context_view(stream: AsrStream) -> list[dict]:
             if key is None:
                 key = ("file_change", rec.get("id") or len(latest))
                 cause = rec.get("cause") if isinstance(rec.get("cause"), dict) else {}
-                changes.setdefault(cause.get("callId"), []).append(key)
+                cid = cause.get("callId")
+                changes.setdefault(cid, []).append(key)
+                call = ("tool_call", cid)
+                if isinstance(cid, str) and call not in latest:  # a change before its call
+                    order.append(call)  # (or with none): replay sends the call here
+                    latest[call] = {"type": "tool_call", "callId": cid}
             latest[key] = rec
             if rec.get("id") is not None:
                 by_rid[rec["id"]] = key
@@ -123,18 +126,21 @@ def context_view(stream: AsrStream) -> list[dict]:
         if kind == "message":
             parts = rec.get("content") if isinstance(rec.get("content"), list) else []
             mid = rec.get("messageId")
-            reasoning = [p for p in parts if isinstance(p, dict) and p.get("type") == "reasoning"]
-            blocks = _blocks(parts)
-            if rec.get("role") == "assistant" and reasoning and not blocks:
-                view.append({"entity": "thought", "id": mid,
-                             "text": "".join(_thought_text(p) for p in reasoning)})
+            # a thought of opaque reasoning only has no text: never sent, declared
+            texts = [thought_text(p) for p in parts
+                     if isinstance(p, dict) and p.get("type") == "reasoning"]
+            if key[1] == "thought":
+                if any(x is not None for x in texts):
+                    view.append({"entity": "thought", "id": mid,
+                                 "text": "".join(x for x in texts if x is not None)})
                 continue
-            if rec.get("role") == "assistant":
-                for n, p in enumerate(reasoning):  # ASR-727
-                    view.append({"entity": "thought", "id": f"{mid}#thought-{n}",
-                                 "text": _thought_text(p)})
+            if key[1] == "agent":
+                for n, x in enumerate(texts):  # ASR-727
+                    if x is not None:
+                        view.append({"entity": "thought", "id": f"{mid}#thought-{n}",
+                                     "text": x})
             view.append({"entity": "message", "id": mid, "role": rec.get("role"),
-                         "content": blocks})
+                         "content": _blocks(parts)})
         elif kind == "tool_call":
             cid = rec.get("callId")
             res = results.get(cid)

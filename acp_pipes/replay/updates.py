@@ -11,7 +11,9 @@ per category of the seed's "Declared losses (replay)" and reported, never hidden
 acp-pipes streams are linear (no branch records): every record is on the active path of
 the one head, in stream order. Entities are placed at their first record; a superseding
 record (``supersedes``) or a later record with the same native ID replaces the content
-(ASR-724: latest revision).
+(ASR-724: latest revision); messages have one ID space per ACP message type
+(:func:`message_space`), so a prompt, a thought and an agent message sharing an ID are
+three messages.
 
     from acp_pipes.asr.reader import read_streams
     from acp_pipes.replay.updates import Replay
@@ -34,8 +36,8 @@ from acp_pipes.asr.paths import resolve
 from acp_pipes.asr.reader import AsrStream, Warn, iter_streams
 from acp_pipes.jsonl import display_name
 
-__all__ = ["ACP_STATES", "Replay", "STATUS", "current_state", "notification", "read_indexed",
-           "replay_status"]
+__all__ = ["ACP_STATES", "Replay", "STATUS", "current_state", "message_space", "notification",
+           "read_indexed", "replay_status", "thought_text"]
 
 #: ASR-728: tool_result.status -> ACP tool call status (a vendor value unchanged).
 STATUS = {"completed": "completed", "failed": "failed", "denied": "failed",
@@ -58,7 +60,8 @@ LOSS_ORDER = (
     "conversations", "off_path", "lineage", "capture", "redaction", "timestamps",
     # beyond the seed's list: not replayed by this mapping, so still reported
     "diff", "location", "terminal_cwd", "notice", "inter_session", "subagent", "audit",
-    "usage_history", "revisions", "reasoning_opaque", "content_parts", "orphan",
+    "usage_history", "revisions", "reasoning_opaque", "opaque_thought", "content_parts",
+    "orphan",
 )
 #: Record types that are not replayed, by the category they are reported under.
 _TYPE_LOSS = {
@@ -70,6 +73,37 @@ _TYPE_LOSS = {
     "memory_change": "memory_change", "delivery": "delivery", "redaction": "redaction",
     "subagent": "subagent", "branch": "off_path", "head": "off_path",
 }
+
+
+def message_space(rec: dict) -> str:
+    """The ACP message type a message record replays as, which is its ID space (ACP's
+    MessageId: "messages of different types may share an ID and remain distinct
+    messages"): ``user``, ``thought`` (an assistant message of reasoning parts only,
+    ASR-727) or ``agent``. Another role than user is replayed as an agent message."""
+    if rec.get("role") == "user":
+        return "user"
+    parts = rec.get("content")
+    thought = False
+    for p in parts if isinstance(parts, list) else ():
+        if isinstance(p, dict):
+            if p.get("type") != "reasoning":
+                return "agent"
+            thought = True
+    return "thought" if thought else "agent"
+
+
+def thought_text(part: dict) -> str | None:
+    """A reasoning part's text as a thought (the replay table): ``text``, else the
+    ``summary`` segments joined by a blank line; None when it has neither (opaque
+    reasoning only, never sent)."""
+    text = part.get("text")
+    if isinstance(text, str):
+        return text
+    segs = part.get("summary")
+    if not isinstance(segs, list) or not segs:
+        return None
+    return "\n\n".join(s if isinstance(s, str) else str((s or {}).get("text", ""))
+                       for s in segs)
 
 
 def replay_status(status: Any) -> Any:
@@ -111,7 +145,7 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
     slots: list[list] = []  # [kind, latest record]
     by_rid: dict[str, int] = {}
     # native ID -> slot, one table per kind (no key tuple to build and hash per record)
-    by_msg: dict = {}
+    by_msg: dict[str, dict] = {"user": {}, "agent": {}, "thought": {}}
     by_call: dict = {}
     by_result: dict = {}
     by_plan: dict = {}
@@ -150,7 +184,9 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
                 continue
             if "author" in rec or "from" in rec or "sender" in rec:
                 losses["senders"] += 1
-            keys, key = by_msg, rec.get("messageId")
+            # ASR-724: each message type has its own ID space (ACP's MessageId), so a
+            # prompt, a thought and an agent message may share an ID and stay three
+            keys, key = by_msg[message_space(rec)], rec.get("messageId")
         elif t == "state":  # before the rarer kinds: two of a turn's records
             if current_state(rec.get("state")):
                 if state is not None:
@@ -281,11 +317,14 @@ class Replay:
         slots, results, changes, state, usage, info = ix[:6]
         self.records = ix.count
         done_calls: set = set()
+        calls: dict | None = None  # callId -> tool_call, once a call is due before its own
         for kind, rec in slots:
             if kind == "message":
                 yield from self._message(rec)  # a list: cheaper than a generator
             elif kind == "tool_call":
                 cid = rec.get("callId")
+                if cid in done_calls:
+                    continue  # already sent whole where its result or change came first
                 done_calls.add(cid)
                 yield self._tool(cid, rec, results.get(cid), changes.get(cid, ()), slots)
             elif kind in ("tool_result", "file_change"):
@@ -296,9 +335,13 @@ class Replay:
                 if not isinstance(cid, str):
                     self.losses["orphan"] += 1  # a change no call caused: nowhere to put it
                     continue
-                # a result or change whose call the stream does not hold: replay what it has
+                # a result or change before its call (or with no call in the stream): the
+                # call is sent here, whole, once (ASR-724: at the entity's first record)
+                if calls is None:
+                    calls = {r.get("callId"): r for k, r in slots if k == "tool_call"}
                 done_calls.add(cid)
-                yield self._tool(cid, None, results.get(cid), changes.get(cid, ()), slots)
+                yield self._tool(cid, calls.get(cid), results.get(cid), changes.get(cid, ()),
+                                 slots)
             elif kind == "plan":
                 yield self._plan(rec)
             elif kind == "terminal":
@@ -350,26 +393,33 @@ class Replay:
             return [_meta({"sessionUpdate": "user_message", "messageId": mid,
                            "content": blocks}, rec)]
         if reasoning and not blocks:  # a reasoning-only message: one agent_thought
+            content = [c for p in reasoning if (c := self._thought(p)) is not None]
+            if not content:  # opaque reasoning only: nothing a client can show
+                self.losses["opaque_thought"] += 1
+                return []
             return [_meta({"sessionUpdate": "agent_thought", "messageId": mid,
-                           "content": [self._thought(p) for p in reasoning]}, rec)]
-        # ASR-727: thoughts before the agent_message
-        out = [{"sessionUpdate": "agent_thought", "messageId": f"{mid}#thought-{n}",
-                "content": [self._thought(p)]} for n, p in enumerate(reasoning)]
+                           "content": content}, rec)]
+        # ASR-727: thoughts before the agent_message, <n> counting every reasoning part
+        out = []
+        for n, p in enumerate(reasoning):
+            c = self._thought(p)
+            if c is None:
+                self.losses["opaque_thought"] += 1
+                continue
+            out.append({"sessionUpdate": "agent_thought", "messageId": f"{mid}#thought-{n}",
+                        "content": [c]})
         out.append(_meta({"sessionUpdate": "agent_message", "messageId": mid,
                           "content": blocks}, rec))
         return out
 
-    def _thought(self, part: dict) -> dict:
+    def _thought(self, part: dict) -> dict | None:
         """Text from ``reasoning.text``, else the summary segments joined by a blank line;
-        opaque reasoning and signatures are never sent."""
+        opaque reasoning and signatures are never sent. None: the part has neither text
+        nor summary (opaque content only), so it has no thought to send."""
         if set(part) - {"type", "text", "summary"}:
             self.losses["reasoning_opaque"] += 1
-        text = part.get("text")
-        if not isinstance(text, str):
-            segs = part.get("summary") if isinstance(part.get("summary"), list) else []
-            text = "\n\n".join(s if isinstance(s, str) else str((s or {}).get("text", ""))
-                               for s in segs)
-        return {"type": "text", "text": text}
+        text = thought_text(part)
+        return None if text is None else {"type": "text", "text": text}
 
     def _abs(self, ref: Any) -> str | None:
         """ASR-729/711: a PathRef back to an absolute path (None: its root is redacted)."""
@@ -453,7 +503,9 @@ class Replay:
         for k, v in rec.items():
             if k not in _PLAN_SKIP:
                 plan[k] = v
-        return _meta({"sessionUpdate": "plan_update", "plan": plan}, rec)
+        # the plan's _meta is the plan's own (PlanItems._meta in the v2 schema), as the
+        # fold keeps it; the update's (PlanUpdate._meta) was patched into it
+        return {"sessionUpdate": "plan_update", "plan": _meta(plan, rec)}
 
     def _terminal(self, rec: dict) -> dict:
         """ASR-726: a display-only snapshot; nothing is started."""

@@ -277,8 +277,8 @@ class V1Replay:
             if len(self.plans) > 1:
                 self.losses["plans"] += 1  # it replaces the one before, as v1 has it
         out: dict[str, Any] = {"sessionUpdate": "plan", "entries": kept}
-        if "_meta" in u:
-            out["_meta"] = u["_meta"]
+        if "_meta" in plan:  # v1's plan is the update: its _meta is the plan's
+            out["_meta"] = plan["_meta"]
         return [out]
 
 
