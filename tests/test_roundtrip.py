@@ -77,6 +77,201 @@ def test_compare_finds_a_difference(tmp_path: Path):
                     "field": "input", "a": {"n": 3}, "b": {"n": 33}}
 
 
+# -- ASR-732: each kind of difference the rule lists makes --compare exit 1 -------------
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> dict[str, list[dict]]:
+    """Real streams to mutate, made by acp-asr from sessions recorded by acp-tee: the
+    official v1 SDK agent and client (thoughts, messages, a plan, tool calls with inputs,
+    statuses, display content and diffs) and the echo agent (v2, tool names), and the
+    message ID spaces fixture (a prompt, a thought and an agent message all ``m1``)."""
+    import asyncio
+
+    from acp_pipes.echo_client import client_session
+    from tests.conftest import record_lockstep
+
+    tmp = tmp_path_factory.mktemp("recorded")
+    (tmp / "ws").mkdir()
+    asyncio.run(_record_v1_session(tmp / "sdk.wire.jsonl", tmp / "store", tmp / "ws",
+                                   ["fix it", "and again"]))
+    record_lockstep(list(client_session(3)), tmp / "echo.wire.jsonl", tmp=tmp)
+    out = {}
+    for name in ("sdk", "echo"):
+        r = run_tool("asr", str(tmp / f"{name}.wire.jsonl"))
+        assert r.returncode == 0, r.stderr
+        out[name] = [orjson.loads(x) for x in r.stdout.splitlines()]
+    spaces = REPO / "tests/fixtures/replay/ASR-724-732-message-id-spaces/stream.asr.jsonl"
+    out["spaces"] = [orjson.loads(x) for x in spaces.read_bytes().splitlines()]
+    return out
+
+
+def _where(recs: list[dict], **match) -> int:
+    """The index of the first record holding every field of ``match`` (``content_type``:
+    its first part's type)."""
+    for i, r in enumerate(recs):
+        want = dict(match)
+        part = want.pop("content_type", None)
+        if part is not None and not (r.get("content") and r["content"][0].get("type") == part):
+            continue
+        if all(r.get(k) == v for k, v in want.items()):
+            return i
+    raise AssertionError(f"no record {match}")
+
+
+def _drop(**match):
+    def f(recs):
+        del recs[_where(recs, **match)]
+    return f
+
+
+def _drop_all(**match):
+    def f(recs):
+        n = len(recs)
+        while True:
+            try:
+                del recs[_where(recs, **match)]
+            except AssertionError:
+                break
+        assert len(recs) < n
+    return f
+
+
+def _set(field, value, **match):
+    def f(recs):
+        recs[_where(recs, **match)][field] = value
+    return f
+
+
+def _swap_first_user_and_thought(recs):
+    i = _where(recs, type="message", role="user")
+    j = _where(recs, type="message", content_type="reasoning")
+    recs[i], recs[j] = recs[j], recs[i]
+
+
+def _text(value, **match):
+    def f(recs):
+        rec = recs[_where(recs, **match)]
+        field = "content" if rec["type"] == "message" else "displayContent"
+        rec[field] = [{**rec[field][0], "text": value}, *rec[field][1:]]
+    return f
+
+
+def _change(f_change):
+    def f(recs):
+        fc = recs[_where(recs, type="file_change")]
+        fc["changes"] = [f_change(dict(fc["changes"][0])), *fc["changes"][1:]]
+    return f
+
+
+DIFFERENCES = [
+    # (base stream, mutation, what the first difference says)
+    ("entity missing", "sdk", _drop(type="message", content_type="reasoning"),
+     {"op": "differs", "field": "entity", "a": ["thought", "v1:thought:efb92401c400d8c2:1"]}),
+    ("entity missing at the end", "sdk", _drop(type="message", content=[
+        {"text": "Done: and again", "type": "text"}]), {"op": "missing", "entity": "message"}),
+    ("order changed", "sdk", _swap_first_user_and_thought,
+     {"index": 0, "field": "entity", "a": ["message", "v1:user:56ae93f1ef9236ba:1"],
+      "b": ["thought", "v1:thought:efb92401c400d8c2:1"]}),
+    ("ID changed", "sdk", _set("messageId", "other", type="message", role="user"),
+     {"index": 0, "field": "entity", "b": ["message", "other"]}),
+    ("role changed", "sdk", _set("role", "user", type="message", content_type="text",
+                                 role="assistant"),
+     {"field": "role", "a": "assistant", "b": "user"}),
+    ("content block changed", "sdk", _text("Done: fixed", type="message", role="assistant",
+                                           content_type="text"),
+     {"field": "content", "entity": "message"}),
+    ("tool name", "echo", _set("name", "echo2", type="tool_call"),
+     {"field": "name", "id": "call-1", "a": "echo", "b": "echo2"}),
+    ("tool title", "sdk", _set("title", "Peek", type="tool_call"),
+     {"field": "title", "id": "read-1", "b": "Peek"}),
+    ("tool kind", "sdk", _set("kind", "search", type="tool_call"),
+     {"field": "kind", "id": "read-1", "a": "read", "b": "search"}),
+    ("input", "sdk", _set("input", {"path": "/elsewhere"}, type="tool_call"),
+     {"field": "input", "id": "read-1", "b": {"path": "/elsewhere"}}),
+    ("mapped status", "sdk", _set("status", "failed", type="tool_result"),
+     {"field": "status", "id": "read-1", "a": "completed", "b": "failed"}),
+    ("display content", "sdk", _text("four\n", type="tool_result"),
+     {"field": "display", "id": "read-1"}),
+    ("file change operation", "sdk", _change(lambda c: {**c, "op": "add"}),
+     {"field": "fileChanges", "id": "edit-1"}),
+    ("file change path", "sdk", _change(lambda c: {**c, "path": {"root": "root0",
+                                                                "path": "other.txt"}}),
+     {"field": "fileChanges", "id": "edit-1"}),
+    # ASR-724: messages of different types share an ID and stay distinct: a lost one is
+    # seen, whichever it is
+    ("user message sharing its ID lost", "spaces", _drop(type="message", role="user",
+                                                          messageId="m1"),
+     {"index": 0, "field": "entity", "a": ["message", "m1"], "b": ["thought", "m1"]}),
+    ("thought sharing its ID lost", "spaces", _drop(type="message", messageId="m1",
+                                                     content_type="reasoning"),
+     {"index": 1, "field": "entity", "a": ["thought", "m1"], "b": ["message", "m1"]}),
+    ("agent message sharing its ID lost", "spaces", _drop_all(type="message",
+                                                              role="assistant",
+                                                              messageId="m1",
+                                                              content_type="text"),
+     {"index": 2, "field": "entity", "a": ["message", "m1"], "b": ["message", "a1"]}),
+    ("revision of a message sharing its ID lost", "spaces", _drop(id="r7"),
+     {"index": 2, "field": "content", "a": [{"type": "text", "text": "seen it"}],
+      "b": [{"type": "text", "text": "seen"}]}),
+    ("prompt with an agent message's ID lost", "spaces", _drop(type="message", role="user",
+                                                                messageId="a1"),
+     {"index": 4, "field": "entity", "a": ["message", "a1"], "b": ["message", "a2"]}),
+]
+
+
+def _write(path: Path, recs: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    return path
+
+
+@pytest.mark.parametrize(("base", "mutate", "want"), [d[1:] for d in DIFFERENCES],
+                         ids=[d[0] for d in DIFFERENCES])
+def test_compare_exits_1_for_each_kind_of_difference(base, mutate, want, recorded,
+                                                     tmp_path: Path):
+    """ASR-732: every kind of difference the rule lists (entities, order, IDs, roles,
+    content blocks, tool names, inputs, mapped statuses, display content, file change
+    operations) in a real stream makes the real ``acp-replay --compare S S2`` exit 1 and
+    say where, both ways round."""
+    recs = [dict(r) for r in recorded[base]]
+    mutate(recs)
+    assert recs != recorded[base]
+    a = _write(tmp_path / "a.asr.jsonl", recorded[base])
+    b = _write(tmp_path / "b.asr.jsonl", recs)
+    r = run_tool("replay", "--compare", str(a), str(b))
+    assert r.returncode == 1, (r.stdout + r.stderr).decode()
+    first = orjson.loads(r.stdout.splitlines()[0])
+    assert {k: first.get(k) for k in want} == want, first
+    assert orjson.loads(r.stderr.splitlines()[-1])["equivalent"] is False
+    back = run_tool("replay", "--compare", str(b), str(a))
+    assert back.returncode == 1 and back.stdout, back.stderr
+
+
+@pytest.mark.parametrize("base", ["sdk", "echo", "spaces"])
+def test_compare_of_identical_streams_exits_0(base, recorded, tmp_path: Path):
+    a = _write(tmp_path / "a.asr.jsonl", recorded[base])
+    b = _write(tmp_path / "b.asr.jsonl", recorded[base])
+    r = run_tool("replay", "--compare", str(a), str(b))
+    assert r.returncode == 0 and r.stdout == b"", (r.stdout + r.stderr).decode()
+    assert orjson.loads(r.stderr.splitlines()[-1])["equivalent"] is True
+
+
+def test_compare_maps_statuses_as_replay_does(recorded, tmp_path: Path):
+    """ASR-728: denied is replayed as failed, interrupted as cancelled; the statuses are
+    compared mapped, so those are no difference, and the compare still sees the view."""
+    recs = [dict(r) for r in recorded["sdk"]]
+    i = _where(recs, type="tool_result")
+    a = _write(tmp_path / "a.asr.jsonl", [*recs[:i], {**recs[i], "status": "denied"},
+                                          *recs[i + 1:]])
+    b = _write(tmp_path / "b.asr.jsonl", [*recs[:i], {**recs[i], "status": "failed"},
+                                          *recs[i + 1:]])
+    r = run_tool("replay", "--compare", str(a), str(b))
+    assert r.returncode == 0 and r.stdout == b"", (r.stdout + r.stderr).decode()
+    c = _write(tmp_path / "c.asr.jsonl", [*recs[:i], {**recs[i], "status": "cancelled"},
+                                          *recs[i + 1:]])
+    assert run_tool("replay", "--compare", str(a), str(c)).returncode == 1
+
+
 # -- a hypothesis property over generated sessions --------------------------------------
 
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
