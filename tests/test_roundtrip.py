@@ -288,6 +288,10 @@ turn = st.fixed_dictionaries({
                                                 st.integers(-1000, 1000), max_size=2)),
                       max_size=2),
     "plan": st.booleans(),
+    # ASR-724: message IDs of one turn: its own; the prompt's for the thought and the
+    # agent message too (each message type has its own ID space); the prompt answered
+    # with the previous turn's agent message's ID
+    "ids": st.sampled_from(["own", "shared", "earlier_agent"]),
 })
 
 
@@ -320,16 +324,25 @@ def session_frames(turns: list[dict]) -> list[tuple[str, bytes]]:
                            "capabilities": {"session": {}}}})
     c(1, "session/new", {"cwd": "/ws", "mcpServers": []})
     a({"id": 1, "result": {"sessionId": sid}})
+    users: set[str] = set()
+    agent_id = None
     for i, t in enumerate(turns, 2):
+        uid, tid, aid = f"u{i}", f"t{i}", f"a{i}"
+        if t["ids"] == "shared":
+            tid = aid = uid
+        elif t["ids"] == "earlier_agent" and agent_id is not None and agent_id not in users:
+            uid = agent_id
+        users.add(uid)
+        agent_id = aid
         c(i, "session/prompt", {"sessionId": sid, "prompt": t["prompt"]})
-        a({"id": i, "result": {"messageId": f"u{i}"}})
-        upd({"sessionUpdate": "user_message", "messageId": f"u{i}", "content": t["prompt"]})
+        a({"id": i, "result": {"messageId": uid}})
+        upd({"sessionUpdate": "user_message", "messageId": uid, "content": t["prompt"]})
         upd({"sessionUpdate": "state_update", "state": "running"})
         if t["thought"] is not None:
-            upd({"sessionUpdate": "agent_thought_chunk", "messageId": f"t{i}",
+            upd({"sessionUpdate": "agent_thought_chunk", "messageId": tid,
                  "content": {"type": "text", "text": t["thought"]}})
         for ch in t["chunks"]:
-            upd({"sessionUpdate": "agent_message_chunk", "messageId": f"a{i}",
+            upd({"sessionUpdate": "agent_message_chunk", "messageId": aid,
                  "content": {"type": "text", "text": ch}})
         for k, (st_, shown, diff, inp) in enumerate(t["tools"]):
             cid = f"c{i}-{k}"
@@ -382,6 +395,9 @@ def test_round_trip_property(turns):
     assert compare_streams(s, s2) == []
     view = context_view(s)
     assert len(view) >= 2 * len(turns)  # the check compares something
+    # every prompt and agent message is there, whichever IDs they share (ASR-724)
+    assert [e["role"] for e in view if e["entity"] == "message"] == ["user", "assistant"] \
+        * len(turns)
 
 
 def test_example_roundtrip_script(tmp_path: Path):
