@@ -165,58 +165,65 @@ def _change(f_change):
 
 
 DIFFERENCES = [
-    # (base stream, mutation, what the first difference says)
+    # (base stream, mutation, the one difference found; a and b are S and S2)
     ("entity missing", "sdk", _drop(type="message", content_type="reasoning"),
-     {"op": "differs", "field": "entity", "a": ["thought", "v1:thought:efb92401c400d8c2:1"]}),
+     {"op": "missing", "index": 1, "entity": "thought",
+      "id": "v1:thought:efb92401c400d8c2:1"}),
     ("entity missing at the end", "sdk", _drop(type="message", content=[
-        {"text": "Done: and again", "type": "text"}]), {"op": "missing", "entity": "message"}),
+        {"text": "Done: and again", "type": "text"}]),
+     {"op": "missing", "index": 12, "entity": "message", "id": "v1:agent:fae5de9dbf3e0e0f:1",
+      "role": "assistant"}),
     ("order changed", "sdk", _swap_first_user_and_thought,
-     {"index": 0, "field": "entity", "a": ["message", "v1:user:56ae93f1ef9236ba:1"],
-      "b": ["thought", "v1:thought:efb92401c400d8c2:1"]}),
+     {"op": "moved", "index": 1, "to": 0, "entity": "thought",
+      "id": "v1:thought:efb92401c400d8c2:1"}),
     ("ID changed", "sdk", _set("messageId", "other", type="message", role="user"),
-     {"index": 0, "field": "entity", "b": ["message", "other"]}),
+     {"op": "differs", "index": 0, "field": "id", "a": "v1:user:56ae93f1ef9236ba:1",
+      "b": "other"}),
     ("role changed", "sdk", _set("role", "user", type="message", content_type="text",
                                  role="assistant"),
-     {"field": "role", "a": "assistant", "b": "user"}),
+     {"op": "differs", "index": 2, "field": "role", "a": "assistant", "b": "user"}),
     ("content block changed", "sdk", _text("Done: fixed", type="message", role="assistant",
                                            content_type="text"),
-     {"field": "content", "entity": "message"}),
+     {"op": "differs", "index": 2, "field": "content", "entity": "message",
+      "b": [{"text": "Done: fixed", "type": "text"}]}),
     ("tool name", "echo", _set("name", "echo2", type="tool_call"),
-     {"field": "name", "id": "call-1", "a": "echo", "b": "echo2"}),
+     {"op": "differs", "field": "name", "id": "call-1", "a": "echo", "b": "echo2"}),
     ("tool title", "sdk", _set("title", "Peek", type="tool_call"),
-     {"field": "title", "id": "read-1", "b": "Peek"}),
+     {"op": "differs", "field": "title", "id": "read-1", "a": "Read notes.txt", "b": "Peek"}),
     ("tool kind", "sdk", _set("kind", "search", type="tool_call"),
-     {"field": "kind", "id": "read-1", "a": "read", "b": "search"}),
+     {"op": "differs", "field": "kind", "id": "read-1", "a": "read", "b": "search"}),
     ("input", "sdk", _set("input", {"path": "/elsewhere"}, type="tool_call"),
-     {"field": "input", "id": "read-1", "b": {"path": "/elsewhere"}}),
+     {"op": "differs", "field": "input", "id": "read-1", "b": {"path": "/elsewhere"}}),
     ("mapped status", "sdk", _set("status", "failed", type="tool_result"),
-     {"field": "status", "id": "read-1", "a": "completed", "b": "failed"}),
+     {"op": "differs", "field": "status", "id": "read-1", "a": "completed", "b": "failed"}),
     ("display content", "sdk", _text("four\n", type="tool_result"),
-     {"field": "display", "id": "read-1"}),
+     {"op": "differs", "field": "display", "id": "read-1", "a": [
+         {"text": "one\ntwo\nthree\n", "type": "text"}],
+      "b": [{"text": "four\n", "type": "text"}]}),
     ("file change operation", "sdk", _change(lambda c: {**c, "op": "add"}),
-     {"field": "fileChanges", "id": "edit-1"}),
+     {"op": "differs", "field": "fileChanges", "id": "edit-1"}),
     ("file change path", "sdk", _change(lambda c: {**c, "path": {"root": "root0",
                                                                 "path": "other.txt"}}),
-     {"field": "fileChanges", "id": "edit-1"}),
+     {"op": "differs", "field": "fileChanges", "id": "edit-1"}),
     # ASR-724: messages of different types share an ID and stay distinct: a lost one is
     # seen, whichever it is
     ("user message sharing its ID lost", "spaces", _drop(type="message", role="user",
                                                           messageId="m1"),
-     {"index": 0, "field": "entity", "a": ["message", "m1"], "b": ["thought", "m1"]}),
+     {"op": "missing", "index": 0, "entity": "message", "id": "m1", "role": "user"}),
     ("thought sharing its ID lost", "spaces", _drop(type="message", messageId="m1",
                                                      content_type="reasoning"),
-     {"index": 1, "field": "entity", "a": ["thought", "m1"], "b": ["message", "m1"]}),
+     {"op": "missing", "index": 1, "entity": "thought", "id": "m1"}),
     ("agent message sharing its ID lost", "spaces", _drop_all(type="message",
                                                               role="assistant",
                                                               messageId="m1",
                                                               content_type="text"),
-     {"index": 2, "field": "entity", "a": ["message", "m1"], "b": ["message", "a1"]}),
+     {"op": "missing", "index": 2, "entity": "message", "id": "m1", "role": "assistant"}),
     ("revision of a message sharing its ID lost", "spaces", _drop(id="r7"),
-     {"index": 2, "field": "content", "a": [{"type": "text", "text": "seen it"}],
-      "b": [{"type": "text", "text": "seen"}]}),
+     {"op": "differs", "index": 2, "id": "m1", "field": "content",
+      "a": [{"type": "text", "text": "seen it"}], "b": [{"type": "text", "text": "seen"}]}),
     ("prompt with an agent message's ID lost", "spaces", _drop(type="message", role="user",
                                                                 messageId="a1"),
-     {"index": 4, "field": "entity", "a": ["message", "a1"], "b": ["message", "a2"]}),
+     {"op": "missing", "index": 4, "entity": "message", "id": "a1", "role": "user"}),
 ]
 
 
@@ -240,11 +247,12 @@ def test_compare_exits_1_for_each_kind_of_difference(base, mutate, want, recorde
     b = _write(tmp_path / "b.asr.jsonl", recs)
     r = run_tool("replay", "--compare", str(a), str(b))
     assert r.returncode == 1, (r.stdout + r.stderr).decode()
-    first = orjson.loads(r.stdout.splitlines()[0])
-    assert {k: first.get(k) for k in want} == want, first
-    assert orjson.loads(r.stderr.splitlines()[-1])["equivalent"] is False
+    (diff,) = [orjson.loads(x) for x in r.stdout.splitlines()]  # that one, and no other
+    assert {k: diff.get(k) for k in want} == want, diff
+    summary = orjson.loads(r.stderr.splitlines()[-1])
+    assert summary["equivalent"] is False and summary["differences"] == 1
     back = run_tool("replay", "--compare", str(b), str(a))
-    assert back.returncode == 1 and back.stdout, back.stderr
+    assert back.returncode == 1 and len(back.stdout.splitlines()) == 1, back.stderr
 
 
 @pytest.mark.parametrize("base", ["sdk", "echo", "spaces"])

@@ -193,27 +193,85 @@ def _operations(fc: dict, roots: list) -> dict | None:
     return {"changes": ops, "patch": text}
 
 
-def compare_views(a: list[dict], b: list[dict]) -> list[dict]:
-    """Differences between two context views, entity by entity in order."""
-    out: list[dict] = []
-    for i in range(max(len(a), len(b))):
-        x = a[i] if i < len(a) else None
-        y = b[i] if i < len(b) else None
-        if x is None:
-            out.append({"op": "extra", "index": i, "entity": y["entity"], "id": y.get("id")})
-            continue
-        if y is None:
-            out.append({"op": "missing", "index": i, "entity": x["entity"], "id": x.get("id")})
-            continue
-        if x["entity"] != y["entity"] or x.get("id") != y.get("id"):
-            out.append({"op": "differs", "index": i, "field": "entity",
-                        "a": [x["entity"], x.get("id")], "b": [y["entity"], y.get("id")]})
-            continue
-        for f in sorted(set(x) | set(y)):
-            if x.get(f) != y.get(f):
-                out.append({"op": "differs", "index": i, "entity": x["entity"],
-                            "id": x.get("id"), "field": f, "a": x.get(f), "b": y.get(f)})
+def _key(e: dict) -> tuple:
+    """What an entity is known by: its kind (a message by its role too, each message
+    type having its own ID space) and its ID."""
+    i = e.get("id")
+    return (e["entity"], e.get("role"), i if isinstance(i, str) or i is None else repr(i))
+
+
+def _who(e: dict) -> dict:
+    """An entity as a difference names it: kind, ID, and a message's role."""
+    out = {"entity": e["entity"], "id": e.get("id")}
+    if e["entity"] == "message":
+        out["role"] = e.get("role")
     return out
+
+
+def compare_views(a: list[dict], b: list[dict]) -> list[dict]:
+    """Differences between two context views: the views aligned by what each entity is
+    known by (:func:`_key`, a longest common subsequence), then, in A's order:
+
+    - ``missing``: an entity of A that B lacks (``index`` in A); ``extra``: one B has and
+      A does not (``index`` in B); ``moved``: one both have at another place (``index``
+      in A, ``to`` in B), its fields compared too;
+    - ``differs``: a field of an entity both have (``field``, ``a``, ``b``); an entity in
+      the place of another of its kind that B does not know by the same key differs in
+      ``id`` or ``role``."""
+    from difflib import SequenceMatcher
+
+    ka, kb = [_key(x) for x in a], [_key(y) for y in b]
+    in_a, in_b = set(ka), set(kb)
+    pairs: list[tuple[int, int]] = []
+    gone: list[int] = []
+    new: list[int] = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
+        if op == "equal":
+            pairs.extend(zip(range(i1, i2), range(j1, j2), strict=True))
+            continue
+        n = min(i2 - i1, j2 - j1) if op == "replace" else 0
+        for i, j in zip(range(i1, i1 + n), range(j1, j1 + n), strict=True):
+            if ka[i][0] == kb[j][0] and kb[j] not in in_a and ka[i] not in in_b:
+                pairs.append((i, j))  # in its place, an entity of its kind: changed
+            else:
+                gone.append(i)
+                new.append(j)
+        gone.extend(range(i1 + n, i2))
+        new.extend(range(j1 + n, j2))
+    # an entity both have, at other places: moved (compared as well), not missing + extra
+    where_new = {kb[j]: j for j in new}
+    moved = {}
+    for i in gone:
+        j = where_new.pop(ka[i], None)
+        if j is not None:
+            moved[i] = j
+    gone = [i for i in gone if i not in moved]
+    new = sorted(where_new.values())
+    items: list[tuple[int, int, dict]] = []  # (place in A, order, difference)
+    for i, j in [*pairs, *moved.items()]:
+        x, y = a[i], b[j]
+        if i in moved:
+            items.append((i, 0, {"op": "moved", "index": i, "to": j, **_who(x)}))
+        if x.get("id") != y.get("id"):
+            items.append((i, 1, {"op": "differs", "index": i, "entity": x["entity"],
+                                 "id": x.get("id"), "field": "id", "a": x.get("id"),
+                                 "b": y.get("id")}))
+        for f in sorted((set(x) | set(y)) - {"entity", "id"}):
+            if x.get(f) != y.get(f):
+                items.append((i, 2, {"op": "differs", "index": i, "entity": x["entity"],
+                                     "id": x.get("id"), "field": f, "a": x.get(f),
+                                     "b": y.get(f)}))
+    for i in gone:
+        items.append((i, 0, {"op": "missing", "index": i, **_who(a[i])}))
+    # an extra entity is placed after the entities of A before it in B
+    before = {j: i for i, j in [*pairs, *moved.items()]}
+    prev = [-1] * (len(b) + 1)  # prev[j]: the last place in A of B's entities before j
+    for j in range(len(b)):
+        prev[j + 1] = max(prev[j], before.get(j, -1))
+    for j in new:
+        items.append((prev[j], 3, {"op": "extra", "index": j, **_who(b[j])}))
+    items.sort(key=lambda t: (t[0], t[1]))
+    return [d for _, _, d in items]
 
 
 def compare_streams(a: AsrStream, b: AsrStream) -> list[dict]:
