@@ -428,12 +428,14 @@ def test_asr_724_message_types_have_their_own_id_spaces():
     assert _messages(_updates("ASR-724-732-message-id-spaces")) == [
         ("user_message", "m1", ["look"]), ("agent_thought", "m1", ["looking"]),
         ("agent_message", "m1", ["seen it"]), ("agent_message", "a1", ["anything else?"]),
-        ("user_message", "a1", ["yes"]), ("agent_message", "a2", ["done"])]
+        ("user_message", "a1", ["yes"]), ("agent_message", "a2", ["done"]),
+        ("agent_message", "t9", ["final"])]  # superseded: its type is its revision's
     assert _messages(_updates("ASR-724-732-message-id-spaces", "expected.v1")) == [
         ("user_message_chunk", "m1", ["look"]), ("agent_thought_chunk", "m1", ["looking"]),
         ("agent_message_chunk", "m1", ["seen it"]),
         ("agent_message_chunk", "a1", ["anything else?"]),
-        ("user_message_chunk", "a1", ["yes"]), ("agent_message_chunk", "a2", ["done"])]
+        ("user_message_chunk", "a1", ["yes"]), ("agent_message_chunk", "a2", ["done"]),
+        ("agent_message_chunk", "t9", ["final"])]
 
 
 def _wire_log(path: Path, frames: list[tuple[str, dict]]) -> Path:

@@ -129,12 +129,13 @@ def context_view(stream: AsrStream) -> list[dict]:
             # a thought of opaque reasoning only has no text: never sent, declared
             texts = [thought_text(p) for p in parts
                      if isinstance(p, dict) and p.get("type") == "reasoning"]
-            if key[1] == "thought":
+            space = message_space(rec)  # the latest revision's, as replay sends it
+            if space == "thought":
                 if any(x is not None for x in texts):
                     view.append({"entity": "thought", "id": mid,
                                  "text": "".join(x for x in texts if x is not None)})
                 continue
-            if key[1] == "agent":
+            if space == "agent":
                 for n, x in enumerate(texts):  # ASR-727
                     if x is not None:
                         view.append({"entity": "thought", "id": f"{mid}#thought-{n}",
