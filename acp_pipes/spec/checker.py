@@ -415,7 +415,9 @@ class Checker:
             out.append(self._v(f, "reserved-value" if finding.reserved else "schema",
                                finding.pointer, finding.message, s, finding.location,
                                finding.words))
-        if total > len(findings):
+        if total is None:
+            out[-1]["message"] += " (and more in this frame, not counted)"
+        elif total > len(findings):
             out[-1]["message"] += f" (and {total - len(findings)} more in this frame)"
 
     # -- capabilities --------------------------------------------------------------------
