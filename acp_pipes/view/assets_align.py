@@ -91,14 +91,15 @@ function head() {
 }
 function label(side, i, r) {
   if (i === null || i === undefined) return '';
-  const s = side.shown[String(i)];
+  const s = side.shown[str(i)];
   const arrow = side.kind === 'trace' && r.dir ? ARROWS[r.dir] + ' ' : '';
   return arrow + (s ? s[0] : '?');
 }
+const OPS = ['equal', 'only-a', 'only-b', 'changed', 'gap'];
 function rowEl(k) {
   const r = ROWS[k];
-  const row = el('div', 'sbs-row ' + r.op);
-  row.dataset.row = String(k);
+  const row = el('div', 'sbs-row ' + known(r.op, OPS, 'other'));
+  row.dataset.row = str(k);
   if (r.op === 'gap') {
     add(row, plain('span', 'ix', ''));
     add(row, plain('span', 'lb', '… ' + r.n + ' equal steps (A ' + r.a[0] + '–' + r.a[1] + ', B ' + r.b[0] + '–' + r.b[1] + ') …'));
@@ -108,8 +109,8 @@ function rowEl(k) {
   if (k === firstRow) { add(la, plain('span', 'fd', 'first divergence')); row.classList.add('first'); row.id = 'first-divergence'; }
   add(la, label(A, r.a, r));
   add(lb, label(B, r.b, r));
-  add(row, [plain('span', 'ix ia', r.a === null ? '' : String(r.a)), la, plain('span', 'mk', r.op in MARK ? MARK[r.op] : '?'),
-            plain('span', 'ix ib', r.b === null ? '' : String(r.b)), lb]);
+  add(row, [plain('span', 'ix ia', r.a === null ? '' : str(r.a)), la, plain('span', 'mk', r.op in MARK ? MARK[r.op] : '?'),
+            plain('span', 'ix ib', r.b === null ? '' : str(r.b)), lb]);
   return row;
 }
 function rebuild() {
@@ -148,7 +149,7 @@ function select(k) {
     add(t, el('tr', '', plain('th', '', 'pointer'), plain('th', '', 'A'), plain('th', '', 'B')));
     for (const d of r.diff) {
       const show = (side) => d[side] === undefined ? '(absent)' : JSON.stringify(d[side]);
-      add(t, el('tr', '', el('td', '', String(d.path)), el('td', 'va', show('a')), el('td', 'vb', show('b'))));
+      add(t, el('tr', '', el('td', '', str(d.path)), el('td', 'va', show('a')), el('td', 'vb', show('b'))));
     }
     add(box, plain('h3', '', 'fields that differ'));
     add(box, t);
@@ -158,7 +159,7 @@ function select(k) {
     const d = el('div');
     add(d, plain('h3', '', tag + (i === null ? '' : ' step ' + i)));
     if (i === null || i === undefined) { add(d, plain('p', 'muted', '(no step)')); return d; }
-    const s2 = s.shown[String(i)];
+    const s2 = s.shown[str(i)];
     add(d, el('div', 'muted', s2 ? s2[0] : ''));
     const pre = el('pre', 'raw', s2 && s2[1] !== null ? s2[1] : '(bytes that are not UTF-8)');
     pre.id = 'raw-' + tag.toLowerCase();

@@ -3,7 +3,8 @@
 
 The helpers are the only way the page scripts put recorded text on screen: ``el`` and
 ``txt`` make elements and text nodes (``textContent``), never markup, and nothing makes
-a link or sets a URL from data. Kept as Python strings so the package needs no data
+a link or sets a URL from data. A recorded value never becomes a class name: ``known``
+maps it to one of a fixed set of classes (a role ``"user tl-row"`` would restyle a card). Kept as Python strings so the package needs no data
 files; the page hashes them into its Content-Security-Policy.
 """
 
@@ -55,7 +56,7 @@ function part(id) {  // a JSON part of the data, parsed the first time it is ask
 }
 let QUERY = '';
 function txt(s) {
-  s = String(s);
+  s = str(s);
   if (!QUERY) return document.createTextNode(s);
   const low = s.toLowerCase();
   let i = low.length === s.length ? low.indexOf(QUERY) : -1;
@@ -99,10 +100,19 @@ function button(label, onclick, cls) {
   b.addEventListener('click', onclick);
   return b;
 }
-function badge(value) {
+function str(v) {  // a recorded value as text: a string as is, an object or array as JSON (never "[object Object]")
+  return v !== null && typeof v === 'object' ? JSON.stringify(v) : String(v);
+}
+function known(value, names, other) {  // a class for a recorded value: one of names, else other
+  return typeof value === 'string' && names.includes(value) ? value : other;
+}
+const BADGES = ['completed', 'applied', 'answered', 'resolved', 'exited', 'equal', 'failed', 'cancelled',
+                'declined', 'error', 'pending', 'in_progress', 'running', 'requires_action'];
+function badge(value) {  // a recorded value as a label; its colour from a fixed set of classes
   if (value === null || value === undefined) return null;
-  const b = plain('span', 'badge', String(value));
-  if (typeof value === 'string' && /^[a-z_]+$/.test(value)) b.classList.add('b-' + value);
+  const b = plain('span', 'badge', typeof value === 'string' ? value : JSON.stringify(value));
+  const cls = known(value, BADGES, null);
+  if (cls) b.classList.add('b-' + cls);
   return b;
 }
 function json(value) {
@@ -110,7 +120,7 @@ function json(value) {
 }
 function diffView(text) {
   const box = el('div', 'diff');
-  for (const line of String(text).split('\n')) {
+  for (const line of str(text).split('\n')) {
     let cls = '';
     if (line.startsWith('@@')) cls = 'hunk';
     else if (/^(diff |index |--- |\+\+\+ |new file|deleted file|rename |similarity )/.test(line)) cls = 'meta';
@@ -121,7 +131,7 @@ function diffView(text) {
   return box;
 }
 function clip(s, n) {
-  s = String(s).replace(/\s+/g, ' ').trim();
+  s = str(s).replace(/\s+/g, ' ').trim();
   return s.length > n ? s.slice(0, n - 1) + '\u2026' : s;
 }
 function fmtBytes(n) {

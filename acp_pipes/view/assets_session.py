@@ -131,6 +131,7 @@ function textOf(blocks) {
   if (!Array.isArray(blocks)) return typeof blocks === 'string' ? blocks : '';
   return blocks.map(b => b && typeof b.text === 'string' ? b.text : '').join('');
 }
+const MAX_INDENT = 16;  // levels of the session tree shown by indentation
 function sessionList() {
   const nav = document.getElementById('sessions');
   clear(nav);
@@ -138,26 +139,32 @@ function sessionList() {
   if (!sessions.length) add(nav, plain('p', 'muted', '  none'));
   const depth = new Map();
   const order = [];
-  const visit = (i, d) => {
-    if (depth.has(i)) return;
-    depth.set(i, d);
-    order.push(i);
-    for (const c of sessions[i].links.children) if (byId.has(c.session)) visit(byId.get(c.session), d + 1);
+  const visit = (root, d0) => {  // depth first, children in order; a stack, not recursion:
+    const todo = [[root, d0]];      // a chain of 10,000 forks is 10,000 deep
+    while (todo.length) {
+      const [i, d] = todo.pop();
+      if (depth.has(i)) continue;
+      depth.set(i, d);
+      order.push(i);
+      const kids = sessions[i].links.children;
+      for (let k = kids.length - 1; k >= 0; k--) if (byId.has(kids[k].session)) todo.push([byId.get(kids[k].session), d + 1]);
+    }
   };
   sessions.forEach((s, i) => { if (!s.links.parents.some(p => byId.has(p.session))) visit(i, 0); });
   sessions.forEach((s, i) => visit(i, 0));
   for (const i of order) {
     const s = sessions[i];
     const b = button([plain('span', 'sid', s.id), plain('span', 'first', firstPrompt(s))], () => showSession(i), ' ');
-    b.style.paddingLeft = (10 + 14 * depth.get(i)) + 'px';
-    b.dataset.session = String(i);
-    b.title = s.id;
+    const d = depth.get(i);
+    b.style.paddingLeft = (10 + 14 * Math.min(d, MAX_INDENT)) + 'px';
+    b.dataset.session = str(i);
+    b.title = d > MAX_INDENT ? s.id + ' (depth ' + d + ')' : s.id;
     add(nav, b);
   }
 }
 function markCurrent() {
   for (const b of document.querySelectorAll('#sessions button'))
-    b.setAttribute('aria-current', b.dataset.session === String(current) ? 'true' : 'false');
+    b.setAttribute('aria-current', b.dataset.session === str(current) ? 'true' : 'false');
 }
 function sessionButton(sid, label) {
   if (!byId.has(sid)) return plain('span', 'mono', (label ? label + ' ' : '') + sid + ' (not in this page)');
@@ -183,10 +190,14 @@ function showSession(i) {
 // ---- transcript ------------------------------------------------------------------
 let shown = [], drawn = 0, observer = null;
 const itemText = new Map();
-function textsOf(v, out) {
-  if (typeof v === 'string') out.push(v);
-  else if (Array.isArray(v)) for (const x of v) textsOf(x, out);
-  else if (v && typeof v === 'object') for (const k in v) if (k !== 'native') textsOf(v[k], out);
+function textsOf(v, out) {  // every string in v, in order (a stack: values nest deep)
+  const todo = [v];
+  while (todo.length) {
+    const x = todo.pop();
+    if (typeof x === 'string') out.push(x);
+    else if (Array.isArray(x)) for (let k = x.length - 1; k >= 0; k--) todo.push(x[k]);
+    else if (x && typeof x === 'object') { const ks = Object.keys(x); for (let k = ks.length - 1; k >= 0; k--) if (ks[k] !== 'native') todo.push(x[ks[k]]); }
+  }
   return out;
 }
 function searchable(it) {
@@ -247,7 +258,7 @@ function roots(s) {
 function pathText(p, s) {
   if (p && typeof p === 'object' && 'path' in p) {
     const base = p.root !== null && p.root !== undefined ? roots(s).get(p.root) : null;
-    return base ? String(base).replace(/\/$/, '') + '/' + String(p.path) : String(p.path);
+    return base ? str(base).replace(/\/$/, '') + '/' + str(p.path) : str(p.path);
   }
   return typeof p === 'string' ? p : JSON.stringify(p);
 }
@@ -257,7 +268,7 @@ function sessionHead(s) {
   add(box, el('h2', '', s.id));
   const dl = el('dl');
   const row = (k, v) => { if (v !== null && v !== undefined && v !== '') { add(dl, plain('dt', '', k)); add(dl, el('dd', '', v)); } };
-  if (h.agent) row('agent', [String(h.agent.name), h.agent.version ? ' ' + h.agent.version : '']);
+  if (h.agent) row('agent', [str(h.agent.name), h.agent.version ? ' ' + h.agent.version : '']);
   const r = [...roots(s).values()];
   if (r.length) row('workspace', r.join(', '));
   for (const p of s.links.parents) row(p.kind === 'fork' ? 'forked from' : 'subagent of', sessionButton(p.session));
@@ -270,7 +281,7 @@ function sessionHead(s) {
   const lossy = h.producer && Array.isArray(h.producer.lossy) ? h.producer.lossy : [];
   if (lossy.length) row('declared losses', lossy.map(String).join(', '));
   if (h.native && Array.isArray(h.native.connections)) row('connections', h.native.connections.join(', '));
-  row('records', String(s.records));
+  row('records', str(s.records));
   add(box, dl);
   return box;
 }
@@ -287,10 +298,10 @@ function blocks(content, s) {
     }
     flush();
     if (t === null) out.push(json(b));
-    else if (t === 'image' || t === 'audio') out.push(el('div', 'muted', '[' + t + ' ' + String(b.mimeType || '') + ', ' + fmtBytes(String(b.data || '').length * 3 / 4 | 0) + ' not shown]'));
-    else if (t === 'resource_link') out.push(el('div', 'mono', 'link: ', String(b.name || ''), ' ', String(b.uri || '')));
+    else if (t === 'image' || t === 'audio') out.push(el('div', 'muted', '[' + t + ' ' + str(b.mimeType || '') + ', ' + fmtBytes(str(b.data || '').length * 3 / 4 | 0) + ' not shown]'));
+    else if (t === 'resource_link') out.push(el('div', 'mono', 'link: ', str(b.name || ''), ' ', str(b.uri || '')));
     else if (t === 'resource' && b.resource && typeof b.resource === 'object') {
-      out.push(el('div', 'mono', 'resource: ', String(b.resource.uri || '')));
+      out.push(el('div', 'mono', 'resource: ', str(b.resource.uri || '')));
       if (typeof b.resource.text === 'string') out.push(el('pre', '', b.resource.text));
     } else out.push(json(b));
   }
@@ -316,7 +327,7 @@ function foot(recs) {
       const key = c + ':' + q;
       if (seen.has(key)) continue;
       seen.add(key);
-      add(f, button(String(q), () => timeline.reveal(frameAt(c, q))));
+      add(f, button(str(q), () => timeline.reveal(frameAt(c, q))));
       add(f, txt(' '));
     }
   }
@@ -346,12 +357,13 @@ function card(it, s) {
     default: return audit(it);
   }
 }
+const ROLES = ['user', 'assistant', 'system'];
 function message(it, s) {
   const r = it.r;
-  const role = String(r.role || 'message');
+  const role = str(r.role || 'message');
   const content = Array.isArray(r.content) ? r.content : [];
   const thought = content.length && content.every(b => b && b.type === 'reasoning');
-  const c = el('div', 'card msg ' + (thought ? 'thought' : role));
+  const c = el('div', 'card msg ' + (thought ? 'thought' : known(role, ROLES, 'other')));
   const h = el('div', 'h', plain('span', 'who', thought ? 'thought' : role));
   if (r.origin && r.origin !== 'prompt') add(h, badge(r.origin));
   if (r.author) add(h, badge(r.author));
@@ -371,7 +383,7 @@ function message(it, s) {
 function tool(it, s) {
   const call = it.call || {}, res = it.result;
   const c = el('div', 'card tool');
-  const h = el('div', 'h', plain('span', 'who', 'tool'), el('span', '', String(call.title || call.name || call.callId || '(no call record)')));
+  const h = el('div', 'h', plain('span', 'who', 'tool'), el('span', '', str(call.title || call.name || call.callId || '(no call record)')));
   if (call.kind) add(h, badge(call.kind));
   add(h, badge(res ? res.status : 'no result'));
   add(h, revised(it));
@@ -393,7 +405,7 @@ function tool(it, s) {
   }
   for (const fc of it.changes) add(c, fileChange(fc, s));
   for (const t of it.terminals) add(c, terminal(t, s));
-  if (res && res.exec && !it.terminals.length) add(c, el('div', 'muted', 'terminal ' + String(res.exec.terminalId) + ' (no terminal record)'));
+  if (res && res.exec && !it.terminals.length) add(c, el('div', 'muted', 'terminal ' + str(res.exec.terminalId) + ' (no terminal record)'));
   add(c, foot([it.call, it.result, ...it.changes, ...it.terminals]));
   return c;
 }
@@ -404,7 +416,7 @@ function fileChange(fc, s) {
     const ul = el('ul', 'mono');
     for (const ch of fc.changes) {
       if (!ch || typeof ch !== 'object') continue;
-      add(ul, el('li', '', String(ch.op || '?') + ' ' + (ch.oldPath ? pathText(ch.oldPath, s) + ' → ' : '') + pathText(ch.path, s) + (ch.fileType && ch.fileType !== 'text' ? ' (' + ch.fileType + ')' : '')));
+      add(ul, el('li', '', str(ch.op || '?') + ' ' + (ch.oldPath ? pathText(ch.oldPath, s) + ' → ' : '') + pathText(ch.path, s) + (ch.fileType && ch.fileType !== 'text' ? ' (' + ch.fileType + ')' : '')));
     }
     add(box, ul);
   }
@@ -413,7 +425,7 @@ function fileChange(fc, s) {
 }
 function decode64(b64) {
   try {
-    const bin = atob(String(b64));
+    const bin = atob(str(b64));
     const bytes = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
     return new TextDecoder('utf-8', {fatal: false}).decode(bytes);
@@ -421,7 +433,7 @@ function decode64(b64) {
 }
 function terminal(t, s) {
   const box = el('div', 'term');
-  add(box, el('h3', '', 'terminal ' + String(t.terminalId), badge(t.status), t.exitCode !== undefined && t.exitCode !== null ? badge('exit ' + t.exitCode) : null, t.signal ? badge(String(t.signal)) : null));
+  add(box, el('h3', '', 'terminal ' + str(t.terminalId), badge(t.status), t.exitCode !== undefined && t.exitCode !== null ? badge('exit ' + t.exitCode) : null, t.signal ? badge(str(t.signal)) : null));
   if (t.command !== undefined) add(box, el('div', 'mono', '$ ' + (typeof t.command === 'string' ? t.command : JSON.stringify(t.command)) + (t.cwd ? '   (in ' + pathText(t.cwd, s) + ')' : '')));
   if (t.output && typeof t.output.blob === 'string') add(box, el('pre', 'termout', decode64(t.output.blob)));
   return box;
@@ -439,60 +451,69 @@ function plan(it) {
     }
     add(c, ul);
   }
-  if (r.uri) add(c, el('div', 'mono', String(r.uri)));
+  if (r.uri) add(c, el('div', 'mono', str(r.uri)));
   if (r.content !== undefined) add(c, blocks(r.content));
   add(c, foot([r]));
   return c;
 }
 function permission(it) {
   const r = it.r;
-  const c = el('div', 'card permission', el('div', 'h', plain('span', 'who', 'permission'), el('span', '', String(r.title || '')), badge(r.status), r.decision ? badge(r.decision) : null, revised(it)));
-  if (r.description) add(c, el('div', 'text', String(r.description)));
+  const c = el('div', 'card permission', el('div', 'h', plain('span', 'who', 'permission'), el('span', '', str(r.title || '')), badge(r.status), r.decision ? badge(r.decision) : null, revised(it)));
+  if (r.description) add(c, el('div', 'text', str(r.description)));
   if (r.subject && typeof r.subject === 'object') {
-    if (r.subject.callId !== undefined) add(c, el('div', 'muted', 'for tool call ' + String(r.subject.callId)));
-    else if (r.subject.command !== undefined) add(c, el('div', 'mono', '$ ' + String(r.subject.command)));
+    if (r.subject.callId !== undefined) add(c, el('div', 'muted', 'for tool call ' + str(r.subject.callId)));
+    else if (r.subject.command !== undefined) add(c, el('div', 'mono', '$ ' + str(r.subject.command)));
     else add(c, json(r.subject));
   }
   if (Array.isArray(r.options)) {
     const ul = el('ul', 'opts');
     for (const o of r.options) {
       if (!o || typeof o !== 'object') continue;
-      const li = el('li', o.optionId === r.selectedOptionId ? 'chosen' : '', (o.optionId === r.selectedOptionId ? '✔ ' : '  ') + String(o.name || o.optionId), badge(o.kind));
+      const li = el('li', o.optionId === r.selectedOptionId ? 'chosen' : '', (o.optionId === r.selectedOptionId ? '✔ ' : '  ') + str(o.name || o.optionId), badge(o.kind));
       add(ul, li);
     }
     add(c, ul);
   }
-  add(c, el('div', 'muted', 'answer: ' + (r.selectedOptionId !== undefined ? String(r.selectedOptionId) : r.status === 'pending' ? 'none (never answered)' : String(r.decision || r.status))));
+  add(c, el('div', 'muted', 'answer: ' + (r.selectedOptionId !== undefined ? str(r.selectedOptionId) : r.status === 'pending' ? 'none (never answered)' : str(r.decision || r.status))));
   add(c, foot([r]));
   return c;
 }
 function input(it) {
   const r = it.r;
   const c = el('div', 'card input', el('div', 'h', plain('span', 'who', 'question'), r.mode ? badge(r.mode) : null, badge(r.status), revised(it)));
-  if (r.message) add(c, el('div', 'text', String(r.message)));
-  if (r.url) add(c, el('div', 'mono', 'url: ' + String(r.url)));
+  if (r.message) add(c, el('div', 'text', str(r.message)));
+  if (r.url) add(c, el('div', 'mono', 'url: ' + str(r.url)));
   if (r.requestedSchema && r.requestedSchema.properties && typeof r.requestedSchema.properties === 'object') {
     const ul = el('ul', 'mono');
     for (const [k, v] of Object.entries(r.requestedSchema.properties)) add(ul, el('li', '', k + (v && v.type ? ': ' + v.type : '') + (v && v.description ? ' — ' + v.description : '')));
     add(c, ul);
   }
   if (r.response !== undefined) { add(c, plain('h3', '', 'answer')); add(c, json(r.response)); }
-  if (r.capture && r.capture.response) add(c, el('div', 'muted', 'answer ' + String(r.capture.response.state) + (Array.isArray(r.capture.response.fields) ? ': ' + r.capture.response.fields.join(', ') : '')));
+  if (r.capture && r.capture.response) add(c, el('div', 'muted', 'answer ' + str(r.capture.response.state) + (Array.isArray(r.capture.response.fields) ? ': ' + r.capture.response.fields.join(', ') : '')));
   add(c, foot([r]));
   return c;
 }
-function subagent(it) {
+function subagent(it) {  // ASR-721: state is the child's StateUpdate snapshot ({state, stopReason, error, usage})
   const r = it.r;
-  const c = el('div', 'card subagent', el('div', 'h', plain('span', 'who', 'subagent'), el('span', '', String(r.title || '')), r.state ? badge(r.state) : null, revised(it)));
+  const st = r.state && typeof r.state === 'object' && !Array.isArray(r.state) ? r.state : null;
+  const now = st ? st.state : r.state;
+  const c = el('div', 'card subagent', el('div', 'h', plain('span', 'who', 'subagent'), el('span', '', str(r.title || '')), now !== null && now !== undefined ? badge(now) : null, revised(it)));
   if (typeof r.childSession === 'string') add(c, el('div', '', 'session ', sessionButton(r.childSession)));
-  if (r.description) add(c, el('div', 'text', String(r.description)));
+  if (r.description) add(c, el('div', 'text', str(r.description)));
+  if (st) {
+    const said = [];
+    if (st.stopReason !== undefined && st.stopReason !== null) said.push('stop reason ' + (typeof st.stopReason === 'string' ? st.stopReason : JSON.stringify(st.stopReason)));
+    if (st.error !== undefined && st.error !== null) said.push('error ' + JSON.stringify(st.error));
+    if (st.usage !== undefined && st.usage !== null) said.push('usage ' + JSON.stringify(st.usage));
+    if (said.length) add(c, el('div', 'muted state', 'state: ', said.join(' · ')));
+  }
   add(c, foot([r]));
   return c;
 }
 function compaction(it, s) {
   const r = it.r;
   const c = el('div', 'card compaction', el('div', 'h', plain('span', 'who', 'compaction'), badge(r.status), revised(it)));
-  if (r.replaces && r.replaces.throughId) add(c, el('div', 'muted', 'replaces the context through ' + String(r.replaces.throughId)));
+  if (r.replaces && r.replaces.throughId) add(c, el('div', 'muted', 'replaces the context through ' + str(r.replaces.throughId)));
   const d = el('details', 'more', plain('summary', '', 'summary'));
   if (r.summary !== undefined) add(d, blocks(r.summary, s)); else add(d, plain('p', 'muted', 'not recorded'));
   add(c, d);
@@ -501,24 +522,24 @@ function compaction(it, s) {
 }
 function state(it) {
   const r = it.r;
-  const line = el('div', 'line', '— ' + String(r.state));
-  if (r.stopReason) add(line, txt(' (' + String(r.stopReason) + ')'));
+  const line = el('div', 'line', '— ' + str(r.state));
+  if (r.stopReason) add(line, txt(' (' + str(r.stopReason) + ')'));
   if (r.error) add(line, txt(' error: ' + JSON.stringify(r.error)));
-  add(line, txt(' · ' + String(r.id)));
+  add(line, txt(' · ' + str(r.id)));
   return line;
 }
 function note(it) {
   const r = it.r;
   let what;
-  if (r.type === 'usage_summary') what = 'usage: ' + (r.contextWindow ? String(r.contextWindow.used) + ' / ' + String(r.contextWindow.size) + ' context' : '') + (r.cost ? ' · cost ' + String(r.cost.amount) + ' ' + String(r.cost.currency) : '');
-  else if (r.type === 'session_info') what = 'title: ' + String(r.title);
+  if (r.type === 'usage_summary') what = 'usage: ' + (r.contextWindow ? str(r.contextWindow.used) + ' / ' + str(r.contextWindow.size) + ' context' : '') + (r.cost ? ' · cost ' + str(r.cost.amount) + ' ' + str(r.cost.currency) : '');
+  else if (r.type === 'session_info') what = 'title: ' + str(r.title);
   else if (r.type === 'config_change') what = 'config: ' + [r.model ? 'model ' + JSON.stringify(r.model) : '', r.mode !== undefined ? 'mode ' + JSON.stringify(r.mode) : ''].filter(Boolean).join(', ') + (Array.isArray(r.options) ? ' (' + r.options.length + ' options)' : '');
-  else what = String(r.type);
-  return el('div', 'line', '— ' + what + ' · ' + String(r.id));
+  else what = str(r.type);
+  return el('div', 'line', '— ' + what + ' · ' + str(r.id));
 }
 function audit(it) {
   const r = it.r;
-  const d = el('details', 'more', plain('summary', '', 'kept as received: ' + String(r.type)));
+  const d = el('details', 'more', plain('summary', '', 'kept as received: ' + str(r.type)));
   add(d, json(r.native && r.native.record !== undefined ? r.native.record : r));
   const c = el('div', 'card audit', d);
   add(c, foot([r]));
@@ -539,15 +560,15 @@ const timeline = (function () {
     option(fs, '', 'all sessions');
     const sids = new Set(); for (const x of F.sid) if (x >= 0) sids.add(x);
     option(fs, '-1', '(no session)');
-    for (const x of [...sids].sort((a, b) => S[a] < S[b] ? -1 : 1)) option(fs, String(x), S[x]);
+    for (const x of [...sids].sort((a, b) => S[a] < S[b] ? -1 : 1)) option(fs, str(x), S[x]);
     const fk = document.getElementById('f-kind');
     option(fk, '', 'every kind');
-    KINDS.forEach((k, i) => option(fk, String(i), k));
+    KINDS.forEach((k, i) => option(fk, str(i), k));
     if (D.validated) option(fk, 'v', '⚠ spec violations');
     const fm = document.getElementById('f-method');
     option(fm, '', 'every method');
     const ms = new Set(); for (const x of F.method) if (x >= 0) ms.add(x);
-    for (const x of [...ms].sort((a, b) => S[a] < S[b] ? -1 : 1)) option(fm, String(x), S[x]);
+    for (const x of [...ms].sort((a, b) => S[a] < S[b] ? -1 : 1)) option(fm, str(x), S[x]);
     const on = (id, key, ev) => document.getElementById(id).addEventListener(ev || 'change', e => {
       vis[key] = e.target.type === 'checkbox' ? e.target.checked : e.target.value;
       if (key === 'q') vis.q = vis.q.toLowerCase();
@@ -582,7 +603,7 @@ const timeline = (function () {
     for (let i = 0; i < F.n; i++) {
       if (sid !== null && F.sid[i] !== sid) continue;
       if (kind !== null && F.kind[i] !== kind) continue;
-      if (bad && !viol[String(i)]) continue;
+      if (bad && !viol[str(i)]) continue;
       if (method !== null && F.method[i] !== method) continue;
       if (dir !== null && F.dir[i] !== dir) continue;
       if (q && !rawLow[i].includes(q)) continue;
@@ -633,10 +654,10 @@ const timeline = (function () {
     return row;
   }
   function frameCells(i) {
-    const v = viol[String(i)];
-    return [String(F.seq[i]), F.t[i] === null ? '' : fmtNs(F.t[i]), ARROW[F.dir[i]], KINDS[F.kind[i]],
+    const v = viol[str(i)];
+    return [str(F.seq[i]), F.t[i] === null ? '' : fmtNs(F.t[i]), ARROW[F.dir[i]], KINDS[F.kind[i]],
             F.method[i] >= 0 ? S[F.method[i]] + (F.upd[i] >= 0 ? ' ' + S[F.upd[i]] : '') : '',
-            F.id[i] === null ? '' : F.id[i], F.sid[i] >= 0 ? S[F.sid[i]] : '', String(F.size[i]),
+            F.id[i] === null ? '' : F.id[i], F.sid[i] >= 0 ? S[F.sid[i]] : '', str(F.size[i]),
             F.lat[i] === null ? (F.pair[i] >= 0 ? '↔' : '') : fmtNs(F.lat[i]), v ? '⚠ ' + v.length : ''];
   }
   function runCells(run) {
@@ -644,7 +665,7 @@ const timeline = (function () {
     let size = 0; for (const x of m) size += F.size[x];
     return [F.seq[i] + '…', F.t[i] === null ? '' : fmtNs(F.t[i]), ARROW[F.dir[i]], 'notification',
             (run.open ? '▾ ' : '▸ ') + m.length + ' × ' + S[F.upd[i]] + ' (seq ' + F.seq[i] + '–' + F.seq[last] + ')',
-            '', F.sid[i] >= 0 ? S[F.sid[i]] : '', String(size), '', ''];
+            '', F.sid[i] >= 0 ? S[F.sid[i]] : '', str(size), '', ''];
   }
   function draw() {
     const sc = document.getElementById('tl-scroll'), space = document.getElementById('tl-space');
@@ -662,8 +683,8 @@ const timeline = (function () {
       row.hidden = false;
       const r = rows[at];
       row.style.top = (at * ROW) + 'px';
-      row.dataset.row = String(at);
-      const key = String(r) + (r < 0 && runs[-r - 1].open ? 'o' : '') + (member[at] ? 'm' : '');
+      row.dataset.row = str(at);
+      const key = str(r) + (r < 0 && runs[-r - 1].open ? 'o' : '') + (member[at] ? 'm' : '');
       const selClass = r === selected;
       if (row.dataset.at !== key) {
         row.dataset.at = key;
@@ -675,8 +696,8 @@ const timeline = (function () {
           cells(row, frameCells(r));
           row.className = 'tl-row ' + (F.dir[r] ? 'a2c' : 'c2a') + (member[at] ? ' member' : '');
           row.children[3].className = 'k-' + KINDS[F.kind[r]];
-          row.children[9].className = viol[String(r)] ? 'viol' : '';
-          row.dataset.frame = String(r);
+          row.children[9].className = viol[str(r)] ? 'viol' : '';
+          row.dataset.frame = str(r);
         }
       }
       row.classList.toggle('sel', selClass);
@@ -684,7 +705,7 @@ const timeline = (function () {
   }
   function select(i) {
     selected = i;
-    for (const p of pool) p.classList.toggle('sel', p.dataset.frame === String(i));
+    for (const p of pool) p.classList.toggle('sel', p.dataset.frame === str(i));
     detail(i);
   }
   function detail(i) {
@@ -700,15 +721,15 @@ const timeline = (function () {
     if (F.sid[i] >= 0) row('session', byId.has(S[F.sid[i]]) ? sessionButton(S[F.sid[i]]) : S[F.sid[i]]);
     if (F.upd[i] >= 0) row('update', S[F.upd[i]]);
     row('size', F.size[i] + ' bytes');
-    if (D.inputs.length > 1 || F.conn[F.n - 1] > 0) row('connection', String(F.conn[i]));
+    if (D.inputs.length > 1 || F.conn[F.n - 1] > 0) row('connection', str(F.conn[i]));
     const p = F.pair[i];
     if (p >= 0) row(F.kind[i] === 0 ? 'answered by' : 'answers', [button('#' + F.seq[p] + ' ' + KINDS[F.kind[p]], () => reveal(p)), F.lat[i] !== null ? ' after ' + fmtNs(F.lat[i]) : '']);
     else if (F.kind[i] === 0) row('answered by', 'no response in the recording');
-    const v = viol[String(i)];
+    const v = viol[str(i)];
     if (v) {
       const ul = el('ul', 'viols');
       for (const x of v) {
-        const li = el('li', '', plain('span', 'badge b-failed', String(x.rule)), ' ', x.pointer ? el('code', '', x.pointer + ' ') : null, String(x.message));
+        const li = el('li', '', plain('span', 'badge b-failed', str(x.rule)), ' ', x.pointer ? el('code', '', x.pointer + ' ') : null, str(x.message));
         if (x.words) add(li, el('div', 'muted', '“' + x.words + '”' + (x.schema ? ' (' + x.schema + (x.location || '') + ')' : '')));
         if (x.related !== undefined) add(li, el('div', 'muted', 'see frame #' + x.related));
         add(ul, li);
