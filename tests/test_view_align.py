@@ -9,7 +9,12 @@ import pytest
 
 from acp_pipes.echo_client import client_session
 from tests.conftest import record_lockstep, run_tool
-from tests.view_browser import PAYLOADS, hostile_wire, open_page
+from tests.view_browser import (
+    PAYLOADS,
+    hostile_wire,
+    no_object_object,  # noqa: F401 - every test checks its pages
+    open_page,
+)
 
 
 @pytest.fixture(scope="module")

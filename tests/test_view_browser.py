@@ -20,7 +20,12 @@ from playwright.sync_api import expect
 
 from acp_pipes.echo_client import client_session
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
-from tests.view_browser import PAYLOADS, hostile_wire, open_page
+from tests.view_browser import (
+    PAYLOADS,
+    hostile_wire,
+    no_object_object,  # noqa: F401 - every test checks its pages
+    open_page,
+)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,10 @@
 Playwright never downloads a browser here: it launches the system's ``chromium`` (which
 ``make install`` installs, see scripts/install-system-deps). Each page is opened from
 ``file://``; every request the page makes, every console message and every uncaught
-error is recorded, so a test can say "no network, no console error".
+error is recorded, so a test can say "no network, no console error". Every page opened
+is also watched for text that reads ``[object Object]`` (a recorded object shown with
+``String``) from its first node to the end of the test: :func:`no_object_object`, an
+autouse fixture each page test module imports, fails the test that showed one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -48,11 +52,67 @@ class Opened:
         return [text for kind, text in self.console if kind == "error"] + self.errors
 
 
+#: Run in each page before its own script: records every text node, and every title,
+#: value or placeholder, that reads [object Object], whenever it appears.
+WATCH = r"""
+(() => {
+  const seen = [];
+  window.__objectObject = seen;
+  const BAD = '[object Object]';
+  const attrs = ['title', 'value', 'placeholder', 'aria-label'];
+  const shown = (t) => !t.parentNode || !['SCRIPT', 'STYLE'].includes(t.parentNode.nodeName);
+  const look = (n) => {  // the page's own script and data are not text on the page
+    if (n.nodeType === 3) { if (n.data.includes(BAD) && shown(n)) seen.push(n.data.slice(0, 200)); return; }
+    if (n.nodeType !== 1 && n.nodeType !== 11) return;
+    const w = document.createTreeWalker(n, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT);
+    for (let x = w.currentNode; x; x = w.nextNode()) {
+      if (x.nodeType === 3) { if (x.data.includes(BAD) && shown(x)) seen.push(x.data.slice(0, 200)); }
+      else for (const a of attrs) { const v = x.getAttribute(a); if (v && v.includes(BAD)) seen.push(a + '=' + v.slice(0, 200)); }
+    }
+  };
+  new MutationObserver((changes) => {
+    for (const c of changes) {
+      if (c.type === 'childList') c.addedNodes.forEach(look);
+      else if (c.type === 'characterData') look(c.target);  // (a text node's data changed)
+      else if (c.type === 'attributes') { const v = c.target.getAttribute(c.attributeName); if (v && v.includes(BAD)) seen.push(c.attributeName + '=' + v.slice(0, 200)); }
+    }
+  }).observe(document, {childList: true, subtree: true, characterData: true, attributes: true,
+                        attributeFilter: attrs});
+})();
+"""
+
+#: The pages opened since the last check (see :func:`no_object_object`).
+OPENED: list[Opened] = []
+
+
+def object_texts(opened: Opened) -> list[str]:
+    """The texts of ``opened`` that read ``[object Object]``, seen at any time, and any
+    in the page now (a closed page has none to tell)."""
+    if opened.page.is_closed():
+        return []
+    return opened.page.evaluate(
+        "() => [...window.__objectObject, ...(document.body.innerText.includes("
+        "'[object Object]') ? ['body: ' + document.body.innerText.slice(0, 200)] : [])]")
+
+
+@pytest.fixture(autouse=True)
+def no_object_object():
+    """Fails a test whose pages showed ``[object Object]`` anywhere, at any time."""
+    OPENED.clear()
+    yield
+    found = {o.url: object_texts(o) for o in OPENED}
+    OPENED.clear()
+    found = {url: texts for url, texts in found.items() if texts}
+    assert not found, f"[object Object] on the page: {found}"
+
+
 def open_page(browser, path: Path, viewport=(1400, 900)) -> Opened:
     """Open ``path`` in a new page; returns once the page's script says it is drawn."""
     page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+    page.add_init_script(WATCH)
     url = path.resolve().as_uri()
     opened = Opened(page, url)
+    OPENED.append(opened)
     page.on("request", lambda r: opened.requests.append(r.url))
     page.on("requestfailed", lambda r: opened.failed.append((r.url, r.failure)))
     page.on("console", lambda m: opened.console.append((m.type, m.text)))
