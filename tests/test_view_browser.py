@@ -22,6 +22,7 @@ from acp_pipes.echo_client import client_session
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 from tests.view_browser import (
     PAYLOADS,
+    fork_chain_wire,
     hostile_wire,
     no_object_object,  # noqa: F401 - every test checks its pages
     open_page,
@@ -411,3 +412,64 @@ def test_a_v1_session_of_two_official_sdk_peers(browser, tmp_path):
     assert page.locator(".card.permission").count() == len(asks)
     assert page.locator("#summary").inner_text().endswith("no spec violation")
     assert opened.console_errors == [] and opened.foreign_requests == []
+
+
+def test_a_chain_of_ten_thousand_forks_renders_ASR_718(browser, tmp_path):
+    # each session forked from the one before: the session tree is 10,001 deep
+    wire = tmp_path / "forks.jsonl"
+    wire.write_bytes(fork_chain_wire(10_000))
+    html = tmp_path / "forks.html"
+    r = run_tool("view", str(wire), "-o", str(html))
+    assert r.returncode == 0, r.stderr
+    opened = open_page(browser, html)
+    page = opened.page
+    assert opened.console_errors == []
+    buttons = page.locator("#sessions button")
+    assert buttons.count() == 10_001
+    assert buttons.nth(0).locator(".sid").inner_text() == "s0"
+    assert buttons.nth(1).locator(".sid").inner_text() == "s1"
+    last = buttons.nth(10_000)
+    assert last.locator(".sid").inner_text() == "s10000"
+    assert last.get_attribute("title") == "s10000 (depth 10000)"
+    # indented as deep as 16 levels show, not 10,000 (140,000 px off to the right)
+    assert last.evaluate("b => parseInt(b.style.paddingLeft)") == 10 + 14 * 16
+    assert page.locator(".shead h2").inner_text() == "s0"
+    last.click()
+    assert page.locator(".shead h2").inner_text() == "s10000"
+    assert page.locator(".shead dd button").first.inner_text() == "s9999"
+
+
+def _asr_721() -> bytes:
+    return (Path(__file__).parent / "fixtures" / "asr" / "ASR-721-subagents"
+            / "expected.asr.jsonl").read_bytes()
+
+
+def test_a_recorded_role_never_becomes_a_class_name(browser, tmp_path):
+    # the parent's prompt (role "user") recorded with a role that names the page's classes
+    lines = _asr_721().splitlines()
+    i = next(k for k, x in enumerate(lines) if b'"role":"user"' in x)
+    lines[i] = lines[i].replace(b'"role":"user"', b'"role":"user tl-row sel"')
+    streams = tmp_path / "roles.asr.jsonl"
+    streams.write_bytes(b"\n".join(lines) + b"\n")
+    html = tmp_path / "roles.html"
+    assert run_tool("view", str(streams), "-o", str(html)).returncode == 0
+    page = open_page(browser, html).page
+    card = page.locator(".card.msg").first
+    assert card.evaluate("c => [...c.classList]") == ["card", "msg", "other"]
+    assert card.locator(".who").inner_text() == "user tl-row sel"  # shown as text
+    page.locator("#sessions button", has_text="kid").click()
+    assert page.locator(".card.msg").first.evaluate("c => [...c.classList]") == [
+        "card", "msg", "assistant"]
+
+
+def test_a_subagent_card_shows_its_state_ASR_721(browser, tmp_path):
+    # the parent's subagent record: {"state": {"state": "idle", "stopReason": "end_turn"}}
+    streams = tmp_path / "sub.asr.jsonl"
+    streams.write_bytes(_asr_721())
+    html = tmp_path / "sub.html"
+    assert run_tool("view", str(streams), "-o", str(html)).returncode == 0
+    page = open_page(browser, html).page
+    card = page.locator(".card.subagent")
+    assert card.count() == 1
+    assert card.locator(".h .badge").all_inner_texts() == ["idle", "revised ×1"]
+    assert card.locator(".state").inner_text() == "state: stop reason end_turn"

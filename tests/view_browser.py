@@ -204,3 +204,24 @@ def hostile_wire() -> bytes:
     ])
 
 
+
+
+def fork_chain_wire(n: int) -> bytes:
+    """A v2 wire log of a chain of ``n`` forks (ASR-718): session s0, then s1 forked from
+    s0, s2 from s1, ... s<n> from s<n-1>; each session says one turn."""
+    def m(**kw) -> dict:
+        return {"jsonrpc": "2.0", **kw}
+
+    out = [("c2a", m(id=0, method="initialize", params={
+               "protocolVersion": 2, "info": {"name": "client", "version": "1"},
+               "capabilities": {}})),
+           ("a2c", m(id=0, result={"protocolVersion": 2, "info": {"name": "agent",
+                                                                   "version": "1"},
+                                   "capabilities": {"session": {}}})),
+           ("c2a", m(id=1, method="session/new", params={"cwd": "/ws", "mcpServers": []})),
+           ("a2c", m(id=1, result={"sessionId": "s0"}))]
+    for i in range(1, n + 1):
+        out.append(("c2a", m(id=1 + i, method="session/fork",
+                             params={"sessionId": f"s{i - 1}", "cwd": "/ws"})))
+        out.append(("a2c", m(id=1 + i, result={"sessionId": f"s{i}"})))
+    return _wire(out)
