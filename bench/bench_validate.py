@@ -139,6 +139,33 @@ def v1_log(frames: int) -> Path:
     return _write(path, out)
 
 
+def bad_log(frames: int, blocks: int) -> Path:
+    """A v2 session whose ``frames`` prompts each hold ``blocks`` bad content blocks
+    (``{"type": "text"}``, no text): each frame fails the schema ``blocks`` times."""
+    path = workdir("validate") / f"bad-{frames}x{blocks}.jsonl"
+    if path.exists():
+        return path
+
+    def m(**kw) -> bytes:
+        return orjson.dumps({"jsonrpc": "2.0", **kw})
+
+    out = [
+        ("c2a", m(id=0, method="initialize", params={
+            "protocolVersion": 2, "info": {"name": "bench", "version": "1"},
+            "capabilities": {}})),
+        ("a2c", m(id=0, result={"protocolVersion": 2, "info": {"name": "a", "version": "1"},
+                                "capabilities": {"session": {}}})),
+        ("c2a", m(id=1, method="session/new", params={"cwd": "/tmp", "mcpServers": []})),
+        ("a2c", m(id=1, result={"sessionId": "s1"})),
+    ]
+    prompt = [{"type": "text"}] * blocks
+    for i in range(frames):
+        out.append(("c2a", m(id=2 + i, method="session/prompt",
+                             params={"sessionId": "s1", "prompt": prompt})))
+        out.append(("a2c", m(id=2 + i, result={"stopReason": "end_turn"})))
+    return _write(path, out)
+
+
 def breakdown(log: Path, repeat: int) -> tuple[dict[str, float], int]:
     """Where a frame's time goes, in-process, median seconds; and the frame count."""
     from acp_pipes.frame import read_frames
@@ -223,6 +250,10 @@ def main(quick: bool) -> str:
                      f"{rate:,.0f} frames/s", f"{frames / b:,.0f} frames/s",
                      f"{frames / (v - f):,.0f} frames/s" if v > f else "-",
                      f"{max_rss(runs['validate']):.1f} MB"])
+    bad_frames, bad_blocks = (2, 2_000) if quick else (20, 20_000)
+    bad = bad_log(bad_frames, bad_blocks)
+    bad_runs = [run_cmd(tool("frame", "--validate", str(bad))) for _ in range(repeat)]
+    bad_mb = bad.stat().st_size / 1e6
     parts, count = breakdown(logs["v2 (echo agent)"], repeat)
     split = table(["in-process, v2 log", "median", "per frame"], [
         [name, f"{sec:.3f} s", f"{sec / count * 1e6:.2f} us"] for name, sec in parts.items()])
@@ -245,6 +276,11 @@ def main(quick: bool) -> str:
                "--validate peak RSS"], rows),
         "",
         f"Target: at least {TARGET:,} frames/s: {verdict}.",
+        "",
+        f"A recording of {bad_frames} prompts of {bad_blocks:,} bad content blocks each "
+        f"({bad_mb:.1f} MB; each frame fails the schema {bad_blocks:,} times, 20 reported): "
+        f"--validate wall {median_wall(bad_runs):.3f} s, CPU {median_cpu(bad_runs):.3f} s, "
+        f"peak RSS {max_rss(bad_runs):.1f} MB (median of {repeat}).",
         "",
         "Where the time goes (in-process, the v2 log already read; the checks include "
         "their own parse of each frame):",
