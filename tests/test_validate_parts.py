@@ -16,6 +16,7 @@ import sys
 import tracemalloc
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,20 +67,33 @@ def bad_prompt(blocks: int) -> dict:
     return {"sessionId": "sess-1", "prompt": [{"type": "text"} for _ in range(blocks)]}
 
 
-def test_twenty_reported_of_twenty_thousand_bad_blocks_and_the_rest_not_built():
-    s = schema(V2, True)
-    s.findings("PromptRequest", bad_prompt(300))  # compile the parts' validators
+def v1_tool_call(items: int) -> dict:
+    """A v1 tool call whose content items each lack their text (v1's SessionUpdate and
+    ContentBlock are oneOf unions)."""
+    return {"sessionId": "s", "update": {
+        "sessionUpdate": "tool_call", "toolCallId": "t", "title": "x",
+        "content": [{"type": "content", "content": {"type": "text"}}] * items}}
+
+
+@pytest.mark.parametrize("revision,name,value,pointer", [
+    (V2, "PromptRequest", bad_prompt, "/params/prompt/{}"),
+    (REVISIONS[1], "SessionNotification", v1_tool_call, "/params/update/content/{}/content"),
+])
+def test_twenty_reported_of_twenty_thousand_errors_and_the_rest_not_built(
+        revision, name, value, pointer):
+    s = schema(revision, True)
+    s.findings(name, value(300))  # compile the parts' validators
     peaks = []
-    for blocks in (2_000, 20_000):
-        value = bad_prompt(blocks)
+    for n in (2_000, 20_000):
+        v = value(n)
         tracemalloc.start()
-        found, total = s.findings("PromptRequest", value, "/params")
+        found, total = s.findings(name, v, "/params")
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-        assert [f.pointer for f in found] == [f"/params/prompt/{i}" for i in range(20)]
+        assert [f.pointer for f in found] == [pointer.format(i) for i in range(20)]
         assert total is None
-    # the whole error list of 2,000 blocks is ~20 MB of Python objects; twenty findings
-    # and a walk over the value are a few hundred KB, the same for ten times the blocks
+    # the whole error list of 2,000 errors is ~20 MB of Python objects; twenty findings
+    # and a walk over the value are a few hundred KB, the same for ten times the errors
     assert peaks[1] < 2 * 1024 * 1024, peaks
     assert peaks[1] < 2 * peaks[0] + 256 * 1024, peaks
 

@@ -227,7 +227,8 @@ class Schema:
     def _part_validator(self, name: str, path: tuple[Any, ...], closed: bool,
                         part: str = "") -> Any:
         """A validator of the node at ``path`` (``part``: "own" its own keywords alone,
-        "meant"/"narrow" the tests :func:`_missed` makes of a union's branch)."""
+        "meant"/"narrow" the tests :func:`_missed` makes of a union's branch, "anyOf"/
+        "oneOf" its union alone)."""
         key = (name, path, closed, part)
         cache = self._parts_cache
         v = cache.get(key)
@@ -235,6 +236,8 @@ class Schema:
             node = self._node(name, path, closed)
             if part == "own":
                 node = _own(node)
+            elif part in ("anyOf", "oneOf"):
+                node = {part: node[part]}
             elif part:
                 node = _shape(self._resolve(node, closed), self, closed,
                               _MISS_BELOW | ({"type"} if part == "narrow" else set()))
@@ -297,11 +300,22 @@ class Schema:
             sub = (*path, "allOf", i)
             if not self._part_validator(name, sub, closed).is_valid(value):
                 yield from self._parts(name, sub, value, base, where, closed)
-        branches = node.get("anyOf")
-        if branches is None:
+        for union in ("anyOf", "oneOf"):
+            if union in node:
+                yield from self._union(name, path, union, len(node[union]), value, base,
+                                       where, closed)
+
+    def _union(self, name: str, path: tuple[Any, ...], union: str, n: int, value: Any,
+               base: str, where: str, closed: bool) -> Iterator[Finding]:
+        subs = [(*path, union, i) for i in range(n)]
+        valid = sum(1 for b in subs if self._part_validator(name, b, closed).is_valid(value))
+        if valid == 1 or (valid and union == "anyOf"):
             return
-        subs = [(*path, "anyOf", i) for i in range(len(branches))]
-        if any(self._part_validator(name, b, closed).is_valid(value) for b in subs):
+        if valid:  # a oneOf more than one branch of matches: one error, no branch's
+            v = self._part_validator(name, path, closed, union)
+            fix = list(path)
+            yield from self._explained(name, (_At(e, fix) for e in v.iter_errors(value)),
+                                       base + where, closed)
             return
         # the branch meant, as _explain picks it: the others miss by type or tag
         meant = [b for b in subs if self._part_validator(name, b, closed, "meant")
@@ -312,7 +326,8 @@ class Schema:
         if len(meant) == 1:
             yield from self._parts(name, meant[0], value, base, where, closed)
         elif not closed:
-            yield self._finding(name, _Union(value, [*path, "anyOf"]), base + where, closed)
+            yield self._finding(name, _Union(value, [*path, union], union), base + where,
+                                closed)
 
     def _finding(self, name: str, e: Any, base: str, closed: bool) -> Finding:
         pointer = base + "".join("/" + escape(str(p)) for p in e.instance_path)
@@ -364,7 +379,8 @@ _ANNOTATIONS = frozenset({"description", "title", "default", "examples", "discri
 #: those naming the parts (properties, items, allOf members, a union's branches).
 _OWN = frozenset({"type", "required", "const", "enum", "not", "minItems", "maxItems",
                   "minProperties", "maxProperties"})
-_PARTS = frozenset({"properties", "additionalProperties", "items", "allOf", "anyOf"})
+_PARTS = frozenset({"properties", "additionalProperties", "items", "allOf", "anyOf",
+                    "oneOf"})
 
 
 def _small(value: Any) -> bool:
@@ -502,17 +518,19 @@ class _Union:
 
     __slots__ = ("instance", "instance_path", "kind", "message", "schema_path")
 
-    def __init__(self, value: Any, path: list[Any]):
+    def __init__(self, value: Any, path: list[Any], union: str):
         self.instance = value
         self.instance_path: list[Any] = []
         self.schema_path = path
         self.message = ""
-        self.kind = _UnionKind()
+        self.kind = _UnionKind(union)
 
 
 class _UnionKind:
-    __slots__ = ()
-    name = "anyOf"
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
 
 
 @functools.cache
