@@ -300,6 +300,10 @@ class Schema:
             sub = (*path, "allOf", i)
             if not self._part_validator(name, sub, closed).is_valid(value):
                 yield from self._parts(name, sub, value, base, where, closed)
+        ref = node.get("$ref")
+        if ref is not None and not self._part_validator(name, ("$defs", ref[8:]),
+                                                        closed).is_valid(value):
+            yield from self._parts(name, ("$defs", ref[8:]), value, base, where, closed)
         for union in ("anyOf", "oneOf"):
             if union in node:
                 yield from self._union(name, path, union, len(node[union]), value, base,
@@ -378,7 +382,9 @@ _ANNOTATIONS = frozenset({"description", "title", "default", "examples", "discri
 #: Keywords a node's value is checked by part by part: its own ones (:func:`_own`), and
 #: those naming the parts (properties, items, allOf members, a union's branches).
 _OWN = frozenset({"type", "required", "const", "enum", "not", "minItems", "maxItems",
-                  "minProperties", "maxProperties"})
+                  "minProperties", "maxProperties", "format", "pattern", "minLength",
+                  "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                  "multipleOf", "contentEncoding", "contentMediaType"})
 _PARTS = frozenset({"properties", "additionalProperties", "items", "allOf", "anyOf",
                     "oneOf"})
 
@@ -426,7 +432,11 @@ def _splits(node: dict[str, Any]) -> bool:
             node.get("items", {}), dict) or not isinstance(
             node.get("additionalProperties", True), (bool, dict)):
         return False
-    return all(_annotation(k) or k in _OWN or k in _PARTS for k in node)
+    ref = node.get("$ref")
+    if ref is not None and not (isinstance(ref, str) and ref.startswith("#/$defs/")
+                                and "/" not in ref[8:]):
+        return False
+    return all(_annotation(k) or k in _OWN or k in _PARTS or k == "$ref" for k in node)
 
 
 def _own(node: dict[str, Any]) -> dict[str, Any]:
