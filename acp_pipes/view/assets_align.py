@@ -65,7 +65,7 @@ const PAGE = 400;
 // ops come in the order every format lists them: the first that is not equal is where
 // the runs first part ways (the summary's first_divergence)
 const firstRow = ROWS.findIndex(r => r.op !== 'equal' && r.op !== 'gap');
-function name(side) { return side.source + (side.session ? ' (session ' + side.session + ')' : ''); }
+function name(side) { return str(side.source) + (side.session ? ' (session ' + str(side.session) + ')' : ''); }
 function head() {
   document.title = 'acp-align: ' + A.source + ' vs ' + B.source;
   document.getElementById('title').textContent = A.source + '  ⇄  ' + B.source;

@@ -270,7 +270,7 @@ function sessionHead(s) {
   const row = (k, v) => { if (v !== null && v !== undefined && v !== '') { add(dl, plain('dt', '', k)); add(dl, el('dd', '', v)); } };
   if (h.agent) row('agent', [str(h.agent.name), h.agent.version ? ' ' + h.agent.version : '']);
   const r = [...roots(s).values()];
-  if (r.length) row('workspace', r.join(', '));
+  if (r.length) row('workspace', r.map(str).join(', '));
   for (const p of s.links.parents) row(p.kind === 'fork' ? 'forked from' : 'subagent of', sessionButton(p.session));
   const kids = s.links.children;
   if (kids.length) {
@@ -279,8 +279,8 @@ function sessionHead(s) {
     row('sessions from it', span);
   }
   const lossy = h.producer && Array.isArray(h.producer.lossy) ? h.producer.lossy : [];
-  if (lossy.length) row('declared losses', lossy.map(String).join(', '));
-  if (h.native && Array.isArray(h.native.connections)) row('connections', h.native.connections.join(', '));
+  if (lossy.length) row('declared losses', lossy.map(str).join(', '));
+  if (h.native && Array.isArray(h.native.connections)) row('connections', h.native.connections.map(str).join(', '));
   row('records', str(s.records));
   add(box, dl);
   return box;
@@ -314,7 +314,7 @@ function foot(recs) {
   if (!r.length) return f;
   const first = r[0];
   const when = first.ts || first.observedAt;
-  add(f, txt(r.map(x => x.id).join(' ') + (when ? ' · ' + when : '') + (first.observedAt && !first.ts ? ' (replayed)' : '')));
+  add(f, txt(r.map(x => str(x.id)).join(' ') + (when ? ' · ' + str(when) : '') + (first.observedAt && !first.ts ? ' (replayed)' : '')));
   const frames = [];
   for (const x of r) {
     const ref = x.native && x.native.ref;
@@ -391,11 +391,11 @@ function tool(it, s) {
   c.dataset.callId = typeof call.callId === 'string' ? call.callId : JSON.stringify(call.callId);
   const meta = [];
   if (call.callId !== undefined) meta.push('call ' + (typeof call.callId === 'string' ? call.callId : JSON.stringify(call.callId)));
-  if (call.name && call.title) meta.push('name ' + call.name);
+  if (call.name && call.title) meta.push('name ' + str(call.name));
   if (meta.length) add(c, el('div', 'muted mono', meta.join(' · ')));
   if (Array.isArray(call.locations) && call.locations.length) {
     add(c, plain('h3', '', 'locations'));
-    add(c, el('div', 'mono', call.locations.map(l => pathText(l && l.path !== undefined ? l.path : l, s) + (l && l.line ? ':' + l.line : '')).join('\n')));
+    add(c, el('div', 'mono', call.locations.map(l => pathText(l && l.path !== undefined ? l.path : l, s) + (l && l.line ? ':' + str(l.line) : '')).join('\n')));
   }
   if (call.input !== undefined) { add(c, plain('h3', '', 'input')); add(c, json(call.input)); }
   if (res) {
@@ -485,11 +485,11 @@ function input(it) {
   if (r.url) add(c, el('div', 'mono', 'url: ' + str(r.url)));
   if (r.requestedSchema && r.requestedSchema.properties && typeof r.requestedSchema.properties === 'object') {
     const ul = el('ul', 'mono');
-    for (const [k, v] of Object.entries(r.requestedSchema.properties)) add(ul, el('li', '', k + (v && v.type ? ': ' + v.type : '') + (v && v.description ? ' — ' + v.description : '')));
+    for (const [k, v] of Object.entries(r.requestedSchema.properties)) add(ul, el('li', '', k + (v && v.type ? ': ' + str(v.type) : '') + (v && v.description ? ' — ' + str(v.description) : '')));
     add(c, ul);
   }
   if (r.response !== undefined) { add(c, plain('h3', '', 'answer')); add(c, json(r.response)); }
-  if (r.capture && r.capture.response) add(c, el('div', 'muted', 'answer ' + str(r.capture.response.state) + (Array.isArray(r.capture.response.fields) ? ': ' + r.capture.response.fields.join(', ') : '')));
+  if (r.capture && r.capture.response) add(c, el('div', 'muted', 'answer ' + str(r.capture.response.state) + (Array.isArray(r.capture.response.fields) ? ': ' + r.capture.response.fields.map(str).join(', ') : '')));
   add(c, foot([r]));
   return c;
 }
