@@ -473,3 +473,26 @@ def test_a_subagent_card_shows_its_state_ASR_721(browser, tmp_path):
     assert card.count() == 1
     assert card.locator(".h .badge").all_inner_texts() == ["idle", "revised ×1"]
     assert card.locator(".state").inner_text() == "state: stop reason end_turn"
+
+
+def test_recorded_objects_where_text_is_expected_show_as_json(browser, tmp_path):
+    # a subagent's title, a message's author and a declared loss recorded as objects:
+    # each shown as its JSON (and the page-wide watch finds no [object Object])
+    out = []
+    for line in _asr_721().splitlines():
+        rec = orjson.loads(line)
+        if rec.get("type") == "subagent":
+            rec["title"] = {"name": "Researcher"}
+        elif rec.get("type") == "message" and rec.get("role") == "user":
+            rec["author"] = {"actor": "human"}
+        elif rec.get("type") == "header" and rec.get("sessionId") == "parent":
+            rec["producer"]["lossy"].append({"field": "x"})
+        out.append(orjson.dumps(rec))
+    streams = tmp_path / "objects.asr.jsonl"
+    streams.write_bytes(b"\n".join(out) + b"\n")
+    html = tmp_path / "objects.html"
+    assert run_tool("view", str(streams), "-o", str(html)).returncode == 0
+    page = open_page(browser, html).page
+    assert page.locator(".card.subagent .h span").nth(1).inner_text() == '{"name":"Researcher"}'
+    assert '{"actor":"human"}' in page.locator(".card.msg .h .badge").all_inner_texts()
+    assert page.locator(".shead dd").all_inner_texts()[-3].endswith('{"field":"x"}')
