@@ -184,15 +184,20 @@ def _say(ctx: Context, line: str, write=None) -> None:
 
 
 def _summary(ctx: Context, batch, tally) -> None:
+    """One line: done, skipped and failed add up to the inputs finished; violations and
+    differences are counted among them (done now or before)."""
     c = tally.counts
-    parts = [f"{tally.finished - tally.skipped} done", f"{tally.skipped} skipped (done before)"]
-    for status, what in (("invalid", "with violations"), ("differs", "differ from the "
-                                                                      "baseline"),
-                         ("failed", "failed")):
-        if c.get(status):
-            parts.append(f"{c[status]} {what}")
+    failed = c.get("failed", 0)
+    done = tally.finished - tally.skipped - failed
+    parts = [f"{done} done", f"{tally.skipped} skipped (done before)"]
+    if failed:
+        parts.append(f"{failed} failed")
+    among = [f"{c[status]} {what}" for status, what in
+             (("invalid", "with violations"), ("differs", "differ from the baseline"))
+             if c.get(status)]
     rate = (tally.finished - tally.skipped) / tally.elapsed if tally.elapsed > 0 else 0.0
     line = (f"{tally.finished} of {tally.total} recordings: " + ", ".join(parts)
+            + "".join(f"; {a}" for a in among)
             + f"; {tally.elapsed:.1f} s, {rate:.1f} files/s")
     ctx.note(line)
     if tally.interrupted:
