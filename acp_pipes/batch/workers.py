@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -56,10 +59,53 @@ def _failed(job: Job, error: str) -> dict[str, Any]:
             "error": error, "duration": 0.0}
 
 
-def _ignore_sigint() -> None:
-    """Ctrl-C is the driver's to handle: it stops giving out jobs and ends the pool; a
-    worker finishes (or is ended in) the job it has, never half-writes an output."""
+#: prctl(2) option: the signal a process gets when its parent ends (Linux).
+PR_SET_PDEATHSIG = 1
+#: Seconds between a worker's looks at whether its driver is still there.
+WATCH_SECONDS = 0.5
+
+
+def _worker_start(driver: int) -> None:
+    """A local worker's start. Ctrl-C is the driver's to handle: it stops giving out
+    jobs and ends the pool; a worker finishes (or is ended in) the job it has, never
+    half-writes an output. And a worker dies with its driver, however that ends (a
+    ``kill -9`` runs no clean-up): on Linux the kernel kills it (``PR_SET_PDEATHSIG``);
+    everywhere a thread of its own ends it once the driver is gone. What it was
+    writing stays in ``DEST/.acp-batch-tmp``, dropped by the next run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the thread below still ends it
+    parent = os.getppid()
+    if not _alive(driver, parent):  # gone before the kernel was told: now
+        os._exit(1)
+    threading.Thread(target=_watch, args=(driver, parent), name="acp-batch-driver-watch",
+                     daemon=True).start()
+
+
+def _alive(driver: int, parent: int) -> bool:
+    """The driver is there: this process's parent is still the one it started with (an
+    orphan's parent changes), and the driver's pid still names a process."""
+    if os.getppid() != parent:
+        return False
+    try:
+        os.kill(driver, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # there, and not ours: another process with its pid
+        return False
+    return True
+
+
+def _watch(driver: int, parent: int) -> None:
+    while _alive(driver, parent):
+        time.sleep(WATCH_SECONDS)
+    os._exit(1)
 
 
 class LocalWorkers:
@@ -83,7 +129,8 @@ class LocalWorkers:
     def _start(self) -> Any:
         from concurrent.futures import ProcessPoolExecutor
 
-        self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_ignore_sigint)
+        self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_worker_start,
+                                        initargs=(os.getpid(),))
         return self.pool
 
     @property
