@@ -8,7 +8,12 @@ letters, digits, ``-``, ``_`` and ``~``), so any ID gives one safe name and
 :func:`session_from_name` gives the ID back. An ID whose encoded name would pass the
 255 bytes a file name may have is named by the start of its encoding, a ``.`` (which
 an encoded ID never holds) and 32 hex digits of its blake3 hash: still one name per ID,
-and the ID is in the stream's header.
+and the ID is in the stream's header. Where a file system ignores case (macOS, Windows)
+two IDs that differ only by case would be one file: the IDs of a conversion whose names
+are equal but for case each have their capital letters percent-encoded too (``Sess`` ->
+``%53ess``, ``sess`` stays), still reversible (:func:`session_names`, the rule of
+:mod:`acp_pipes.filenames`); an ID that is a Windows device name (``CON``, ``nul``)
+has its first character encoded.
 
 Into a directory the streams are also written live: a session's spool file *is*
 ``DIR/<name>.asr.jsonl``, started with a provisional header (the header as known then,
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable
 from typing import BinaryIO
@@ -33,10 +39,11 @@ import blake3
 import orjson
 
 from acp_pipes.errors import AcpPipesError
+from acp_pipes.filenames import distinct, fold, is_device
 from acp_pipes.jsonl import Output
 
 __all__ = ["SUFFIX", "Spool", "file_name", "is_provisional", "provisional_header",
-           "session_from_name"]
+           "session_from_name", "session_names"]
 
 SUFFIX = ".asr.jsonl"
 SPOOL_MEMORY = 1 << 20
@@ -49,17 +56,25 @@ NAME_MAX = 255
 _HASHED = 32  # hex digits of the hash in a long ID's name
 
 
-def file_name(sid: str) -> str:
+def file_name(sid: str, caseless: bool = False) -> str:
     """``<percent-encoded session ID>.asr.jsonl`` (acp-pipes choice); for an ID too long
     for that, ``<start of the encoding>.<32 hex digits of blake3(ID)>.asr.jsonl``.
+    ``caseless`` also encodes capital letters (a name no other ID's name equals when
+    case is ignored); a Windows device name has its first character encoded.
 
     >>> file_name("sess-1/a.b")
     'sess-1%2Fa%2Eb.asr.jsonl'
+    >>> file_name("Sess", caseless=True), file_name("NUL")
+    ('%53ess.asr.jsonl', '%4EUL.asr.jsonl')
     >>> name = file_name("x" * 300)
     >>> len(name), name[-45:]
     (255, 'xx.296a7bce08325b75b90d23204fd50b75.asr.jsonl')
     """
     encoded = quote(sid, safe="-_~", errors="surrogatepass").replace(".", "%2E")
+    if caseless:
+        encoded = _CAPITAL.sub(_escape_capital, encoded)
+    if is_device(encoded):
+        encoded = f"%{ord(encoded[0]):02X}{encoded[1:]}"
     if len(encoded) + len(SUFFIX) <= NAME_MAX:
         return encoded + SUFFIX
     digest = blake3.blake3(sid.encode("utf-8", "surrogatepass")).hexdigest()[:_HASHED]
@@ -68,6 +83,21 @@ def file_name(sid: str) -> str:
     if "%" in cut[-2:]:  # do not end inside a %XX escape
         cut = cut[:cut.rindex("%")]
     return f"{cut}.{digest}{SUFFIX}"
+
+
+_CAPITAL = re.compile(r"%[0-9A-F]{2}|[A-Z]")
+
+
+def _escape_capital(m: re.Match) -> str:
+    got = m.group()
+    return got if got[0] == "%" else f"%{ord(got):02X}"
+
+
+def session_names(sids: Iterable[str]) -> dict[str, str]:
+    """The file name of each session of one conversion: :func:`file_name`, and where
+    two are equal but for case, each :func:`file_name` ``caseless``: no two fold alike
+    (:mod:`acp_pipes.filenames`), so none replaces another where case is ignored."""
+    return distinct(sids, file_name, lambda sid: file_name(sid, caseless=True))
 
 
 def session_from_name(name: str) -> str | None:
@@ -96,11 +126,37 @@ class Spool:
         self.files: dict[str, _SessionSpool] = {}
         self.directory = directory  # made by the caller
         self.provisional = provisional
+        self.names: dict[str, str] = {}  # each session seen: its file name
+        self._folds: dict[str, list[str]] = {}  # fold(file_name): the sessions
+
+    def name(self, sid: str) -> str:
+        """``sid``'s file name, as :func:`session_names` names the sessions seen so far.
+        A session whose name folds like an earlier one's takes its caseless name, and
+        so does the earlier one: its live file is renamed at once, before the new one
+        is made (where case is ignored the two would be one file)."""
+        got = self.names.get(sid)
+        if got is not None:
+            return got
+        group = self._folds.setdefault(fold(file_name(sid)), [])
+        group.append(sid)
+        if len(group) == 2:
+            first = group[0]
+            self.names[first] = renamed = file_name(first, caseless=True)
+            f = self.files.get(first)
+            if f is not None and f.live is not None:
+                path, _, provisional = f.live
+                f.live = (os.path.join(self.directory, renamed), first,  # type: ignore[arg-type]
+                          provisional)
+                if f.fd is not None:
+                    os.replace(path, f.live[0])
+        got = self.names[sid] = file_name(sid, caseless=len(group) > 1)
+        return got
 
     def _new(self, sid: str) -> _SessionSpool:
+        name = self.name(sid)
         f = self.files[sid] = _SessionSpool()
         if self.directory is not None and (self.only is None or sid == self.only):
-            f.live = (os.path.join(self.directory, file_name(sid)), sid, self.provisional)
+            f.live = (os.path.join(self.directory, name), sid, self.provisional)
         return f
 
     def flush(self) -> None:
@@ -117,6 +173,8 @@ class Spool:
         nl = _NL
         for sid, rec in pairs:
             if only is not None and sid != only:
+                if sid not in self.names:  # named all the same: as without ``only``
+                    self.name(sid)
                 continue
             f = files.get(sid)
             if f is None:
@@ -168,10 +226,11 @@ class Spool:
         os.makedirs(directory, exist_ok=True)
         written: list[str] = []
         failed: list[tuple[str, str]] = []
+        names = {sid: self.name(sid) for sid in headers}  # every one, before any is written
         for sid, h in headers.items():
             if self.only is not None and sid != self.only:
                 continue
-            path = os.path.join(directory, file_name(sid))
+            path = os.path.join(directory, names[sid])
             try:
                 sink = Output(path)
                 try:
