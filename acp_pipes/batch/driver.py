@@ -21,7 +21,6 @@ from acp_pipes.batch.places import (
     content_hash,
     find_inputs,
     is_url,
-    stem_of,
 )
 from acp_pipes.batch.workers import LocalWorkers, chunked
 from acp_pipes.errors import UsageError
@@ -105,12 +104,20 @@ class Batch:
                 raise UsageError(f"{local[0]}: a memory:// file system lives in this process "
                                  "alone; worker processes cannot see it (an in-process Dask "
                                  "cluster can)")
+        lock = self.dest.lock()  # before anything in DEST is touched
+        try:
+            return self._run(workers, on_entry)
+        finally:
+            self.dest.unlock(lock)
+
+    def _run(self, workers: Any, on_entry: Callable[[dict[str, Any]], None] | None
+             ) -> Tally:
         if isinstance(workers, LocalWorkers):
             MODES[self.mode].warm()  # before the pool forks
         self.dest.prepare()
         manifest = Manifest(self.dest)
         tally = Tally(len(self.inputs))
-        jobs = (Job(self.mode, inp.name, inp.location, stem_of(inp.key), self.dest.root,
+        jobs = (Job(self.mode, inp.name, inp.location, inp.stem, self.dest.root,
                     self.options, self.config, manifest.entries.get(inp.name))
                 for inp in self.inputs)
         try:

@@ -62,12 +62,14 @@ class Job:
 
     def reusable(self, digest: str, dest: Dest) -> bool:
         """The previous entry stands: same bytes, same version and options, done, and
-        every output it wrote is there."""
+        every output it wrote is there, under the name this input's outputs have now."""
         prev = self.prev
+        owns = MODES[self.mode].owns
         return (prev is not None and prev.get("hash") == digest
                 and prev.get("status") in DONE and prev.get("config") == self.config
                 and prev.get("version") == VERSION
-                and all(dest.exists(rel) for rel in prev.get("outputs", ())))
+                and all(owns(self.stem, rel) and dest.exists(rel)
+                        for rel in prev.get("outputs", ())))
 
 
 _DESTS: dict[str, Dest] = {}
@@ -140,9 +142,11 @@ def run_job(job: Job) -> dict[str, Any]:
     except Exception as e:  # a bug: said, and the batch goes on with the next input
         entry["error"] = f"internal error: {type(e).__name__}: {e}"
     if job.prev is not None:  # outputs the previous run wrote that this one did not
+        owns = MODES[job.mode].owns  # and only this input's: a manifest is input too
         for rel in set(job.prev.get("outputs", ())) - set(entry["outputs"]):
-            with contextlib.suppress(OSError):
-                dest.remove(rel)
+            if owns(job.stem, rel):
+                with contextlib.suppress(OSError):
+                    dest.remove(rel)
     if count[0]:
         entry["warnings"] = count[0]
         entry["warned"] = warnings

@@ -7,6 +7,10 @@ A local manifest is appended line by line (one ``write`` of a whole line on an
 a torn last line is skipped when read. An object store cannot append: there the whole
 manifest is written again at most every :data:`FLUSH_SECONDS` and at the end, and a
 batch killed in between does the inputs of its last seconds again.
+
+A manifest is input like any other (edited by hand, cut short, another program's):
+an entry is relied on only as far as it holds (:func:`trusted`), so no manifest makes a
+rerun remove or write a file outside DEST, or stops the batch.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.batch.places import Dest
+from acp_pipes.batch.places import Dest, inside
+from acp_pipes.errors import UsageError
 
-__all__ = ["MANIFEST", "Manifest"]
+__all__ = ["MANIFEST", "Manifest", "trusted"]
 
 MANIFEST = "manifest.jsonl"
 FLUSH_SECONDS = 2.0
@@ -32,15 +37,19 @@ class Manifest:
     def __init__(self, dest: Dest):
         self.dest = dest
         self.entries: dict[str, dict[str, Any]] = {}
-        data = dest.read(MANIFEST) or b""
+        try:
+            data = dest.read(MANIFEST) or b""
+            self._fd = dest.append_handle(MANIFEST)
+        except OSError as e:
+            raise UsageError(f"{dest.where(MANIFEST)}: cannot read or append to the "
+                             f"manifest: {e.strerror or e}") from None
         for line in data.splitlines():
             try:
                 entry = orjson.loads(line)
             except orjson.JSONDecodeError:  # torn by a kill while it was written
                 continue
             if isinstance(entry, dict) and isinstance(entry.get("input"), str):
-                self.entries[entry["input"]] = entry
-        self._fd = dest.append_handle(MANIFEST)
+                self.entries[entry["input"]] = trusted(entry)
         self._whole = self._fd is None  # written whole, not appended
         self._lines: list[bytes] = []
         self._flushed = time.monotonic()
@@ -72,3 +81,19 @@ class Manifest:
         elif self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def trusted(entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` as far as it can be relied on: ``outputs`` a list of files under DEST
+    (an entry whose outputs are anything else keeps the files it names there and is
+    no longer done: its input is done again), ``status`` a string, ``info`` an object."""
+    outputs = entry.get("outputs")
+    kept = [o for o in outputs if inside(o)] if isinstance(outputs, list) else []
+    status = entry.get("status")
+    if not isinstance(status, str) or not isinstance(outputs, list) \
+            or len(kept) != len(outputs):
+        status = "failed"
+    clean = {**entry, "outputs": kept, "status": status}
+    if not isinstance(clean.get("info"), dict):
+        clean.pop("info", None)
+    return clean

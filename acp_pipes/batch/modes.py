@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.batch.places import inside
 from acp_pipes.errors import InputError, Warn
 
 __all__ = ["MODES", "Done", "Mode"]
@@ -45,15 +46,17 @@ class Done:
 
 class Mode:
     """A mode's name, its body ``run(path, name, stem, dest, options, warn) -> Done``,
-    the options (CLI dest names) that change what it writes, and the modules its body
-    imports (see :meth:`warm`)."""
+    the options (CLI dest names) that change what it writes, the modules its body
+    imports (see :meth:`warm`), and ``owns(stem, rel)``: whether ``rel`` is an output
+    it may write for ``stem`` (a manifest names no other file for a rerun to remove)."""
 
     def __init__(self, name: str, run: Callable[..., Done], options: tuple[str, ...],
-                 modules: tuple[str, ...]):
+                 modules: tuple[str, ...], owns: Callable[[str, str], bool]):
         self.name = name
         self.run = run
         self.options = options
         self.modules = modules
+        self.owns = owns
 
     def warm(self) -> None:
         """Import what the body needs, in a driver about to fork its workers: they start
@@ -66,15 +69,16 @@ class Mode:
 
 def _asr(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
     from acp_pipes.asr.mapping import convert_paths
-    from acp_pipes.asr.output import file_name
+    from acp_pipes.asr.output import session_names
 
     got = convert_paths([path], warn=warn, agent_name=opts.get("agent_name"),
                         secret_fields=opts.get("secret_field") or (),
                         keep_fields=opts.get("keep_field") or (),
                         snapshots=bool(opts.get("snapshots")))
     outputs = []
+    names = session_names(got.headers)  # as acp-asr -o DIR names them
     for sid, header in got.headers.items():
-        rel = f"{stem}/{file_name(sid)}"
+        rel = f"{stem}/{names[sid]}"
         with dest.create(rel) as f:
             got.spool.write_to(f, {sid: header})
         outputs.append(rel)
@@ -170,16 +174,29 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
             "distance": summary["distance"]}
 
 
+def _owns_streams(stem: str, rel: str) -> bool:
+    """``STEM/<name>.asr.jsonl``: a session's stream in the input's own folder."""
+    name = rel[len(stem) + 1:] if rel.startswith(stem + "/") else ""
+    return "/" not in name and name.endswith(".asr.jsonl") and inside(rel)
+
+
+def _owns(*suffixes: str) -> Callable[[str, str], bool]:
+    return lambda stem, rel: rel in {stem + s for s in suffixes} and inside(rel)
+
+
 MODES: dict[str, Mode] = {
     "asr": Mode("asr", _asr, ("agent_name", "secret_field", "keep_field", "snapshots"),
-                ("acp_pipes.asr.mapping", "acp_pipes.asr.output", "acp_pipes.fold")),
+                ("acp_pipes.asr.mapping", "acp_pipes.asr.output", "acp_pipes.fold"),
+                _owns_streams),
     "validate": Mode("validate", _validate, ("direction", "protocol", "stable"),
-                     ("acp_pipes.frame", "acp_pipes.spec")),
-    "view": Mode("view", _view, ("direction", "validate"), ("acp_pipes.view",)),
+                     ("acp_pipes.frame", "acp_pipes.spec"), _owns(".validate.jsonl")),
+    "view": Mode("view", _view, ("direction", "validate"), ("acp_pipes.view",),
+                 _owns(".html")),
     "align": Mode("align", _align, ("baseline", "baseline_hash", "format", "context",
                                     "ignore", "direction"),
                   ("acp_pipes.align.compare", "acp_pipes.align.render",
-                   "acp_pipes.align.steps", "acp_pipes.normalize")),
+                   "acp_pipes.align.steps", "acp_pipes.normalize"),
+                  _owns(*ALIGN_SUFFIXES.values())),
 }
 
 

@@ -5,7 +5,9 @@ A local path needs nothing beyond the standard library; a URL imports fsspec (th
 ``cluster`` extra) only when one is given. :func:`find_inputs` turns the SRC arguments
 into :class:`Input` s; :class:`Dest` writes outputs so that none is ever seen half
 written: a local file is written in ``DEST/.acp-batch-tmp/`` and renamed into place,
-an object store's object appears whole when its upload ends.
+an object store's object appears whole when its upload ends. Nothing is read, written
+or removed outside DEST (:func:`inside`), whatever a manifest says; and no two inputs'
+outputs have names equal but for case (:func:`output_stems`).
 """
 
 from __future__ import annotations
@@ -22,13 +24,21 @@ from typing import Any, BinaryIO
 import blake3
 
 from acp_pipes.errors import UsageError
+from acp_pipes.filenames import distinct, fold
 
-__all__ = ["Dest", "Input", "absolute", "find_inputs", "is_url", "stem_of"]
+__all__ = ["LOCK", "TMP_DIR", "Dest", "Input", "absolute", "find_inputs", "inside", "is_url",
+           "output_stems", "stem_of"]
 
 #: A directory given as SRC holds recordings under these names (acp-tee writes both).
 RECORDING_SUFFIXES = (".jsonl", ".jsonl.gz")
 #: The temporary files of a local DEST, renamed into place when whole.
 TMP_DIR = ".acp-batch-tmp"
+#: The file a running batch holds locked (:meth:`Dest.lock`).
+LOCK = ".acp-batch-lock"
+#: Hex digits of the hash in a marked output name (:func:`output_stems`).
+_HASHED = 12
+#: Bytes of the name kept before the hash in a marked output name.
+_KEPT = 64
 _GLOB = frozenset("*?[")
 _CHUNK = 1 << 20
 
@@ -60,12 +70,13 @@ class Input:
     found in, from which its outputs are named, and ``location`` where a worker reads
     it, whatever directory it runs in (an absolute path, or the URL)."""
 
-    __slots__ = ("key", "location", "name")
+    __slots__ = ("key", "location", "name", "stem")
 
     def __init__(self, name: str, key: str):
         self.name = name
         self.key = key
         self.location = absolute(name)
+        self.stem = stem_of(key)  # its outputs' name (find_inputs may mark it)
 
     def __repr__(self) -> str:
         return f"Input({self.name!r}, key={self.key!r})"
@@ -85,10 +96,70 @@ def stem_of(key: str) -> str:
     return key
 
 
+def inside(rel: str) -> bool:
+    """``rel`` names a file under DEST: ``/``-separated, relative, no empty, ``.`` or
+    ``..`` part, no NUL or backslash (a separator on Windows), and none of DEST's own
+    files (the manifest's word cannot make a rerun remove them)."""
+    if not isinstance(rel, str) or not rel or "\0" in rel or "\\" in rel:
+        return False
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return False
+    return fold(parts[0]) not in _OWN
+
+
+#: DEST's own files under :func:`fold` (the manifest, the align table, the lock, the
+#: temporary files).
+_OWN = frozenset(fold(n) for n in ("manifest.jsonl", "align.tsv", TMP_DIR, LOCK))
+
+
+def output_stems(stems: list[str]) -> dict[str, str]:
+    """The name each input's outputs take under DEST: its stem, part by part, where that
+    part is unique in its folder when case and Unicode normalisation are ignored (and
+    is not ``.``, ``..``, a Windows device name or one of DEST's own files); else the
+    part with a hash of it, ``Run~<12 hex>`` (:mod:`acp_pipes.filenames`): two inputs
+    never write one file on a file system that ignores case. Raises UsageError when
+    two still would (a hash collision)."""
+    resolved: dict[str, list[str]] = {s: [] for s in stems}
+    parts = {s: s.split("/") for s in stems}
+    pending = set(stems)
+    level = 0
+    while pending:
+        folders: dict[str, set[str]] = {}
+        for s in pending:
+            folders.setdefault("/".join(resolved[s]), set()).add(parts[s][level])
+        named: dict[str, dict[str, str]] = {}
+        for folder, names in folders.items():
+            try:
+                named[folder] = distinct(names, str, _marked,
+                                         taken=() if folder else _OWN_NAMES)
+            except ValueError as e:
+                raise UsageError(f"{folder or 'DEST'}: {e}") from None
+        for s in list(pending):
+            folder = "/".join(resolved[s])
+            resolved[s].append(named[folder][parts[s][level]])
+            if len(parts[s]) == level + 1:
+                pending.discard(s)
+        level += 1
+    return {s: "/".join(r) for s, r in resolved.items()}
+
+
+_OWN_NAMES = ("manifest.jsonl", "align.tsv", TMP_DIR, LOCK)
+
+
+def _marked(part: str) -> str:
+    """``part`` less its leading dots, cut to :data:`_KEPT` bytes, then ``~`` and a
+    hash of the whole: a name of its own, never hidden, never ``..``."""
+    digest = blake3.blake3(part.encode("utf-8", "surrogatepass")).hexdigest()[:_HASHED]
+    kept = part.lstrip(".").encode("utf-8", "surrogatepass")[:_KEPT]
+    return kept.decode("utf-8", "ignore") + "~" + digest
+
+
 def find_inputs(sources: list[str], exclude: str | None = None) -> list[Input]:
     """The recordings SRC names: a file, a directory (its ``*.jsonl`` and
     ``*.jsonl.gz``, recursively, hidden ones and ``exclude`` left out), or a glob;
-    each as a path or a URL. Two inputs whose outputs would have one name are refused."""
+    each as a path or a URL, its outputs named by :func:`output_stems`. Two inputs whose
+    outputs would have one name are refused."""
     found: list[Input] = []
     skip = os.path.realpath(exclude) if exclude and not is_url(exclude) else None
     for src in sources:
@@ -108,6 +179,9 @@ def find_inputs(sources: list[str], exclude: str | None = None) -> list[Input]:
                              f"({stem}): give the directory that holds both as SRC")
         seen[stem] = inp.name
         unique.append(inp)
+    stems = output_stems(list(seen))
+    for inp in unique:
+        inp.stem = stems[inp.stem]
     return unique
 
 
@@ -232,7 +306,10 @@ class Dest:
         return self._fs.unstrip_protocol(f"{self._path}/{rel}")
 
     def _local(self, rel: str) -> str:
-        return os.path.join(self._path, *rel.split("/"))
+        return os.path.join(self._path, *_checked(rel).split("/"))
+
+    def _key(self, rel: str) -> str:
+        return f"{self._path}/{_checked(rel)}"
 
     def prepare(self) -> None:
         """Make the root; drop the temporary files a killed run left."""
@@ -241,6 +318,53 @@ class Dest:
             self.tidy()
         else:
             self._fs.makedirs(self._path, exist_ok=True)
+
+    def lock(self) -> int | None:
+        """Hold ``DEST/.acp-batch-lock`` locked (``flock``) while the batch runs, its pid
+        in it: a second batch on this DEST would drop the first's temporary files and
+        append to its manifest, so it is refused (UsageError naming the holder) before
+        it touches anything. Returns the descriptor for :meth:`unlock`; None for a URL
+        (an object store has no locks) or a system without ``flock``."""
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            return None
+        if not self.local:
+            return None
+        os.makedirs(self._path, exist_ok=True)
+        path = self._local(LOCK)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                if not isinstance(e, BlockingIOError):
+                    raise UsageError(f"{self.where(LOCK)}: cannot lock: "
+                                     f"{e.strerror or e}") from None
+                who = f"pid {holder}" if holder.isdigit() else "a process"
+                raise UsageError(f"{self.root}: another acp-batch ({who}) is writing "
+                                 "there; wait for it to end, or give another -o") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # locked a file its holder removed as it ended: the new one
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def unlock(self, fd: int | None) -> None:
+        """Remove the lock file, then let it go (one that opened it meanwhile sees it
+        removed and takes a new one): DEST is left as the outputs make it."""
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self._local(LOCK))
+        os.close(fd)
 
     def tidy(self) -> None:
         """Once every job is done: drop what a worker lost mid-write left (its job was
@@ -255,7 +379,7 @@ class Dest:
         if not self.local:
             buf = io.BytesIO()
             yield buf
-            self._fs.pipe_file(f"{self._path}/{rel}", buf.getvalue())
+            self._fs.pipe_file(self._key(rel), buf.getvalue())
             return
         final = self._local(rel)
         tmpdir = os.path.join(self._path, TMP_DIR)
@@ -282,21 +406,23 @@ class Dest:
             if self.local:
                 with open(self._local(rel), "rb") as f:
                     return f.read()
-            return self._fs.cat_file(f"{self._path}/{rel}")
+            return self._fs.cat_file(self._key(rel))
         except FileNotFoundError:
             return None
 
     def exists(self, rel: str) -> bool:
+        if not inside(rel):
+            return False
         if self.local:
             return os.path.isfile(self._local(rel))
-        return self._fs.isfile(f"{self._path}/{rel}")
+        return self._fs.isfile(self._key(rel))
 
     def remove(self, rel: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             if self.local:
                 os.unlink(self._local(rel))
             else:
-                self._fs.rm_file(f"{self._path}/{rel}")
+                self._fs.rm_file(self._key(rel))
 
     def append_handle(self, rel: str) -> int | None:
         """An O_APPEND descriptor of local output ``rel`` (None for a URL: objects are
@@ -306,6 +432,14 @@ class Dest:
         path = self._local(rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+
+
+def _checked(rel: str) -> str:
+    """``rel``, when it names a file under DEST or is one of DEST's own files;
+    ValueError otherwise (the batch writes nothing else)."""
+    if inside(rel) or rel in _OWN_NAMES:
+        return rel
+    raise ValueError(f"{rel!r} is not a file under DEST")
 
 
 _UMASK: list[int] = []
