@@ -6,8 +6,9 @@ the first. :func:`distinct` names a set of things so that no two names are equal
 :func:`fold` (NFKC, then case folding): each keeps its plain name where that is unique in
 its folder under :func:`fold`, and takes its *marked* name otherwise, deterministically
 (the same set always gives the same names, whatever order it comes in). Names that are
-devices on Windows (``CON``, ``NUL``, ``COM1``, ... with any extension) and the names
-``""``, ``.``, ``..`` are never plain. Ordinary names are kept byte for byte.
+devices on Windows (``CON``, ``NUL``, ``COM1``, ... with any extension) and names of
+dots and spaces alone (``.``, ``..``, ``...``) are never plain. Ordinary names are kept
+byte for byte.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ WINDOWS_DEVICES = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in ra
 
 def fold(name: str) -> str:
     """The form under which two names are one file somewhere: NFKC, case folded, NFKC
-    again (folding can undo a normal form)."""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    again (folding can undo a normal form), less the dots and spaces Windows drops from
+    a name's end."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold()
+                                 ).rstrip(". ")
 
 
 def is_device(name: str) -> bool:
@@ -36,14 +39,14 @@ def is_device(name: str) -> bool:
 def distinct(things: Iterable[str], plain: Callable[[str], str],
              marked: Callable[[str], str], taken: Iterable[str] = ()) -> dict[str, str]:
     """A name for each of ``things``: ``plain(thing)`` where no other thing's name, nor a
-    name in ``taken``, is equal to it under :func:`fold`, and it is no device nor dot
-    name; ``marked(thing)`` otherwise (a name that tells the thing apart, such as one
+    name in ``taken``, is equal to it under :func:`fold`, and it is no device nor dots
+    alone; ``marked(thing)`` otherwise (a name that tells the thing apart, such as one
     with a hash of it). Raises ValueError naming two things whose names still fold
     alike (a hash that collides)."""
     items = sorted(set(things))
     reserved = {fold(t) for t in taken}
     names = {t: plain(t) for t in items}
-    marks = {t for t in items if names[t] in ("", ".", "..") or is_device(names[t])}
+    marks = {t for t in items if not names[t].rstrip(". ") or is_device(names[t])}
     while True:  # a marked name may fold like another's plain one: mark that too
         for t in marks:
             names[t] = marked(t)

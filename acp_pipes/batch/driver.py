@@ -104,7 +104,7 @@ class Batch:
                 raise UsageError(f"{local[0]}: a memory:// file system lives in this process "
                                  "alone; worker processes cannot see it (an in-process Dask "
                                  "cluster can)")
-        lock = self.dest.lock()  # before anything in DEST is touched
+        lock = self.dest.lock(self.dest_name)  # before anything in DEST is touched
         try:
             return self._run(workers, on_entry)
         finally:
@@ -115,7 +115,7 @@ class Batch:
         if isinstance(workers, LocalWorkers):
             MODES[self.mode].warm()  # before the pool forks
         self.dest.prepare()
-        manifest = Manifest(self.dest)
+        manifest = Manifest(self.dest, self.manifest_path)
         tally = Tally(len(self.inputs))
         jobs = (Job(self.mode, inp.name, inp.location, inp.stem, self.dest.root,
                     self.options, self.config, manifest.entries.get(inp.name))

@@ -32,16 +32,16 @@ FLUSH_SECONDS = 2.0
 
 class Manifest:
     """The entries of ``dest``'s manifest (``entries``: the last one of each input), and
-    the appending of new ones."""
+    the appending of new ones; ``shown`` is its name in messages."""
 
-    def __init__(self, dest: Dest):
+    def __init__(self, dest: Dest, shown: str | None = None):
         self.dest = dest
         self.entries: dict[str, dict[str, Any]] = {}
         try:
             data = dest.read(MANIFEST) or b""
             self._fd = dest.append_handle(MANIFEST)
         except OSError as e:
-            raise UsageError(f"{dest.where(MANIFEST)}: cannot read or append to the "
+            raise UsageError(f"{shown or dest.where(MANIFEST)}: cannot read or append to the "
                              f"manifest: {e.strerror or e}") from None
         for line in data.splitlines():
             try:

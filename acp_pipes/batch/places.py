@@ -319,11 +319,12 @@ class Dest:
         else:
             self._fs.makedirs(self._path, exist_ok=True)
 
-    def lock(self) -> int | None:
+    def lock(self, shown: str) -> int | None:
         """Hold ``DEST/.acp-batch-lock`` locked (``flock``) while the batch runs, its pid
         in it: a second batch on this DEST would drop the first's temporary files and
         append to its manifest, so it is refused (UsageError naming the holder) before
-        it touches anything. Returns the descriptor for :meth:`unlock`; None for a URL
+        it touches anything (``shown``: DEST as given, for the message). Returns the
+        descriptor for :meth:`unlock`; None for a URL
         (an object store has no locks) or a system without ``flock``."""
         try:
             import fcntl
@@ -341,10 +342,10 @@ class Dest:
                 holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
                 os.close(fd)
                 if not isinstance(e, BlockingIOError):
-                    raise UsageError(f"{self.where(LOCK)}: cannot lock: "
+                    raise UsageError(f"{shown}: cannot lock {LOCK}: "
                                      f"{e.strerror or e}") from None
                 who = f"pid {holder}" if holder.isdigit() else "a process"
-                raise UsageError(f"{self.root}: another acp-batch ({who}) is writing "
+                raise UsageError(f"{shown}: another acp-batch ({who}) is writing "
                                  "there; wait for it to end, or give another -o") from None
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(path))
