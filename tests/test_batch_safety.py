@@ -323,3 +323,19 @@ def test_workers_die_with_a_killed_driver(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_names_the_docs_show_are_the_rules():
+    from acp_pipes.asr.output import file_name, session_names
+    from acp_pipes.batch.places import output_stems
+
+    doc = (Path(__file__).parents[1] / "docs" / "acp-batch.md").read_text()
+    stems = output_stems(["Run", "run", "...", "2026/run-17"])
+    for stem in stems.values():
+        assert f"DEST/{stem}" in doc
+    assert stems["2026/run-17"] == "2026/run-17"
+    asr = " ".join((Path(__file__).parents[1] / "docs" / "acp-asr.md").read_text().split())
+    names = session_names(["Sess", "SESS", "sess", "nul", "sess-1/a.b"])
+    for sid, name in names.items():
+        assert f"`{sid}` -> `{name}`" in asr
+    assert file_name("sess-1/a.b") == names["sess-1/a.b"]

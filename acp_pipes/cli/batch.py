@@ -29,7 +29,9 @@ version and options, its outputs, status, error and duration. A rerun skips ever
 done before from the same bytes by the same version with the same options, so a batch
 stopped half-way (Ctrl-C, a kill, a lost worker) carries on where it stopped. An output
 is never seen half-written (written aside, then renamed). An input that cannot be read
-is reported, its error kept in the manifest, and the others go on.
+is reported, its error kept in the manifest, and the others go on. Output names stay
+apart where case is ignored (macOS, Windows): Run.jsonl beside run.jsonl is written as
+Run~<hash>. One batch at a time on a DEST: a second is refused (exit 2).
 
 The jobs run in -j local worker processes (default: one per core), or with --scheduler
 on a Dask cluster (pip install 'acp-pipes[cluster]'), whose workers need acp-pipes
