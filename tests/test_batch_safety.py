@@ -147,7 +147,7 @@ def test_inputs_equal_but_for_case_or_normal_form_get_outputs_apart(tmp_path):
     nfd = unicodedata.normalize("NFD", "café")
     inputs = {"Run.jsonl": WIRE, "run.jsonl": OTHER, f"{nfc}.jsonl": WIRE,
               f"{nfd}.jsonl": OTHER, "Sub/x.jsonl": WIRE, "sub/x.jsonl": OTHER,
-              "plain.jsonl": WIRE, "CON.jsonl": WIRE}
+              "plain.jsonl": WIRE, "CON.jsonl": WIRE, "back\\slash.jsonl": WIRE}
     for name, src in inputs.items():
         shutil.copy(src, runs / name)
     r = batch(tmp_path, "validate", "runs", "-o", "out")
@@ -158,6 +158,7 @@ def test_inputs_equal_but_for_case_or_normal_form_get_outputs_apart(tmp_path):
     _no_two_fold_alike(o.split("/")[0] for o in outputs)
     _no_two_fold_alike(o for o in outputs)
     assert entries["runs/plain.jsonl"]["outputs"] == ["plain.validate.jsonl"]  # as before
+    assert entries["runs/back\\slash.jsonl"]["outputs"] == ["back\\slash.validate.jsonl"]
     assert entries["runs/CON.jsonl"]["outputs"][0].startswith("CON~")  # a device on Windows
     for name in inputs:  # each its own report, as acp-frame --validate writes it
         (rel,) = entries[f"runs/{name}"]["outputs"]

@@ -98,9 +98,9 @@ def stem_of(key: str) -> str:
 
 def inside(rel: str) -> bool:
     """``rel`` names a file under DEST: ``/``-separated, relative, no empty, ``.`` or
-    ``..`` part, no NUL or backslash (a separator on Windows), and none of DEST's own
-    files (the manifest's word cannot make a rerun remove them)."""
-    if not isinstance(rel, str) or not rel or "\0" in rel or "\\" in rel:
+    ``..`` part, no NUL, no separator of this system's own (a backslash on Windows),
+    and none of DEST's own files (the manifest's word cannot make a rerun remove them)."""
+    if not isinstance(rel, str) or not rel or "\0" in rel or (_ALTSEP and _ALTSEP in rel):
         return False
     parts = rel.split("/")
     if any(p in ("", ".", "..") for p in parts):
@@ -108,6 +108,7 @@ def inside(rel: str) -> bool:
     return fold(parts[0]) not in _OWN
 
 
+_ALTSEP = "\\" if "\\" in (os.sep, os.altsep) else ""
 #: DEST's own files under :func:`fold` (the manifest, the align table, the lock, the
 #: temporary files).
 _OWN = frozenset(fold(n) for n in ("manifest.jsonl", "align.tsv", TMP_DIR, LOCK))
