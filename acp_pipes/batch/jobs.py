@@ -19,6 +19,7 @@ from acp_pipes import __version__
 from acp_pipes.batch.modes import MODES, input_error
 from acp_pipes.batch.places import Dest, fetch, local_copy
 from acp_pipes.errors import AcpPipesError, InputError
+from acp_pipes.filenames import fold
 
 __all__ = ["Job", "run_job", "run_jobs"]
 
@@ -143,8 +144,10 @@ def run_job(job: Job) -> dict[str, Any]:
         entry["error"] = f"internal error: {type(e).__name__}: {e}"
     if job.prev is not None:  # outputs the previous run wrote that this one did not
         owns = MODES[job.mode].owns  # and only this input's: a manifest is input too
+        written = {fold(rel): rel for rel in entry["outputs"]}
         for rel in set(job.prev.get("outputs", ())) - set(entry["outputs"]):
-            if owns(job.stem, rel):
+            now = written.get(fold(rel))  # where case is ignored, the same file?
+            if owns(job.stem, rel) and not (now is not None and dest.same(rel, now)):
                 with contextlib.suppress(OSError):
                     dest.remove(rel)
     if count[0]:

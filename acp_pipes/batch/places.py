@@ -419,6 +419,16 @@ class Dest:
             return os.path.isfile(self._local(rel))
         return self._fs.isfile(self._key(rel))
 
+    def same(self, a: str, b: str) -> bool:
+        """Outputs ``a`` and ``b`` are one file (names equal but for case, where the
+        file system ignores it); never for a URL (object stores tell case apart)."""
+        if not self.local:
+            return False
+        try:
+            return os.path.samefile(self._local(a), self._local(b))
+        except (OSError, ValueError):
+            return False
+
     def remove(self, rel: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             if self.local:
