@@ -121,28 +121,25 @@ def output_stems(stems: list[str]) -> dict[str, str]:
     part with a hash of it, ``Run~<12 hex>`` (:mod:`acp_pipes.filenames`): two inputs
     never write one file on a file system that ignores case. Raises UsageError when
     two still would (a hash collision)."""
-    resolved: dict[str, list[str]] = {s: [] for s in stems}
-    parts = {s: s.split("/") for s in stems}
-    pending = set(stems)
-    level = 0
-    while pending:
-        folders: dict[str, set[str]] = {}
-        for s in pending:
-            folders.setdefault("/".join(resolved[s]), set()).add(parts[s][level])
-        named: dict[str, dict[str, str]] = {}
-        for folder, names in folders.items():
-            try:
-                named[folder] = distinct(names, str, _marked,
-                                         taken=() if folder else _OWN_NAMES)
-            except ValueError as e:
-                raise UsageError(f"{folder or 'DEST'}: {e}") from None
-        for s in list(pending):
-            folder = "/".join(resolved[s])
-            resolved[s].append(named[folder][parts[s][level]])
-            if len(parts[s]) == level + 1:
-                pending.discard(s)
-        level += 1
-    return {s: "/".join(r) for s, r in resolved.items()}
+    tree: dict[str, dict] = {}
+    for stem in stems:
+        node = tree
+        for part in stem.split("/"):
+            node = node.setdefault(part, {})
+    named: dict[str, str] = {}
+
+    def walk(node: dict[str, dict], raw: str, out: str) -> None:
+        try:
+            names = distinct(node, str, _marked, taken=() if raw else _OWN_NAMES)
+        except ValueError as e:
+            raise UsageError(f"{raw or 'DEST'}: {e}") from None
+        for part, child in node.items():
+            named[raw + part] = out + names[part]
+            if child:
+                walk(child, raw + part + "/", out + names[part] + "/")
+
+    walk(tree, "", "")
+    return {stem: named[stem] for stem in stems}
 
 
 _OWN_NAMES = ("manifest.jsonl", "align.tsv", TMP_DIR, LOCK)
