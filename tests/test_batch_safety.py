@@ -15,6 +15,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_pipes.filenames import fold
 from tests.conftest import tool_argv, tool_env
@@ -340,3 +342,43 @@ def test_the_names_the_docs_show_are_the_rules():
     for sid, name in names.items():
         assert f"`{sid}` -> `{name}`" in asr
     assert file_name("sess-1/a.b") == names["sess-1/a.b"]
+
+
+PARTS = ["run", "Run", "RUN", "run~a7fceeda275f", "Run~6c2f474297b1", "café",
+         unicodedata.normalize("NFD", "café"), "CAFÉ", "x", "...", "..", ".", "con", "Nul.x",
+         "manifest.jsonl", "Manifest.JSONL", ".acp-batch-tmp", "align.tsv", "ﬁle", "file",
+         "run.", "run ", "K", "\u212a", "a" * 200]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(PARTS), min_size=1, max_size=3).map("/".join),
+                min_size=1, max_size=10, unique=True))
+def test_output_names_fold_apart_in_every_folder_and_plain_ones_are_kept(stems):
+    from acp_pipes.batch.places import inside, output_stems
+    from acp_pipes.filenames import is_device
+
+    named = output_stems(stems)
+    assert len(set(named.values())) == len(stems)
+    folders: dict[str, dict[str, str]] = {}  # folder (as written) -> fold -> part
+    for stem, out in named.items():
+        assert inside(out), out  # in DEST, never one of its own files
+        raw, got = stem.split("/"), out.split("/")
+        assert len(raw) == len(got)
+        for i, part in enumerate(got):
+            seen = folders.setdefault("/".join(got[:i]), {})
+            assert seen.setdefault(fold(part), part) == part, (stem, out)
+            assert not part.startswith(".") or part == raw[i]  # marked: never hidden
+            assert not is_device(part) and len(part.encode()) <= 255
+    own = {fold(n) for n in ("manifest.jsonl", "align.tsv", ".acp-batch-tmp", ".acp-batch-lock")}
+    by_folder: dict[str, dict[str, str]] = {}  # raw folder -> raw part -> its name
+    for stem, out in named.items():
+        raw, got = stem.split("/"), out.split("/")
+        for i in range(len(raw)):
+            by_folder.setdefault("/".join(raw[:i]), {})[raw[i]] = got[i]
+    for folder, parts in by_folder.items():  # a part nothing else there folds like: kept
+        for part, name in parts.items():
+            clash = any(fold(q) == fold(part) or fold(n) == fold(part)
+                        for q, n in parts.items() if q != part)
+            if not clash and part.rstrip(". ") and not is_device(part) \
+                    and (folder or fold(part) not in own):
+                assert name == part, (folder, part, name)

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import blake3
 
 from acp_pipes.errors import UsageError
-from acp_pipes.filenames import distinct, fold
+from acp_pipes.filenames import distinct, fold, is_device
 
 __all__ = ["LOCK", "TMP_DIR", "Dest", "Input", "absolute", "find_inputs", "inside", "is_url",
            "output_stems", "stem_of"]
@@ -147,10 +147,12 @@ _OWN_NAMES = ("manifest.jsonl", "align.tsv", TMP_DIR, LOCK)
 
 def _marked(part: str) -> str:
     """``part`` less its leading dots, cut to :data:`_KEPT` bytes, then ``~`` and a
-    hash of the whole: a name of its own, never hidden, never ``..``."""
+    hash of the whole: a name of its own, never hidden, never ``..``, never a device
+    (``_`` before one that would be)."""
     digest = blake3.blake3(part.encode("utf-8", "surrogatepass")).hexdigest()[:_HASHED]
     kept = part.lstrip(".").encode("utf-8", "surrogatepass")[:_KEPT]
-    return kept.decode("utf-8", "ignore") + "~" + digest
+    name = kept.decode("utf-8", "ignore") + "~" + digest
+    return "_" + name if is_device(name) else name  # NUL.x~...: a device still
 
 
 def find_inputs(sources: list[str], exclude: str | None = None) -> list[Input]:
