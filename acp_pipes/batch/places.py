@@ -111,7 +111,8 @@ def inside(rel: str) -> bool:
 _ALTSEP = "\\" if "\\" in (os.sep, os.altsep) else ""
 #: DEST's own files under :func:`fold` (the manifest, the align table, the lock, the
 #: temporary files).
-_OWN = frozenset(fold(n) for n in ("manifest.jsonl", "align.tsv", TMP_DIR, LOCK))
+_OWN_NAMES = ("manifest.jsonl", "align.tsv", TMP_DIR, LOCK)
+_OWN = frozenset(fold(n) for n in _OWN_NAMES)
 
 
 def output_stems(stems: list[str]) -> dict[str, str]:
@@ -141,8 +142,6 @@ def output_stems(stems: list[str]) -> dict[str, str]:
     walk(tree, "", "")
     return {stem: named[stem] for stem in stems}
 
-
-_OWN_NAMES = ("manifest.jsonl", "align.tsv", TMP_DIR, LOCK)
 
 
 def _marked(part: str) -> str:
