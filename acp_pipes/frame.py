@@ -35,11 +35,12 @@ Record fields, in this order (optional ones only when they apply):
     Bytes as logged (as sent, unless redacted), without the LF (a CR before it counts).
 ``hash``
     ``blake3:<hex>``, the canonical hash (blake3 of RFC 8785) of the parsed JSON, also for
-    ``not_jsonrpc``. A redacted frame carries the wire record's ``hash`` (of the original
-    as sent; never recomputed from the redacted bytes; ``null`` if the wire record lacks
-    it). Bytes with no canonical form (not JSON, or JSON with no JCS form such as a lone
-    surrogate or an integer beyond the double range) get ``blake3-raw:<hex>``, the blake3
-    of the bytes themselves: the distinct prefix keeps the two identities from mixing.
+    ``not_jsonrpc``. A redacted frame's is computed from its bytes as logged, like any
+    frame's (a wire record's own ``hash`` is not used: older logs held the hash of the
+    frame as sent there, against which a guessed secret could be checked). Bytes with no
+    canonical form (not JSON, or JSON with no JCS form such as a lone surrogate or an
+    integer beyond the double range) get ``blake3-raw:<hex>``, the blake3 of the bytes
+    themselves: the distinct prefix keeps the two identities from mixing.
 
 Several streams back to back (in one file or over several files) each start with their
 header, and each gives a frames header of its own; request/response matching restarts
@@ -231,12 +232,11 @@ class Framer:
                 return None
             size = len(b)
             out = rec if plain == _PLAIN_B64 else {"seq": seq, "t": t, "dir": d, "raw_b64": r}
-        redacted = False
         if out is not rec:
             if rec.get("nolf") is True:
                 out["nolf"] = True
             if rec.get("redacted") is True:
-                out["redacted"] = redacted = True
+                out["redacted"] = True
         # One parse serves both the canonical hash and the classification below.
         try:
             value, h = _hash_raw(b, self.hasher)
@@ -245,8 +245,7 @@ class Framer:
             self.warn(self.source, line, f"not JSON: {why}")
             out["kind"] = "invalid_json"
             out["size"] = size
-            out["hash"] = rec.get("hash") if redacted else raw_hash(
-                b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
+            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
             return out
         # kind, method, id, sessionId (is_jsonrpc_id is spelt out inline: a call per
         # frame costs more than the test).
@@ -309,9 +308,7 @@ class Framer:
         elif sid is not None:
             out["sessionId"] = sid
         out["size"] = size
-        if redacted:
-            out["hash"] = rec.get("hash")
-        elif h is None:
+        if h is None:
             out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
         else:
             out["hash"] = h

@@ -21,10 +21,12 @@ What "ignore" means (the same in every tool):
 - the whole value (pointer ``""``) is replaced by :data:`IGNORED`;
 - a pointer that does not exist in a value changes nothing.
 
-Before any pointer applies, MCP secrets are replaced by their tokens
-(:func:`acp_pipes.redact.redact_value`), on every side: a recording redacted by acp-tee
-holds tokens already, so it compares with the frame as sent under any pointers, and no
-diff built on :meth:`Normalizer.view` shows a secret value.
+Before any pointer applies, every secret (and every token acp-tee logged for one) is
+replaced by one placeholder (:func:`acp_pipes.redact.conceal`), on every side: secrets
+never count in a comparison, so a recording redacted by acp-tee (whose tokens are keyed
+per recording) compares with the frame as sent, with a ``--keep-secrets`` recording and
+with another redacted recording, under any pointers or none, and no diff built on
+:meth:`Normalizer.view` shows a secret value or a token.
 
 ``drop_id`` (``--remap-ids``) compares two JSON-RPC messages modulo their ``id``: the
 top-level ``id`` *value* is replaced by :data:`IGNORED` rather than removed, so a request
@@ -36,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from acp_pipes.canonical import HASH_PREFIX, CanonicalError, canonical_hash, parse_json
+from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 
 __all__ = ["IGNORED", "Normalizer", "parse_pointer"]
 
@@ -194,14 +196,14 @@ class Normalizer:
         return _apply(self._root, value)
 
     def view(self, value: Any, *, drop_id: bool = False) -> Any:
-        """What a JSON-RPC message is compared as: its MCP secrets tokenised
-        (:func:`acp_pipes.redact.redact_value`, so a redacted recording, a
-        ``--keep-secrets`` one and a live frame agree, and no diff shows a secret), then
-        the ignored pointers applied, then with ``drop_id`` the top-level id masked.
-        Tokenising comes first so an ignored pointer means the same on every side."""
-        from acp_pipes.redact import redact_value
+        """What a JSON-RPC message is compared as: its secrets concealed
+        (:func:`acp_pipes.redact.conceal`, so a redacted recording, a ``--keep-secrets``
+        one and a live frame agree, and no diff shows a secret), then the ignored pointers
+        applied, then with ``drop_id`` the top-level id masked. Concealing comes first so
+        an ignored pointer means the same on every side."""
+        from acp_pipes.redact import conceal
 
-        value = self.apply(redact_value(value)[0])
+        value = self.apply(conceal(value))
         if drop_id and isinstance(value, dict) and "id" in value:
             value = dict(value)
             value["id"] = IGNORED
@@ -223,18 +225,23 @@ class Normalizer:
     def hash_frame(self, frame: dict[str, Any], *, drop_id: bool = False) -> str | None:
         """The matching hash of a frame record (see the frames contract in DESIGN).
 
-        Identity fast path: the frame's own ``hash``. Otherwise the logged bytes are
-        parsed and hashed as :meth:`hash` does; a redacted frame's secrets are already
-        tokens there, so it gets the hash its frame as sent would get. A frame that is
-        not JSON (or has no JCS form, or was logged as unchecked) keeps its own hash,
-        since there is nothing to normalise.
+        Identity fast path: the frame's own ``hash``, unless it is redacted or its bytes
+        may hold a secret (:func:`acp_pipes.redact.may_hold_secrets`): then the hash of
+        its concealed value (its own hash still when there was nothing to conceal).
+        Otherwise the logged bytes are parsed and hashed as :meth:`hash` does. A frame
+        that is not JSON (or has no JCS form, or was logged as unchecked) keeps its own
+        hash, since there is nothing to normalise.
         """
+        from acp_pipes.redact import UNCHECKED, conceal, may_hold_secrets
+
         own = frame.get("hash")
-        if not drop_id and not self.pointers:
+        plain = not drop_id and not self.pointers
+        raw = frame.get("raw")
+        redacted = frame.get("redacted")
+        if plain and not redacted and (raw.__class__ is not str or not may_hold_secrets(raw)):
             return own
         if frame.get("kind") in ("invalid_json",):
             return own
-        raw = frame.get("raw")
         if raw is None:
             from acp_pipes.wire import decode_raw
 
@@ -242,13 +249,14 @@ class Normalizer:
                 raw = decode_raw(frame)
             except ValueError:
                 return own
-        if frame.get("redacted"):
-            from acp_pipes.redact import UNCHECKED
-
-            if raw == UNCHECKED.decode() or own is None or not own.startswith(HASH_PREFIX):
-                return own  # the logged bytes do not stand for the frame as sent
+        if redacted and raw == UNCHECKED.decode():
+            return own  # the logged bytes do not stand for the frame as sent
         try:
-            return self.hash(parse_json(raw), drop_id=drop_id)
+            value = parse_json(raw)
+            if plain:
+                concealed = conceal(value)
+                return own if concealed is value else canonical_hash(concealed)
+            return self.hash(value, drop_id=drop_id)
         except (ValueError, CanonicalError):
             return own
 

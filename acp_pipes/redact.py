@@ -1,221 +1,410 @@
-"""Keep MCP credentials out of wire logs and reports, without changing what replay matches on.
+"""Keep credentials out of wire logs and reports, and out of every comparison.
 
-ACP clients hand the agent its MCP servers in the params of session requests
-(``session/new``, ``session/resume``, ``session/fork`` in v2; also ``session/load`` in
-v1): ``mcpServers`` is an array of server configurations whose ``env`` (stdio
-transport) and ``headers`` (http, and sse in v1) are arrays of ``{name, value}``, and
-those values are API keys and bearer tokens. A wire log is a file people share, so
-acp-tee logs such frames with every ``env``/``headers`` value replaced by a *token*,
-``"<redacted blake3:HEX>"`` (:func:`token`), keeping the names so the log still says
-what was configured.
+A wire log is a file people share. acp-tee logs every value the ACP schemas (v1, v2)
+define as credential-bearing replaced by a *token* (:meth:`Redactor.token`), keeping the
+names beside it so the log still says what was configured. The places, found by the
+parsed value (a key spelt with escapes, ``"mcp\\u0053ervers"``, is the key):
 
-Why this shape:
+- ``params.mcpServers[*].env`` and ``.headers`` of any request (``session/new``,
+  ``session/load``, ``session/resume``, ``session/fork``, and any later method): API keys
+  and bearer tokens for MCP servers;
+- ``params.headers`` of ``providers/set``: the LLM provider's ``Authorization``;
+- every member of the params of ``authenticate`` (v1) and ``auth/login`` (v2) but
+  ``methodId``: the schemas define only ``methodId`` and ``_meta``, and anything else a
+  client sends with a login is presumably a credential;
+- ``params.env`` of ``terminal/create`` and ``result.authMethods[*].env`` (an
+  ``initialize`` response): environment variables, the usual carrier of tokens;
+- ``result.content[F]`` of the client's answer to an ``elicitation/create`` form whose
+  schema marks field F secret (:func:`secret_fields`, the rule acp-asr applies too,
+  ASR-734): a :class:`Redactor` remembers the secret fields of each form in flight, by
+  request id (at most :data:`MAX_FORMS`), until its answer passes.
 
-- The token holds the canonical hash of the value it stands for, so a redacted frame
-  still says everything about the frame as sent except the secret itself: two frames
-  compared with their secrets tokenised (:func:`redact_value`, on both sides, before
-  any ``--ignore`` or ``--remap-ids`` normaliser) are equal exactly when the frames as
-  sent are. That is how replay and align match a redacted recording against a live
-  client or a ``--keep-secrets`` recording under any normaliser
-  (:meth:`acp_pipes.normalize.Normalizer.view`), and why every diff and report shows
-  tokens, never values. The hash says no more than the frame's own hash already did (a
-  guess of the secret can be checked against either).
-- The match is by *place*, not by method: any request (or batch member) whose
-  ``params.mcpServers`` is an array has its servers' ``env``/``headers`` redacted, so a
-  method added later, a v1 ``session/load`` or an ``other`` transport is covered too.
-  An ``env``/``headers`` given as a JSON object (``{"NAME": "value"}``, a shape some
-  clients use) has every value replaced.
-- ``args``, ``url`` and ``command`` are left as sent: they name what runs and where, and
-  are what a reader of the log needs; a credential passed on a command line or in a URL
-  is not recognised (use ``--keep-secrets`` consciously, or keep such logs private).
-- The caller keeps the canonical hash of the frame *as sent*
-  (:func:`acp_pipes.canonical.canonical_hash`), so replay without normalisers matches the
-  live client's frame on that hash alone, although the logged bytes differ.
-- The bytes forwarded to the agent are never touched: this module only computes the
-  logged stand-in.
-- The decision is made on the parsed value, which is what every parser reads: a key
-  spelt with escapes (``"mcp\\u0053ervers"``) is the key. The byte test that keeps the
-  per-frame path fast (:func:`may_hold_secrets`) therefore lets through every frame that
-  names ``mcpServers`` *or holds any* ``\\u`` escape.
-- A frame that may hold secrets but cannot be checked (not JSON, not UTF-8) is logged as
-  :data:`UNCHECKED` with the ``blake3-raw:`` identity of its bytes, so broken bytes never
-  carry a secret into the log. One whose JSON text repeats a key at any depth is logged
-  as its parsed (last-key-wins), redacted value: the shadowed copy is what a first-wins
-  parser would read, and it would otherwise stay in the log verbatim. The repeat check
-  walks the text without recursion (:func:`repeats_a_key`), so no depth makes it give up.
+``env`` and ``headers`` are ``[{name, value}]`` arrays or ``{NAME: value}`` objects (a
+shape some clients use): each value is replaced. ``args``, ``url``, ``command`` and
+``baseUrl`` are left as sent: they say what runs and where; a credential in a command
+line or a URL is not recognised.
+
+The token is ``"<redacted hmac-blake3:HEX>"``: blake3 in keyed mode (an HMAC) of the
+value's canonical form, under a key drawn at random for each recording and never
+written anywhere. Within one recording the same secret gives the same token (a reader
+sees that two frames carried the same key, and replay and align keep working); without
+the key nothing about the secret can be checked, so a guess cannot be confirmed from the
+log. Logs written before this hold ``"<redacted blake3:HEX>"`` (an unkeyed hash: a short
+secret can be found from it) or ``"<redacted>"``; both still read as tokens
+(:func:`is_token`).
+
+Comparisons (:func:`conceal`): tokens of different recordings differ, so replay and
+align never compare tokens. Every secret place of either side (a live frame, a
+``--keep-secrets`` recording, a redacted one, an older log) is replaced by the one
+:data:`PLACEHOLDER`, and so is any token in an elicitation answer: two frames compare
+equal when they are equal but for their secrets. The one place concealing cannot find
+alone is a live client's secret elicitation answer (only the form says it is secret):
+it matches a redacted recording with ``--ignore /result/content/FIELD``.
+
+The frame's identity in the log (acp-frame's ``hash``) is that of the redacted frame as
+logged, never of the frame as sent (which would let a guess of the secret be checked
+against it).
+
+A frame that may hold a secret but cannot be checked (not JSON, not UTF-8) is logged as
+:data:`UNCHECKED`. One whose JSON text repeats a key is logged as its parsed
+(last-key-wins) value: the shadowed copy is what a first-wins parser reads, and it would
+otherwise stay in the log verbatim. The repeat check walks the text without recursion
+(:func:`repeats_a_key`), so no depth makes it give up. The bytes forwarded to the peer are
+never touched: this module only computes the logged stand-in.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # acp-tee imports this module while it forwards: keep it light
+    from typing import Any
 
 __all__ = [
+    "MAX_FORMS",
     "PLACEHOLDER",
+    "TOKEN_HEAD",
     "UNCHECKED",
+    "Redactor",
+    "conceal",
     "is_token",
+    "logged_hash",
     "may_hold_secrets",
-    "redact",
     "redact_value",
     "repeats_a_key",
-    "token",
+    "secret_fields",
 ]
 
-#: A value whose hash cannot be taken (no canonical form), and what older logs hold.
+#: What every secret is compared as, and what the oldest logs hold.
 PLACEHOLDER = "<redacted>"
-_TOKEN_HEAD = "<redacted blake3:"
-#: Logged for a frame naming mcpServers that is not JSON (so not checkable for secrets).
+#: How a token starts (followed by 64 hex digits and ``>``).
+TOKEN_HEAD = "<redacted hmac-blake3:"
+_OLD_HEAD = "<redacted blake3:"  # an unkeyed token, in logs written before HMAC tokens
+#: Logged for a frame that may hold a secret but is not JSON (so cannot be checked).
 UNCHECKED = b'"<redacted: frame could not be checked for secrets>"'
-_MARK = b"mcpServers"
-_ESCAPE = b"\\u"  # any letter of the key may be written as \\uXXXX
-_SECRET_FIELDS = ("env", "headers")
+#: Forms in flight remembered by a :class:`Redactor` (the oldest is forgotten first).
+MAX_FORMS = 1024
+_AUTH_METHODS = ("authenticate", "auth/login")
+_KEEP_IN_AUTH = "methodId"
+
+# The byte tests that keep the per-frame path fast: a frame none of whose bytes match
+# cannot hold a secret at any place above, whatever its JSON (``\\u`` could spell any
+# key; ``auth`` is in authenticate, auth/login, auth\\/login and authMethods).
+_C2A_MARKS = (b"mcpServers", b'"headers"', b"auth", b"\\u")
+_A2C_MARKS = (b"requestedSchema", b'"env"', b"authMethods", b"\\u")
+_ANY_MARKS = (b"mcpServers", b'"headers"', b"auth", b'"env"', b"<redacted", b"\\u")
+_ANY_TEXT_MARKS = tuple(m.decode() for m in _ANY_MARKS)
 
 
-def may_hold_secrets(raw: bytes) -> bool:
-    """False when the bytes of a frame cannot hold an MCP secret, whatever its JSON: it
-    neither names ``mcpServers`` nor holds a ``\\u`` escape that could spell it."""
-    return _MARK in raw or _ESCAPE in raw
-
-
-def token(value: Any) -> str:
-    """What a secret ``value`` is replaced by: ``"<redacted blake3:HEX>"``, the canonical
-    hash of the value (:data:`PLACEHOLDER` for a value that has none).
-
-    >>> token("sk-1")[:17], token("sk-1") == token("sk-1") != token("sk-2")
-    ('<redacted blake3:', True)
-    """
-    from acp_pipes.canonical import CanonicalError, canonical_hash
-
-    try:
-        return "<redacted " + canonical_hash(value) + ">"
-    except (CanonicalError, RecursionError):
-        return PLACEHOLDER
+def may_hold_secrets(raw: bytes | str) -> bool:
+    """False when a frame (bytes or text) can hold no secret and no token at any place
+    :func:`conceal` looks at: then its own hash is its matching hash."""
+    marks = _ANY_TEXT_MARKS if raw.__class__ is str else _ANY_MARKS
+    for m in marks:
+        if m in raw:
+            return True
+    return False
 
 
 def is_token(value: Any) -> bool:
-    """Whether ``value`` already stands for a secret (a token, or an older log's
-    :data:`PLACEHOLDER`), so redacting it again leaves it as it is."""
-    return value.__class__ is str and (
-        value == PLACEHOLDER or (value.startswith(_TOKEN_HEAD) and value.endswith(">")))
+    """Whether ``value`` already stands for a secret (a token, an older log's unkeyed one
+    or :data:`PLACEHOLDER`), so redacting it again leaves it as it is."""
+    return value.__class__ is str and (value == PLACEHOLDER or (
+        value.endswith(">") and (value.startswith(TOKEN_HEAD) or value.startswith(_OLD_HEAD))))
 
 
-def redact(raw: bytes) -> tuple[bytes | None, str | None]:
-    """``(logged_bytes, original_hash)`` for one frame (bytes without LF).
-
-    ``(None, None)`` when there is nothing to redact: the frame carries no secret value
-    (and repeats no key). Otherwise the redacted frame serialised compactly with orjson,
-    and the hash acp-frame gives the frame as sent: its canonical hash, or the
-    ``blake3-raw:`` identity of its bytes when it has no canonical form (a lone
-    surrogate). A trailing CR is kept. A frame that names ``mcpServers`` but is not JSON
-    (or nests too deep to write back) gives ``UNCHECKED`` and that hash.
-    """
-    if not may_hold_secrets(raw):  # the cheap check that keeps the per-frame path fast
-        return None, None
-    from acp_pipes.canonical import CanonicalError, ParseError, canonical_hash, parse_json
+def logged_hash(logged: bytes) -> str:
+    """The identity acp-frame gives a redacted frame: that of its bytes as logged (the
+    canonical hash, or ``blake3-raw:`` when they have none), never of the frame as sent."""
+    from acp_pipes.canonical import ParseError, hash_raw
     from acp_pipes.frame import raw_hash
 
     try:
-        value = parse_json(raw)
-    except (ParseError, UnicodeDecodeError, RecursionError):
-        if not _names_mcp_servers(raw):
-            return None, None  # broken bytes that do not name mcpServers: logged as sent
-        return UNCHECKED, raw_hash(raw)
-    redacted, changed = redact_value(value)
-    if not changed and not repeats_a_key(raw):
-        return None, None
-    try:
-        original_hash = canonical_hash(value)
-    except (CanonicalError, RecursionError):  # no canonical form: acp-frame's identity
-        original_hash = raw_hash(raw)
-    out = _dumps(redacted)
-    if out is None:
-        return UNCHECKED, original_hash
-    if raw.endswith(b"\r"):
-        out += b"\r"
-    return out, original_hash
+        h = hash_raw(logged)[1]
+    except ParseError:
+        h = None
+    return h if h is not None else raw_hash(logged)
 
 
-_UNICODE_ESCAPE = re.compile(rb"\\u([0-9a-fA-F]{4})")
+def secret_fields(schema: Any) -> list[str]:
+    """Form fields an elicitation's requested schema marks as secret: the one rule acp-tee
+    (which redacts their answers when it logs them) and acp-asr (ASR-734) share. ACP
+    (alpha.9) has no marker of its own and says form mode is for non-sensitive data; we
+    honour the markers a schema can carry: ``format: "password"`` (a custom StringFormat,
+    which ACP preserves), JSON Schema's ``writeOnly: true``, and a ``_meta`` key named
+    ``secret``, ``password`` or ``sensitive`` (or ending in ``/secret`` etc.) set to true
+    (acp-pipes choice).
+
+    >>> secret_fields({"properties": {"pin": {"type": "string", "format": "password"},
+    ...                               "name": {"type": "string"}}})
+    ['pin']
+    """
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return []
+    out = []
+    for name, p in props.items():
+        if not isinstance(p, dict):
+            continue
+        meta = p.get("_meta") if isinstance(p.get("_meta"), dict) else {}
+        marked = p.get("format") == "password" or p.get("writeOnly") is True or any(
+            v is True and k.replace(".", "/").rsplit("/", 1)[-1].lower()
+            in ("secret", "password", "sensitive") for k, v in meta.items())
+        if marked:
+            out.append(name)
+    return out
 
 
-def _names_mcp_servers(raw: bytes) -> bool:
-    """Whether bytes that are not JSON name ``mcpServers``, escapes decoded."""
-    if _MARK in raw:
-        return True
-    if _ESCAPE not in raw:
-        return False
-    text = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)).encode("utf-8", "replace"),
-                               raw)
-    return _MARK in text
+def _placeholder(value: Any) -> str:
+    return PLACEHOLDER
 
 
-def redact_value(message: Any) -> tuple[Any, bool]:
-    """A copy of a JSON-RPC message (or batch) with each MCP secret replaced by its
-    :func:`token`, and whether anything was. The input is not modified; a value that is
-    already a token stays as it is (so redacting twice changes nothing)."""
-    if isinstance(message, list):  # a batch: its members are messages (one level only)
+def conceal(message: Any) -> Any:
+    """What a JSON-RPC message (or batch) is compared as: every secret place and every
+    token in an elicitation answer replaced by :data:`PLACEHOLDER` (not a token: tokens
+    of two recordings differ). The input is not modified.
+
+    >>> conceal({"method": "providers/set", "params": {"headers": {"K": "sk-1"}}})
+    {'method': 'providers/set', 'params': {'headers': {'K': '<redacted>'}}}
+    """
+    return redact_value(message, _placeholder)[0]
+
+
+def redact_value(message: Any, token: Any = _placeholder,
+                 forms: dict | None = None) -> tuple[Any, bool]:
+    """A copy of a JSON-RPC message (or batch) with the value at each secret place
+    replaced by ``token(value)``, and whether anything was. ``forms`` maps ``(type, id)``
+    of an elicitation in flight to its secret field names (:class:`Redactor`): the answer
+    to it has those fields replaced too, and its entry is taken out. Without ``forms`` an
+    answer's fields that are tokens already are the ones replaced (so a redacted answer
+    is concealed). The input is not modified."""
+    if message.__class__ is list:  # a batch: its members are messages (one level only)
         changed = False
         out = []
         for item in message:
-            r, c = _redact_message(item) if isinstance(item, dict) else (item, False)
+            r, c = _redact_message(item, token, forms) if item.__class__ is dict else (item, False)
             out.append(r)
             changed |= c
         return (out, True) if changed else (message, False)
-    if not isinstance(message, dict):
+    if message.__class__ is not dict:
         return message, False
-    return _redact_message(message)
+    return _redact_message(message, token, forms)
 
 
-def _redact_message(message: dict) -> tuple[Any, bool]:
+def _redact_message(message: dict, token: Any, forms: dict | None) -> tuple[Any, bool]:
+    out = message
     params = message.get("params")
-    if not isinstance(params, dict):
-        return message, False
+    if params.__class__ is dict:
+        new = _redact_params(message.get("method"), params, token)
+        if new is not params:
+            out = {**message, "params": new}
+    result = message.get("result")
+    if "id" in message and ("result" in message or "error" in message):
+        fields = None
+        if forms:
+            rid = message["id"]
+            fields = forms.pop((rid.__class__, rid), None)
+        if result.__class__ is dict:
+            new = _redact_result(result, token, fields)
+            if new is not result:
+                out = {**out, "result": new}
+    return out, out is not message
+
+
+def _redact_params(method: Any, params: dict, token: Any) -> dict:
+    out = params
     servers = params.get("mcpServers")
-    if not isinstance(servers, list):
-        return message, False
-    changed = False
-    new_servers = []
-    for server in servers:
-        s, c = _redact_server(server)
-        new_servers.append(s)
-        changed |= c
-    if not changed:
-        return message, False
-    return {**message, "params": {**params, "mcpServers": new_servers}}, True
+    if servers.__class__ is list:
+        new_servers = [_redact_fields(s, ("env", "headers"), token) for s in servers]
+        if any(a is not b for a, b in zip(new_servers, servers, strict=True)):
+            out = {**out, "mcpServers": new_servers}
+    if method == "providers/set":
+        out = _redact_fields(out, ("headers",), token)
+    elif method == "terminal/create":
+        out = _redact_fields(out, ("env",), token)
+    elif method in _AUTH_METHODS:
+        new = {k: (v if k == _KEEP_IN_AUTH else _swap(v, token)) for k, v in out.items()}
+        if any(new[k] is not v for k, v in out.items()):
+            out = new
+    return out
 
 
-def _redact_server(server: Any) -> tuple[Any, bool]:
-    if not isinstance(server, dict):
-        return server, False
-    changed = False
-    out = server
-    for field in _SECRET_FIELDS:
-        entries = server.get(field)
+def _redact_result(result: dict, token: Any, fields: Any) -> dict:
+    out = result
+    methods = result.get("authMethods")
+    if methods.__class__ is list:
+        new_methods = [_redact_fields(m, ("env",), token) for m in methods]
+        if any(a is not b for a, b in zip(new_methods, methods, strict=True)):
+            out = {**out, "authMethods": new_methods}
+    content = result.get("content")
+    if content.__class__ is dict:
+        new = {k: _swap(v, token) if (fields is not None and k in fields) or is_token(v)
+               else v for k, v in content.items()}
+        if any(new[k] is not v for k, v in content.items()):
+            out = {**out, "content": new}
+    return out
+
+
+def _swap(value: Any, token: Any) -> Any:
+    """``value``'s stand-in: a token stays as it is, unless concealing."""
+    if token is not _placeholder and is_token(value):
+        return value
+    return token(value)
+
+
+def _redact_fields(holder: Any, names: tuple[str, ...], token: Any) -> Any:
+    """``holder`` (an MCP server, auth method or params) with the values of its
+    ``names`` fields (``[{name, value}]`` or ``{NAME: value}``) replaced; itself when
+    nothing was."""
+    if holder.__class__ is not dict:
+        return holder
+    out = holder
+    for field in names:
+        entries = holder.get(field)
         new: Any
-        if isinstance(entries, list):
-            new = []
-            hit = False
-            for e in entries:
-                if isinstance(e, dict) and "value" in e and not is_token(e["value"]):
-                    e = {**e, "value": token(e["value"])}
-                    hit = True
-                new.append(e)
-        elif isinstance(entries, dict):
-            hit = not all(is_token(v) for v in entries.values())
-            new = {k: v if is_token(v) else token(v) for k, v in entries.items()}
+        if entries.__class__ is list:
+            new = [{**e, "value": _swap(e["value"], token)}
+                   if e.__class__ is dict and "value" in e else e for e in entries]
+            hit = any(a is not b and a["value"] is not b["value"]
+                      for a, b in zip(new, entries, strict=True))
+        elif entries.__class__ is dict:
+            new = {k: _swap(v, token) for k, v in entries.items()}
+            hit = any(new[k] is not v for k, v in entries.items())
         else:
             continue
         if hit:
-            if out is server:
-                out = dict(server)
+            if out is holder:
+                out = dict(holder)
             out[field] = new
-            changed = True
-    return out, changed
+    return out
+
+
+_DIGITS_ONLY = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+_LONG_DIGITS = b"0" * 20
+
+
+class Redactor:
+    """One recording's redaction: its HMAC key (random unless given; never logged) and
+    the secret fields of the elicitation forms in flight (learnt from the agent's
+    requests, used on the client's answers; at most :data:`MAX_FORMS`). Not thread-safe:
+    acp-tee calls it under its log's lock."""
+
+    __slots__ = ("key", "forms")
+
+    def __init__(self, key: bytes | None = None):
+        self.key = os.urandom(32) if key is None else key
+        self.forms: dict[tuple[type, Any], frozenset[str]] = {}
+
+    def token(self, value: Any) -> str:
+        """``"<redacted hmac-blake3:HEX>"``: the keyed blake3 of the canonical form of
+        ``value`` (:data:`PLACEHOLDER` for a value that has none).
+
+        >>> r = Redactor(b"k" * 32)
+        >>> r.token("sk-1") == r.token("sk-1") != Redactor(b"j" * 32).token("sk-1")
+        True
+        """
+        import blake3
+
+        from acp_pipes.canonical import CanonicalError, canonical_bytes
+
+        try:
+            data = canonical_bytes(value)
+        except (CanonicalError, RecursionError):
+            return PLACEHOLDER
+        return TOKEN_HEAD + blake3.blake3(data, key=self.key).hexdigest() + ">"
+
+    def wants(self, direction: str, raw: bytes) -> bool:
+        """Whether a frame's bytes may hold a secret (or, from the agent, a form this
+        needs to know): the byte test before :meth:`frame`."""
+        if direction == "c2a":
+            for m in _C2A_MARKS:
+                if m in raw:
+                    return True
+            return bool(self.forms) and (b'"result"' in raw or b'"error"' in raw)
+        for m in _A2C_MARKS:
+            if m in raw:
+                return True
+        return False
+
+    def frame(self, direction: str, raw: bytes) -> bytes | None:
+        """The bytes to log for one frame (bytes without LF) sent in ``direction``
+        (``c2a``/``a2c``), or None to log it as sent. A frame from the agent may be an
+        elicitation form, whose secret fields are remembered for the client's answer.
+        A trailing CR is kept. Parsed by orjson (acp-tee has it loaded), and by
+        :func:`acp_pipes.canonical.parse_json` (~15 ms to import) only when orjson
+        refuses the text (a lone surrogate, not JSON) or could round a number in it (a
+        run of 20 digits: an integer beyond 64 bits, which orjson makes a float)."""
+        import orjson
+
+        try:
+            if _LONG_DIGITS in raw.translate(_DIGITS_ONLY):  # orjson would round it
+                raise orjson.JSONDecodeError("a long integer", "", 0)
+            value = orjson.loads(raw)
+        except (orjson.JSONDecodeError, RecursionError):
+            from acp_pipes.canonical import ParseError, parse_json
+
+            try:
+                value = parse_json(raw)
+            except (ParseError, UnicodeDecodeError, RecursionError):
+                return UNCHECKED if _names_a_place(raw) else None
+        if direction != "c2a":
+            self._learn(value)
+        forms = self.forms if direction == "c2a" and self.forms else None
+        redacted, changed = redact_value(value, self._swap, forms)
+        if not changed and not ((direction == "c2a" or _names_a_place(raw))
+                                and repeats_a_key(raw)):
+            return None
+        out = _dumps(redacted)
+        if out is None:
+            return UNCHECKED
+        if raw.endswith(b"\r"):
+            out += b"\r"
+        return out
+
+    def _swap(self, value: Any) -> str:
+        return self.token(value)
+
+    def _learn(self, value: Any) -> None:
+        """Remember the secret fields of each ``elicitation/create`` request in
+        ``value`` (a message or a batch)."""
+        for msg in value if value.__class__ is list else (value,):
+            if msg.__class__ is not dict or msg.get("method") != "elicitation/create" \
+                    or "id" not in msg:
+                continue
+            params = msg.get("params")
+            fields = secret_fields(params.get("requestedSchema")
+                                   if params.__class__ is dict else None)
+            if fields:
+                rid = msg["id"]
+                key = (rid.__class__, rid)
+                self.forms.pop(key, None)
+                self.forms[key] = frozenset(fields)
+                if len(self.forms) > MAX_FORMS:
+                    del self.forms[next(iter(self.forms))]
+
+
+_PLACE_MARKS = (b"mcpServers", b'"headers"', b"authenticate", b"auth/login", b"auth\\/login",
+                b'"env"', b"authMethods", b"requestedSchema")
+
+
+def _names_a_place(raw: bytes) -> bool:
+    """Whether bytes (that may not be JSON) name a secret place, escapes decoded."""
+    for m in _PLACE_MARKS:
+        if m in raw:
+            return True
+    if b"\\u" not in raw:
+        return False
+    import re
+
+    text = re.sub(rb"\\u([0-9a-fA-F]{4})",
+                  lambda m: chr(int(m.group(1), 16)).encode("utf-8", "replace"), raw)
+    return any(m in text for m in _PLACE_MARKS)
 
 
 # A JSON text's strings and structural characters (numbers, literals and whitespace lie
 # between them); the text has been parsed, so it is well formed.
-_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]')
+_TOKENS = rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]'
 
 
 def repeats_a_key(raw: bytes) -> bool:
@@ -227,10 +416,11 @@ def repeats_a_key(raw: bytes) -> bool:
     (True, False)
     """
     import json
+    import re
 
     stack: list[set | None] = []  # per open container: its keys so far (None: an array)
     expect_key = False
-    for m in _TOKENS.finditer(raw):
+    for m in re.finditer(_TOKENS, raw):
         tok = m.group()
         c = tok[0]
         if c == 0x22:  # a string

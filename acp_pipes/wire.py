@@ -13,9 +13,11 @@ once the session is over::
 
 ``raw`` holds the frame's bytes without the final LF (a CR before it is kept) as a JSON
 string when they are UTF-8, else ``raw_b64`` holds them base64-encoded. Optional marks:
-``nolf: true`` for a last frame that ended without LF; ``redacted: true`` with ``hash``,
-the canonical hash of the frame *as sent*, when secrets were replaced in ``raw``
-(see :mod:`acp_pipes.redact`), so replay still matches a live client's frame.
+``nolf: true`` for a last frame that ended without LF; ``redacted: true`` with ``hash``
+when secrets were replaced in ``raw`` (see :mod:`acp_pipes.redact`). ``hash`` is the
+identity of the redacted frame as logged, what acp-frame computes from ``raw``; logs
+written before held the hash of the frame as sent there, which readers now ignore (it
+let a guessed secret be checked). The record's fields are the same, so the version is.
 
 The end record (:func:`end_record`) says the recorder finished: its time by the log's
 clock, the exit status (the agent's; 128+N and ``signal: N`` when signal N ended it) and
@@ -128,10 +130,11 @@ def frame_record(
     *,
     nolf: bool = False,
     redacted: bytes | None = None,
-    original_hash: str | None = None,
+    logged_hash: str | None = None,
 ) -> dict[str, Any]:
     """One wire record. ``redacted`` is the logged stand-in for ``raw`` when secrets were
-    removed; ``original_hash`` is then the canonical hash of ``raw`` as sent."""
+    removed; ``logged_hash`` is then the identity of the logged stand-in (never of ``raw``
+    as sent: that would let a guess of the secret be checked)."""
     rec: dict[str, Any] = {"seq": seq, "t": t, "dir": direction}
     logged = raw if redacted is None else redacted
     key, value = encode_raw(logged)
@@ -140,7 +143,7 @@ def frame_record(
         rec["nolf"] = True
     if redacted is not None:
         rec["redacted"] = True
-        rec["hash"] = original_hash
+        rec["hash"] = logged_hash
     return rec
 
 

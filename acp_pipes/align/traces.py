@@ -21,6 +21,7 @@ import orjson
 
 from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
+from acp_pipes.redact import may_hold_secrets
 from acp_pipes.streams import FRAMES, WIRE, header_format, judge
 from acp_pipes.wire import is_end
 
@@ -47,6 +48,7 @@ class _Builder:
     def __init__(self, table: StepTable, normalizer: Normalizer, session: str | None):
         self.table = table
         self.hash_frame = None if normalizer.identity else normalizer.hash_frame
+        self.conceal_frame = normalizer.hash_frame  # a frame that may hold a secret
         self.session = session
         self.seq: list[int] = []
         self.lines = array("L")
@@ -64,6 +66,7 @@ class _Builder:
         table = self.table
         ids, new = table.ids, table.add
         hash_frame = self.hash_frame
+        conceal_frame = self.conceal_frame
         session = self.session
         push, mark = self.seq.append, self.lines.append
         seq = self.seq
@@ -78,7 +81,12 @@ class _Builder:
                 return
             d = rec["dir"]
             kind = rec.get("kind")
-            h = rec.get("hash") if hash_frame is None else hash_frame(rec)
+            if hash_frame is not None:
+                h = hash_frame(rec)
+            else:  # secrets never count: a frame that may hold one is hashed concealed
+                raw = rec.get("raw")
+                h = conceal_frame(rec) if rec.get("redacted") or (
+                    raw.__class__ is str and may_hold_secrets(raw)) else rec.get("hash")
             # the key: direction and hash in one string (a string is the cheapest dict
             # key there is); a reply that answers no request seen has a key of its own
             key = d + h if h is not None else d

@@ -19,6 +19,7 @@ from typing import Any
 
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import path_ref
+from acp_pipes.redact import secret_fields
 
 __all__ = ["Ctx", "Unmappable", "audit", "entity_bodies", "event_bodies"]
 
@@ -375,29 +376,9 @@ def _elicitation(rec: dict, ctx: Ctx) -> list:
     return [(("input_request", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
 
 
-def secret_fields(schema: Any) -> list[str]:
-    """Form fields the requested schema marks as secret. ACP (alpha.9) has no marker of
-    its own and says form mode is for non-sensitive data; we honour the markers a schema
-    can carry: ``format: "password"`` (a custom StringFormat, which ACP preserves),
-    JSON Schema's ``writeOnly: true``, and a ``_meta`` key named ``secret``, ``password``
-    or ``sensitive`` (or ending in ``/secret`` etc.) set to true (acp-pipes choice)."""
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(props, dict):
-        return []
-    out = []
-    for name, p in props.items():
-        if not isinstance(p, dict):
-            continue
-        meta = p.get("_meta") if isinstance(p.get("_meta"), dict) else {}
-        marked = p.get("format") == "password" or p.get("writeOnly") is True or any(
-            v is True and k.replace(".", "/").rsplit("/", 1)[-1].lower()
-            in ("secret", "password", "sensitive") for k, v in meta.items())
-        if marked:
-            out.append(name)
-    return out
-
-
 def redact_answer(content: dict, schema: Any, ctx: Ctx) -> tuple[dict, list[str]]:
+    """ASR-734: the answer with its secret fields (:func:`acp_pipes.redact.secret_fields`,
+    the rule acp-tee redacts the same answers by) replaced by REDACTED."""
     hide = (set(secret_fields(schema)) | set(ctx.secret_fields)) - set(ctx.keep_fields)
     hidden = sorted(k for k in content if k in hide)
     if not hidden:

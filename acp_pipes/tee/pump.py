@@ -10,8 +10,9 @@ is running).
   arrives (or EOF: then it is forwarded and logged with ``nolf``).
 - ``seq`` is the global receipt order across both directions: one lock hands out seq and
   ``t`` (taken under the lock, so ``t`` never goes back as seq grows) and writes the log.
-- Only c2a frames that may hold MCP secrets (naming ``mcpServers``, or holding a ``\\u``
-  escape that could spell it) are parsed, to redact them in the log.
+- Only frames whose bytes may hold a secret (:meth:`acp_pipes.redact.Redactor.wants`: a
+  few substring tests a frame, or a ``\\u`` escape that could spell a key) are parsed, to
+  redact them in the log; one key per recording, drawn when the first frame is logged.
 - A peer that goes away is treated as it would be without the proxy. Client stops reading
   (EPIPE on stdout): the agent's stdout is closed too, so the agent sees its own EPIPE.
   Agent stops reading (EPIPE on its stdin): later client input is drained unlogged so the
@@ -49,6 +50,7 @@ class _Log:
         self.path = sink.path if sink is not None else ""
         self.clock = clock
         self.redact = redact
+        self.redactor = None  # acp_pipes.redact.Redactor: made on the first frame
         self.warn = warn
         # reentrant: a failed write closes the log from inside frames(), under the lock
         self.lock = threading.RLock()
@@ -61,10 +63,14 @@ class _Log:
         """Log complete frames (bytes without LF) received together, in order."""
         if self.sink is None:
             return
-        redact_here = self.redact and direction == C2A
         dumps = orjson.dumps
         tail = b',"nolf":true}\n' if nolf else b"}\n"
         with self.lock:
+            redactor = self.redactor
+            if redactor is None and self.redact:  # under the lock: one key per recording
+                from acp_pipes.redact import Redactor  # light: its heavy parts load on use
+
+                redactor = self.redactor = Redactor()
             t = self.clock()
             seq = self.seq
             # One buffer for the whole read, each record formatted straight into it: a
@@ -73,18 +79,17 @@ class _Log:
             out = bytearray()
             head = b'{"seq":%d,"t":%d,"dir":"' + direction.encode() + b'","raw":'
             for raw in frames:
-                # redact.may_hold_secrets, inline: a call per frame costs more
-                if redact_here and (b"mcpServers" in raw or b"\\u" in raw):
-                    from acp_pipes.redact import UNCHECKED, redact
+                if redactor is not None and redactor.wants(direction, raw):
+                    from acp_pipes.redact import UNCHECKED, logged_hash
 
                     try:
-                        logged, original_hash = redact(raw)
+                        logged = redactor.frame(direction, raw)
                     except Exception:  # a bug: never log what could not be checked
-                        logged, original_hash = UNCHECKED, None
+                        logged = UNCHECKED
                     if logged is not None:
                         out += dumps(frame_record(seq, t, direction, raw, nolf=nolf,
                                                   redacted=logged,
-                                                  original_hash=original_hash))
+                                                  logged_hash=logged_hash(logged)))
                         out += b"\n"
                         seq += 1
                         continue

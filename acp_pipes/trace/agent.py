@@ -31,9 +31,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from acp_pipes.canonical import CanonicalError, ParseError, hash_raw, parse_json
+from acp_pipes.canonical import CanonicalError, ParseError, canonical_hash, hash_raw, parse_json
 from acp_pipes.frame import raw_hash
 from acp_pipes.normalize import Normalizer
+from acp_pipes.redact import conceal, may_hold_secrets
 from acp_pipes.trace.ids import id_key, id_span, note_live_id
 from acp_pipes.trace.report import MAX_CANDIDATES, nearest
 from acp_pipes.trace.tracefile import (
@@ -69,13 +70,23 @@ Report = Callable[[dict[str, Any]], None]
 def live_hash(raw: bytes, normalizer: Normalizer, drop_id: bool) -> tuple[Any, str]:
     """``(value, matching hash)`` of a live frame, computed as acp-frame computes the
     recorded one: the canonical hash, or ``blake3-raw:`` of the bytes when they have no
-    canonical form (value is then None)."""
+    canonical form (value is then None); a frame that holds secrets is hashed concealed
+    (:func:`acp_pipes.redact.conceal`), as the recorded one is (secrets never count)."""
     if normalizer.identity and not drop_id:
         try:
             value, h = hash_raw(raw)
         except ParseError:
             return None, raw_hash(raw)
-        return value, h if h is not None else raw_hash(raw)
+        if h is None:
+            return value, raw_hash(raw)
+        if may_hold_secrets(raw):
+            concealed = conceal(value)
+            if concealed is not value:
+                try:
+                    h = canonical_hash(concealed)
+                except CanonicalError:
+                    pass
+        return value, h
     try:
         value = parse_json(raw)
     except ParseError:
@@ -125,13 +136,13 @@ class ReplayResult:
 
 def recorded_hash(rec: dict[str, Any], raw: bytes, norm: Normalizer, drop_id: bool) -> Any:
     """The matching hash of a recorded frame, computed as :func:`live_hash` computes a live
-    one: the record's own hash when nothing is normalised (a frame record's, or a redacted
-    frame's: the frame as sent), else that of its normalised value; a wire record has no
-    hash of its own and is hashed here, when a replay first needs it."""
+    one: the record's own hash when nothing is normalised and it can hold no secret, else
+    that of its concealed, normalised value (:meth:`Normalizer.hash_frame`); a wire record
+    has no hash of its own and is hashed here, when a replay first needs it."""
     own = rec.get("hash")
     if own is None:
         return live_hash(raw, norm, drop_id)[1]
-    if norm.identity and not drop_id:
+    if norm.identity and not drop_id and not rec.get("redacted") and not may_hold_secrets(raw):
         return own
     return norm.hash_frame(rec, drop_id=drop_id)
 
