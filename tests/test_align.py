@@ -367,9 +367,10 @@ def test_truncated_gz_aligns_what_was_read_then_exits_2(cut_asr_stream):
 
 
 def test_ignore_composes_with_redaction(tmp_path):
-    """A redacted recording and a --keep-secrets one of one session are the same run
-    under --ignore (secrets compared by their hashes, after redaction); another secret is a
-    difference, shown as tokens, never as the value."""
+    """A redacted recording, a --keep-secrets one and another redacted one (another key,
+    so other tokens) of one session are the same run, under --ignore or not: secrets never
+    count (acp_pipes.redact.conceal). A difference elsewhere is shown with the secrets
+    concealed, never as a value or a token."""
     servers = [{"type": "stdio", "name": "fs", "command": "/bin/fs", "args": [],
                 "env": [{"name": "API_KEY", "value": "sk-ALIGN-SECRET"}]}]
     client = []
@@ -379,6 +380,7 @@ def test_ignore_composes_with_redaction(tmp_path):
             msg["params"]["mcpServers"] = servers
         client.append(orjson.dumps(msg))
     redacted = record(tmp_path, "redacted", client)
+    again = record(tmp_path, "again", client)
     kept = tmp_path / "kept.wire.jsonl"
     script = tmp_path / "kept.client.jsonl"
     script.write_bytes(b"".join(x + b"\n" for x in client))
@@ -388,12 +390,16 @@ def test_ignore_composes_with_redaction(tmp_path):
                    stdin=subprocess.DEVNULL)
     assert b"sk-ALIGN-SECRET" in kept.read_bytes()
     assert b"sk-ALIGN-SECRET" not in redacted.read_bytes()
-    assert align(redacted, kept, "--format", "json").returncode == 0
-    p = align(redacted, kept, "--ignore", "/params/cwd", "--format", "json")
-    assert p.returncode == 0, p.stdout
-    other = record(tmp_path, "other", changed(client, b"sk-ALIGN-SECRET", b"sk-OTHER-VALUE"))
+    assert redacted.read_bytes() != again.read_bytes()  # the tokens differ
+    for a, b in ((redacted, kept), (redacted, again)):
+        assert align(a, b, "--format", "json").returncode == 0
+        p = align(a, b, "--ignore", "/params/cwd", "--format", "json")
+        assert p.returncode == 0, p.stdout
+    other = record(tmp_path, "other", changed(changed(client, b"sk-ALIGN-SECRET",
+                                                      b"sk-OTHER-VALUE"),
+                                              b'"name":"fs"', b'"name":"fs2"'))
     for fmt in ("json", "diff"):
         p = align(kept, other, "--ignore", "/params/cwd", "--format", fmt)
-        assert p.returncode == 1
-        assert b"<redacted blake3:" in p.stdout
+        assert p.returncode == 1 and b"fs2" in p.stdout
+        assert b"hmac-blake3" not in p.stdout
         assert b"ALIGN-SECRET" not in p.stdout and b"OTHER-VALUE" not in p.stdout

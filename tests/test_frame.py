@@ -166,14 +166,17 @@ def test_raw_b64_nolf_and_crlf_kept_byte_exact():
     assert list(out[2])[:5] == ["seq", "t", "dir", "raw", "nolf"]
 
 
-def test_redacted_frame_keeps_the_wire_hash():
+def test_a_redacted_frames_hash_is_of_the_frame_as_logged():
+    """An older log's redacted record keeps the hash of the frame as sent, against which a
+    guessed secret could be checked: acp-frame hashes the frame as logged instead, for
+    every log (acp-tee writes that hash itself now)."""
     original = msg(id=1, method="authenticate", params={"token": "sekrit"})
     stand_in = msg(id=1, method="authenticate", params={"token": "[REDACTED]"})
-    want = jcs_hash(orjson.loads(original))
-    log = [("c2a", original, {"redacted": stand_in, "original_hash": want})]
+    sent = jcs_hash(orjson.loads(original))
+    log = [("c2a", original, {"redacted": stand_in, "logged_hash": sent})]
     rec = parse_out(frame_cli(wire_log(log)).stdout)[1]
     assert rec["redacted"] is True and rec["raw"] == stand_in.decode()
-    assert rec["hash"] == want != jcs_hash(orjson.loads(stand_in))
+    assert rec["hash"] == jcs_hash(orjson.loads(stand_in)) != sent
     assert rec["kind"] == "request" and rec["method"] == "authenticate"
 
 
@@ -311,7 +314,7 @@ def test_streams_back_to_back_and_several_files(tmp_path):
 
 
 def test_reframing_frames_is_idempotent():
-    red = {"redacted": b"{}", "original_hash": "blake3:00"}
+    red = {"redacted": b"{}", "logged_hash": "blake3:00"}
     log = wire_log([*echo_wire(1), ("c2a", b"\xff"), ("c2a", b"[]"), ("c2a", msg(id=9), red)])
     once = frame_cli(log).stdout
     assert frame_cli(once).stdout == once
@@ -326,7 +329,7 @@ def test_summary_json_counts_computed_from_the_input(tmp_path):
     log = [*session, ("c2a", b"garbage"),
            ("c2a", msg(id=77, method="authenticate", params={"key": "sekrit"}),
             {"redacted": msg(id=77, method="authenticate", params={"key": "[REDACTED]"}),
-             "original_hash": "blake3:0"})]
+             "logged_hash": "blake3:0"})]
     data = wire_log(log, hdr=header(["echo"], started_ns=5, clock="epoch"))
     r = frame_cli(data, "--summary", tmp=tmp_path)
     assert r.returncode == 0
