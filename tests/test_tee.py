@@ -25,7 +25,7 @@ from acp_pipes.canonical import canonical_hash, parse_json
 from acp_pipes.echo_client import client_session
 from acp_pipes.redact import TOKEN_HEAD, logged_hash
 from acp_pipes.wire import A2C, C2A, decode_raw, end_record, frame_record, make_clock
-from tests.conftest import record_lockstep, tool_argv, tool_env
+from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 
 TIMEOUT = 60  # a deadlock fails the test instead of hanging it
 
@@ -359,6 +359,152 @@ def test_keep_secrets(tmp_path):
     sent, _, recs, log_bytes = _secret_session(tmp_path, "--keep-secrets")
     assert recs[0]["raw"].encode() == sent and "redacted" not in recs[0]
     assert orjson.loads(log_bytes.splitlines()[0])["secrets"] == "kept"
+
+
+# A v1 agent that advertises a terminal login with a token in its env, and asks for a PIN
+# (a password field) during a prompt; it never echoes an answer.
+_ASKING_AGENT = """
+    import json
+
+    def send(m):
+        os.write(1, (json.dumps(m) + "\\n").encode())
+
+    pending = None
+    for line in sys.stdin.buffer:
+        m = json.loads(line)
+        method = m.get("method")
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": 1,
+                  "authMethods": [{"id": "term", "name": "T", "type": "terminal", "args": [],
+                                   "env": {"LOGIN_TOKEN": "AGENT-ENV-SECRET"}}]}})
+        elif method == "session/prompt":
+            pending = m["id"]
+            send({"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": {
+                "sessionId": "s1", "mode": "form", "message": "PIN?", "requestedSchema": {
+                    "type": "object", "properties": {
+                        "pin": {"type": "string", "format": "password"},
+                        "user": {"type": "string"}}}}})
+        elif method is None:
+            send({"jsonrpc": "2.0", "id": pending, "result": {"stopReason": "end_turn"}})
+        elif "id" in m:
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "s1"}})
+"""
+
+#: Every secret the crafted client sends (and the agent's own), and where.
+_SECRETS = [b"314159", b"AUTH-SECRET-1", b"PROVIDER-SECRET-2", b"MCP-SECRET-3",
+            b"AGENT-ENV-SECRET"]
+
+
+def _asking_script() -> list[bytes]:
+    def m(**kw):
+        return orjson.dumps({"jsonrpc": "2.0", **kw})
+
+    return [
+        m(id=0, method="initialize", params={"protocolVersion": 1, "clientCapabilities": {}}),
+        m(id=1, method="authenticate", params={"methodId": "key", "apiKey": "AUTH-SECRET-1"}),
+        m(id=2, method="providers/set", params={
+            "providerId": "main", "apiType": "openai", "baseUrl": "https://llm.example/v1",
+            "headers": {"Authorization": "Bearer PROVIDER-SECRET-2"}}),
+        m(id=3, method="session/new", params={"cwd": "/w", "mcpServers": [
+            {"type": "stdio", "name": "fs", "command": "/bin/fs", "args": [],
+             "env": [{"name": "API_KEY", "value": "MCP-SECRET-3"}]},
+            {"type": "http", "name": "llm", "url": "https://mcp.example",
+             "headers": [{"name": "Authorization", "value": "Bearer PROVIDER-SECRET-2"}]}]}),
+        m(id=4, method="session/prompt", params={"sessionId": "s1",
+                                                 "prompt": [{"type": "text", "text": "hi"}]}),
+        m(id="e1", result={"action": "accept", "content": {"pin": "314159", "user": "ann"}}),
+    ]
+
+
+def _unkeyed_hashes(script: list[bytes]) -> list[bytes]:
+    """Every unkeyed hash a log could hold that would let a guessed secret be checked:
+    of each secret's canonical form (the tokens logs held before), of each frame as
+    sent (the frame hash they held), and of each frame's bytes."""
+    import blake3
+
+    from acp_pipes.canonical import canonical_bytes
+    from acp_pipes.frame import raw_hash
+
+    out = [blake3.blake3(canonical_bytes(s.decode())).hexdigest().encode() for s in _SECRETS]
+    out += [blake3.blake3(canonical_bytes("Bearer PROVIDER-SECRET-2")).hexdigest().encode()]
+    for frame in script:
+        out.append(canonical_hash(parse_json(frame)).split(":")[1].encode())
+        out.append(raw_hash(frame).split(":")[1].encode())
+    return out
+
+
+def test_every_credential_place_is_redacted_through_the_real_tee(tmp_path):
+    """providers/set headers, authenticate params, MCP env/headers, the agent's auth env and
+    an answer to a password field of an elicitation form (ASR-734): none of the secrets
+    and no unkeyed hash of one or of a frame carrying one is in the log; the peers got
+    every byte as sent; the same secret gives one token within a recording, another in
+    the next; acp-frame's hash of each redacted frame is of the frame as logged."""
+    agent = agent_script(tmp_path, _ASKING_AGENT)
+    script = _asking_script()
+    logs, received = [], []
+    for name in ("one", "two"):
+        wire = tmp_path / f"{name}.wire.jsonl"
+        received.append(record_lockstep(script, wire, agent))
+        logs.append(wire)
+    data = logs[0].read_bytes()
+    for secret in _SECRETS:
+        assert secret not in data, secret
+    for h in _unkeyed_hashes(script):
+        assert h not in data
+    assert b"AGENT-ENV-SECRET" in received[0] and received[0] == received[1]  # forwarded
+    _, recs = read_log(logs[0])
+    c2a = [r for r in recs if r["dir"] == C2A]
+    assert [r.get("redacted", False) for r in c2a] == [False, True, True, True, False, True]
+    answer = orjson.loads(c2a[5]["raw"])["result"]["content"]
+    assert answer["user"] == "ann" and answer["pin"].startswith(TOKEN_HEAD)
+    assert orjson.loads(c2a[1]["raw"])["params"]["methodId"] == "key"
+    # one secret, one token within the recording: providers/set and an MCP server's header
+    prov = orjson.loads(c2a[2]["raw"])["params"]["headers"]["Authorization"]
+    mcp = orjson.loads(c2a[3]["raw"])["params"]["mcpServers"][1]["headers"][0]["value"]
+    assert prov == mcp and prov.startswith(TOKEN_HEAD)
+    _, recs2 = read_log(logs[1])
+    prov2 = orjson.loads([r for r in recs2 if r["dir"] == C2A][2]["raw"])["params"]["headers"]
+    assert prov2["Authorization"] != prov  # a key of its own for each recording
+    init = orjson.loads(next(r for r in recs if r["dir"] == A2C)["raw"])
+    assert init["result"]["authMethods"][0]["env"]["LOGIN_TOKEN"].startswith(TOKEN_HEAD)
+    # the frame hash, in the log and from acp-frame, is of the frame as logged
+    frames = [orjson.loads(x) for x in run_tool("frame", str(logs[0])).stdout.splitlines()[1:]]
+    for rec, f in zip(recs, frames, strict=True):
+        assert f["hash"] == canonical_hash(parse_json(decode_raw(f)))
+        if rec.get("redacted"):
+            assert rec["hash"] == f["hash"]
+    # two recordings (two keys) align as one run: secrets never count
+    p = run_tool("align", str(logs[0]), str(logs[1]), "--format", "json")
+    assert p.returncode == 0, p.stdout
+    # asked for by name, the secrets are kept
+    kept = tmp_path / "kept.wire.jsonl"
+    script_path = tmp_path / "kept.client.jsonl"
+    script_path.write_bytes(b"".join(x + b"\n" for x in script))
+    r = tee("--keep-secrets", "--script", str(script_path), "-o", str(kept), "--clock", "epoch",
+            "--", *agent)
+    assert r.returncode == 0, r.stderr
+    for secret in _SECRETS:
+        assert secret in kept.read_bytes()
+
+
+def test_every_view_of_a_redacted_answer_shows_what_the_log_holds(tmp_path):
+    """acp-asr's question card says the answer is redacted (ASR-734); acp-view's timeline
+    and its search show the frame as logged, which holds a token, never the answer."""
+    agent = agent_script(tmp_path, _ASKING_AGENT)
+    wire = tmp_path / "w.jsonl"
+    record_lockstep(_asking_script(), wire, agent)
+    asr = run_tool("asr", str(wire))
+    assert asr.returncode == 0, asr.stderr
+    assert b"314159" not in asr.stdout
+    (req,) = [orjson.loads(x) for x in asr.stdout.splitlines()
+              if b'"input_request"' in x and b'"response"' in x]
+    assert req["response"] == {"pin": "<redacted>", "user": "ann"}
+    page = tmp_path / "w.html"
+    view = run_tool("view", str(wire), "-o", str(page))
+    assert view.returncode == 0, view.stderr
+    html = page.read_bytes()
+    assert b"314159" not in html and b"AUTH-SECRET-1" not in html
+    assert b"redacted hmac-blake3:" in html  # the frames as logged (\u003c-escaped)
 
 
 # -- usage -----------------------------------------------------------------------------
