@@ -161,7 +161,13 @@ def _diff(a: Any, b: Any, path: str, out: list, limit: int, na: str, nb: str) ->
         elif a is _NEW:
             out.append({"op": "add", "path": path, nb: b})
         elif not _same(a, b):
+            if a == _SECRET or b == _SECRET:  # a secret on one side: the other's is one too
+                a = b = _SECRET  # (a live answer to a password field; acp_pipes.redact)
             out.append({"op": "replace", "path": path, na: a, nb: b})
+
+
+#: A secret concealed for comparison (acp_pipes.redact.PLACEHOLDER).
+_SECRET = "<redacted>"
 
 
 class _Side:

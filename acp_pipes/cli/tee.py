@@ -57,10 +57,13 @@ with no reader, or a reader that takes nothing for 1 s, the session goes on unre
 Whenever the log cannot be written, acp-tee says so on stderr, once, and the session
 goes on.
 
-Secrets: the values of the env and headers of every MCP server in a request's
-mcpServers are logged as "<redacted blake3:HASH>" (the record keeps the hash of the frame
-as sent, so replay still matches); --keep-secrets logs them as sent. The agent always gets the
-frames as sent."""
+Secrets: every credential the ACP schemas define is logged as "<redacted
+hmac-blake3:HEX>", keyed by a random key drawn for each recording and never written: the
+env and headers of MCP servers, the headers of providers/set, the params of authenticate
+and auth/login (but methodId), the env of terminal/create and of auth methods, and an
+answer to an elicitation form field marked secret (format "password", writeOnly). Within
+a recording one secret gives one token; a redacted frame's hash is of the frame as logged.
+--keep-secrets logs them as sent. The peers always get the frames as sent."""
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -77,7 +80,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-host", action="store_true",
                    help="leave host os/arch/cwd/pid out of the header")
     p.add_argument("--keep-secrets", action="store_true",
-                   help="log MCP server env/headers values as sent (default: redacted)")
+                   help="log credentials (MCP env/headers, provider headers, login params, "
+                        "secret form answers) as sent (default: redacted)")
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "
