@@ -487,6 +487,29 @@ def test_every_credential_place_is_redacted_through_the_real_tee(tmp_path):
         assert secret in kept.read_bytes()
 
 
+def test_a_live_client_with_its_secrets_replays_against_the_redacted_log(tmp_path):
+    """acp-replay conceals the live client's secrets as the log's tokens are concealed: the
+    client that made the recording is served; its answer to the password field is secret
+    only by the form, so it is a miss unless ignored, and the miss report shows neither
+    the live PIN nor a token."""
+    agent = agent_script(tmp_path, _ASKING_AGENT)
+    wire = tmp_path / "w.jsonl"
+    served = record_lockstep(_asking_script(), wire, agent)
+    client = b"".join(x + b"\n" for x in _asking_script())
+    p = run_tool("replay", "--ignore", "/result/content/pin", str(wire), input=client)
+    assert p.returncode == 0, p.stderr
+    # the agent's frames as logged: its auth env redacted there, as sent otherwise
+    _, recs = read_log(wire)
+    assert p.stdout == logged(recs, A2C) != served and b"AGENT-ENV-SECRET" not in p.stdout
+    p = run_tool("replay", str(wire), input=client)
+    assert p.returncode == 1
+    (event,) = [orjson.loads(x) for x in p.stderr.splitlines()]
+    assert event["event"] == "miss" and event["consumed"] == 5
+    assert event["diff"] == [{"op": "replace", "path": "/result/content/pin",
+                              "recorded": "<redacted>", "received": "<redacted>"}]
+    assert b"314159" not in p.stderr and b"hmac-blake3" not in p.stderr
+
+
 def test_every_view_of_a_redacted_answer_shows_what_the_log_holds(tmp_path):
     """acp-asr's question card says the answer is redacted (ASR-734); acp-view's timeline
     and its search show the frame as logged, which holds a token, never the answer."""
