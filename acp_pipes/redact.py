@@ -88,11 +88,10 @@ MAX_FORMS = 1024
 _AUTH_METHODS = ("authenticate", "auth/login")
 _KEEP_IN_AUTH = "methodId"
 
-# The byte tests that keep the per-frame path fast: a frame none of whose bytes match
-# cannot hold a secret at any place above, whatever its JSON (``\\u`` could spell any
-# key; ``auth`` is in authenticate, auth/login, auth\\/login and authMethods).
-_C2A_MARKS = (b"mcpServers", b'"headers"', b"auth", b"\\u")
-_A2C_MARKS = (b"requestedSchema", b'"env"', b"authMethods", b"\\u")
+# The byte tests that keep the per-frame path fast (Redactor.wants_c2a, wants_a2c and
+# may_hold_secrets): a frame none of whose bytes match cannot hold a secret at any place
+# above, whatever its JSON (``\\u`` could spell any key; ``auth`` is in authenticate,
+# auth/login, auth\\/login and authMethods).
 _ANY_MARKS = (b"mcpServers", b'"headers"', b"auth", b'"env"', b"<redacted", b"\\u")
 _ANY_TEXT_MARKS = tuple(m.decode() for m in _ANY_MARKS)
 
@@ -317,15 +316,23 @@ class Redactor:
     def wants(self, direction: str, raw: bytes) -> bool:
         """Whether a frame's bytes may hold a secret (or, from the agent, a form this
         needs to know): the byte test before :meth:`frame`."""
-        if direction == "c2a":
-            for m in _C2A_MARKS:
-                if m in raw:
-                    return True
-            return bool(self.forms) and (b'"result"' in raw or b'"error"' in raw)
-        for m in _A2C_MARKS:
-            if m in raw:
-                return True
-        return False
+        return self.wants_c2a(raw) if direction == "c2a" else self.wants_a2c(raw)
+
+    def wants_c2a(self, raw: bytes) -> bool:
+        """:meth:`wants` for a client's frame: the places' keys or methods (``auth`` is in
+        authenticate, auth/login and auth\\/login), or an answer while a form is in
+        flight. Spelt out, not a loop over marks: this runs once a frame."""
+        return (b"mcpServers" in raw or b'"headers"' in raw or b"auth" in raw
+                or (b"\\" in raw and b"\\u" in raw)
+                or (bool(self.forms) and (b'"result"' in raw or b'"error"' in raw)))
+
+    def wants_a2c(self, raw: bytes) -> bool:
+        """:meth:`wants` for an agent's frame: ``create`` (``elicitation/create``,
+        ``terminal/create``, also escaped as ``\\/create``) or ``authMethods``: two
+        searches and a memchr (a backslash first: most frames hold no ``\\u``), where the
+        four keys would be four searches; most frames are the agent's."""
+        return (b"create" in raw or b"authMethods" in raw
+                or (b"\\" in raw and b"\\u" in raw))
 
     def frame(self, direction: str, raw: bytes) -> bytes | None:
         """The bytes to log for one frame (bytes without LF) sent in ``direction``

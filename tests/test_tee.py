@@ -686,6 +686,8 @@ def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
         b'{"x":1}\r',
         b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":'
         b'[{"name":"s","command":"c","args":[],"env":[{"name":"K","value":"SECRET"}]}]}}',
+        b'{"jsonrpc":"2.0","id":3,"method":"terminal/create","params":{"sessionId":"s",'
+        b'"command":"c","env":[{"name":"T","value":"TSECRET"}]}}',
     ]
     path = tmp_path / "log.jsonl"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -703,7 +705,9 @@ def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
         expected += orjson.dumps(frame_record(seq, 1764522928123456789, direction, raw,
                                               nolf=nolf, **kwargs)) + b"\n"
     assert path.read_bytes() == expected
-    assert b"SECRET" not in expected  # a secret place is one whoever sends it
+    # each place is looked for in the frames of the side that sends its method
+    assert (b'"SECRET' in expected, b"TSECRET" in expected) == (
+        (False, True) if direction == C2A else (True, False))
 
 
 # -- starting the agent before parsing ---------------------------------------------------

@@ -71,6 +71,8 @@ class _Log:
                 from acp_pipes.redact import Redactor  # light: its heavy parts load on use
 
                 redactor = self.redactor = Redactor()
+            wants = None if redactor is None else (
+                redactor.wants_c2a if direction == C2A else redactor.wants_a2c)
             t = self.clock()
             seq = self.seq
             # One buffer for the whole read, each record formatted straight into it: a
@@ -79,7 +81,7 @@ class _Log:
             out = bytearray()
             head = b'{"seq":%d,"t":%d,"dir":"' + direction.encode() + b'","raw":'
             for raw in frames:
-                if redactor is not None and redactor.wants(direction, raw):
+                if wants is not None and wants(raw):
                     from acp_pipes.redact import UNCHECKED, logged_hash
 
                     try:
