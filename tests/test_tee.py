@@ -496,11 +496,14 @@ def test_a_live_client_with_its_secrets_replays_against_the_redacted_log(tmp_pat
     wire = tmp_path / "w.jsonl"
     served = record_lockstep(_asking_script(), wire, agent)
     client = b"".join(x + b"\n" for x in _asking_script())
-    p = run_tool("replay", "--ignore", "/result/content/pin", str(wire), input=client)
-    assert p.returncode == 0, p.stderr
-    # the agent's frames as logged: its auth env redacted there, as sent otherwise
+    frames = tmp_path / "w.frames.jsonl"
+    frames.write_bytes(run_tool("frame", str(wire)).stdout)  # hashes there already
     _, recs = read_log(wire)
-    assert p.stdout == logged(recs, A2C) != served and b"AGENT-ENV-SECRET" not in p.stdout
+    for trace in (wire, frames):
+        p = run_tool("replay", "--ignore", "/result/content/pin", str(trace), input=client)
+        assert p.returncode == 0, p.stderr
+        # the agent's frames as logged: its auth env redacted there, as sent otherwise
+        assert p.stdout == logged(recs, A2C) != served and b"AGENT-ENV-SECRET" not in p.stdout
     p = run_tool("replay", str(wire), input=client)
     assert p.returncode == 1
     (event,) = [orjson.loads(x) for x in p.stderr.splitlines()]
