@@ -513,6 +513,36 @@ def test_a_live_client_with_its_secrets_replays_against_the_redacted_log(tmp_pat
     assert b"314159" not in p.stderr and b"hmac-blake3" not in p.stderr
 
 
+def test_an_older_log_with_unkeyed_tokens_still_reads_and_replays(tmp_path):
+    """A log written before HMAC tokens: ``<redacted blake3:...>`` and ``<redacted>`` in
+    raw, and the hash of the frame as sent in the record. It reads as before (same wire
+    log version); acp-frame does not carry that hash on; a live client with its secrets
+    replays against it, as against a new log."""
+    from acp_pipes.wire import header
+
+    sent = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {
+        "cwd": "/w", "mcpServers": [{"type": "stdio", "name": "fs", "command": "/bin/fs",
+                                     "args": [], "env": [
+                                         {"name": "A", "value": "OLD-SECRET"},
+                                         {"name": "B", "value": "C"}]}]}})
+    old_raw = sent.replace(b'"OLD-SECRET"', b'"<redacted blake3:' + b"ab" * 32 + b'>"') \
+                  .replace(b'"C"', b'"<redacted>"')
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}'
+    wire = tmp_path / "old.jsonl"
+    wire.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in (
+        header(["agent"], started_ns=0, clock="epoch", host=False),
+        {"seq": 0, "t": 0, "dir": "c2a", "raw": old_raw.decode(), "redacted": True,
+         "hash": canonical_hash(parse_json(sent))},
+        {"seq": 1, "t": 0, "dir": "a2c", "raw": answer.decode()},
+        end_record(0, 0, 2))))
+    frames = [orjson.loads(x) for x in run_tool("frame", str(wire)).stdout.splitlines()]
+    assert frames[1]["hash"] == canonical_hash(parse_json(old_raw))
+    assert canonical_hash(parse_json(sent)).encode() not in run_tool("frame", str(wire)).stdout
+    p = run_tool("replay", str(wire), input=sent + b"\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == answer + b"\n"
+
+
 def test_every_view_of_a_redacted_answer_shows_what_the_log_holds(tmp_path):
     """acp-asr's question card says the answer is redacted (ASR-734); acp-view's timeline
     and its search show the frame as logged, which holds a token, never the answer."""
