@@ -543,6 +543,26 @@ def test_an_older_log_with_unkeyed_tokens_still_reads_and_replays(tmp_path):
     assert p.stdout == answer + b"\n"
 
 
+def test_a_replay_client_run_logs_no_secret(tmp_path):
+    """acp-replay --client writes a wire log of its run, a recording like acp-tee's: it
+    redacts the same places, even when the trace kept its secrets."""
+    agent = agent_script(tmp_path, _ASKING_AGENT)
+    kept = tmp_path / "kept.wire.jsonl"
+    script_path = tmp_path / "kept.client.jsonl"
+    script_path.write_bytes(b"".join(x + b"\n" for x in _asking_script()))
+    r = tee("--keep-secrets", "--script", str(script_path), "-o", str(kept), "--clock", "epoch",
+            "--", *agent)
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "run.jsonl"
+    p = run_tool("replay", "--client", str(kept), "-o", str(run), "--", *agent, timeout=120)
+    assert p.returncode == 0, p.stderr
+    data = run.read_bytes()
+    for secret in _SECRETS:
+        assert secret not in data, secret
+    _, recs = read_log(run)
+    assert sum(1 for r in recs if r.get("redacted")) == 5  # 4 client frames, 1 agent's
+
+
 def test_every_view_of_a_redacted_answer_shows_what_the_log_holds(tmp_path):
     """acp-asr's question card says the answer is redacted (ASR-734); acp-view's timeline
     and its search show the frame as logged, which holds a token, never the answer."""

@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
+from acp_pipes.redact import Redactor, logged_hash
 from acp_pipes.trace.agent import ReplayOptions, live_hash, recorded_hash
 from acp_pipes.trace.ids import id_key, note_live_id, splice_id
 from acp_pipes.trace.report import pointer_diff
@@ -66,6 +67,7 @@ class _Log:
         self.clock = make_clock(clock_spec)
         self.lock = threading.Lock()
         self.seq = 0
+        self.redactor = Redactor()
         if out is not None:
             head = header(argv, started_ns=self.clock(), clock=clock_spec, host=host,
                           recorder="acp-replay --client")
@@ -73,12 +75,18 @@ class _Log:
             out.flush()
 
     def frame(self, direction: str, raw: bytes, nolf: bool) -> int:
+        """Log one frame, its secrets redacted as acp-tee redacts them (a key of the run's
+        own): the agent's frames are live, and a run's log is shared as a recording is."""
         with self.lock:
             seq = self.seq
             self.seq += 1
             if self.out is not None:
+                logged = self.redactor.frame(direction, raw) if self.redactor.wants(
+                    direction, raw) else None
+                extra = {} if logged is None else {"redacted": logged,
+                                                   "logged_hash": logged_hash(logged)}
                 self.out.write(orjson.dumps(frame_record(seq, self.clock(), direction, raw,
-                                                         nolf=nolf)) + b"\n")
+                                                         nolf=nolf, **extra)) + b"\n")
                 self.out.flush()
             return seq
 
