@@ -418,3 +418,39 @@ def test_repeats_a_key_agrees_with_the_json_module(value):
     except KeyError:
         expected = True
     assert repeats_a_key(raw) == expected
+
+
+_field = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=6)
+_marker = st.sampled_from([{"format": "password"}, {"writeOnly": True},
+                           {"_meta": {"secret": True}}, {}, {"format": "email"}])
+_answer_value = st.one_of(st.text(max_size=8).map(lambda s: "S3CR3T" + s),
+                          st.integers(10**6, 10**9))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.dictionaries(_field, st.tuples(_marker, _answer_value), min_size=1, max_size=5),
+       st.one_of(st.integers(0, 50), st.text(max_size=4)))
+def test_no_secret_answer_survives(form, rid):
+    """ASR-734: whatever the form, each answer to a field it marks secret is a token in
+    the log, and every other answer is kept as sent."""
+    props = {name: {"type": "string", **marker} for name, (marker, _) in form.items()}
+    content = {name: value for name, (_, value) in form.items()}
+    r = Redactor(KEY)
+    r.frame("a2c", _form(rid, props))
+    raw = _answer(rid, content)
+    logged = r.frame("c2a", raw) if r.wants("c2a", raw) else None
+    secret = set(secret_fields({"properties": props}))
+    if not secret:
+        assert logged is None
+        return
+    out = orjson.loads(logged)["result"]["content"]
+    kept = [v for name, v in content.items() if name not in secret]
+    for name, value in content.items():
+        if name in secret:
+            assert out[name] == token(value)
+            if value not in kept:  # a field not secret may hold the same value, as sent
+                assert value not in out.values()
+                if isinstance(value, str):
+                    assert orjson.dumps(value) not in logged
+        else:
+            assert out[name] == value
