@@ -561,6 +561,12 @@ def test_a_replay_client_run_logs_no_secret(tmp_path):
         assert secret not in data, secret
     _, recs = read_log(run)
     assert sum(1 for r in recs if r.get("redacted")) == 5  # 4 client frames, 1 agent's
+    # the live agent's auth env matches the redacted recording's: secrets never count
+    redacted = tmp_path / "redacted.wire.jsonl"
+    record_lockstep(_asking_script(), redacted, agent)
+    p = run_tool("replay", "--client", "--strict", str(redacted), "-o", os.devnull, "--",
+                 *agent, timeout=120)
+    assert p.returncode == 0 and p.stderr == b"", p.stderr
 
 
 def test_every_view_of_a_redacted_answer_shows_what_the_log_holds(tmp_path):
