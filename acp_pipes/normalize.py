@@ -249,7 +249,7 @@ class Normalizer:
                 raw = decode_raw(frame)
             except ValueError:
                 return own
-        if redacted and raw == UNCHECKED.decode():
+        if redacted and raw in (UNCHECKED, UNCHECKED.decode()):  # bytes from raw_b64
             return own  # the logged bytes do not stand for the frame as sent
         try:
             value = parse_json(raw)
