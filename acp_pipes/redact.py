@@ -327,11 +327,12 @@ class Redactor:
                 or (bool(self.forms) and (b'"result"' in raw or b'"error"' in raw)))
 
     def wants_a2c(self, raw: bytes) -> bool:
-        """:meth:`wants` for an agent's frame: ``create`` (``elicitation/create``,
-        ``terminal/create``, also escaped as ``\\/create``) or ``authMethods``: two
-        searches and a memchr (a backslash first: most frames hold no ``\\u``), where the
-        four keys would be four searches; most frames are the agent's."""
-        return (b"create" in raw or b"authMethods" in raw
+        """:meth:`wants` for an agent's frame: a request or response (``"id"``) naming
+        ``create`` (``elicitation/create``, ``terminal/create``, also escaped as
+        ``\\/create``) or ``authMethods``. Most frames are the agent's notifications,
+        which hold no place: for them one search and a memchr (a backslash first: most
+        frames hold no ``\\u``), where the four keys would be four searches."""
+        return ((b'"id"' in raw and (b"create" in raw or b"authMethods" in raw))
                 or (b"\\" in raw and b"\\u" in raw))
 
     def frame(self, direction: str, raw: bytes) -> bytes | None:

@@ -359,9 +359,12 @@ def test_the_byte_tests_let_through_every_frame_with_a_secret_place():
     for raw in (_new([STDIO]), b'{"method":"providers/set","params":{"headers":{}}}',
                 b'{"method":"authenticate"}', b'{"method":"auth\\/login"}'):
         assert r.wants("c2a", raw), raw
-    for raw in (_form(1, PIN_FORM), b'{"method":"terminal/create","params":{"env":[]}}',
-                b'{"result":{"authMethods":[]}}'):
+    for raw in (_form(1, PIN_FORM), b'{"id":1,"method":"terminal/create","params":{"env":[]}}',
+                b'{"id":0,"result":{"authMethods":[]}}',
+                b'{"\\u0069d":1,"method":"terminal/create"}'):
         assert r.wants("a2c", raw), raw
+    # an agent's notification holds no place: one search and a memchr
+    assert not r.wants("a2c", b'{"method":"terminal/create","params":{"env":[]}}')
 
 
 def test_redaction_is_idempotent_and_keeps_an_older_placeholder():
