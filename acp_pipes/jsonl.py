@@ -37,6 +37,28 @@ READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 STDIN = "-"
 
 
+class RunSettings:
+    """What the CLI runner decides once for every input and output of a run: the
+    program's name (for a note said deep in a reader), the longest line a reader takes
+    (``--max-line-bytes``), and whether an input is private (then so is every output).
+    Kept here rather than passed down: the readers are many and deep, and each one
+    honours them without a parameter of its own. A library caller that sets nothing
+    gets the defaults."""
+
+    __slots__ = ("max_line_bytes", "private", "prog")
+
+    def __init__(self) -> None:
+        self.prog = "acp-pipes"
+        self.max_line_bytes = MAX_LINE_BYTES
+        self.private = False
+
+
+#: The longest line (bytes, without its LF) a reader takes unless told otherwise.
+MAX_LINE_BYTES = 64 << 20
+#: The settings of this run (:class:`RunSettings`).
+RUN = RunSettings()
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One input line: where it came from, and its bytes without the LF."""
@@ -212,7 +234,8 @@ class Live:
     ``acp-tee`` shows records as they are made, while batching stays as it was as long
     as input is ready (a regular file is always ready: reading one costs nothing more).
     With ``follow``, a regular file is read as it grows, like ``tail -F`` (waited for
-    when it does not exist yet, read again from the start when truncated or replaced),
+    when it does not exist yet, read again from the start as a new input when rewritten:
+    truncated, replaced, or written over whatever its new size, see :class:`_LiveRaw`),
     until a wire log's end record (:func:`acp_pipes.wire.end_record`) or Ctrl-C; a torn
     last line is waited on. ``poll`` is the longest wait, in seconds, between looks at
     a followed file that has not grown.
@@ -247,13 +270,25 @@ class Live:
             signal.signal(signal.SIGINT, stop)
 
 
-#: The first bytes of a wire log's end record as acp-pipes writes it.
-_END = b'{"end":true'
-
-
 class _LiveRaw(io.RawIOBase):
     """An input's file descriptor that calls ``live.idle`` before a read that would
-    wait, and (following a regular file) waits at its end for it to grow."""
+    wait, and (following a regular file) waits at its end for it to grow.
+
+    Followed, a file that is rewritten is noticed whatever its new size (acp-tee
+    ``-o FILE`` truncates its log and writes a new session into it): after every read
+    and at every look while waiting, the name must still be the file open (device,
+    inode), at least as big as what was read, and hold the bytes it held: its first line
+    (the header: a new log has a new start time) and the bytes just before the offset.
+    A file that fails one is a new input: read from its start (a file replaced is
+    opened anew), with a note on stderr, and what was read of the old one in that read
+    is dropped; an old last line without its LF is ended there, so the new header
+    starts a line of its own. Each check is a few system calls, made only when
+    following."""
+
+    #: How much of the first line (the header) and of the bytes before the offset are
+    #: kept to tell the file read from a new one under its name.
+    HEAD = 4096
+    TAIL = 256
 
     def __init__(self, fd: int, live: Live, path: str | None, closefd: bool):
         super().__init__()
@@ -267,6 +302,9 @@ class _LiveRaw(io.RawIOBase):
         self.path = path
         self.closefd = closefd
         self.pos = 0
+        self.head = b""  # the file's first bytes, up to its first LF (or HEAD of them)
+        self.tail = b""  # the last bytes read, up to TAIL of them, ending at pos
+        self.lf = True  # the last byte handed on was a LF (or none was)
 
     def readable(self) -> bool:
         return True
@@ -291,9 +329,8 @@ class _LiveRaw(io.RawIOBase):
             return os.readv(self.fd, (buf,))
         if self.live.interrupted:
             return 0  # Ctrl-C: the end of this input, after all that was read of it
-        n = os.readv(self.fd, (buf,))
+        n = self._read(buf)
         if n:
-            self.pos += n
             return n
         self.idle()
         wait = 0.0005
@@ -302,31 +339,79 @@ class _LiveRaw(io.RawIOBase):
             if self.live.interrupted:
                 return 0
             wait = min(wait * 2, self.poll)
-            n = os.readv(self.fd, (buf,))
+            if self._rewritten():
+                return self._restart(buf)
+            n = self._read(buf)
             if n:
-                self.pos += n
                 return n
-            self._reopen_if_replaced()
 
-    def _reopen_if_replaced(self) -> None:
-        """tail -F: a file truncated is read again from its start; a file replaced (a
-        new file under the name) is read from the start of the new one."""
+    def _read(self, buf) -> int:
+        """Read at the offset; bytes that turn out to come from a new file under the
+        name (rewritten while they were read) are dropped and the new one read from its
+        start."""
+        n = os.readv(self.fd, (buf,))
+        if not n:
+            return 0
+        if self._rewritten(replaced=False):  # what was read from a file replaced is its
+            return self._restart(buf)       # own: its end is read before the new one
+        data = bytes(buf[:n])
+        if len(self.head) < self.HEAD and b"\n" not in self.head:
+            cut = data.find(b"\n", 0, self.HEAD - len(self.head))
+            self.head += data[: cut + 1 if cut >= 0 else self.HEAD - len(self.head)]
+        self.tail = (self.tail + data)[-self.TAIL:] if n < self.TAIL else data[-self.TAIL:]
+        self.pos += n
+        self.lf = data[-1:] == b"\n"
+        return n
+
+    def _rewritten(self, replaced: bool = True) -> bool:
+        """Is the name no longer the file read so far, as far as read (above)? With
+        ``replaced`` False, only a file rewritten in place counts."""
+        mine = os.fstat(self.fd)
+        if replaced:
+            try:
+                st = os.stat(self.path)  # type: ignore[arg-type]
+            except OSError:
+                return False  # gone for now (being replaced): keep waiting
+            if (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
+                return True
+        if mine.st_size < self.pos:
+            return True
+        try:
+            if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
+                return True
+            tail = self.tail
+            return bool(tail) and os.pread(self.fd, len(tail), self.pos - len(tail)) != tail
+        except OSError:
+            return False
+
+    def _restart(self, buf) -> int:
+        """Read the new file under the name from its start; returns what goes on."""
+        st = None
         try:
             st = os.stat(self.path)  # type: ignore[arg-type]
         except OSError:
-            return  # gone for now (being replaced): keep waiting
+            pass
         mine = os.fstat(self.fd)
-        if (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
+        if st is not None and (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
             try:
                 fd = os.open(self.path, os.O_RDONLY)  # type: ignore[arg-type]
             except OSError:
-                return
-            if self.closefd:
-                os.close(self.fd)
-            self.fd, self.closefd, self.pos = fd, True, 0
-        elif mine.st_size < self.pos:
-            os.lseek(self.fd, 0, os.SEEK_SET)
-            self.pos = 0
+                fd = None
+            if fd is not None:
+                if self.closefd:
+                    os.close(self.fd)
+                self.fd, self.closefd = fd, True
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        self.pos, self.head, self.tail = 0, b"", b""
+        from acp_pipes.errors import say
+
+        say(f"{RUN.prog}: {self.path}: rewritten (a new log under the name): read again "
+            "from its start")
+        if not self.lf:  # the old last line, torn: it ends here
+            self.lf = True
+            buf[0] = 10
+            return 1
+        return self.readinto(buf)
 
     def close(self) -> None:
         if not self.closed and self.closefd:
@@ -376,17 +461,26 @@ class _GzipLines:
 
 
 class _Followed:
-    """A followed input's lines, up to and with a wire log's end record."""
+    """A followed input's lines, up to and with a wire log's end record.
+
+    The end record is told by its parsed value (:func:`acp_pipes.wire.is_end`), as every
+    reader tells it, not by its bytes: ``{"end": true, ...}`` written with spaces, or
+    with its key escaped, ends the input too. Only a line that can hold the key ``end``
+    is parsed: one with ``"end"`` in it, or a ``\\u006`` escape (``e``, ``n`` and ``d``
+    are ``\\u0065``, ``\\u006e`` and ``\\u0064``); a frame's bytes are in a JSON
+    string, where a quote is escaped, so frame records are not parsed twice."""
 
     def __init__(self, stream: BinaryIO):
         self.stream = stream
 
     def __iter__(self) -> Iterator[bytes]:
+        from acp_pipes.wire import is_end
+
         for line in self.stream:
             yield line
-            if line.startswith(_END) and line.endswith(b"\n"):
+            if b'"end"' in line or b"\\u006" in line:
                 try:
-                    if orjson.loads(line).get("end") is True:
+                    if is_end(orjson.loads(line)):
                         return
                 except orjson.JSONDecodeError:
                     pass

@@ -38,6 +38,7 @@ from typing import BinaryIO
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
 from acp_pipes.jsonl import (
+    RUN,
     Line,
     Output,
     file_id,
@@ -181,6 +182,7 @@ class Tool:
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Parse ``argv``, run the tool, map every outcome to an exit status."""
+        RUN.prog = self.prog
         parser = self.parser()
         argv = list(sys.argv[1:] if argv is None else argv)
         command: list[str] = []
