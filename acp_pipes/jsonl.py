@@ -106,16 +106,96 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
         head = reader.peek(2)[:2]
     except OSError as e:
         raise InputError(display_name(path), 0, f"cannot read: {e.strerror or e}") from None
+    limit = RUN.max_line_bytes
     if head == GZIP_MAGIC:
         import gzip  # only for .gz input: kept off every tool's start-up path
 
         if isinstance(getattr(reader, "raw", None), _LiveRaw):  # still being written
-            reader = _GzipLines(reader)  # type: ignore[assignment]
+            reader = _GzipLines(reader, limit)  # type: ignore[assignment]
         else:
-            reader = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
+            reader = _capped(gzip.GzipFile(fileobj=reader, mode="rb"), limit)
+    else:
+        reader = _capped(reader, limit)
     if live is not None and live.follow and path != STDIN:
         return _Followed(reader)  # type: ignore[return-value]
     return reader
+
+
+class LineTooLong(OSError):
+    """A line longer than the limit (``--max-line-bytes``): the input is read no further,
+    as at any read error (what came before it is kept; the reader names its line)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"line of more than {limit} bytes (limit --max-line-bytes {limit})")
+        self.limit = limit
+
+
+class _Capped(io.RawIOBase):
+    """The bytes of a buffered input, read a chunk at a time, refused past a line longer
+    than ``limit``: a reader never holds more than that of one line (and a chunk), where
+    reading a line whole would take all of it into memory, however big. Only the first
+    and the last LF of each chunk are looked for (``bytes.find`` and ``rfind``, in C):
+    counting lines would cost a third of a nanosecond a byte, and a reader knows its line
+    numbers itself. With ``source``, lines are counted and the error is an InputError
+    naming the line (for stdin read as a stream, by loops that do not count)."""
+
+    def __init__(self, inner: BinaryIO, limit: int, source: str | None = None):
+        super().__init__()
+        self.inner = inner
+        self.read1 = getattr(inner, "readinto1", None) or inner.readinto  # FileIO: one read
+        self.limit = limit
+        self.chunk = min(1 << 16, limit + 1)  # no line of more than limit within a chunk
+        self.run = 0  # bytes of the line being read, before this chunk
+        self.source = source
+        self.lines = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:  # type: ignore[override]
+        if len(buf) > self.chunk:
+            buf = memoryview(buf)[: self.chunk]
+        n = self.read1(buf)
+        if not n:
+            return n
+        data = bytes(buf[:n])
+        first = data.find(b"\n")
+        if first < 0:
+            self.run += n
+            if self.run > self.limit:
+                self._refuse()
+            return n
+        if self.run + first > self.limit:
+            self._refuse()
+        if self.source is not None:
+            self.lines += data.count(b"\n")
+        self.run = n - data.rfind(b"\n") - 1
+        return n
+
+    def _refuse(self) -> None:
+        if self.source is None:
+            raise LineTooLong(self.limit)
+        e = LineTooLong(self.limit)
+        raise InputError(self.source, self.lines + 1, f"cannot read: {e}")  # as readers say
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.inner.close()
+        super().close()
+
+
+def _capped(inner: BinaryIO, limit: int, source: str | None = None) -> BinaryIO:
+    return io.BufferedReader(_Capped(inner, limit, source), 1 << 16)  # type: ignore[return-value]
+
+
+def stdin_stream() -> BinaryIO:
+    """Standard input read as a stream of lines by a loop of its own (a client on
+    stdin: ``acp-replay --serve``, the echo agent), its lines capped as every reader's
+    are; the error names the line."""
+    return _capped(stdin(), RUN.max_line_bytes, "stdin")
 
 
 def _open_fd(path: str, live: Live) -> int:
@@ -171,10 +251,12 @@ def raw_lines(path: str) -> Iterator[bytes]:
     """Open ``path`` and yield its lines as bytes, each with its LF (the fast form for a
     reader that parses them itself); the file is closed when the iterator ends."""
     stream = open_source(path)
+    number = 0
     try:
-        yield from stream
+        for number, line in enumerate(stream, 1):  # noqa: B007 - the line of an error
+            yield line
     except READ_ERRORS as e:
-        raise InputError(display_name(path), 0, f"cannot read: {e}") from None
+        raise InputError(display_name(path), number + 1, f"cannot read: {e}") from None
     finally:
         if path != STDIN:
             stream.close()
@@ -425,8 +507,9 @@ class _GzipLines:
     a member's end for the next member's header, which a log being written does not
     have yet). acp-tee flushes its ``.gz`` log with every record."""
 
-    def __init__(self, reader: BinaryIO):
+    def __init__(self, reader: BinaryIO, limit: int):
         self.reader = reader
+        self.limit = limit
 
     def __iter__(self) -> Iterator[bytes]:
         read1 = self.reader.read1  # type: ignore[attr-defined]
@@ -454,7 +537,11 @@ class _GzipLines:
             if b"\n" in rest:
                 *lines, rest = rest.split(b"\n")
                 for line in lines:
+                    if len(line) > self.limit:
+                        raise LineTooLong(self.limit)
                     yield line + b"\n"
+            if len(rest) > self.limit:
+                raise LineTooLong(self.limit)
 
     def close(self) -> None:
         self.reader.close()

@@ -38,13 +38,14 @@ from typing import BinaryIO
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
 from acp_pipes.jsonl import (
+    MAX_LINE_BYTES,
     RUN,
     Line,
     Output,
     file_id,
     read_lines,
     refuse_input_as_output,
-    stdin,
+    stdin_stream,
     stdout_fd,
     stdout_sink,
 )
@@ -70,8 +71,9 @@ class Context:
 
     def stdin(self) -> BinaryIO:
         """Standard input (binary) for a tool that reads it as a stream; an InputError
-        when the process has none (started with ``<&-``)."""
-        return stdin()
+        when the process has none (started with ``<&-``). Its lines are capped as every
+        input's (``--max-line-bytes``)."""
+        return stdin_stream()
 
     def lines(self) -> Iterator[Line]:
         """The lines of every input file in order (stdin when none was named)."""
@@ -109,6 +111,8 @@ class Tool:
     split off before parsing so options after the files still count as the tool's own;
     it arrives as ``args.command`` (a list, empty when there was no ``--``), and
     ``command_metavar`` ends the usage line (empty: the tool writes its own usage).
+    ``reads_lines`` adds ``--max-line-bytes N``, the longest line any of its readers
+    takes (not for acp-tee, which forwards a session's bytes whatever their size).
     """
 
     def __init__(
@@ -131,6 +135,7 @@ class Tool:
         usage: str | None = None,
         files_metavar: str = "FILE",
         files_help: str = "input files (default: stdin; '-' is stdin; .gz is read transparently)",
+        reads_lines: bool = True,
     ):
         self.prog = prog
         self.summary = summary
@@ -149,6 +154,7 @@ class Tool:
         self.usage = usage
         self.files_metavar = files_metavar
         self.files_help = files_help
+        self.reads_lines = reads_lines
 
     def parser(self) -> argparse.ArgumentParser:
         epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
@@ -171,6 +177,11 @@ class Tool:
                 "--color", choices=("auto", "always", "never"), default="auto",
                 metavar="WHEN", help="colour at a terminal: auto (default; NO_COLOR turns "
                 "it off), always, never")
+        if self.reads_lines:
+            p.add_argument(
+                "--max-line-bytes", type=byte_count, default=MAX_LINE_BYTES, metavar="N",
+                help="refuse an input line longer than N bytes (K, M, G: KiB, MiB, GiB; "
+                "default 64M): the input is read no further, as at a read error, exit 2")
         p.add_argument(
             "--version", action="version", version=f"{self.prog} (acp-pipes) {__version__}"
         )
@@ -195,6 +206,7 @@ class Tool:
             return int(e.code or 0)
         if self.takes_command:
             args.command = command
+        RUN.max_line_bytes = getattr(args, "max_line_bytes", MAX_LINE_BYTES)
         files = list(getattr(args, "files", None) or ["-"])  # "-": stdin
         out: BinaryIO | None = None
         sink: Output | None = None
@@ -277,6 +289,17 @@ def exit_now(status: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(status)
+
+
+def byte_count(text: str) -> int:
+    """``N``, ``NK``, ``NM`` or ``NG`` (KiB, MiB, GiB) as a number of bytes, at least 1."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    unit = units.get(text[-1:].upper(), 1)
+    digits = text[:-1] if unit > 1 else text
+    if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
+        raise argparse.ArgumentTypeError(f"a number of bytes (1 or more; K, M, G for KiB, "
+                                         f"MiB, GiB), not {text!r}")
+    return int(digits) * unit
 
 
 def _following(args: argparse.Namespace) -> bool:
