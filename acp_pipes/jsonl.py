@@ -7,7 +7,10 @@ is kept: it belongs to the line).
 
 Every output a user names is written the same way too (:class:`Output`): into a
 temporary file beside it, renamed over it only when the run succeeds, so a failed run
-leaves the file that was there; and never onto one of the run's inputs.
+leaves the file that was there; and never onto one of the run's inputs. An output is as
+private as the most private input it was made from (:func:`output_mode`): a page or a
+stream made from a wire log only its owner may read (acp-tee writes them 0600) is 0600
+too, whatever the umask.
 """
 
 from __future__ import annotations
@@ -119,6 +122,45 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
     if live is not None and live.follow and path != STDIN:
         return _Followed(reader)  # type: ignore[return-value]
     return reader
+
+
+def is_private(path: str) -> bool:
+    """Is ``path`` (``-``: the file stdin was redirected from) a regular file that
+    neither its group nor others may read? A pipe or a terminal says nothing of what
+    flows through it: it is not."""
+    try:
+        if path == STDIN:
+            fd = _fileno(sys.stdin)
+            if fd is None:
+                return False
+            st = os.fstat(fd)
+        else:
+            st = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and not st.st_mode & (stat.S_IRGRP | stat.S_IROTH)
+
+
+def made_from(paths: Iterable[str]) -> None:
+    """Say what this run's outputs are made from: when any of ``paths`` is private
+    (:func:`is_private`), so is every output written from now on (:func:`output_mode`).
+    The CLI runner calls it with a run's inputs; acp-batch, per job, with its input."""
+    RUN.private = any(is_private(p) for p in paths)
+
+
+def output_mode(mode: int) -> int:
+    """The mode a new output file gets where ``mode`` is what it would get otherwise
+    (the umask's, or the mode of the file it replaces): without the group's and others'
+    bits when an input of the run is private. The one rule for every output: ``-o``,
+    acp-asr's streams in ``-o DIR``, acp-view's pages, acp-batch's outputs, reports."""
+    return mode & ~0o077 if RUN.private else mode
+
+
+def keep_private(fd: int) -> None:
+    """Apply :func:`output_mode` to a file already open (made with ``open()``, or one
+    truncated and written again, which keeps its mode)."""
+    if RUN.private:
+        os.fchmod(fd, output_mode(stat.S_IMODE(os.fstat(fd).st_mode)))
 
 
 class LineTooLong(OSError):
@@ -659,7 +701,8 @@ class Output:
     """``-o FILE``: written to a temporary file beside FILE (same directory, so the
     rename cannot cross file systems), renamed over FILE by :meth:`commit`; a run that
     fails calls :meth:`discard` and the file that was there stays as it was. The new file
-    gets the mode of the one it replaces (else the usual ``0666`` less the umask). A
+    gets the mode of the one it replaces (else the usual ``0666`` less the umask), less
+    the group's and others' bits when an input is private (:func:`output_mode`). A
     symbolic link is followed (the file it names is replaced, the link stays). What is
     not a regular file (``/dev/null``, a FIFO, a terminal) is written in place."""
 
@@ -682,7 +725,8 @@ class Output:
                 short = os.fsdecode(os.fsencode(base)[:224])
                 fd, self.tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".part",
                                                 dir=directory)
-                os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else _new_mode())
+                os.fchmod(fd, output_mode(stat.S_IMODE(st.st_mode) if st is not None
+                                          else _new_mode()))
         except OSError as e:
             raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
         self.stream = _sink(fd, path, closefd=True)

@@ -14,7 +14,7 @@ import orjson
 
 from acp_pipes.asr.reader import UntilCut, read_streams
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
-from acp_pipes.jsonl import InputError, display_name, raw_lines
+from acp_pipes.jsonl import InputError, display_name, keep_private, raw_lines
 from acp_pipes.replay.updates import Replay, read_indexed
 from acp_pipes.replay.v1 import V1Replay
 
@@ -41,6 +41,7 @@ class _Reports:
             return
         try:
             with open(self.path, "wb") as f:
+                keep_private(f.fileno())  # as private as the streams it reports on
                 for event in self.items:
                     f.write(orjson.dumps(event) + b"\n")
         except OSError as e:

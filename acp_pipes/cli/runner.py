@@ -14,10 +14,12 @@ stderr only, and the exit statuses of the stream contract:
 ====  =====================================================
 
 ``-o FILE`` is written beside FILE and renamed over it when the run ends with 0 or 1;
-a run that fails leaves the file that was there. An output that is one of the inputs
-(the same file, whatever the path says) is refused before anything is read. stdout is
-written as it goes: what came before a bad line reaches the pipe. An output that cannot
-be written (``>/dev/full``) and a closed stdin (``<&-``) are errors like any other.
+a run that fails leaves the file that was there. Every output is as private as the most
+private input (mode 0600 when an input is a file only its owner may read). An output
+that is one of the inputs (the same file, whatever the path says) is refused before
+anything is read. stdout is written as it goes: what came before a bad line reaches the
+pipe. An output that cannot be written (``>/dev/full``) and a closed stdin (``<&-``)
+are errors like any other.
 
 A broken pipe downstream (``acp-frame big.jsonl | head``) ends the tool quietly with 0.
 A tool returns its exit status; for bad input or arguments it (or the library under it)
@@ -43,6 +45,7 @@ from acp_pipes.jsonl import (
     Line,
     Output,
     file_id,
+    made_from,
     read_lines,
     refuse_input_as_output,
     stdin_stream,
@@ -212,6 +215,7 @@ class Tool:
         sink: Output | None = None
         try:
             inputs = (files if self.takes_files else []) + list(self.inputs(args))
+            made_from(inputs)  # an output is as private as the most private input
             target = getattr(args, "output", None) if self.takes_output else None
             for extra in self.outputs(args):
                 if extra and extra != "-":
