@@ -404,8 +404,9 @@ class _LiveRaw(io.RawIOBase):
     inode), at least as big as what was read, and hold the bytes it held: its first line
     (the header: a new log has a new start time) and the bytes just before the offset.
     A file that fails one is a new input: read from its start (a file replaced is
-    opened anew), with a note on stderr, and what was read of the old one in that read
-    is dropped; an old last line without its LF is ended there, so the new header
+    opened anew), with a note on stderr, its header starting the next stream as in a
+    file holding several (line numbers count on); what was read of the old one in that
+    read is dropped; an old last line without its LF is ended there, so the new header
     starts a line of its own. Each check is a few system calls, made only when
     following."""
 

@@ -385,3 +385,37 @@ def test_follow_ends_at_an_end_record_written_with_spaces(tmp_path, tool):
         finally:
             p.kill()
             p.wait()
+
+
+def test_follow_tells_a_new_session_from_the_old_one_under_the_same_header(tmp_path):
+    """Two recordings with ``--clock epoch --no-host`` start with the same header bytes:
+    a log rewritten with the other is still told from the one read (the bytes before
+    the offset differ), read from its start, every one of its frames framed."""
+    from tests.conftest import record_lockstep
+
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    record_lockstep(list(client_session(1, text="one")), one)
+    record_lockstep(list(client_session(3, text="two")), two)
+    a, b = one.read_bytes().splitlines(True), two.read_bytes().splitlines(True)
+    assert a[0] == b[0]  # the same header
+    wire = tmp_path / "wire.jsonl"
+    wire.write_bytes(b"".join(a[:-1]))  # the first session, its end record not yet there
+    p = _spawn(*tool_argv("frame", "--follow", str(wire)))
+    try:
+        seen = Reader(p.stdout.fileno())
+        seen.until(lambda ls: len(ls) >= len(a) - 1)  # its header and frames
+        time.sleep(0.3)
+        fd = os.open(wire, os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"".join(b), 0)  # bigger, in place, in one write, with its end
+        finally:
+            os.close(fd)
+        assert p.wait(TIMEOUT) == 0
+        out = [orjson.loads(x) for x in seen.rest()]
+        assert len(out) == len(a) - 1 + len(b) - 1  # each log's header and frames
+        assert [r["raw"] for r in out[len(a):]] == [
+            orjson.loads(x)["raw"] for x in b[1:-1]]
+        assert b"rewritten (a new log under the name)" in p.stderr.read()
+    finally:
+        p.kill()
+        p.wait()
