@@ -267,6 +267,7 @@ class Tool:
         finally:
             if sink is not None:
                 sink.discard()  # nothing left to drop once committed
+            RUN.__init__()  # a run in-process leaves the library's defaults behind it
 
 
 def run(tool: Tool, argv: Sequence[str] | None = None,
