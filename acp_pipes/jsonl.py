@@ -184,7 +184,9 @@ class _Capped(io.RawIOBase):
     def __init__(self, inner: BinaryIO, limit: int, source: str | None = None):
         super().__init__()
         self.inner = inner
-        self.read1 = getattr(inner, "readinto1", None) or inner.readinto  # FileIO: one read
+        # read1, not readinto1: with bytes buffered (a peek), readinto1 of a buffer
+        # bigger than its own reads the raw stream for more, and a pipe waits there
+        self.read1 = inner.read1  # type: ignore[attr-defined]
         self.limit = limit
         self.chunk = min(1 << 16, limit + 1)  # no line of more than limit within a chunk
         self.run = 0  # bytes of the line being read, before this chunk
@@ -195,12 +197,11 @@ class _Capped(io.RawIOBase):
         return True
 
     def readinto(self, buf) -> int:  # type: ignore[override]
-        if len(buf) > self.chunk:
-            buf = memoryview(buf)[: self.chunk]
-        n = self.read1(buf)
+        data = self.read1(min(len(buf), self.chunk))
+        n = len(data)
         if not n:
             return n
-        data = bytes(buf[:n])
+        buf[:n] = data
         first = data.find(b"\n")
         if first < 0:
             self.run += n
