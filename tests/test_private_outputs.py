@@ -108,3 +108,14 @@ def test_batch_outputs_are_as_private_as_their_own_input(tmp_path):
     _run("batch", "asr", str(src), "-o", str(dest), "-j", "1")
     modes = {p.relative_to(dest).parts[0]: _mode(p) for p in dest.rglob("*.asr.jsonl")}
     assert modes == {"private": 0o600, "public": 0o644}, sorted(dest.rglob("*"))
+
+
+def test_a_report_is_as_private_as_the_stream_it_reports_on(tmp_path):
+    private = _log(tmp_path, 0o600)
+    _run("asr", str(private), "-o", str(tmp_path / "s"))
+    stream = sorted((tmp_path / "s").iterdir())[0]
+    _run("replay", str(stream), "--report", str(tmp_path / "report.jsonl"))
+    assert _mode(tmp_path / "report.jsonl") == 0o600
+    stream.chmod(0o644)
+    _run("replay", str(stream), "--report", str(tmp_path / "public.jsonl"))
+    assert _mode(tmp_path / "public.jsonl") == 0o644
