@@ -7,7 +7,10 @@ is kept: it belongs to the line).
 
 Every output a user names is written the same way too (:class:`Output`): into a
 temporary file beside it, renamed over it only when the run succeeds, so a failed run
-leaves the file that was there; and never onto one of the run's inputs.
+leaves the file that was there; and never onto one of the run's inputs. An output is as
+private as the most private input it was made from (:func:`output_mode`): a page or a
+stream made from a wire log only its owner may read (acp-tee writes them 0600) is 0600
+too, whatever the umask.
 """
 
 from __future__ import annotations
@@ -35,6 +38,28 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: turns these into an InputError naming the file and line.
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 STDIN = "-"
+
+
+class RunSettings:
+    """What the CLI runner decides once for every input and output of a run: the
+    program's name (for a note said deep in a reader), the longest line a reader takes
+    (``--max-line-bytes``), and whether an input is private (then so is every output).
+    Kept here rather than passed down: the readers are many and deep, and each one
+    honours them without a parameter of its own. A library caller that sets nothing
+    gets the defaults."""
+
+    __slots__ = ("max_line_bytes", "private", "prog")
+
+    def __init__(self) -> None:
+        self.prog = "acp-pipes"
+        self.max_line_bytes = MAX_LINE_BYTES
+        self.private = False
+
+
+#: The longest line (bytes, without its LF) a reader takes unless told otherwise.
+MAX_LINE_BYTES = 64 << 20
+#: The settings of this run (:class:`RunSettings`).
+RUN = RunSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,16 +109,136 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
         head = reader.peek(2)[:2]
     except OSError as e:
         raise InputError(display_name(path), 0, f"cannot read: {e.strerror or e}") from None
+    limit = RUN.max_line_bytes
     if head == GZIP_MAGIC:
         import gzip  # only for .gz input: kept off every tool's start-up path
 
         if isinstance(getattr(reader, "raw", None), _LiveRaw):  # still being written
-            reader = _GzipLines(reader)  # type: ignore[assignment]
+            reader = _GzipLines(reader, limit)  # type: ignore[assignment]
         else:
-            reader = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
+            reader = _capped(gzip.GzipFile(fileobj=reader, mode="rb"), limit)
+    else:
+        reader = _capped(reader, limit)
     if live is not None and live.follow and path != STDIN:
         return _Followed(reader)  # type: ignore[return-value]
     return reader
+
+
+def is_private(path: str) -> bool:
+    """Is ``path`` (``-``: the file stdin was redirected from) a regular file that
+    neither its group nor others may read? A pipe or a terminal says nothing of what
+    flows through it: it is not."""
+    try:
+        if path == STDIN:
+            fd = _fileno(sys.stdin)
+            if fd is None:
+                return False
+            st = os.fstat(fd)
+        else:
+            st = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and not st.st_mode & (stat.S_IRGRP | stat.S_IROTH)
+
+
+def made_from(paths: Iterable[str]) -> None:
+    """Say what this run's outputs are made from: when any of ``paths`` is private
+    (:func:`is_private`), so is every output written from now on (:func:`output_mode`).
+    The CLI runner calls it with a run's inputs; acp-batch, per job, with its input."""
+    RUN.private = any(is_private(p) for p in paths)
+
+
+def output_mode(mode: int) -> int:
+    """The mode a new output file gets where ``mode`` is what it would get otherwise
+    (the umask's, or the mode of the file it replaces): without the group's and others'
+    bits when an input of the run is private. The one rule for every output: ``-o``,
+    acp-asr's streams in ``-o DIR``, acp-view's pages, acp-batch's outputs, reports."""
+    return mode & ~0o077 if RUN.private else mode
+
+
+def keep_private(fd: int) -> None:
+    """Apply :func:`output_mode` to a file already open (made with ``open()``, or one
+    truncated and written again, which keeps its mode)."""
+    if RUN.private:
+        os.fchmod(fd, output_mode(stat.S_IMODE(os.fstat(fd).st_mode)))
+
+
+class LineTooLong(OSError):
+    """A line longer than the limit (``--max-line-bytes``): the input is read no further,
+    as at any read error (what came before it is kept; the reader names its line)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"line of more than {limit} bytes (limit --max-line-bytes {limit})")
+        self.limit = limit
+
+
+class _Capped(io.RawIOBase):
+    """The bytes of a buffered input, read a chunk at a time, refused past a line longer
+    than ``limit``: a reader never holds more than that of one line (and a chunk), where
+    reading a line whole would take all of it into memory, however big. Only the first
+    and the last LF of each chunk are looked for (``bytes.find`` and ``rfind``, in C):
+    counting lines would cost a third of a nanosecond a byte, and a reader knows its line
+    numbers itself. With ``source``, lines are counted and the error is an InputError
+    naming the line (for stdin read as a stream, by loops that do not count)."""
+
+    def __init__(self, inner: BinaryIO, limit: int, source: str | None = None):
+        super().__init__()
+        self.inner = inner
+        # read1, not readinto1: with bytes buffered (a peek), readinto1 of a buffer
+        # bigger than its own reads the raw stream for more, and a pipe waits there
+        self.read1 = inner.read1  # type: ignore[attr-defined]
+        self.limit = limit
+        self.chunk = min(1 << 16, limit + 1)  # no line of more than limit within a chunk
+        self.run = 0  # bytes of the line being read, before this chunk
+        self.source = source
+        self.lines = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:  # type: ignore[override]
+        data = self.read1(min(len(buf), self.chunk))
+        n = len(data)
+        if not n:
+            return n
+        buf[:n] = data
+        first = data.find(b"\n")
+        if first < 0:
+            self.run += n
+            if self.run > self.limit:
+                self._refuse()
+            return n
+        if self.run + first > self.limit:
+            self._refuse()
+        if self.source is not None:
+            self.lines += data.count(b"\n")
+        self.run = n - data.rfind(b"\n") - 1
+        return n
+
+    def _refuse(self) -> None:
+        if self.source is None:
+            raise LineTooLong(self.limit)
+        e = LineTooLong(self.limit)
+        raise InputError(self.source, self.lines + 1, f"cannot read: {e}")  # as readers say
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.inner.close()
+        super().close()
+
+
+def _capped(inner: BinaryIO, limit: int, source: str | None = None) -> BinaryIO:
+    return io.BufferedReader(_Capped(inner, limit, source), 1 << 16)  # type: ignore[return-value]
+
+
+def stdin_stream() -> BinaryIO:
+    """Standard input read as a stream of lines by a loop of its own (a client on
+    stdin: ``acp-replay --serve``, the echo agent), its lines capped as every reader's
+    are; the error names the line."""
+    return _capped(stdin(), RUN.max_line_bytes, "stdin")
 
 
 def _open_fd(path: str, live: Live) -> int:
@@ -149,10 +294,12 @@ def raw_lines(path: str) -> Iterator[bytes]:
     """Open ``path`` and yield its lines as bytes, each with its LF (the fast form for a
     reader that parses them itself); the file is closed when the iterator ends."""
     stream = open_source(path)
+    number = 0
     try:
-        yield from stream
+        for number, line in enumerate(stream, 1):  # noqa: B007 - the line of an error
+            yield line
     except READ_ERRORS as e:
-        raise InputError(display_name(path), 0, f"cannot read: {e}") from None
+        raise InputError(display_name(path), number + 1, f"cannot read: {e}") from None
     finally:
         if path != STDIN:
             stream.close()
@@ -212,7 +359,8 @@ class Live:
     ``acp-tee`` shows records as they are made, while batching stays as it was as long
     as input is ready (a regular file is always ready: reading one costs nothing more).
     With ``follow``, a regular file is read as it grows, like ``tail -F`` (waited for
-    when it does not exist yet, read again from the start when truncated or replaced),
+    when it does not exist yet, read again from the start as a new input when rewritten:
+    truncated, replaced, or written over whatever its new size, see :class:`_LiveRaw`),
     until a wire log's end record (:func:`acp_pipes.wire.end_record`) or Ctrl-C; a torn
     last line is waited on. ``poll`` is the longest wait, in seconds, between looks at
     a followed file that has not grown.
@@ -247,13 +395,26 @@ class Live:
             signal.signal(signal.SIGINT, stop)
 
 
-#: The first bytes of a wire log's end record as acp-pipes writes it.
-_END = b'{"end":true'
-
-
 class _LiveRaw(io.RawIOBase):
     """An input's file descriptor that calls ``live.idle`` before a read that would
-    wait, and (following a regular file) waits at its end for it to grow."""
+    wait, and (following a regular file) waits at its end for it to grow.
+
+    Followed, a file that is rewritten is noticed whatever its new size (acp-tee
+    ``-o FILE`` truncates its log and writes a new session into it): after every read
+    and at every look while waiting, the name must still be the file open (device,
+    inode), at least as big as what was read, and hold the bytes it held: its first line
+    (the header: a new log has a new start time) and the bytes just before the offset.
+    A file that fails one is a new input: read from its start (a file replaced is
+    opened anew), with a note on stderr, its header starting the next stream as in a
+    file holding several (line numbers count on); what was read of the old one in that
+    read is dropped; an old last line without its LF is ended there, so the new header
+    starts a line of its own. Each check is a few system calls, made only when
+    following."""
+
+    #: How much of the first line (the header) and of the bytes before the offset are
+    #: kept to tell the file read from a new one under its name.
+    HEAD = 4096
+    TAIL = 256
 
     def __init__(self, fd: int, live: Live, path: str | None, closefd: bool):
         super().__init__()
@@ -267,6 +428,9 @@ class _LiveRaw(io.RawIOBase):
         self.path = path
         self.closefd = closefd
         self.pos = 0
+        self.head = b""  # the file's first bytes, up to its first LF (or HEAD of them)
+        self.tail = b""  # the last bytes read, up to TAIL of them, ending at pos
+        self.lf = True  # the last byte handed on was a LF (or none was)
 
     def readable(self) -> bool:
         return True
@@ -291,9 +455,8 @@ class _LiveRaw(io.RawIOBase):
             return os.readv(self.fd, (buf,))
         if self.live.interrupted:
             return 0  # Ctrl-C: the end of this input, after all that was read of it
-        n = os.readv(self.fd, (buf,))
+        n = self._read(buf)
         if n:
-            self.pos += n
             return n
         self.idle()
         wait = 0.0005
@@ -302,31 +465,79 @@ class _LiveRaw(io.RawIOBase):
             if self.live.interrupted:
                 return 0
             wait = min(wait * 2, self.poll)
-            n = os.readv(self.fd, (buf,))
+            if self._rewritten():
+                return self._restart(buf)
+            n = self._read(buf)
             if n:
-                self.pos += n
                 return n
-            self._reopen_if_replaced()
 
-    def _reopen_if_replaced(self) -> None:
-        """tail -F: a file truncated is read again from its start; a file replaced (a
-        new file under the name) is read from the start of the new one."""
+    def _read(self, buf) -> int:
+        """Read at the offset; bytes that turn out to come from a new file under the
+        name (rewritten while they were read) are dropped and the new one read from its
+        start."""
+        n = os.readv(self.fd, (buf,))
+        if not n:
+            return 0
+        if self._rewritten(replaced=False):  # what was read from a file replaced is its
+            return self._restart(buf)       # own: its end is read before the new one
+        data = bytes(buf[:n])
+        if len(self.head) < self.HEAD and b"\n" not in self.head:
+            cut = data.find(b"\n", 0, self.HEAD - len(self.head))
+            self.head += data[: cut + 1 if cut >= 0 else self.HEAD - len(self.head)]
+        self.tail = (self.tail + data)[-self.TAIL:] if n < self.TAIL else data[-self.TAIL:]
+        self.pos += n
+        self.lf = data[-1:] == b"\n"
+        return n
+
+    def _rewritten(self, replaced: bool = True) -> bool:
+        """Is the name no longer the file read so far, as far as read (above)? With
+        ``replaced`` False, only a file rewritten in place counts."""
+        mine = os.fstat(self.fd)
+        if replaced:
+            try:
+                st = os.stat(self.path)  # type: ignore[arg-type]
+            except OSError:
+                return False  # gone for now (being replaced): keep waiting
+            if (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
+                return True
+        if mine.st_size < self.pos:
+            return True
+        try:
+            if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
+                return True
+            tail = self.tail
+            return bool(tail) and os.pread(self.fd, len(tail), self.pos - len(tail)) != tail
+        except OSError:
+            return False
+
+    def _restart(self, buf) -> int:
+        """Read the new file under the name from its start; returns what goes on."""
+        st = None
         try:
             st = os.stat(self.path)  # type: ignore[arg-type]
         except OSError:
-            return  # gone for now (being replaced): keep waiting
+            pass
         mine = os.fstat(self.fd)
-        if (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
+        if st is not None and (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
             try:
                 fd = os.open(self.path, os.O_RDONLY)  # type: ignore[arg-type]
             except OSError:
-                return
-            if self.closefd:
-                os.close(self.fd)
-            self.fd, self.closefd, self.pos = fd, True, 0
-        elif mine.st_size < self.pos:
-            os.lseek(self.fd, 0, os.SEEK_SET)
-            self.pos = 0
+                fd = None
+            if fd is not None:
+                if self.closefd:
+                    os.close(self.fd)
+                self.fd, self.closefd = fd, True
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        self.pos, self.head, self.tail = 0, b"", b""
+        from acp_pipes.errors import say
+
+        say(f"{RUN.prog}: {self.path}: rewritten (a new log under the name): read again "
+            "from its start")
+        if not self.lf:  # the old last line, torn: it ends here
+            self.lf = True
+            buf[0] = 10
+            return 1
+        return self.readinto(buf)
 
     def close(self) -> None:
         if not self.closed and self.closefd:
@@ -340,8 +551,9 @@ class _GzipLines:
     a member's end for the next member's header, which a log being written does not
     have yet). acp-tee flushes its ``.gz`` log with every record."""
 
-    def __init__(self, reader: BinaryIO):
+    def __init__(self, reader: BinaryIO, limit: int):
         self.reader = reader
+        self.limit = limit
 
     def __iter__(self) -> Iterator[bytes]:
         read1 = self.reader.read1  # type: ignore[attr-defined]
@@ -369,24 +581,37 @@ class _GzipLines:
             if b"\n" in rest:
                 *lines, rest = rest.split(b"\n")
                 for line in lines:
+                    if len(line) > self.limit:
+                        raise LineTooLong(self.limit)
                     yield line + b"\n"
+            if len(rest) > self.limit:
+                raise LineTooLong(self.limit)
 
     def close(self) -> None:
         self.reader.close()
 
 
 class _Followed:
-    """A followed input's lines, up to and with a wire log's end record."""
+    """A followed input's lines, up to and with a wire log's end record.
+
+    The end record is told by its parsed value (:func:`acp_pipes.wire.is_end`), as every
+    reader tells it, not by its bytes: ``{"end": true, ...}`` written with spaces, or
+    with its key escaped, ends the input too. Only a line that can hold the key ``end``
+    is parsed: one with ``"end"`` in it, or a ``\\u006`` escape (``e``, ``n`` and ``d``
+    are ``\\u0065``, ``\\u006e`` and ``\\u0064``); a frame's bytes are in a JSON
+    string, where a quote is escaped, so frame records are not parsed twice."""
 
     def __init__(self, stream: BinaryIO):
         self.stream = stream
 
     def __iter__(self) -> Iterator[bytes]:
+        from acp_pipes.wire import is_end
+
         for line in self.stream:
             yield line
-            if line.startswith(_END) and line.endswith(b"\n"):
+            if b'"end"' in line or b"\\u006" in line:
                 try:
-                    if orjson.loads(line).get("end") is True:
+                    if is_end(orjson.loads(line)):
                         return
                 except orjson.JSONDecodeError:
                     pass
@@ -478,7 +703,8 @@ class Output:
     """``-o FILE``: written to a temporary file beside FILE (same directory, so the
     rename cannot cross file systems), renamed over FILE by :meth:`commit`; a run that
     fails calls :meth:`discard` and the file that was there stays as it was. The new file
-    gets the mode of the one it replaces (else the usual ``0666`` less the umask). A
+    gets the mode of the one it replaces (else the usual ``0666`` less the umask), less
+    the group's and others' bits when an input is private (:func:`output_mode`). A
     symbolic link is followed (the file it names is replaced, the link stays). What is
     not a regular file (``/dev/null``, a FIFO, a terminal) is written in place."""
 
@@ -501,7 +727,8 @@ class Output:
                 short = os.fsdecode(os.fsencode(base)[:224])
                 fd, self.tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".part",
                                                 dir=directory)
-                os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else _new_mode())
+                os.fchmod(fd, output_mode(stat.S_IMODE(st.st_mode) if st is not None
+                                          else _new_mode()))
         except OSError as e:
             raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
         self.stream = _sink(fd, path, closefd=True)

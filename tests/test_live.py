@@ -216,7 +216,8 @@ def test_acp_tee_logging_into_a_fifo_feeds_a_live_fold(tmp_path):
 
 def test_follow_waits_on_a_torn_last_line_and_a_truncated_log(tmp_path):
     """A last line without its LF is a record still being written: waited on, not
-    reported. A log truncated and written again is read again from its start."""
+    reported. A log truncated and written again is read again from its start, with a
+    note (the torn line was waited on: it is not reported)."""
     wire = tmp_path / "wire.jsonl"
     first = orjson.dumps(frame_record(0, 0, "c2a", INIT)) + b"\n"
     wire.write_bytes(HEAD + first[:30])
@@ -235,7 +236,9 @@ def test_follow_waits_on_a_torn_last_line_and_a_truncated_log(tmp_path):
             f.write(_wire([("a2c", INIT_OK)], start=0))
             f.write(orjson.dumps(end_record(0, 0, 1)) + b"\n")
         assert p.wait(TIMEOUT) == 0
-        assert p.stderr.read() == b""  # nothing reported: the torn line was waited on
+        assert p.stderr.read().decode() == (
+            f"acp-frame: {wire}: rewritten (a new log under the name): read again from "
+            "its start\n")
         out = [orjson.loads(x) for x in seen.rest()]
         assert [r.get("format") or r["kind"] for r in out] == [
             "acp-pipes/frames", "request", "acp-pipes/frames", "response"]
@@ -303,3 +306,116 @@ def test_tail_f_pipeline_sees_records_as_the_log_grows(tmp_path):
         for proc in (tail, p):
             proc.kill()
             proc.wait()
+
+
+def _head(started_ns: int) -> bytes:
+    return orjson.dumps(header(["agent"], started_ns=started_ns, clock="epoch",
+                               host=False)) + b"\n"
+
+
+END = orjson.dumps(end_record(0, 0, 1)) + b"\n"
+
+
+@pytest.mark.parametrize("size", ["same", "bigger", "smaller"])
+def test_follow_reads_a_log_rewritten_between_two_looks_as_a_new_log(tmp_path, size):
+    """A log rewritten under a follower (acp-tee -o FILE truncates and writes a new
+    session) is noticed whatever its new size: a new header (its start time) is a new
+    log, read from its start, with a note; none of its frames is lost or misread."""
+    wire = tmp_path / "wire.jsonl"
+    old = _head(0) + _wire([("c2a", INIT)])
+    wire.write_bytes(old)
+    if size == "same":  # another start time of the same length: the same size in all
+        new = _head(1_000_000) + _wire([("c2a", INIT)])
+        assert len(new) == len(old)
+    elif size == "bigger":
+        new = _head(1_000_000) + _wire([("c2a", INIT), ("a2c", INIT_OK), ("c2a", INIT)])
+    else:
+        new = _head(1_000_000)
+    p = _spawn(*tool_argv("frame", "--follow", str(wire)))
+    try:
+        seen = Reader(p.stdout.fileno())
+        seen.until(lambda ls: len(ls) >= 2)  # the old log's header and frame
+        time.sleep(0.3)  # at the old log's end, looking for more
+        fd = os.open(wire, os.O_WRONLY)
+        try:  # in place, the same file, in one write: never seen empty in between
+            os.pwrite(fd, new, 0)
+            os.ftruncate(fd, len(new))
+        finally:
+            os.close(fd)
+        seen.until(lambda ls: len(ls) >= 3)  # the new log's header
+        with wire.open("ab") as f:
+            f.write(END)
+        assert p.wait(TIMEOUT) == 0
+        out = [orjson.loads(x) for x in seen.rest()]
+        kinds = [r.get("format") or r["kind"] for r in out]
+        frames = {"same": ["request"], "bigger": ["request", "response", "request"],
+                  "smaller": []}[size]
+        assert kinds == ["acp-pipes/frames", "request", "acp-pipes/frames", *frames]
+        assert out[2]["source"]["started"] == "1970-01-01T00:00:00.001000Z"
+        assert p.stderr.read().decode() == (
+            f"acp-frame: {wire}: rewritten (a new log under the name): read again from "
+            "its start\n")
+    finally:
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.parametrize("tool", ["frame", "asr"])
+def test_follow_ends_at_an_end_record_written_with_spaces(tmp_path, tool):
+    """The end record is what the readers parse as one ({"end": true}), however it is
+    written: with spaces, or with its key escaped, it ends --follow as acp-tee's does."""
+    import json
+
+    wire = tmp_path / "wire.jsonl"
+    spaced = json.dumps(end_record(0, 0, 1)).encode() + b"\n"
+    assert spaced.startswith(b'{"end": true, ')
+    escaped = b'{"\\u0065nd" : true, "t": 0, "status": 0, "frames": 1}\n'
+    for i, end in enumerate((spaced, escaped)):
+        wire.write_bytes(HEAD + _wire([("c2a", INIT)]))
+        p = _spawn(*tool_argv(tool, "--follow", str(wire)))
+        try:
+            seen = Reader(p.stdout.fileno())
+            if tool == "frame":
+                seen.until(lambda ls: len(ls) >= 2)
+            time.sleep(0.3)
+            with wire.open("ab") as f:
+                f.write(end)
+            assert p.wait(TIMEOUT) == 0, (i, p.stderr.read())
+            assert p.stderr.read() == b""
+        finally:
+            p.kill()
+            p.wait()
+
+
+def test_follow_tells_a_new_session_from_the_old_one_under_the_same_header(tmp_path):
+    """Two recordings with ``--clock epoch --no-host`` start with the same header bytes:
+    a log rewritten with the other is still told from the one read (the bytes before
+    the offset differ), read from its start, every one of its frames framed."""
+    from tests.conftest import record_lockstep
+
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    record_lockstep(list(client_session(1, text="one")), one)
+    record_lockstep(list(client_session(3, text="two")), two)
+    a, b = one.read_bytes().splitlines(True), two.read_bytes().splitlines(True)
+    assert a[0] == b[0]  # the same header
+    wire = tmp_path / "wire.jsonl"
+    wire.write_bytes(b"".join(a[:-1]))  # the first session, its end record not yet there
+    p = _spawn(*tool_argv("frame", "--follow", str(wire)))
+    try:
+        seen = Reader(p.stdout.fileno())
+        seen.until(lambda ls: len(ls) >= len(a) - 1)  # its header and frames
+        time.sleep(0.3)
+        fd = os.open(wire, os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"".join(b), 0)  # bigger, in place, in one write, with its end
+        finally:
+            os.close(fd)
+        assert p.wait(TIMEOUT) == 0
+        out = [orjson.loads(x) for x in seen.rest()]
+        assert len(out) == len(a) - 1 + len(b) - 1  # each log's header and frames
+        assert [r["raw"] for r in out[len(a):]] == [
+            orjson.loads(x)["raw"] for x in b[1:-1]]
+        assert b"rewritten (a new log under the name)" in p.stderr.read()
+    finally:
+        p.kill()
+        p.wait()

@@ -247,3 +247,33 @@ def test_snapshots_show_a_long_message_as_it_streams(tmp_path):
     plain = [orjson.loads(x) for x in run_tool("asr", str(wire)).stdout.splitlines()[1:]]
     assert [x["content"][0]["text"] for x in plain
             if x["type"] == "message" and x["role"] == "assistant"] == [full]
+
+
+def test_follow_reads_a_log_rewritten_by_a_new_recording_from_its_start(tmp_path):
+    """acp-tee -o FILE again over a log being followed: the new log (its header, a new
+    connection) is read from its start, as a stream following the old one in the same
+    file, so none of its records is lost; a note says so."""
+    from tests.conftest import record_lockstep
+
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    record_lockstep(list(client_session(1, text="one")), one)
+    record_lockstep(list(client_session(2, text="two")), two)
+    wire = tmp_path / "wire.jsonl"
+    wire.write_bytes(b"".join(one.read_bytes().splitlines(True)[:-1]))  # no end record
+    live = tmp_path / "live"
+    out = live / file_name(SESSION)
+    asr = subprocess.Popen(tool_argv("asr", "--follow", "-o", str(live), str(wire)),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=tool_env())
+    try:
+        _wait_for(lambda: b'"text":"one 1"' in b"".join(_lines(out)), what="one 1")
+        time.sleep(0.3)
+        wire.write_bytes(two.read_bytes())  # truncated and written again, bigger
+        assert asr.wait(TIMEOUT) == 0
+        final = b"\n".join(_lines(out))
+        assert b'"text":"two 1"' in final and b'"text":"two 2"' in final
+        assert asr.stderr.read().decode() == (
+            f"acp-asr: {wire}: rewritten (a new log under the name): read again from its "
+            "start\n")
+    finally:
+        asr.kill()
+        asr.wait()

@@ -40,7 +40,7 @@ import orjson
 
 from acp_pipes.errors import AcpPipesError
 from acp_pipes.filenames import distinct, fold, is_device
-from acp_pipes.jsonl import Output
+from acp_pipes.jsonl import Output, keep_private
 
 __all__ = ["SUFFIX", "Spool", "file_name", "is_provisional", "provisional_header",
            "session_from_name", "session_names"]
@@ -279,6 +279,7 @@ class _SessionSpool:
                 path, sid, provisional = self.live
                 try:
                     self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+                    keep_private(self.fd)  # as private as the input
                 except OSError:  # not live then; write_dir names what stops the file
                     self.live = None
                 else:

@@ -20,6 +20,7 @@ from acp_pipes.batch.modes import MODES, input_error
 from acp_pipes.batch.places import Dest, fetch, local_copy
 from acp_pipes.errors import AcpPipesError, InputError
 from acp_pipes.filenames import fold
+from acp_pipes.jsonl import made_from
 
 __all__ = ["Job", "run_job", "run_jobs"]
 
@@ -122,6 +123,7 @@ def run_job(job: Job) -> dict[str, Any]:
             options = job.options
             if job.mode == "align":
                 options = {**options, "baseline_path": _baseline(options["baseline_at"])}
+            made_from([job.location, options.get("baseline_at", "")])  # a URL: not private
             try:
                 done = MODES[job.mode].run(path, job.name, job.stem, dest, options, warn)
             except InputError as e:

@@ -25,6 +25,7 @@ import blake3
 
 from acp_pipes.errors import UsageError
 from acp_pipes.filenames import distinct, fold, is_device
+from acp_pipes.jsonl import output_mode
 
 __all__ = ["LOCK", "TMP_DIR", "Dest", "Input", "absolute", "find_inputs", "inside", "is_url",
            "output_stems", "stem_of"]
@@ -386,7 +387,7 @@ class Dest:
         os.makedirs(tmpdir, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=tmpdir, suffix=".part")
         try:
-            os.fchmod(fd, 0o666 & ~_umask())
+            os.fchmod(fd, output_mode(0o666 & ~_umask()))  # as private as the input
             with os.fdopen(fd, "wb") as f:
                 yield f  # type: ignore[misc]
             os.makedirs(os.path.dirname(final), exist_ok=True)

@@ -13,7 +13,7 @@ from itertools import islice
 from acp_pipes.asr.reader import UntilCut, read_streams
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.jsondiff import dumps  # lone surrogates stay escapes
-from acp_pipes.jsonl import InputError, display_name, raw_lines
+from acp_pipes.jsonl import InputError, display_name, keep_private, raw_lines
 from acp_pipes.replay.updates import Replay, read_indexed
 from acp_pipes.replay.v1 import V1Replay
 
@@ -40,6 +40,7 @@ class _Reports:
             return
         try:
             with open(self.path, "wb") as f:
+                keep_private(f.fileno())  # as private as the streams it reports on
                 for event in self.items:
                     f.write(dumps(event) + b"\n")
         except OSError as e:

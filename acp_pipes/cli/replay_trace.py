@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Callable, Iterable
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, UsageError
+from acp_pipes.jsonl import keep_private
 from acp_pipes.wire import make_clock
 
 __all__ = ["run"]
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
     if args.remap_log:
         try:
             remap_log = open(args.remap_log, "wb")  # noqa: SIM115 - closed below
+            keep_private(remap_log.fileno())  # as private as the trace
         except OSError as e:
             raise UsageError(f"cannot write {args.remap_log}: {e.strerror or e}") from None
     try:

@@ -14,10 +14,12 @@ stderr only, and the exit statuses of the stream contract:
 ====  =====================================================
 
 ``-o FILE`` is written beside FILE and renamed over it when the run ends with 0 or 1;
-a run that fails leaves the file that was there. An output that is one of the inputs
-(the same file, whatever the path says) is refused before anything is read. stdout is
-written as it goes: what came before a bad line reaches the pipe. An output that cannot
-be written (``>/dev/full``) and a closed stdin (``<&-``) are errors like any other.
+a run that fails leaves the file that was there. Every output is as private as the most
+private input (mode 0600 when an input is a file only its owner may read). An output
+that is one of the inputs (the same file, whatever the path says) is refused before
+anything is read. stdout is written as it goes: what came before a bad line reaches the
+pipe. An output that cannot be written (``>/dev/full``) and a closed stdin (``<&-``)
+are errors like any other.
 
 A broken pipe downstream (``acp-frame big.jsonl | head``) ends the tool quietly with 0.
 A tool returns its exit status; for bad input or arguments it (or the library under it)
@@ -38,12 +40,15 @@ from typing import BinaryIO
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
 from acp_pipes.jsonl import (
+    MAX_LINE_BYTES,
+    RUN,
     Line,
     Output,
     file_id,
+    made_from,
     read_lines,
     refuse_input_as_output,
-    stdin,
+    stdin_stream,
     stdout_fd,
     stdout_sink,
 )
@@ -69,8 +74,9 @@ class Context:
 
     def stdin(self) -> BinaryIO:
         """Standard input (binary) for a tool that reads it as a stream; an InputError
-        when the process has none (started with ``<&-``)."""
-        return stdin()
+        when the process has none (started with ``<&-``). Its lines are capped as every
+        input's (``--max-line-bytes``)."""
+        return stdin_stream()
 
     def lines(self) -> Iterator[Line]:
         """The lines of every input file in order (stdin when none was named)."""
@@ -108,6 +114,8 @@ class Tool:
     split off before parsing so options after the files still count as the tool's own;
     it arrives as ``args.command`` (a list, empty when there was no ``--``), and
     ``command_metavar`` ends the usage line (empty: the tool writes its own usage).
+    ``reads_lines`` adds ``--max-line-bytes N``, the longest line any of its readers
+    takes (not for acp-tee, which forwards a session's bytes whatever their size).
     """
 
     def __init__(
@@ -130,6 +138,7 @@ class Tool:
         usage: str | None = None,
         files_metavar: str = "FILE",
         files_help: str = "input files (default: stdin; '-' is stdin; .gz is read transparently)",
+        reads_lines: bool = True,
     ):
         self.prog = prog
         self.summary = summary
@@ -148,6 +157,7 @@ class Tool:
         self.usage = usage
         self.files_metavar = files_metavar
         self.files_help = files_help
+        self.reads_lines = reads_lines
 
     def parser(self) -> argparse.ArgumentParser:
         epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
@@ -170,6 +180,11 @@ class Tool:
                 "--color", choices=("auto", "always", "never"), default="auto",
                 metavar="WHEN", help="colour at a terminal: auto (default; NO_COLOR turns "
                 "it off), always, never")
+        if self.reads_lines:
+            p.add_argument(
+                "--max-line-bytes", type=byte_count, default=MAX_LINE_BYTES, metavar="N",
+                help="refuse an input line longer than N bytes (K, M, G: KiB, MiB, GiB; "
+                "default 64M): the input is read no further, as at a read error, exit 2")
         p.add_argument(
             "--version", action="version", version=f"{self.prog} (acp-pipes) {__version__}"
         )
@@ -181,6 +196,7 @@ class Tool:
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Parse ``argv``, run the tool, map every outcome to an exit status."""
+        RUN.prog = self.prog
         parser = self.parser()
         argv = list(sys.argv[1:] if argv is None else argv)
         command: list[str] = []
@@ -193,11 +209,13 @@ class Tool:
             return int(e.code or 0)
         if self.takes_command:
             args.command = command
+        RUN.max_line_bytes = getattr(args, "max_line_bytes", MAX_LINE_BYTES)
         files = list(getattr(args, "files", None) or ["-"])  # "-": stdin
         out: BinaryIO | None = None
         sink: Output | None = None
         try:
             inputs = (files if self.takes_files else []) + list(self.inputs(args))
+            made_from(inputs)  # an output is as private as the most private input
             target = getattr(args, "output", None) if self.takes_output else None
             for extra in self.outputs(args):
                 if extra and extra != "-":
@@ -249,6 +267,7 @@ class Tool:
         finally:
             if sink is not None:
                 sink.discard()  # nothing left to drop once committed
+            RUN.__init__()  # a run in-process leaves the library's defaults behind it
 
 
 def run(tool: Tool, argv: Sequence[str] | None = None,
@@ -275,6 +294,17 @@ def exit_now(status: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(status)
+
+
+def byte_count(text: str) -> int:
+    """``N``, ``NK``, ``NM`` or ``NG`` (KiB, MiB, GiB) as a number of bytes, at least 1."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    unit = units.get(text[-1:].upper(), 1)
+    digits = text[:-1] if unit > 1 else text
+    if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
+        raise argparse.ArgumentTypeError(f"a number of bytes (1 or more; K, M, G for KiB, "
+                                         f"MiB, GiB), not {text!r}")
+    return int(digits) * unit
 
 
 def _following(args: argparse.Namespace) -> bool:

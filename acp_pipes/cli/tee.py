@@ -191,6 +191,7 @@ def make_tool(early: Agent | None = None) -> Tool:
         description=DESCRIPTION + f"\n\nManual: {page('acp-tee.md')}",
         takes_files=False,
         takes_output=False,
+        reads_lines=False,  # forwards the session's bytes whatever their size
         takes_color=False,  # stdout is the client's ACP stream
         takes_command=True,
         exits="the agent's (128+N if signal N killed it; 127 if AGENT was not found, 126 if it "
