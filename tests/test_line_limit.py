@@ -11,6 +11,7 @@ import gzip
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -47,7 +48,9 @@ def _run_streaming(argv: list[str], parts: list[bytes | int]) -> tuple[int, byte
     err: list[bytes] = []
     readers = [threading.Thread(target=lambda f=f, s=s: s.append(f.read()))
                for f, s in ((p.stdout, out), (p.stderr, err))]
-    for t in readers:
+    peak = [0]
+    watcher = threading.Thread(target=_watch_peak, args=(p.pid, peak))
+    for t in readers + [watcher]:
         t.start()
     block = b"x" * MIB
     try:
@@ -61,11 +64,29 @@ def _run_streaming(argv: list[str], parts: list[bytes | int]) -> tuple[int, byte
         p.stdin.close()
     except BrokenPipeError:  # the tool stopped reading: what the test is about
         pass
-    _, status, usage = os.wait4(p.pid, 0)
+    _, status, _usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
-    for t in readers:
+    for t in readers + [watcher]:
         t.join()
-    return p.returncode, out[0], err[0], usage.ru_maxrss * 1024
+    return p.returncode, out[0], err[0], peak[0]
+
+
+def _watch_peak(pid: int, peak: list[int]) -> None:
+    """The child's own peak RSS (VmHWM), read until it has exited. Not ru_maxrss: Linux
+    carries the forking process's high-water mark across fork and exec into it, so a
+    child of a big test process would report that process's size."""
+    status = f"/proc/{pid}/status"
+    while True:
+        try:
+            with open(status) as f:
+                text = f.read()
+        except OSError:
+            return
+        hwm = [line for line in text.splitlines() if line.startswith("VmHWM:")]
+        if not hwm:  # a zombie: its memory is gone, and the last reading was its peak
+            return
+        peak[0] = max(peak[0], int(hwm[0].split()[1]) * 1024)
+        time.sleep(0.005)
 
 
 def _message(prog: str, where: str, limit: int) -> str:
