@@ -42,6 +42,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
+    from acp_pipes.tee.pump import Session
+
 __all__ = ["Agent", "record", "start_agent"]
 
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -97,8 +99,11 @@ def spawn(argv: Sequence[str], stderr_fd: int | None = None) -> tuple[int, int, 
     actions += [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
     defaults = [signal.SIGPIPE] + ([signal.SIGXFSZ] if hasattr(signal, "SIGXFSZ") else [])
     try:
+        # setpgroup=0: a process group of its own, so a launcher's children (npx, a
+        # native binary exec'd by a script) are signalled with it, never left holding
+        # the pipes (see ``end_agent``)
         pid = os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=actions,
-                              setsigdef=defaults, setsigmask=())
+                              setsigdef=defaults, setsigmask=(), setpgroup=0)
     except BaseException:
         for fd in (in_w, out_r):
             os.close(fd)
@@ -140,11 +145,21 @@ class Agent:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # pending ones arrive now
 
     def send_signal(self, signum: int, _frame: object = None) -> None:
-        """Pass ``signum`` on to the agent (a signal handler), unless it has been reaped:
-        its pid may then belong to another process."""
+        """Pass ``signum`` on to the agent and its process group (a signal handler),
+        unless it has been reaped: its pid may then belong to another process."""
         if not self.reaped:
+            self.signal_group(signum)
+
+    def signal_group(self, signum: int) -> None:
+        """``signum`` to the agent's process group (the agent alone where it left it).
+        Safe after the agent is reaped while its group has members: a pid still in use
+        as a process group ID is never given to a new process."""
+        try:
+            os.killpg(self.pid, signum)
+        except OSError:
             try:
-                os.kill(self.pid, signum)
+                if not self.reaped:
+                    os.kill(self.pid, signum)
             except OSError:
                 pass
 
@@ -269,13 +284,65 @@ def record(
         agent.abandon()
         raise
     try:
-        _, wait_status = os.waitpid(agent.pid, 0)
-        agent.reaped = True
+        wait_status = end_agent(agent, session)
         code = os.waitstatus_to_exitcode(wait_status)
         status = 128 - code if code < 0 else code
         # drain what the agent wrote before it ended; the log's end record says how
+        if not session.drain(GRACE):  # a child of the agent still holds its stdout
+            agent.signal_group(signal.SIGTERM)
+            if not session.drain(GRACE):
+                agent.signal_group(signal.SIGKILL)
+                session.drain(GRACE)
         session.finish(status, -code if code < 0 else None)
     finally:
         agent.restore_signals()
     return status
+
+
+#: Seconds acp-tee waits, at a session's end, for an agent that does not end by itself:
+#: after the client's input has ended and nothing has been sent either way (then SIGTERM
+#: to the agent's process group, and SIGKILL as long again later); and after the agent
+#: has exited, for a child of it that still holds its stdout (the same two steps).
+GRACE = 5.0
+
+
+def end_agent(agent: Agent, session: Session) -> int:
+    """Wait for the agent to exit and return its wait status; an agent that outlives
+    the client's input (codex-acp, for one, does not end at EOF), silent for ``GRACE``
+    seconds, is ended: SIGTERM to its process group, then SIGKILL. Waiting is a blocking
+    ``waitpid`` in a thread, so an agent that exits is seen at once."""
+    import threading
+    import time
+
+    done = threading.Event()
+    result: list[int] = []
+
+    def reap() -> None:
+        try:
+            result.append(os.waitpid(agent.pid, 0)[1])
+        finally:
+            done.set()
+
+    threading.Thread(target=reap, name="acp-tee wait", daemon=True).start()
+    step, since, seen = 0, 0.0, -1
+    while not done.wait(0.25):
+        ended = session.input_ended  # type: ignore[attr-defined]
+        if ended is None:
+            continue
+        now = time.monotonic()
+        frames = session.log.said  # type: ignore[attr-defined]
+        if frames != seen:
+            seen, since = frames, now  # something was said: the silence starts again
+            continue
+        if now - since < GRACE:
+            continue
+        if step == 0:
+            agent.signal_group(signal.SIGTERM)
+        elif step == 1:
+            agent.signal_group(signal.SIGKILL)
+        step, since = step + 1, now
+    agent.reaped = True
+    if not result:  # waitpid failed (ECHILD: someone else reaped it)
+        return 0
+    return result[0]
 

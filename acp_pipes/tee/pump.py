@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import select
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 import orjson
@@ -55,12 +56,14 @@ class _Log:
         # reentrant: a failed write closes the log from inside frames(), under the lock
         self.lock = threading.RLock()
         self.seq = 0
+        self.said = 0  # reads of frames, logged or not: how acp-tee tells a silent agent
 
     def write_header(self, record: dict) -> None:
         self._write(orjson.dumps(record) + b"\n")
 
     def frames(self, direction: str, frames: Iterable[bytes], nolf: bool = False) -> None:
         """Log complete frames (bytes without LF) received together, in order."""
+        self.said += 1
         if self.sink is None:
             return
         dumps = orjson.dumps
@@ -222,6 +225,8 @@ class Session:
         self._open = {agent_in, agent_out}
         self._wake_r, self._wake_w = os.pipe()
         self.script = script
+        #: when the client's input ended (time.monotonic()), None while it goes on
+        self.input_ended: float | None = None
         self.lockstep = None
         if script is not None:
             from acp_pipes.tee.script import Lockstep
@@ -257,16 +262,24 @@ class Session:
         self._c2a.start()
         self._a2c.start()
 
+    def drain(self, timeout: float | None = None) -> bool:
+        """After the agent has exited: read what it wrote to the end of its stdout, for
+        at most ``timeout`` seconds (None: however long); True once it is read."""
+        self._a2c.join(timeout)
+        return not self._a2c.is_alive()
+
     def finish(self, status: int | None = None, signal: int | None = None) -> None:
-        """After the agent has exited: drain its output, stop reading the client; the
-        log ends with an end record of exit ``status`` (None: no end record)."""
-        self._a2c.join()
+        """After the agent has exited and its output was drained (:meth:`drain`; what
+        a process it left behind still sends is not the session's): stop reading the
+        client; the log ends with an end record of exit ``status`` (None: no end
+        record)."""
         try:
             os.write(self._wake_w, b"x")
         except OSError:
             pass
         self._c2a.join(timeout=1.0)
-        if not self._c2a.is_alive():  # else it may still be in a read: leave its fds be
+        # a thread still in a read keeps its fds: closing them could hit a reused number
+        if not self._c2a.is_alive() and not self._a2c.is_alive():
             for fd in (self._wake_r, self._wake_w):
                 os.close(fd)
             for fd in tuple(self._open):
@@ -291,6 +304,7 @@ class Session:
         except Exception as e:  # a bug: say so, and let the agent see EOF rather than hang
             self.warn(f"internal error forwarding to the agent: {type(e).__name__}: {e}")
         self._close(self.agent_in)  # client EOF (or shutdown): the agent sees EOF too
+        self.input_ended = time.monotonic()
 
     def _script_to_agent(self) -> None:
         """The client side from the script, each frame once the agent is done with the
@@ -319,6 +333,7 @@ class Session:
         except Exception as e:
             self.warn(f"internal error sending the script: {type(e).__name__}: {e}")
         self._close(self.agent_in)  # the script is over: the agent sees EOF
+        self.input_ended = time.monotonic()
 
     def _unsent(self, count: int, sent: int) -> None:
         self.warn(f"the agent ended before the script did: {sent} of its {sent + count} "

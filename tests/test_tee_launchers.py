@@ -1,0 +1,118 @@
+"""acp-tee never hangs the editor on an agent that does not end by itself.
+
+Real launchers run the agent as a child (an npm launcher that execs a native binary, a
+CLI that restarts itself as a second process, `npx`), and some agents do not end when
+their input does (codex-acp). acp-tee starts the agent in a process group of its own
+and ends the group, with SIGTERM and then SIGKILL, when it would otherwise wait forever;
+the client gets every byte the agent sent, and the log always ends with its end record.
+Each agent here is a real process tree, run through the real acp-tee.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from acp_pipes.tee import GRACE
+from tests.conftest import tool_argv, tool_env
+
+HELLO = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
+# the bound on each wait below: far beyond acp-tee's two grace periods, far below forever
+BOUND = 6 * GRACE + 30
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(
+        f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+
+
+def _pid_from(path: Path) -> int:
+    for _ in range(200):
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never got a pid")
+
+
+def _end(log: Path) -> dict:
+    last = orjson.loads(log.read_bytes().splitlines()[-1])
+    assert last.get("end") is True, last
+    return last
+
+
+def test_a_launcher_whose_child_keeps_stdout_ends(tmp_path):
+    """The launcher answers and exits; the child it started keeps the agent's stdout open
+    (as a process a launcher leaves behind does). acp-tee reads the pipe for a grace
+    period, then ends the agent's process group: the child is gone, the session over."""
+    child = tmp_path / "child.pid"
+    agent = ["sh", "-c", f'sleep 300 & echo $! > {child}; read line; echo "$line"']
+    log = tmp_path / "wire.jsonl"
+    proc = subprocess.Popen(tool_argv("tee", "-o", str(log), "--", *agent),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=tool_env())
+    out, _ = proc.communicate(HELLO, timeout=BOUND)
+    assert out == HELLO  # the launcher's answer reached the client, byte for byte
+    assert proc.returncode == 0  # the launcher's own exit status
+    assert not _alive(_pid_from(child))
+    assert _end(log)["status"] == 0
+
+
+def test_an_agent_that_outlives_its_input_is_ended(tmp_path):
+    """An agent that goes on after the client's input ends, saying nothing (codex-acp
+    does): after the grace period its process group gets SIGTERM, and the exit status
+    says so. What it sent before is the client's and the log's."""
+    script = "read line; echo \"$line\"; exec sleep 300"
+    log = tmp_path / "wire.jsonl"
+    proc = subprocess.run(tool_argv("tee", "-o", str(log), "--", "sh", "-c", script),
+                          input=HELLO, capture_output=True, env=tool_env(), timeout=BOUND)
+    assert proc.stdout == HELLO
+    assert proc.returncode == 128 + signal.SIGTERM
+    end = _end(log)
+    assert end["signal"] == signal.SIGTERM
+    frames = [orjson.loads(line) for line in log.read_bytes().splitlines()[1:-1]]
+    assert [(f["dir"], f["raw"]) for f in frames] == [
+        ("c2a", HELLO.decode().rstrip("\n")), ("a2c", HELLO.decode().rstrip("\n"))]
+
+
+def test_an_agent_that_ignores_sigterm_is_killed(tmp_path):
+    """SIGTERM ignored (a trap): SIGKILL follows a grace period later."""
+    script = "trap '' TERM; read line; echo \"$line\"; while :; do sleep 1; done"
+    log = tmp_path / "wire.jsonl"
+    proc = subprocess.run(tool_argv("tee", "-o", str(log), "--", "sh", "-c", script),
+                          input=HELLO, capture_output=True, env=tool_env(), timeout=BOUND)
+    assert proc.stdout == HELLO
+    assert proc.returncode == 128 + signal.SIGKILL
+    assert _end(log)["signal"] == signal.SIGKILL
+
+
+def test_sigterm_to_acp_tee_reaches_the_launchers_child(tmp_path):
+    """An editor stopping acp-tee stops the whole agent: the signal goes to its process
+    group, so a launcher's child (here a second process that holds the session) ends
+    with it, and acp-tee ends instead of waiting on the pipe the child held."""
+    child = tmp_path / "child.pid"
+    # the child is the agent (it echoes); its launcher waits for it, as npx does
+    inner = f'echo $$ > {child}; exec {sys.executable} -c "import sys, time\n' \
+            'for line in sys.stdin: sys.stdout.write(line); sys.stdout.flush()"'
+    agent = ["sh", "-c", f"sh -c '{inner}'; exit 3"]
+    log = tmp_path / "wire.jsonl"
+    proc = subprocess.Popen(tool_argv("tee", "-o", str(log), "--", *agent),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=tool_env())
+    proc.stdin.write(HELLO)
+    proc.stdin.flush()
+    assert proc.stdout.readline() == HELLO  # the session is live, through the child
+    pid = _pid_from(child)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=BOUND)
+    assert not _alive(pid)
+    _end(log)
+    proc.stdin.close()
+    proc.stdout.close()
