@@ -263,7 +263,7 @@ def test_content_digest_is_the_canonical_hash(content):
 
 def test_derived_ids_are_the_same_when_the_counts_spill_to_disk(monkeypatch):
     """Occurrence counts past SEEN_IN_MEMORY live in sqlite: the IDs do not change."""
-    import acp_pipes.fold.v1 as v1
+    import acp_pipes.fold.state as state
 
     def ids() -> list[str]:
         s = Session().init().req(1, "session/new", cwd="/w", mcpServers=[])
@@ -274,7 +274,7 @@ def test_derived_ids_are_the_same_when_the_counts_spill_to_disk(monkeypatch):
         return [r["messageId"] for r in _streams(s.frames)["s"] if r["type"] == "message"]
 
     in_memory = ids()
-    monkeypatch.setattr(v1, "SEEN_IN_MEMORY", 2)
+    monkeypatch.setattr(state, "SEEN_IN_MEMORY", 2)
     assert ids() == in_memory
     assert in_memory[-1].endswith(":12") and len(set(in_memory)) == 24
 

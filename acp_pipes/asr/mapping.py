@@ -387,6 +387,7 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
     from acp_pipes.asr.output import Spool
     from acp_pipes.errors import InputError
     from acp_pipes.fold import fold_paths
+    from acp_pipes.fold.state import States
     from acp_pipes.jsonl import Live
 
     spool = Spool(only=only, directory=directory,
@@ -396,12 +397,13 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
     live = Live(spool.flush if directory is not None else None, follow=follow)
     unreadable = None
     interrupted = False
+    states = States()  # one entity state per session, for every connection (ASR-704)
     try:
         for i, path in enumerate(paths):
             if on_file is not None:
                 on_file(i, path)
             records = fold_paths([path], snapshots=snapshots, warn=warn, live=live,
-                                 connection=conv.conn + (1 if i else 0))
+                                 connection=conv.conn + (1 if i else 0), states=states)
             feed = conv.feed
             for rec in records:
                 feed(rec)
@@ -410,6 +412,7 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
     except KeyboardInterrupt:  # Ctrl-C (the end of --follow): as at the input's end
         interrupted = True
     interrupted = interrupted or live.interrupted  # Ctrl-C while following: input's end
+    states.close()
     conv.close()
     return Converted(spool, conv.headers(), unreadable, interrupted)
 

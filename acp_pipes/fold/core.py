@@ -24,6 +24,7 @@ from typing import Any
 from acp_pipes.errors import AcpPipesError, Note
 from acp_pipes.fold.entities import FOLDS, Entity, keep_trace, settle, trace_of
 from acp_pipes.fold.patch import patch_fields
+from acp_pipes.fold.state import States
 from acp_pipes.fold.timeline import MAX_HELD, Timeline
 from acp_pipes.fold.v1 import V1Lift, lift_initialize
 from acp_pipes.frame import is_jsonrpc_id, why_not_jsonrpc
@@ -102,11 +103,13 @@ class _Session:
 
 class Folder:
     """Folds one connection. ``feed(frame)`` and ``finish()`` return the records to
-    write, in order."""
+    write, in order. ``states``: the run's entity states, shared with the folds of its
+    other connections (:mod:`acp_pipes.fold.state`); by default the fold's own."""
 
     def __init__(self, connection: int = 0, *, snapshots: bool = False,
-                 warn: Note | None = None):
-        self.timeline = Timeline()
+                 warn: Note | None = None, states: States | None = None):
+        self.timeline = Timeline(states=states, connection=connection)
+        self.states = self.timeline.states
         self.conn = connection
         self.snapshots = snapshots
         self.warn = warn or (lambda msg: None)
@@ -232,12 +235,33 @@ class Folder:
         sess.open.clear()
 
     def _end_replay(self, sess: _Session, why: str) -> None:
-        """The session's replay ends: replayed entities are final, then a replay_end."""
+        """The session's replay ends: replayed entities are final, then a replay_end.
+        A replayed entity is the latest state on the wire of an entity still open live
+        (a tool call that never got a final status, revised by a ``session/load``): the
+        live one is not written again over it (ASR-706, ASR-717). Not yet written, it
+        takes the replayed state in its own place (its first sight's ``ts``, ASR-707);
+        written already, the replayed record supersedes it, and the live one is done."""
         window = sess.window
         if window is None:
             return
-        for ent in sess.replay_open.values():
-            self.timeline.finalize(ent, "replay")
+        live = sess.open
+        finalize = self.timeline.finalize
+        for k, ent in sess.replay_open.items():
+            old = live.pop(k, None) if live else None
+            if old is not None and not old.dead:
+                if not old.released:
+                    settle(ent)
+                    old.value, old.chunked, old.output = ent.value, ent.chunked, ent.output
+                    old.own, old.parts = ent.own, None
+                    if ent.trace:
+                        keep_trace(old, ent.trace)
+                    old.frames = sorted(set(old.frames) | set(ent.frames))
+                    ent.dead = True
+                    ent = old
+                else:
+                    ent.pos, ent.t, ent.replayed = old.pos, old.t, old.replayed
+                    old.dead = True
+            finalize(ent, "replay")
         sess.replay_open.clear()
         sess.window = None
         self.timeline.event(sess.lane, {"ev": "session", "op": "replay_end",
@@ -425,7 +449,8 @@ class Folder:
             self.init_version = version
             if version == 1:  # from here on every frame is lifted first
                 self.lift = V1Lift(self.conn, frame=self._frame, update=self._update,
-                                   mark=self._derived, declare=self._lossy)
+                                   mark=self._derived, declare=self._lossy,
+                                   states=self.states)
                 params, result = lift_initialize(params, result)
             elif version not in _VERSIONS:
                 raise ProtocolVersionError(self._version_message(version))
@@ -444,6 +469,7 @@ class Folder:
                    "session": sid, **_roots(params)}
             if method == "session/fork":
                 rec["from"] = params.get("sessionId")
+                self.states.forked(sid, rec["from"])  # what it copied (ASR-718)
                 if sess.window is None:
                     self._join(sess, _Window("fork"))
             rec["frames"] = frames

@@ -20,6 +20,7 @@ import orjson
 from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.errors import Note, Warn
 from acp_pipes.fold.core import Folder
+from acp_pipes.fold.state import States
 from acp_pipes.jsonl import (
     READ_ERRORS,
     InputError,
@@ -187,13 +188,25 @@ def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
 
 
 def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
-               connection: int = 0, live: Live | None = None) -> Iterator[dict]:
+               connection: int = 0, live: Live | None = None,
+               states: States | None = None) -> Iterator[dict]:
     """Fold streams (header, then records) for every connection in ``paths``, in order;
     fold input passes through as it is. ``connection`` numbers the first one. ``live``
-    reads inputs still being written (:class:`acp_pipes.jsonl.Live`).
+    reads inputs still being written (:class:`acp_pipes.jsonl.Live`). Every connection
+    folds onto one entity state per session (``states``: the caller's, shared with its
+    other calls; by default this call's own): an update patches the entity whatever
+    connection it arrives on (ASR-704, ASR-706).
 
     The reading of :func:`read_source` is inlined here: a wire log has one line per
     frame, and a generator layer per line costs as much as the fold of a chunk."""
+    if states is None:
+        own = States()
+        try:
+            yield from fold_paths(paths, snapshots=snapshots, warn=warn,
+                                  connection=connection, live=live, states=own)
+        finally:
+            own.close()
+        return
     conn = connection
     loads = orjson.loads
     JSONDecodeError = orjson.JSONDecodeError
@@ -269,7 +282,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                         continue
                     source_header = rec.get("source") if fmt == FRAMES else rec
                     yield fold_header(conn, source_header, snapshots)
-                    folder = Folder(conn, snapshots=snapshots, warn=fwarn)
+                    folder = Folder(conn, snapshots=snapshots, warn=fwarn, states=states)
                     feed = folder.feed
                     conn += 1
                     continue

@@ -15,11 +15,12 @@ session back; ``--snapshots`` does that for every open entity at each checkpoint
 (ASR-705's crash safety). A lane longer than :data:`MAX_HELD` releases its head the
 same way, so memory stays bounded by the entities open at once.
 
-Every final state is kept, so a change after final (ASR-706) folds onto the whole
-entity however long ago it went final (:meth:`Timeline.reopen`): serialised when the
-entity becomes final (while its objects are still in the CPU's caches: serialising them
-later costs several times more) into a :class:`~acp_pipes.fold.index.FinalStore`, which
-keeps its memory flat and the rest on disk.
+Every final state, live or replayed, is kept, so a change after final (ASR-706) folds
+onto the whole entity however long ago, on whichever connection, it went final
+(:meth:`Timeline.reopen`): serialised when the entity becomes final (while its objects
+are still in the CPU's caches: serialising them later costs several times more) into
+the run's :class:`~acp_pipes.fold.state.States`, shared by every connection, which keeps
+its memory flat and the rest on disk.
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ import base64
 from collections import deque
 from typing import Any
 
-import orjson
-
 from acp_pipes.fold.entities import Entity, settle
-from acp_pipes.fold.index import FinalStore
+from acp_pipes.fold.state import State, States
 
 __all__ = ["MAX_HELD", "Timeline"]
 
@@ -48,13 +47,12 @@ class Timeline:
     :meth:`flush` lets what reached a lane's head leave; :meth:`take` hands over the
     records made so far."""
 
-    def __init__(self, *, store: FinalStore | None = None):
+    def __init__(self, *, states: States | None = None, connection: int = 0):
         self.out: list[dict] = []
-        #: every final state, serialised (memory bounded, the rest on disk)
-        self.store = FinalStore() if store is None else store
-        # states orjson cannot write (only from fold() given parsed messages holding
-        # integers beyond 64 bits: acp-fold skips such frames); kept as they are
-        self._unwritable: dict = {}
+        #: every entity's latest state, shared by the run's connections (memory bounded)
+        self.own = states is None
+        self.states = States() if states is None else states
+        self.conn = connection
 
     @staticmethod
     def lane() -> deque:
@@ -102,7 +100,9 @@ class Timeline:
             self.flush(lane, cap=True)
 
     def finalize(self, ent: Entity, why: str) -> None:
-        """The entity is final: its record is made, and leaves when its turn comes."""
+        """The entity is final: its record is made, and leaves when its turn comes. Its
+        state is kept as the entity's latest; a replayed entity seen before keeps that
+        first sight's time (ASR-707: the superseding record's ``ts`` or ``observedAt``)."""
         if ent.dead:
             return
         if ent.key is None:  # a prompt never answered: not inserted, no record
@@ -110,54 +110,51 @@ class Timeline:
             return
         ent.final = True
         ent.why = why
+        fk = (ent.session, ent.kind, ent.key)
+        if ent.replayed:
+            old = self.states.get(fk)
+            if old is not None:  # replayed history of an entity already seen
+                ent.pos, ent.t, ent.replayed = old.pos, old.t, old.replayed
         rec = self.record(ent, True, why)
-        if not ent.replayed:
-            self._keep((ent.session, ent.kind, ent.key), (
-                ent.value, ent.chunked, ent.frames, ent.origin, ent.output, ent.pos, ent.t,
-                ent.trace))
+        if ent.parts is not None:
+            settle(ent)
+        self.states.put(fk, State(ent.value, ent.chunked, ent.frames, ent.origin,
+                                  ent.output, ent.pos, ent.t, ent.trace, ent.replayed,
+                                  self.conn, ent.session))
         if ent.released:
             self.out.append(rec)
         else:
             ent.ready = rec
 
     def reopen(self, ent: Entity) -> None:
-        """A new entity of a key whose final record was made before: a change after
-        final (ASR-706). The entity starts from the whole final state."""
-        old = self._recall((ent.session, ent.kind, ent.key))
-        if old is None:
+        """A new entity of a key whose state was kept before (on this connection or
+        another, live or replayed; or in the session a fork was made from): the entity
+        starts from that whole state (ASR-704, ASR-706, ASR-718)."""
+        fk = (ent.session, ent.kind, ent.key)
+        old = self.states.get(fk)
+        copied = old is None
+        if copied:
+            old = self.states.copied(fk)
+            if old is None:
+                return
+        ent.value = old.value
+        ent.chunked = old.chunked
+        ent.origin = old.origin
+        ent.output = old.output
+        ent.trace = old.trace
+        if copied:  # the fork's own entity, from what it copied: its first sight is now
             return
-        ent.value = old[0]
-        ent.chunked = old[1]
-        ent.frames = list(old[2])
-        ent.origin = old[3]
-        ent.output = old[4]
-        ent.pos, ent.t = old[5], old[6]  # ts stays the first update's (ASR-707)
-        ent.trace = old[7]
+        # frames of another connection are not this record's (native.ref names one)
+        ent.frames = list(old.frames) if old.conn == self.conn else []
+        ent.pos, ent.t = old.pos, old.t  # ts stays the first update's (ASR-707)
+        ent.replayed = old.replayed
         ent.after_final = True
 
-    def _keep(self, fk: tuple, state: tuple) -> None:
-        """A final state, serialised into the store."""
-        value, chunked, frames, origin, output, pos, t, trace = state
-        try:
-            data = orjson.dumps((value, chunked, frames, origin, None if output is None
-                                 else base64.b64encode(output).decode(), pos, t, trace))
-        except TypeError:
-            self._unwritable[fk] = state
-            return
-        self.store.put(fk, data)
-
-    def _recall(self, fk: tuple) -> tuple | None:
-        data = self.store.get(fk)
-        if data is None:
-            return self._unwritable.get(fk)
-        value, chunked, frames, origin, output, pos, t, trace = orjson.loads(data)
-        return (value, chunked, frames, origin,
-                None if output is None else bytearray(base64.b64decode(output)), pos, t,
-                trace)
-
     def close(self) -> None:
-        """No more entities: release the store (its temporary database)."""
-        self.store.close()
+        """No more entities: release the states (their temporary files), unless they
+        are the run's, shared with other connections (their owner closes them)."""
+        if self.own:
+            self.states.close()
 
     def record(self, ent: Entity, final: bool, why: str) -> dict:
         """The entity's record as it stands (a copy: later updates do not change it)."""

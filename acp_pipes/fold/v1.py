@@ -13,10 +13,13 @@ What differs, and what the lift does (v2 names on the right):
 * ``initialize``: ``clientInfo``/``agentInfo`` -> ``info`` (ASR-703).
 * message chunks carry no ``messageId``: a message runs until the chunk kind changes, a
   tool call, a plan or a request of the agent intervenes, or the turn ends (ASR-704).
-  Its chunks are held until then; its ID is derived from its folded content (so a
-  ``session/load`` replay of the same message gets the same ID, ASR-717) and marked
-  ``idSource: derived``; updates that arrive meanwhile (``usage_update`` between chunks)
-  follow it in order. The prompt's ``messageId`` is derived the same way (ASR-713).
+  Its chunks are held until then; its ID is derived from its folded content and its
+  occurrence in the session, counted across the run's connections (so a
+  ``session/load`` replay of the same message gets the same ID, whichever connection
+  saw it first, ASR-717) and marked ``idSource: derived``; updates that arrive
+  meanwhile (``usage_update`` between chunks) follow it in order. The prompt's
+  ``messageId`` is derived the same way (ASR-713), unless the agent echoed the prompt
+  under an ID of its own during the turn: then that ID is the prompt's.
 * ``tool_call`` (creation) -> ``tool_call_update`` (an upsert); v1 diffs
   (``path``/``oldText``/``newText``) -> v2 diffs with a full-context ``git_patch``
   (ASR-714, ASR-715).
@@ -46,8 +49,8 @@ import blake3
 import orjson
 
 from acp_pipes.canonical import CanonicalError, canonical_hash
-from acp_pipes.fold.index import DigestIndex
 from acp_pipes.fold.patch import append_block
+from acp_pipes.fold.state import States
 
 __all__ = ["LOSSES", "PLAN_ID", "SOURCE", "V1Lift", "content_digest", "folded", "git_patch",
            "lift_diff", "lift_initialize", "lift_tool_call", "texts_from_patch"]
@@ -61,8 +64,6 @@ LOSS_TERMINAL_TRUNCATED = "_org.agent-session.acp/v1_terminal_truncated"
 LOSSES = (LOSS_BOUNDARIES, LOSS_FS_WRITES, LOSS_TERMINAL_TRUNCATED)
 #: The ID of a session's one v1 plan (v1 plans have none).
 PLAN_ID = "v1:plan"
-#: Derived-ID stems counted in memory (~140 bytes each) before the counts spill to disk.
-SEEN_IN_MEMORY = 8192
 
 _CHUNKS = {"user_message_chunk": ("user", "user_message"),
            "agent_message_chunk": ("agent", "agent_message"),
@@ -83,19 +84,18 @@ def lift_initialize(params: dict, result: dict) -> tuple[dict, dict]:
 
 
 class _Session:
-    __slots__ = ("sid", "kind", "chunks", "held", "history", "derived", "base", "declared")
+    __slots__ = ("sid", "kind", "chunks", "held", "declared", "echo", "loading")
 
     def __init__(self, sid: str):
         self.sid = sid
         self.kind: str | None = None  # the chunk kind of the message being held
         self.chunks: list[tuple[int, Any, dict]] = []
         self.held: list[tuple] = []  # frames that came while a message was held
-        self.history = 0  # counts session/load replays: each counts IDs from the start
-        self.derived = 0  # IDs derived in this session
-        # the history is known from its start on this connection (session/new, or the
-        # replay of session/load): derived IDs then need no connection number
-        self.base = False
         self.declared: set[str] = set()
+        # the agent's own ID of a user message it sent live since the last prompt's
+        # answer: the prompt's echo (ASR-713); not while a session/load replays
+        self.echo: str | None = None
+        self.loading = 0
 
 
 class V1Lift:
@@ -105,17 +105,20 @@ class V1Lift:
 
     def __init__(self, connection: int, *, frame: Frame, update: Update,
                  mark: Callable[[str, str, str], None],
-                 declare: Callable[[str, str, int, Any], None]):
+                 declare: Callable[[str, str, int, Any], None],
+                 states: States | None = None):
         self.conn = connection
         self.frame = frame
         self.update = update
         self.mark = mark
         self.declare = declare
         self.sessions: dict[str, _Session] = {}
-        # occurrences of each derived-ID stem per session: a digest of (session, history,
-        # stem) -> count, in a table whose memory stays flat (acp_pipes.fold.index): a
-        # session rarely has more than SEEN_IN_MEMORY messages, the rest go to disk
-        self.seen = DigestIndex(SEEN_IN_MEMORY)
+        # occurrences of each derived-ID stem per session, counted across the run's
+        # connections: a digest of (session, load epoch, stem) -> count, in a table whose
+        # memory stays flat (acp_pipes.fold.state)
+        self.own = states is None
+        self.states = States() if states is None else states
+        self.seen = self.states.seen
         self.asked: dict[tuple, tuple[str, Any, dict]] = {}  # client requests (c2a)
         self.agent_asked: dict[tuple, tuple] = {}  # the agent's terminal requests (a2c)
 
@@ -166,7 +169,8 @@ class V1Lift:
         """The recording stops: held messages end here (ASR-705)."""
         for s in list(self.sessions.values()):
             self._end(s)
-        self.seen.close()
+        if self.own:
+            self.states.close()
 
     # -- session/update -------------------------------------------------------------
 
@@ -183,6 +187,8 @@ class V1Lift:
             if s.kind is not None:
                 self._end(s)
             if upd.get("messageId").__class__ is str:
+                if kind == "user_message_chunk" and s.echo is None and not s.loading:
+                    s.echo = upd["messageId"]  # the prompt's echo, if a prompt is answered
                 self.update(seq, t, sid, upd)  # a native messageId: folded as v2 does
             else:
                 s.kind = kind
@@ -228,18 +234,16 @@ class V1Lift:
 
     def _derive(self, s: _Session, role: str, content: list) -> str:
         """``v1:<role>:<digest>:<k>``: the first 16 hex digits of the canonical hash of
-        the folded content and its occurrence in the session (acp-pipes choice); with
-        the connection number (``v1:<n>:...``) when the session's history before this
-        connection is unknown, so that two connections never make the same ID for
-        different messages."""
+        the folded content and its occurrence in the session, counted across the run's
+        connections and from 1 again at each ``session/load`` (whose replay starts from
+        the start) (acp-pipes choice): the same message gets the same ID on every
+        connection (ASR-717)."""
         stem = f"{role}:{content_digest(content)}"
-        key = blake3.blake3(orjson.dumps((s.sid, s.history, stem))).digest(16)
+        epoch = self.states.epochs.get(s.sid, 0)
+        key = blake3.blake3(orjson.dumps((s.sid, epoch, stem))).digest(16)
         k = (self.seen.get(key) or 0) + 1
         self.seen.put(key, k)
-        s.derived += 1
-        if s.base:
-            return f"v1:{stem}:{k}"
-        return f"v1:{self.conn}:{stem}:{k}"
+        return f"v1:{stem}:{k}"
 
     def _declare(self, s: _Session, loss: str, seq: int, t: Any) -> None:
         if loss not in s.declared:
@@ -272,8 +276,9 @@ class V1Lift:
             # the agent replays the whole history before it answers: v2's resume with
             # replayFrom start (ASR-707, ASR-717); derived IDs count from the start again
             self._end(s)
-            s.history += 1
-            s.base = True
+            self.states.epochs[sid] = self.states.epochs.get(sid, 0) + 1
+            s.loading += 1
+            s.echo = None
             self.asked[key] = (method, sid, params)
             msg = {**msg, "method": "session/resume",
                    "params": {**params, "replayFrom": {"type": "start"}}}
@@ -292,25 +297,28 @@ class V1Lift:
         result = msg.get("result")
         if method == "session/new":
             self.frame(seq, t, "a2c", msg)
-            if result.__class__ is dict and result.get("sessionId").__class__ is str:
-                s = self._session(result["sessionId"])
-                s.base = not s.derived  # a fresh session: its history starts here
             return
         s = self._session(sid) if sid.__class__ is str else None
         if s is not None:
             self._end(s)  # a turn, a replay or a session ends
+            if method == "session/load":
+                s.loading = max(0, s.loading - 1)
+                s.echo = None
         if method != "session/prompt" or s is None:
             self.frame(seq, t, "a2c", msg)
             return
         # v1: the response is the turn's end (v2: state_update idle)
         state: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
+        echo, s.echo = s.echo, None
         if "result" in msg:
-            content = folded(params)
-            mid = self._derive(s, "user", content)
+            # the agent's echo of the prompt under its own ID is the prompt (ASR-713):
+            # stored once, with the agent's ID; else the ID is derived
+            mid = echo if echo is not None else self._derive(s, "user", folded(params))
             self.frame(seq, t, "a2c", {"jsonrpc": "2.0", "id": msg["id"],
                                        "result": {"messageId": mid}})
-            self.mark(sid, "user_message", mid)
-            self._declare(s, LOSS_BOUNDARIES, seq, t)
+            if echo is None:
+                self.mark(sid, "user_message", mid)
+                self._declare(s, LOSS_BOUNDARIES, seq, t)
             if result.__class__ is dict:
                 for f in ("stopReason", "usage", "_meta"):
                     if result.get(f) is not None:

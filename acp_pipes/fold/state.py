@@ -1,0 +1,107 @@
+"""The state of every entity of every session, shared by all the connections of a run.
+
+ACP's patch rule applies to the entity, whatever connection (a resume, a second
+client) or fork the update arrives on (ASR-704, ASR-706, ASR-718): so the latest state
+of each entity, and where it was first seen, is not the fold of one connection's but
+lives here, one :class:`States` for every :class:`~acp_pipes.fold.core.Folder` of a
+run. Each state is kept when a record of the entity is made final (live or replayed:
+the latest revision is the latest state on the wire), serialised into a
+:class:`~acp_pipes.fold.index.FinalStore`, so memory stays flat in the log's size.
+
+A fork's session looks up an entity it has no state of in its parent's: what the fork
+copied (ASR-718). ACP v1's derived message IDs count per session here too, so a message
+gets the same ID on every connection that sees it (ASR-717).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from acp_pipes.fold.index import DigestIndex, FinalStore
+
+__all__ = ["State", "States"]
+
+#: Derived-ID stems counted in memory (~140 bytes each) before the counts spill to disk.
+SEEN_IN_MEMORY = 8192
+
+
+class State:
+    """One entity's latest state and its first sight (``pos``, ``t``, ``replayed``: the
+    superseding record keeps the first sight's ``ts`` or ``observedAt``, ASR-707);
+    ``conn``: the connection whose frames ``frames`` are."""
+
+    __slots__ = ("value", "chunked", "frames", "origin", "output", "pos", "t", "trace",
+                 "replayed", "conn", "session")
+
+    def __init__(self, value, chunked, frames, origin, output, pos, t, trace, replayed,
+                 conn, session):
+        self.value = value
+        self.chunked = chunked
+        self.frames = frames
+        self.origin = origin
+        self.output = output
+        self.pos = pos
+        self.t = t
+        self.trace = trace
+        self.replayed = replayed
+        self.conn = conn
+        self.session = session
+
+
+class States:
+    """``put(key, state)`` / ``get(key)`` with ``key`` = (session, kind, ACP ID);
+    ``forked(child, parent)`` makes the parent's states the child's fallback."""
+
+    def __init__(self) -> None:
+        self.store = FinalStore()
+        self._unwritable: dict = {}  # states orjson cannot write (integers beyond 64 bits)
+        self.parents: dict[str, str] = {}  # fork -> the session it was forked from
+        # ACP v1: derived-ID occurrence counts per (session, load epoch, stem), and each
+        # session's load epoch (a session/load replays the history from its start)
+        self.seen = DigestIndex(SEEN_IN_MEMORY)
+        self.epochs: dict[str, int] = {}
+
+    def put(self, key: tuple, st: State) -> None:
+        try:
+            data = orjson.dumps((st.value, st.chunked, st.frames, st.origin, None
+                                 if st.output is None else base64.b64encode(st.output)
+                                 .decode(), st.pos, st.t, st.trace, st.replayed, st.conn))
+        except TypeError:
+            self._unwritable[key] = st
+            return
+        self.store.put(key, data)
+
+    def get(self, key: tuple) -> State | None:
+        """The entity's own state, or None."""
+        data = self.store.get(key)
+        if data is None:
+            return self._unwritable.get(key)
+        value, chunked, frames, origin, output, pos, t, trace, replayed, conn = (
+            orjson.loads(data))
+        return State(value, chunked, frames, origin,
+                     None if output is None else bytearray(base64.b64decode(output)),
+                     pos, t, trace, replayed, conn, key[0])
+
+    def copied(self, key: tuple) -> State | None:
+        """What a fork copied: the state of the entity in the session the fork (or the
+        fork it came from) was made from; ``session`` says whose it is."""
+        sid, kind, ident = key
+        for _ in range(16):  # a chain of forks (and no loop forever on a cycle)
+            sid = self.parents.get(sid)
+            if sid is None:
+                return None
+            st = self.get((sid, kind, ident))
+            if st is not None:
+                return st
+        return None
+
+    def forked(self, child: str, parent: Any) -> None:
+        if isinstance(parent, str) and parent != child:
+            self.parents.setdefault(child, parent)
+
+    def close(self) -> None:
+        self.store.close()
+        self.seen.close()
