@@ -262,7 +262,12 @@ class Converter:
             if len(mem) > index.limit:
                 index.spill()
         if out["type"] in CONTEXT_TYPES and out.get("origin") != "notice":
-            st.ctx.last_context = rid
+            ctx = st.ctx
+            ctx.last_context = rid
+            if prev_id is None:  # where it came to be, for a compaction's extent (ASR-719)
+                frames = rec.get("frames")
+                seen = max(frames) if out["type"] == "tool_result" and frames else rec.get("pos")
+                ctx.recent.append((rid, self.conn, seen))
 
     def _entity(self, rec: dict) -> None:
         sid = rec.get("session")

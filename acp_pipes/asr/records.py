@@ -14,6 +14,7 @@ nothing invented and nothing dropped.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +84,25 @@ class Ctx:
     keep_fields: frozenset = frozenset()
     compaction_through: dict = field(default_factory=dict)
     last_context: str | None = None
+    #: the latest context-participating records: (id, connection, the frame that made
+    #: it: a message's or call's first, a result's final status), for ASR-719's extent
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+
+    def through(self, pos: Any) -> str | None:
+        """ASR-719: the last context-participating record when a compaction first seen
+        at frame ``pos`` of this connection was first seen: a tool result that arrived
+        after it is not in its extent, though it was written first (acp-pipes choice)."""
+        conn = self.conn
+        if pos.__class__ is int:
+            for rid, c, seen in reversed(self.recent):
+                if c != conn or seen.__class__ is not int or seen < pos:
+                    return rid
+        return self.last_context if not self.recent else None
+
+
+#: Context records remembered for ASR-719 (a compaction's first sight is at most the
+#: lane's length behind the records written since).
+RECENT = 256
 
 
 def _meta(body: dict, value: dict) -> dict:
@@ -450,7 +470,7 @@ def _compaction(rec: dict, ctx: Ctx) -> list:
     else:
         body["capture"] = {"summary": {"state": "absent"}}
     if cid not in ctx.compaction_through:
-        ctx.compaction_through[cid] = ctx.last_context
+        ctx.compaction_through[cid] = ctx.through(rec.get("pos"))
     if ctx.compaction_through[cid] is not None:
         body["replaces"] = {"throughId": ctx.compaction_through[cid]}
     if v.get("error") is not None:

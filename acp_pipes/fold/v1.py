@@ -506,13 +506,15 @@ def git_patch(path: str, old: str | None, new: str) -> str:
     """One ``diff --git`` section with absolute paths, as v2's ``git_patch`` format
     asks, whose single hunk spans both files: the common leading and trailing lines as
     context, the rest removed and added. Deterministic, linear in the texts, and both
-    texts can be read back from it whole (:func:`texts_from_patch`) unless they are
-    the same: a diff that changes nothing keeps its path only (acp-pipes choice)."""
+    texts can be read back from it whole (:func:`texts_from_patch`). A diff that
+    changes nothing keeps its text too, as a hunk that removes every line and adds it
+    back (patch tools refuse a hunk of context only; ASR-715: what the agent said is
+    kept, acp-pipes choice); two empty texts have no hunk."""
     a, b = _lines(old), _lines(new)
     head = f"diff --git {path} {path}\n--- {path if old is not None else '/dev/null'}\n+++ {path}\n"
-    if a == b:
-        return head  # a diff that changes nothing: no hunk (patch tools refuse one)
-    n = min(len(a), len(b))
+    if not a and not b:
+        return head  # nothing on either side: no hunk
+    n = 0 if a == b else min(len(a), len(b))  # the same texts: no context (see above)
     p = 0
     while p < n and a[p] == b[p]:
         p += 1
@@ -531,8 +533,8 @@ def git_patch(path: str, old: str | None, new: str) -> str:
 
 def texts_from_patch(text: str) -> tuple[str | None, str]:
     """The two texts back from a patch :func:`git_patch` made (``None`` for a file it
-    added; two empty texts for a diff that changed nothing): what a v1 diff needs, for
-    a replay into v1."""
+    added; two empty texts for a patch without a hunk): what a v1 diff needs, for a
+    replay into v1."""
     lines = text.split("\n")
     added = len(lines) > 1 and lines[1] == "--- /dev/null"
     old: list[str] = []

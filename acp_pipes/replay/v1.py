@@ -246,6 +246,11 @@ class V1Replay:
                 or not isinstance(changes[0].get("path"), str)):
             self.losses["diff_text"] += 1
             return None
+        if changes[0].get("operation") == "modify" and "\n@@ " not in text:
+            # no hunk: the texts are not in the patch (an older acp-pipes kept only the
+            # path of a diff that changed nothing), so none is sent, never guessed
+            self.losses["diff_text"] += 1
+            return None
         old, new = texts_from_patch(text)
         out: dict[str, Any] = {"type": "diff", "path": changes[0]["path"]}
         if old is not None:
