@@ -147,12 +147,12 @@ def test_final_states_on_disk_answer_as_in_memory():
     for limit in (None, 64):
         f = Folder()
         if limit is not None:
-            f.timeline.store = FinalStore(limit=8, buf_limit=limit)
+            f.timeline.states.store = FinalStore(limit=8, buf_limit=limit)
         out = []
         for fr in _late_changes(600):
             out += f.feed(fr["seq"], fr["t"], fr["dir"], fr["msg"])
         if limit is not None:
-            store = f.timeline.store
+            store = f.timeline.states.store
             assert store.where.on_disk >= 600 - 8 and store.flushed and len(store.buf) <= 64
         outs.append(orjson.dumps(out + f.finish()))
     assert outs[0] == outs[1]
@@ -166,13 +166,13 @@ def test_memory_bounded_by_open_entities():
     from acp_pipes.fold.index import FinalStore
 
     f = Folder()
-    f.timeline.store = FinalStore(limit=100, buf_limit=4096)
+    f.timeline.states.store = FinalStore(limit=100, buf_limit=4096)
     for i in range(3000):
         msg = upd("s", sessionUpdate="tool_call_update", toolCallId=f"c{i}", status="completed")[1]
         f.feed(i, None, "a2c", msg)
     sess = f.sessions["s"]
     assert not sess.open and not sess.lane
-    store = f.timeline.store
+    store = f.timeline.states.store
     assert len(store.buf) <= 4096 and len(store.where.mem) <= 100
     assert store.where.on_disk + len(store.where.mem) == 3000
 

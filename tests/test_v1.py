@@ -115,10 +115,15 @@ class Session:
 
 
 def _streams(*connections: list[dict]) -> dict[str, list[dict]]:
+    """The connections folded in one run (their entity states shared), then mapped."""
+    from acp_pipes.fold.state import States
+
     records = []
+    states = States()
     for n, frames in enumerate(connections):
         records.append({"format": "acp-pipes/fold", "version": 1, "connection": n})
-        records.extend(fold(frames, connection=n))
+        records.extend(fold(frames, connection=n, states=states))
+    states.close()
     return convert(records)
 
 
@@ -178,15 +183,18 @@ def test_load_replay_of_the_same_history_writes_nothing_new(data):
     assert [r["messageId"].rsplit(":", 1)[1] for r in new[1:3]] == ["3", "3"]
 
 
-def test_a_session_seen_from_its_middle_gets_ids_of_its_connection():
-    """A v1 session/resume (no replay) on a second connection: its history is unknown,
-    so its derived IDs name the connection and never collide with earlier ones."""
+def test_derived_ids_count_across_connections():
+    """ASR-717: a v1 session/resume (no replay) on a second connection goes on counting
+    the session's messages where the first connection left off, so the IDs are the same
+    ones a later session/load replay derives (no connection in them)."""
     live = Session().init().req(1, "session/new", cwd="/w", mcpServers=[])
     live.resp(1, {"sessionId": "s"}).turn(2, "s", "ok", [("agent_message_chunk", ["ok"])])
     later = Session().init().req(1, "session/resume", sessionId="s", cwd="/w")
     later.resp(1, {}).turn(2, "s", "ok", [("agent_message_chunk", ["ok"])])
     msgs = [r for r in _streams(live.frames, later.frames)["s"] if r["type"] == "message"]
-    assert [m["messageId"].split(":")[1] for m in msgs] == ["user", "agent", "1", "1"]
+    ids = [m["messageId"].split(":") for m in msgs]
+    assert [(i[0], i[1], i[3]) for i in ids] == [
+        ("v1", "user", "1"), ("v1", "agent", "1"), ("v1", "user", "2"), ("v1", "agent", "2")]
     assert len({m["messageId"] for m in msgs}) == 4
 
 
@@ -210,14 +218,15 @@ _TEXT = st.text(alphabet=st.sampled_from("ab\n\r \\+-@é"), max_size=40)
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.none(), _TEXT), _TEXT)
 def test_git_patch_holds_both_texts_whole(old, new):
-    """ASR-715 for v1: nothing of oldText/newText is lost in the patch (a diff that
-    changes nothing keeps its path only: patch tools refuse a hunk without change)."""
+    """ASR-715 for v1: nothing of oldText/newText is lost in the patch, not even in a
+    diff that changes nothing (its hunk removes every line and adds it back: patch tools
+    refuse a hunk without change); only two empty texts have no hunk."""
     patch = git_patch("/w/f.txt", old, new)
-    if (old or "") == new:
+    assert texts_from_patch(patch) == (old, new)
+    if old == new and new:
+        assert "\n@@ " in patch and "\n-" in patch and "\n+" in patch
+    if not old and not new:
         assert "@@" not in patch
-        assert texts_from_patch(patch) == (None if old is None else "", "")
-    else:
-        assert texts_from_patch(patch) == (old, new)
 
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
@@ -292,3 +301,35 @@ def test_validate_wants_the_v1_loss_of_derived_message_ids(tmp_path):
     assert got.returncode == 1
     assert b"required loss '_org.agent-session.acp/v1_message_boundaries'" in got.stderr
     assert run_tool("asr", "--validate", str(expected)).returncode == 0
+
+
+def test_a_diff_that_changes_nothing_replays_what_the_agent_said(tmp_path):
+    """ASR-715 for v1: oldText equal to newText is kept, so acp-replay --protocol 1 sends
+    the texts the agent sent; a patch without a hunk (what an older acp-pipes kept of
+    such a diff, or two empty texts) holds no text, and none is sent: the diff is
+    counted as lost (docs/acp-replay.md: never guessed)."""
+    case = FIXTURES / "ASR-715-v1-diff-changes-nothing"
+    expected = (case / "expected.asr.jsonl").read_bytes()
+
+    def diffs(stream: bytes) -> tuple[list, dict]:
+        path = tmp_path / "s.asr.jsonl"
+        path.write_bytes(stream)
+        r = run_tool("replay", "--protocol", "1", "--report", str(tmp_path / "r.json"),
+                     str(path))
+        assert r.returncode == 0, r.stderr.decode()
+        sent = [i for f in r.stdout.splitlines()
+                for i in orjson.loads(f)["params"]["update"].get("content") or []
+                if isinstance(i, dict) and i.get("type") == "diff"]
+        return sent, orjson.loads((tmp_path / "r.json").read_bytes())["losses"]
+
+    sent, losses = diffs(expected)
+    assert sent == [{"type": "diff", "path": "/ws/app/a.txt", "oldText": "same\nlines",
+                     "newText": "same\nlines"}]
+    assert losses["diff_text"] == 1  # empty.txt: two empty texts, no hunk
+    head = git_patch("/ws/app/a.txt", "x", "y").split("@@")[0]
+    old_style = b"\n".join(
+        line if b'"a.txt"' not in line or b'"file_change"' not in line else orjson.dumps(
+            {**orjson.loads(line), "patch": {"format": "git_patch", "text": head}})
+        for line in expected.split(b"\n"))
+    sent, losses = diffs(old_style)
+    assert sent == [] and losses["diff_text"] == 2

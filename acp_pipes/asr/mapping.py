@@ -234,7 +234,8 @@ class Converter:
         t = rec.get("t")
         if t.__class__ is not int:  # no time (null; a fold stream's other values too)
             out: dict[str, Any] = {"type": body["type"], "seq": seq, "id": rid}
-        elif replayed:  # ts_fields, inlined (ASR-707)
+        elif rec.get("firstReplayed", replayed):  # ts_fields, inlined (ASR-707): the
+            # entity's first sight gives the time, a revision's too
             out = {"type": body["type"], "seq": seq, "id": rid, "observedAt": iso(t)}
         else:
             out = {"type": body["type"], "seq": seq, "id": rid, "ts": iso(t),

@@ -259,7 +259,9 @@ class Folder:
                     ent.dead = True
                     ent = old
                 else:
-                    ent.pos, ent.t, ent.replayed = old.pos, old.t, old.replayed
+                    ent.pos, ent.t = old.pos, old.t
+                    ent.first_replayed = old.replayed if old.first_replayed is None else (
+                        old.first_replayed)
                     old.dead = True
             finalize(ent, "replay")
         sess.replay_open.clear()

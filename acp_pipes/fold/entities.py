@@ -63,7 +63,7 @@ class Entity:
 
     __slots__ = ("kind", "key", "session", "pos", "t", "frames", "value", "chunked",
                  "replayed", "released", "final", "ready", "dead", "origin",
-                 "output", "after_final", "why", "own", "parts", "trace")
+                 "output", "after_final", "why", "own", "parts", "trace", "first_replayed")
 
     def __init__(self, kind: str, key: Any, session: str, pos: int, t: int | None,
                  replayed: bool = False):
@@ -90,6 +90,10 @@ class Entity:
         self.parts: list[str] | None = None
         # trace context keys of every update that contributed, first value kept (ASR-708)
         self.trace: dict[str, Any] | None = None
+        # the entity was first seen before this record's updates (on another connection,
+        # or as history when these are live, or live when these are history): whether
+        # that first sight was history; its time is ``t`` (ASR-707)
+        self.first_replayed: bool | None = None
 
 
 def keep_trace(ent: Entity, meta: Any) -> None:

@@ -101,10 +101,12 @@ _DEEP = 2 * MAX_DEPTH
 
 
 def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False,
-         warn: Note | None = None) -> Iterator[dict]:
+         warn: Note | None = None, states: States | None = None) -> Iterator[dict]:
     """The pure core: frame (or wire) records of one connection -> fold records.
-    A record may carry the parsed message as ``msg`` to skip parsing ``raw``."""
-    folder = Folder(connection, snapshots=snapshots, warn=warn)
+    A record may carry the parsed message as ``msg`` to skip parsing ``raw``.
+    ``states``: the entity states shared with the run's other connections (the caller
+    closes them); by default the connection's own."""
+    folder = Folder(connection, snapshots=snapshots, warn=warn, states=states)
     feed = folder.feed
     for fr in frames:
         if "msg" in fr:

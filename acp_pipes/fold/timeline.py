@@ -111,15 +111,16 @@ class Timeline:
         ent.final = True
         ent.why = why
         fk = (ent.session, ent.kind, ent.key)
-        if ent.replayed:
+        if ent.replayed and ent.first_replayed is None:
             old = self.states.get(fk)
             if old is not None:  # replayed history of an entity already seen
-                ent.pos, ent.t, ent.replayed = old.pos, old.t, old.replayed
+                ent.pos, ent.t, ent.first_replayed = old.pos, old.t, old.replayed
         rec = self.record(ent, True, why)
         if ent.parts is not None:
             settle(ent)
+        first = ent.replayed if ent.first_replayed is None else ent.first_replayed
         self.states.put(fk, State(ent.value, ent.chunked, ent.frames, ent.origin,
-                                  ent.output, ent.pos, ent.t, ent.trace, ent.replayed,
+                                  ent.output, ent.pos, ent.t, ent.trace, first,
                                   self.conn, ent.session))
         if ent.released:
             self.out.append(rec)
@@ -147,7 +148,7 @@ class Timeline:
         # frames of another connection are not this record's (native.ref names one)
         ent.frames = list(old.frames) if old.conn == self.conn else []
         ent.pos, ent.t = old.pos, old.t  # ts stays the first update's (ASR-707)
-        ent.replayed = old.replayed
+        ent.first_replayed = old.replayed
         ent.after_final = True
 
     def close(self) -> None:
@@ -187,6 +188,9 @@ class Timeline:
             rec["origin"] = ent.origin
         if ent.after_final:
             rec["afterFinal"] = True
+        first = ent.first_replayed
+        if first is not None and first is not ent.replayed:
+            rec["firstReplayed"] = first  # t is that first sight's (ASR-707)
         rec["value"] = value
         rec["frames"] = list(ent.frames)
         return rec
