@@ -86,3 +86,38 @@ def test_fold_records_say_history_and_first_sight():
     assert a1[-1]["value"]["content"] == [{"type": "text", "text": "Hello!"}]
     t1 = [r for r in recs if r.get("ev") == "entity" and r["id"] == "t1"][-1]
     assert t1["value"]["title"] == "New title" and t1["value"]["status"] == "completed"
+
+
+def test_same_connection_replay_then_live_patches_the_replayed_state():
+    """ASR-704/717 on one connection: live a1 "Hel" and t1 "Old title", a resume with a
+    replay that says "Hello" and "New title", then live "!" and t1's completion: the
+    records say "Hello!" and keep "New title" (not "Hel!" and the old title)."""
+    from acp_pipes.asr import convert
+    from acp_pipes.fold import fold
+    from tests.test_fold import chunk, entities, frames, req, resp, upd
+
+    recs = list(fold(frames(
+        req(1, "session/new", cwd="/w"), resp(1, sessionId="s"),
+        chunk("s", "a1", "Hel"),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="t1", name="edit",
+            title="Old title", status="in_progress"),
+        upd("s", sessionUpdate="state_update", state="idle"),
+        req(2, "session/resume", sessionId="s", cwd="/w", replayFrom={"type": "start"}),
+        upd("s", sessionUpdate="agent_message", messageId="a1",
+            content=[{"type": "text", "text": "Hello"}]),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="t1", name="edit",
+            title="New title", status="in_progress"),
+        resp(2),
+        chunk("s", "a1", "!"),
+        upd("s", sessionUpdate="tool_call_update", toolCallId="t1", status="completed"),
+        upd("s", sessionUpdate="state_update", state="idle"),
+    )))
+    a1 = [r["value"]["content"] for r in entities(recs, "agent_message")]
+    assert a1[-1] == [{"type": "text", "text": "Hello!"}]
+    t1 = entities(recs, "tool_call")[-1]
+    assert t1["value"]["title"] == "New title" and t1["final"]
+    stream = convert([{"format": "acp-pipes/fold", "version": 1, "connection": 0}, *recs])["s"]
+    calls = [r for r in stream if r["type"] == "tool_call"]
+    assert [c["title"] for c in calls] == ["Old title", "New title"]
+    assert [r["ts"] for r in stream if r.get("messageId") == "a1"] == [
+        "1970-01-01T00:00:00.000002Z"] * 3

@@ -102,7 +102,7 @@ class Ctx:
 
 #: Context records remembered for ASR-719 (a compaction's first sight is at most the
 #: lane's length behind the records written since).
-RECENT = 256
+RECENT = 64
 
 
 def _meta(body: dict, value: dict) -> dict:
