@@ -333,3 +333,24 @@ def test_a_diff_that_changes_nothing_replays_what_the_agent_said(tmp_path):
         for line in expected.split(b"\n"))
     sent, losses = diffs(old_style)
     assert sent == [] and losses["diff_text"] == 2
+
+
+def test_a_user_message_before_a_prompt_is_its_echo_only_with_its_content():
+    """ASR-713 for v1: an agent's user message (own messageId) logged before the prompt
+    request is the prompt's echo when its content is the prompt's (the two directions
+    were logged apart); with other content it is a message of its own, and the prompt
+    gets a derived ID: nothing merged that is not the same message."""
+    s = Session().init().req(1, "session/new", cwd="/w", mcpServers=[])
+    s.resp(1, {"sessionId": "s"})
+    s.upd("s", sessionUpdate="user_message_chunk", messageId="m1",
+          content={"type": "text", "text": "same"})
+    s.turn(2, "s", "same", [("agent_message_chunk", ["a"])])
+    s.upd("s", sessionUpdate="user_message_chunk", messageId="m2",
+          content={"type": "text", "text": "other"})
+    s.turn(3, "s", "next", [("agent_message_chunk", ["b"])])
+    users = [(r["messageId"], r.get("origin"), r["content"][0]["text"])
+             for r in _streams(s.frames)["s"] if r.get("role") == "user"]
+    assert users[0] == ("m1", "prompt", "same")
+    assert ("m2", None, "other") in users
+    assert [u for u in users if u[1] == "prompt"][1][0].startswith("v1:user:")
+    assert len(users) == 3

@@ -84,7 +84,8 @@ def lift_initialize(params: dict, result: dict) -> tuple[dict, dict]:
 
 
 class _Session:
-    __slots__ = ("sid", "kind", "chunks", "held", "declared", "echo", "loading")
+    __slots__ = ("sid", "kind", "chunks", "held", "declared", "echo", "echo_blocks",
+                 "early", "prompting", "loading")
 
     def __init__(self, sid: str):
         self.sid = sid
@@ -93,8 +94,13 @@ class _Session:
         self.held: list[tuple] = []  # frames that came while a message was held
         self.declared: set[str] = set()
         # the agent's own ID of a user message it sent live since the last prompt's
-        # answer: the prompt's echo (ASR-713); not while a session/load replays
+        # answer: the prompt's echo (ASR-713); not while a session/load replays. One
+        # that came before the prompt's request (``early``: the two directions of a proxy
+        # are logged apart) is the echo only if its content is the prompt's
         self.echo: str | None = None
+        self.echo_blocks: list = []
+        self.early = False
+        self.prompting = 0  # prompt requests not answered yet
         self.loading = 0
 
 
@@ -187,8 +193,12 @@ class V1Lift:
             if s.kind is not None:
                 self._end(s)
             if upd.get("messageId").__class__ is str:
-                if kind == "user_message_chunk" and s.echo is None and not s.loading:
-                    s.echo = upd["messageId"]  # the prompt's echo, if a prompt is answered
+                if kind == "user_message_chunk" and not s.loading:
+                    if s.echo is None:  # the prompt's echo, if a prompt is answered
+                        s.echo = upd["messageId"]
+                        s.early = not s.prompting
+                    if s.echo == upd["messageId"]:
+                        s.echo_blocks.append(upd.get("content"))
                 self.update(seq, t, sid, upd)  # a native messageId: folded as v2 does
             else:
                 s.kind = kind
@@ -272,13 +282,14 @@ class V1Lift:
             self._end(s)
             prompt = params.get("prompt")
             self.asked[key] = (method, sid, prompt if prompt.__class__ is list else [])
+            s.prompting += 1
         elif method == "session/load" and s is not None:
             # the agent replays the whole history before it answers: v2's resume with
             # replayFrom start (ASR-707, ASR-717); derived IDs count from the start again
             self._end(s)
             self.states.epochs[sid] = self.states.epochs.get(sid, 0) + 1
             s.loading += 1
-            s.echo = None
+            s.echo, s.echo_blocks = None, []
             self.asked[key] = (method, sid, params)
             msg = {**msg, "method": "session/resume",
                    "params": {**params, "replayFrom": {"type": "start"}}}
@@ -303,13 +314,17 @@ class V1Lift:
             self._end(s)  # a turn, a replay or a session ends
             if method == "session/load":
                 s.loading = max(0, s.loading - 1)
-                s.echo = None
+                s.echo, s.echo_blocks = None, []
         if method != "session/prompt" or s is None:
             self.frame(seq, t, "a2c", msg)
             return
         # v1: the response is the turn's end (v2: state_update idle)
         state: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
         echo, s.echo = s.echo, None
+        s.prompting = max(0, s.prompting - 1)
+        if echo is not None and s.early and folded(s.echo_blocks) != folded(params):
+            echo = None  # a user message before the request, not this prompt's echo
+        s.echo_blocks = []
         if "result" in msg:
             # the agent's echo of the prompt under its own ID is the prompt (ASR-713):
             # stored once, with the agent's ID; else the ID is derived
