@@ -64,13 +64,19 @@ class States:
         self.seen = DigestIndex(SEEN_IN_MEMORY)
         self.epochs: dict[str, int] = {}
 
-    def put(self, key: tuple, st: State) -> None:
+    def put(self, key: tuple, ent: Any, replayed: bool, conn: int) -> None:
+        """Keep the state of entity ``ent`` (a :class:`~acp_pipes.fold.entities.Entity`
+        whose chunks are settled), first seen as history if ``replayed``; its frames are
+        connection ``conn``'s. Serialised at once, from the entity's own fields."""
+        output = ent.output
         try:
-            data = orjson.dumps((st.value, st.chunked, st.frames, st.origin, None
-                                 if st.output is None else base64.b64encode(st.output)
-                                 .decode(), st.pos, st.t, st.trace, st.replayed, st.conn))
+            data = orjson.dumps((ent.value, ent.chunked, ent.frames, ent.origin, None
+                                 if output is None else base64.b64encode(output).decode(),
+                                 ent.pos, ent.t, ent.trace, replayed, conn))
         except TypeError:
-            self._unwritable[key] = st
+            self._unwritable[key] = State(ent.value, ent.chunked, list(ent.frames),
+                                          ent.origin, output, ent.pos, ent.t, ent.trace,
+                                          replayed, conn, key[0])
             return
         self.store.put(key, data)
 

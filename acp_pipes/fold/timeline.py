@@ -30,7 +30,7 @@ from collections import deque
 from typing import Any
 
 from acp_pipes.fold.entities import Entity, settle
-from acp_pipes.fold.state import State, States
+from acp_pipes.fold.state import States
 
 __all__ = ["MAX_HELD", "Timeline"]
 
@@ -118,10 +118,8 @@ class Timeline:
         rec = self.record(ent, True, why)
         if ent.parts is not None:
             settle(ent)
-        first = ent.replayed if ent.first_replayed is None else ent.first_replayed
-        self.states.put(fk, State(ent.value, ent.chunked, ent.frames, ent.origin,
-                                  ent.output, ent.pos, ent.t, ent.trace, first,
-                                  self.conn, ent.session))
+        self.states.put(fk, ent, ent.replayed if ent.first_replayed is None else (
+            ent.first_replayed), self.conn)
         if ent.released:
             self.out.append(rec)
         else:
@@ -132,10 +130,13 @@ class Timeline:
         another, live or replayed; or in the session a fork was made from): the entity
         starts from that whole state (ASR-704, ASR-706, ASR-718)."""
         fk = (ent.session, ent.kind, ent.key)
-        old = self.states.get(fk)
+        states = self.states
+        old = states.get(fk)
         copied = old is None
         if copied:
-            old = self.states.copied(fk)
+            if not states.parents:  # the common case: a new entity, and no fork
+                return
+            old = states.copied(fk)
             if old is None:
                 return
         ent.value = old.value
