@@ -42,7 +42,9 @@ it and its stdout back, byte for byte, and writes every frame of both directions
 wire log (read it with acp-frame; its format is in the manual). The agent's stderr
 passes through, unrecorded. The exit status is the agent's (128+N if signal N killed it;
 127 if AGENT cannot be found, 126 if it cannot be run). SIGINT, SIGTERM and SIGHUP are
-passed on to the agent.
+passed on to the agent's process group (the agent and what it started). An agent that
+outlives the client's input, silent for 5 s, or a child of it that holds its stdout
+after it exited, is ended (SIGTERM, then SIGKILL 5 s later).
 
 -o FILE writes the log to FILE, overwriting it. -o DIR/ writes a new file in DIR for
 each session, named {agent}-{start}-{pid}.jsonl; a template such as
