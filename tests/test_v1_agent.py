@@ -200,8 +200,11 @@ def test_load_replays_history_without_duplicates(recorded):
     assert both[1:len(first)] == first[1:]
     new = both[len(first):]
     assert new[0]["type"] == "state" and new[0]["state"] == "resumed"
-    replayed = [r for r in new if "observedAt" in r]
     old = {r["id"]: r for r in first[1:]}
+    # the replay's revision supersedes the live record and keeps its first sight's ts
+    replayed = [r for r in new if "supersedes" in r]
+    assert all(r["ts"] == old[r["supersedes"]]["ts"] and "observedAt" not in r
+               for r in replayed)
     assert [(r["type"], r["title"], old[r["supersedes"]]["title"]) for r in replayed] == [
         ("tool_call", "Edit notes.txt", "Edit notes.txt?")]
     turn = [r for r in new[1:] if r["type"] == "message"]
