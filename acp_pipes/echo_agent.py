@@ -79,7 +79,7 @@ from acp_pipes.jsonrpc import (
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
     element_spans,
-    member_spans,
+    top_level_members,
 )
 from acp_pipes.jsonrpc import error as _error
 from acp_pipes.jsonrpc import request as _request
@@ -227,19 +227,9 @@ def _top_level(line: bytes) -> Any:
     batch = element_spans(line)
     if batch is not None:
         return [_top_level(line[start:end]) for start, end in batch]
-    spans = member_spans(line)
-    if spans is None:
-        return None
-    msg: dict[str, Any] = {}
-    for key, (start, end) in spans.items():
-        value = None
-        if key in ("jsonrpc", "method", "id"):
-            try:
-                value = json.loads(line[start:end], parse_constant=_reject_constant)
-            except (ValueError, RecursionError):
-                value = [None]  # a value no id or method can be
-        msg[key] = value
-    return msg
+    return top_level_members(
+        line, lambda raw: json.loads(raw, parse_constant=_reject_constant),
+        (ValueError, RecursionError))
 
 
 class EchoAgent:

@@ -17,6 +17,7 @@ walking only as deep as the top level, so the request's own ``id`` can be answer
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -116,6 +117,28 @@ def _key(token: bytes) -> str:
         import json
 
         return json.loads(token)
+
+
+def top_level_members(line: bytes, parse: Callable[[bytes], Any],
+                      refused: tuple[type[BaseException], ...]) -> dict | None:
+    """What a line too deep to parse whole says at its top level: ``jsonrpc``,
+    ``method`` and ``id`` parsed from their own bytes by ``parse``, the other members
+    present as None; None when the line is no object. A member ``parse`` refuses (one of
+    ``refused``) becomes ``[None]``, a value no method or id can be: the agent answers
+    "invalid request" under the id it could read, rather than die."""
+    spans = member_spans(line)
+    if spans is None:
+        return None
+    msg: dict[str, Any] = {}
+    for key, (start, end) in spans.items():
+        value = None
+        if key in ("jsonrpc", "method", "id"):
+            try:
+                value = parse(line[start:end])
+            except refused:
+                value = [None]
+        msg[key] = value
+    return msg
 
 
 def member_spans(raw: bytes) -> dict[str, tuple[int, int]] | None:

@@ -53,7 +53,7 @@ from acp_pipes.jsonrpc import (
     RESOURCE_NOT_FOUND,
     element_spans,
     id_span,
-    member_spans,
+    top_level_members,
 )
 from acp_pipes.jsonrpc import error as _error
 from acp_pipes.jsonrpc import response as _response
@@ -116,22 +116,8 @@ def _parse(line: bytes) -> Any:
 
 
 def _top_level(line: bytes) -> dict | None:
-    """What a line too deep to parse says at its top level: ``jsonrpc``, ``method`` and
-    ``id`` parsed from their own bytes, other members present as None; None when the line
-    is no object."""
-    spans = member_spans(line)
-    if spans is None:
-        return None
-    msg: dict[str, Any] = {}
-    for key, (start, end) in spans.items():
-        value = None
-        if key in ("jsonrpc", "method", "id"):
-            try:
-                value = _parse(line[start:end])
-            except (ValueError, _TooDeep):
-                value = [None]  # a value no method or id can be
-        msg[key] = value
-    return msg
+    """:func:`acp_pipes.jsonrpc.top_level_members` of a line too deep to parse."""
+    return top_level_members(line, _parse, (ValueError, _TooDeep))
 
 
 def _id_token(line: bytes, rid: Any) -> Any:
