@@ -4,14 +4,23 @@ A PathRef is ``{"root": "root<i>", "path": "<relative, / separated>"}`` against 
 first declared root whose path is a segment-wise prefix of the absolute path (the path
 equal to a root is ``"."``), otherwise ``{"root": null, "path": "<absolute>"}``.
 Segment-wise: ``/a/b`` prefixes ``/a/b/c`` but not ``/a/bc``. No normalisation (``..``,
-symlinks, case) is applied: paths are compared as ACP sent them.
+symlinks, case) is applied: paths are compared as ACP sent them, and a trailing ``/`` (a
+directory) is kept (``src/``; the root itself ``./``).
+
+A path that is not absolute breaks ACP's schema (its paths are absolute), yet real agents
+send them (a diff's ``path: "out.txt"``). It is kept as sent, never resolved against a
+guessed directory, as ``{"root": null, "path": "out.txt", "relative": true}`` (acp-pipes
+choice): ``root: null`` alone means an absolute path outside every root (ASR-711).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["declare_roots", "path_ref", "resolve"]
+__all__ = ["LOSS_RELATIVE", "declare_roots", "is_relative", "path_ref", "resolve"]
+
+#: The loss a stream declares when the agent sent a path that is not absolute (ASR-722).
+LOSS_RELATIVE = "_org.agent-session.acp/relative_paths"
 
 
 def declare_roots(cwd: Any, additional: list) -> list[dict]:
@@ -42,8 +51,20 @@ def path_ref(path: Any, roots: list[dict]) -> dict | Any:
             rsegs = _segments(rp)
             if segs[: len(rsegs)] == rsegs:
                 rest = segs[len(rsegs):]
-                return {"root": root["id"], "path": "/".join(rest) if rest else "."}
-    return {"root": None, "path": path}
+                rel = "/".join(rest) if rest else "."
+                if path.endswith("/") and len(path) > 1:
+                    rel += "/"  # a directory stays one
+                return {"root": root["id"], "path": rel}
+        return {"root": None, "path": path}
+    return {"root": None, "path": path, "relative": True}  # not absolute: as sent
+
+
+def is_relative(ref: Any) -> bool:
+    """A PathRef holding a path the agent sent that is not absolute: marked ``relative``,
+    or (as an older acp-asr wrote it) ``root: null`` with a path not starting with ``/``."""
+    return (isinstance(ref, dict) and ref.get("root") is None
+            and isinstance(ref.get("path"), str)
+            and (ref.get("relative") is True or not ref["path"].startswith("/")))
 
 
 def resolve(ref: dict, roots: list[dict]) -> str | None:
@@ -54,5 +75,7 @@ def resolve(ref: dict, roots: list[dict]) -> str | None:
         if root.get("id") == ref["root"] and isinstance(root.get("path"), str):
             rel = ref.get("path")
             base = root["path"].rstrip("/") or ""
+            if rel == "./":
+                return base + "/"
             return base + "/" + rel if rel not in (".", "") else (root["path"])
     return None

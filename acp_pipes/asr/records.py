@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_pipes.asr.model import AUDIT_PREFIX
-from acp_pipes.asr.paths import path_ref
+from acp_pipes.asr.paths import LOSS_RELATIVE, path_ref
 from acp_pipes.redact import secret_fields
 
 __all__ = ["Ctx", "Unmappable", "audit", "entity_bodies", "event_bodies"]
@@ -66,6 +66,16 @@ def _copy_str(body: dict, v: dict, fields: tuple, what: str, null: bool = False)
         if x.__class__ is not str:
             raise Unmappable(f"{what} {f} is not a string")
         body[f] = x
+
+
+def _path(path: Any, ctx: Ctx) -> Any:
+    """ASR-711's PathRef; a path the agent sent that is not absolute is kept as sent and
+    marked, and the stream declares the loss of the directory it was against (ASR-722,
+    acp-pipes choice)."""
+    ref = path_ref(path, ctx.roots)
+    if ref.__class__ is dict and ref.get("relative") is True:
+        ctx.losses.add(LOSS_RELATIVE)
+    return ref
 
 
 def _int(v: Any) -> bool:
@@ -201,7 +211,7 @@ def _tool(rec: dict, ctx: Ctx) -> list:
             if loc.__class__ is not dict or (line is not None and not _int(line)):
                 raise Unmappable("a location is not an object with a path and a line")
             loc = dict(loc)
-            loc["path"] = path_ref(_str(loc.get("path"), "a location's path"), ctx.roots)
+            loc["path"] = _path(_str(loc.get("path"), "a location's path"), ctx)
             locs.append(loc)  # ASR-711
         call["locations"] = locs
     content = _tool_content(v.get("content"))
@@ -295,9 +305,9 @@ def _file_change(cid: str, diff: dict, status: str, ctx: Ctx) -> dict:
         if not isinstance(ch, dict):
             continue
         c: dict[str, Any] = {"op": ch.get("operation")}
-        c["path"] = path_ref(ch.get("path"), ctx.roots)
+        c["path"] = _path(ch.get("path"), ctx)
         if ch.get("oldPath") is not None:
-            c["oldPath"] = path_ref(ch["oldPath"], ctx.roots)
+            c["oldPath"] = _path(ch["oldPath"], ctx)
         for f in ("fileType", "mimeType"):
             if ch.get(f) is not None:
                 c[f] = ch[f]
@@ -429,7 +439,7 @@ def _terminal(rec: dict, ctx: Ctx) -> list:
     body: dict[str, Any] = {"type": "terminal", "terminalId": rec["id"]}  # ASR-702
     _copy_str(body, v, ("command",), "the terminal's")
     if v.get("cwd") is not None:
-        body["cwd"] = path_ref(_str(v["cwd"], "cwd"), ctx.roots)
+        body["cwd"] = _path(_str(v["cwd"], "cwd"), ctx)
     ex = v.get("exitStatus")
     if ex.__class__ is dict:
         code = ex.get("exitCode")

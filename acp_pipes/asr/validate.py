@@ -9,7 +9,10 @@ record of the stream the header says it inherits from (checked when that stream 
 among the inputs); every PathRef names a declared root; the losses ASR-722 requires
 for what the stream holds are declared in ``producer.lossy`` (and, in a stream of ACP
 v1, the lost message boundaries when a message ID was derived); every line ends with LF
-alone (the stream contract: a CR LF line is a problem). A file
+alone (the stream contract: a CR LF line is a problem). A PathRef holding a path that is
+not absolute is no problem of the stream (the recorder kept what the agent sent) but a
+:class:`Note` saying the agent broke ACP's schema; a stream with one marked ``relative``
+declares ``_org.agent-session.acp/relative_paths``. A file
 with no line at all has no header: a problem of the whole file (``FILE: : ...``).
 
 Not a problem but unusable input (``InputError``, exit 2): a file that cannot be opened or
@@ -26,12 +29,17 @@ import orjson
 
 from acp_pipes.asr.model import ALWAYS_LOST
 from acp_pipes.asr.output import is_provisional
+from acp_pipes.asr.paths import LOSS_RELATIVE, is_relative
 from acp_pipes.asr.schema import validator_for
 from acp_pipes.fold import v1
 from acp_pipes.jsonl import display_name, read_lines
 from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
-__all__ = ["validate_paths", "validate_streams"]
+__all__ = ["Note", "validate_paths", "validate_streams"]
+
+
+class Note(str):
+    """A line of the output that is not a problem: the stream is valid (exit status 0)."""
 
 _ASR = (ASR,)
 
@@ -50,6 +58,7 @@ class _Stream:
         self.seq = 0
         self.types: set[str] = set()
         self.derived_message = False  # a message whose ID the recorder derived
+        self.relative = False  # a PathRef marked relative (ASR-711, acp-pipes choice)
         roots = (header.get("workspace") or {}).get("roots") or []
         self.roots = {r.get("id") for r in roots if isinstance(r, dict)}
         self.copied: list[tuple[int, dict]] = []
@@ -97,6 +106,8 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
         source = (st.header.get("producer") or {}).get("source")
         if st.derived_message and source == v1.SOURCE:  # docs/asr.md, "ACP v1"
             need.add(v1.LOSS_BOUNDARIES)
+        if st.relative:
+            need.add(LOSS_RELATIVE)
         for loss in sorted(need - lossy):
             yield (f"{st.source}:{st.line}: /producer/lossy: required loss {loss!r} "
                    "is not declared (ASR-722)")
@@ -189,6 +200,15 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
             if isinstance(ref, dict) and ref.get("root") is not None and (
                     ref["root"] not in st.roots):
                 yield f"{where}: {ptr}/root: {ref['root']!r} is not a declared root"
+            elif is_relative(ref):
+                if ref.get("relative") is True:
+                    st.relative = True
+                older = "" if "relative" in ref else (
+                    " (an older acp-asr stored it unmarked, as if absolute)")
+                yield Note(f"{where}: {ptr}/path: note: {ref['path']!r} is not absolute: "
+                           "the agent broke ACP's schema, whose paths are absolute; kept as "
+                           f"the agent sent it, resolved against no directory{older} "
+                           "(ASR-711)")
         if isinstance(rec.get("copiedFrom"), dict):
             st.copied.append((number, rec))
     yield from close(cur)

@@ -25,7 +25,8 @@ stand, ASR-705); an update kind this version does not know is kept as an audit r
 converts by the same rules, with the choices and losses in the ASR format's section
 "ACP v1"; v1 and v2 recordings may be given together. --validate checks ASR streams
 instead: exit 0 valid, 1 invalid with one line per problem (FILE:LINE: POINTER: what is
-wrong), 2 for a file that cannot be read or is another kind of stream.
+wrong), 2 for a file that cannot be read or is another kind of stream; a note (a path
+the agent sent that is not absolute, kept as sent) is no problem.
 
 """ + (f"Manual: {page('acp-asr.md')}\n"
                 f"The ASR format, with every choice: {page('asr.md')}")
@@ -58,17 +59,25 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.validate and args.follow:
         raise UsageError("--follow converts a growing log: not with --validate")
     if args.validate:
-        from acp_pipes.asr.validate import validate_paths
+        from acp_pipes.asr.validate import Note, validate_paths
 
         problems = 0
+        quiet = False
         for line in validate_paths(ctx.files):
-            problems += 1
+            note = isinstance(line, Note)
+            problems += not note
+            if quiet:
+                if problems:  # `2>&1 | head` has read enough: invalid
+                    return 1
+                continue  # only notes so far: the rest still decides
             try:
                 print(line, file=sys.stderr, flush=True)
-            except BrokenPipeError:  # `2>&1 | head` has read enough: still invalid
+            except BrokenPipeError:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, sys.stderr.fileno())  # quiet the final flush
-                return 1
+                quiet = True
+                if problems:
+                    return 1
         return 1 if problems else 0
     # everything imported so far lives as long as the process: keep it out of the
     # collector's scans; records are many, short-lived and acyclic, so the young
@@ -99,6 +108,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if (unreadable is None and not done.interrupted and args.session is not None
             and args.session not in headers):
         raise UsageError(f"no session {args.session!r} in the input")
+    why = done.no_session() if unreadable is None and not done.interrupted else None
+    if why is not None and args.session is None:
+        ctx.note(why)  # read correctly, holding nothing to write: exit 0
     if args.output:
         try:
             written, failed = spool.write_dir(args.output, headers)
