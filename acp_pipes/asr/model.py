@@ -42,11 +42,18 @@ _LABEL = re.compile(r"[^a-z0-9]+")
 
 
 def agent_name(info_name: Any, configured: str | None = None) -> str:
-    """ASR-703: a configured (registry or reverse-DNS) name, else the reserved fallback
-    ``org.agent-session.acp.<label>``."""
+    """ASR-703: a configured (registry or reverse-DNS name), else the reserved fallback
+    ``org.agent-session.acp.<label>``. A name with no a-z0-9 in it (``"🤖"``, ``"!!"``)
+    has no label by ASR-703's rule: its label is ``x--`` and the name's UTF-8 bytes in
+    hex, and no name at all (no ``initialize`` seen, a name that is no string or empty)
+    gives ``x--unnamed`` (acp-pipes choice): a rule-derived label never holds ``--``, so
+    neither collides with an agent's own name (``Unknown``, ``X Unnamed``)."""
     if configured:
         return configured
-    label = _LABEL.sub("-", str(info_name or "").lower()).strip("-") or "unknown"
+    if info_name.__class__ is not str or not info_name:
+        return FALLBACK_PREFIX + "x--unnamed"
+    label = _LABEL.sub("-", info_name.lower()).strip("-") or (
+        "x--" + info_name.encode("utf-8", "surrogatepass").hex())
     return FALLBACK_PREFIX + label
 
 
