@@ -138,6 +138,9 @@ class Converter:
         self.store = _Lists() if store is None else store
         self._put = self.store.put
         self.index = DigestIndex()
+        #: (connection, fold record) of each session/new or session/fork the agent
+        #: refused: why a recording holds no session (acp-asr says it on stderr)
+        self.refused: list[tuple[int, dict]] = []
 
     def close(self) -> None:
         """Release the index's temporary database (if it spilled to one)."""
@@ -161,6 +164,8 @@ class Converter:
             self._session(rec)
         elif ev is None and rec.get("format") == FOLD:
             self.conn = int(rec.get("connection") or 0)
+        elif ev == "refused":  # the agent answered session/new or fork with an error
+            self.refused.append((self.conn, rec))
         elif ev == "lossy":  # a loss the v1 lift incurred (ASR-722)
             sid = rec.get("session")
             if sid.__class__ is str and sid and isinstance(rec.get("lossy"), str):
@@ -364,14 +369,33 @@ class Converted:
     error that cut the input short (what came before it is converted), or None;
     ``interrupted`` when Ctrl-C ended the reading (what was read is converted)."""
 
-    __slots__ = ("headers", "interrupted", "spool", "unreadable")
+    __slots__ = ("headers", "interrupted", "refused", "spool", "unreadable")
 
     def __init__(self, spool: Any, headers: dict[str, dict], unreadable: Any,
-                 interrupted: bool = False):
+                 interrupted: bool = False, refused: list | None = None):
         self.spool = spool
         self.headers = headers
         self.unreadable = unreadable
         self.interrupted = interrupted
+        #: (input path, connection, fold record) of each session/new or session/fork
+        #: the agent answered with an error
+        self.refused = refused or []
+
+    def no_session(self) -> str | None:
+        """What to say when the recording holds no session: that it holds none, and
+        why (the error the agent answered session/new with); None when it holds one."""
+        if self.headers:
+            return None
+        if not self.refused:
+            return "the recording holds no session: no session/new was answered"
+        path, conn, rec = self.refused[-1]
+        err = rec.get("error")
+        what = orjson.dumps(err).decode() if err is not None else "an error"
+        frames = rec.get("frames") or []
+        more = f" ({len(self.refused)} refused in all)" if len(self.refused) > 1 else ""
+        return (f"{path}: the recording holds no session: the agent answered "
+                f"{rec.get('method')} (connection {conn}, frame {frames[-1] if frames else '?'}) "
+                f"with error {what}{more}; nothing written")
 
 
 def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = None,
@@ -394,7 +418,7 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
     from acp_pipes.errors import InputError
     from acp_pipes.fold import fold_paths
     from acp_pipes.fold.state import States
-    from acp_pipes.jsonl import Live
+    from acp_pipes.jsonl import Live, display_name
 
     spool = Spool(only=only, directory=directory,
                   provisional=lambda sid: conv.header(sid))
@@ -404,6 +428,7 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
     unreadable = None
     interrupted = False
     states = States()  # one entity state per session, for every connection (ASR-704)
+    refused: list = []
     try:
         for i, path in enumerate(paths):
             if on_file is not None:
@@ -411,8 +436,12 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
             records = fold_paths([path], snapshots=snapshots, warn=warn, live=live,
                                  connection=conv.conn + (1 if i else 0), states=states)
             feed = conv.feed
-            for rec in records:
-                feed(rec)
+            try:
+                for rec in records:
+                    feed(rec)
+            finally:
+                refused.extend((display_name(path), c, r) for c, r in conv.refused)
+                conv.refused.clear()
     except InputError as e:  # unreadable past a point: what came before is converted
         unreadable = e
     except KeyboardInterrupt:  # Ctrl-C (the end of --follow): as at the input's end
@@ -420,7 +449,7 @@ def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = N
     interrupted = interrupted or live.interrupted  # Ctrl-C while following: input's end
     states.close()
     conv.close()
-    return Converted(spool, conv.headers(), unreadable, interrupted)
+    return Converted(spool, conv.headers(), unreadable, interrupted, refused)
 
 
 def convert(records: Iterable[dict], **options: Any) -> dict[str, list[dict]]:

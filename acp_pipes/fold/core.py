@@ -464,7 +464,11 @@ class Folder:
             if method == "session/fork":
                 self.forks_pending = max(0, self.forks_pending - 1)
             sid = result.get("sessionId")
-            if not ok or not isinstance(sid, str):
+            if not ok:  # no session: acp-asr says why when the recording holds none
+                self.timeline.emit({"ev": "refused", "method": method,
+                                    "error": msg.get("error"), "frames": frames, "t": rt})
+                return
+            if not isinstance(sid, str):
                 return
             sess = self._session(sid)
             rec = {"ev": "session", "op": "new" if method == "session/new" else "fork",
