@@ -152,3 +152,14 @@ def test_asr_701_a_recording_with_a_session_says_nothing_of_it():
     wire = FIXTURES / "ASR-701-one-stream-per-session" / "wire.jsonl"
     got = run_tool("asr", str(wire))
     assert got.returncode == 0 and got.stderr == b""
+
+
+def test_asr_711_replay_sends_paths_back_as_the_agent_sent_them():
+    """A relative path goes back unresolved; a directory keeps its trailing slash."""
+    got = run_tool("replay", str(RELATIVE))
+    assert got.returncode == 0, got.stderr.decode()
+    out = got.stdout
+    assert (b'"locations":[{"path":"out.txt"},{"path":"/ws/a/src/"},{"path":"/ws/a/"},'
+            b'{"path":"/tmp/"}]') in out
+    assert b'"changes":[{"operation":"move","path":"out.txt","oldPath":"./old.txt"}]' in out
+    assert b'"cwd":"build"' in out
