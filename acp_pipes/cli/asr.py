@@ -22,12 +22,13 @@ same input twice gives the same bytes: times come from the recording, never the 
 A recording cut off mid-session still converts (open entities are written as they
 stand, ASR-705); an update kind this version does not know is kept as an audit record
 (ASR-710). A recording that negotiated ACP v1 (every agent and editor in use today)
-converts by the same rules, with the choices and losses in the ASR format's section
-"ACP v1"; v1 and v2 recordings may be given together. A recording that holds no
-session (the agent refused session/new) writes nothing and says why on stderr (exit 0).
---validate checks ASR streams instead: exit 0 valid, 1 invalid with one line per problem (FILE:LINE: POINTER: what is
-wrong), 2 for a file that cannot be read or is another kind of stream; a note (a path
-the agent sent that is not absolute, kept as sent) is no problem.
+converts by the same rules, with the choices and losses in the ASR format's section "ACP
+v1"; v1 and v2 recordings may be given together. A recording that holds no session (the
+agent refused session/new) writes nothing and says why on stderr (exit 0). --validate
+checks ASR streams instead: exit 0 valid, 1 invalid with one line per problem
+(FILE:LINE: POINTER: what is wrong), 2 for a file that cannot be read or is another kind
+of stream; a note (a path the agent sent that is not absolute, kept as sent) is no
+problem.
 
 """ + (f"Manual: {page('acp-asr.md')}\n"
                 f"The ASR format, with every choice: {page('asr.md')}")
