@@ -405,6 +405,9 @@ def test_duplicate_response():
 def test_unanswered_requests_are_reported_at_the_end_in_order():
     convo = v2()[:-1]  # session/close never answered
     convo = replace(convo, 9, m(method="session/cancel", params={"sessionId": "sess-1"}))
+    convo = replace(convo, 10, (convo[10][1] | {"params": convo[10][1]["params"] | {
+        "update": {"sessionUpdate": "state_update", "state": "idle",
+                   "stopReason": "cancelled"}}}))
     # the permission request (seq 8) is no longer answered either
     v = list(violations(records(convo)))
     assert [(x["rule"], x["seq"], x["dir"], x["method"], x["id"], x["message"]) for x in v] == [
@@ -479,8 +482,7 @@ def test_resume_and_fork_make_a_session_live():
              ("a2c", m(id=23, error={"code": -32002, "message": "no such session"}))]
     assert found(early) == [
         ("unknown-session", 12, "/params/sessionId",
-         "session/prompt: session sess-2 was never created, loaded, resumed or forked on "
-         "this connection")]
+         "session/prompt: session sess-2 used before session/fork (seq 11) was answered")]
     failed = [*base, resumed[0], ("a2c", m(id=20, error={"code": -32002, "message": "no"})),
               _prompt(21, "old"), ("a2c", m(id=21, error={"code": -32002, "message": "no"}))]
     assert [f[:3] for f in found(failed)] == [("unknown-session", 13, "/params/sessionId")]
@@ -587,6 +589,114 @@ def test_streams_are_checked_each_on_its_own():
     two = records(v1())
     out = [r for r in reports([*one, *two]) if r["type"] == "summary"]
     assert [(s["protocolVersion"], s["violations"]) for s in out] == [(2, 0), (1, 0)]
+
+
+# -- turns: cancel, paths, tool calls -----------------------------------------------------
+
+
+def test_cancel_stop_reason_v1_the_prompt_answer_after_session_cancel():
+    """v1 StopReason cancelled: "This stop reason MUST be returned when the client sends
+    a `session/cancel` notification" (opencode answers end_turn)."""
+    convo = v1()
+    cancel = ("c2a", m(method="session/cancel", params={"sessionId": "s1"}))
+    bad = [*convo[:5], cancel, *convo[5:]]
+    v = list(violations(records(bad)))
+    assert [(x["rule"], x["seq"], x["pointer"], x["related"], x["location"]) for x in v] == [
+        ("cancel-stop-reason", 9, "/result/stopReason", 5, "#/$defs/StopReason/oneOf/4")]
+    assert v[0]["message"] == ('the prompt session/cancel (seq 5) cancelled ended with '
+                               '"end_turn", not "cancelled"')
+    assert "MUST be returned when the client sends a `session/cancel`" in v[0]["words"]
+    good = replace(bad, 9, m(id=2, result={"stopReason": "cancelled"}))
+    assert found(good) == []
+    # a cancel after the answer owes nothing
+    assert found([*convo, cancel]) == []
+
+
+def test_cancel_stop_reason_v2_the_idle_state_update_after_session_cancel():
+    """v2 IdleStateUpdate cancelled: "Agents MUST report this stop reason on an idle
+    `state_update` when cancellation ends active foreground work"."""
+    convo = v2()
+    cancel = ("c2a", m(method="session/cancel", params={"sessionId": "sess-1"}))
+    bad = [*convo[:7], cancel, *convo[7:]]  # while running; idle says end_turn (seq 11)
+    assert found(bad) == [
+        ("cancel-stop-reason", 11, "/params/update/stopReason",
+         'the work session/cancel (seq 7) ended stopped with "end_turn", not "cancelled"')]
+    idle = {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    good = replace(bad, 11, ("a2c", m(method="session/update", params={
+        "sessionId": "sess-1", "update": idle}))[1])
+    assert found(good) == []
+    assert found([*convo[:-2], cancel, *convo[-2:]]) == []  # idle already: nothing owed
+
+
+def test_relative_path_where_the_schema_says_absolute():
+    """v1 NewSessionRequest.cwd: "Must be an absolute path."; v2 AbsolutePath: "An
+    absolute filesystem path used by the protocol." (qwen-code sends a relative one)."""
+    v = list(violations(records(replace(v1(), 2, m(id=1, method="session/new", params={
+        "cwd": "work", "mcpServers": []})))))
+    assert [(x["rule"], x["seq"], x["pointer"], x["message"], x["location"], x["words"])
+            for x in v] == [
+        ("relative-path", 2, "/params/cwd", '"work" is not an absolute path',
+         "#/$defs/NewSessionRequest/properties/cwd",
+         "The working directory for this session. Must be an absolute path.")]
+    v = list(violations(records(replace(v1(), 6, m(id=0, method="fs/read_text_file", params={
+        "sessionId": "s1", "path": "a.txt"})))))
+    assert [(x["rule"], x["pointer"], x["words"]) for x in v] == [
+        ("relative-path", "/params/path", "Absolute path to the file to read.")]
+    v = list(violations(records(replace(v2(agent_caps={"session": {
+        "additionalDirectories": {}}}), 2, m(id=1, method="session/new", params={
+            "cwd": "./w", "mcpServers": [], "additionalDirectories": ["/ok", "rel"]})))))
+    assert [(x["rule"], x["pointer"], x["location"]) for x in v] == [
+        ("relative-path", "/params/cwd", "#/$defs/AbsolutePath"),
+        ("relative-path", "/params/additionalDirectories/1", "#/$defs/AbsolutePath")]
+    for ok in ("/home/u", "C:\\Users\\u", "c:/u", "\\\\server\\share"):
+        assert found(replace(v2(), 2, m(id=1, method="session/new", params={
+            "cwd": ok, "mcpServers": []}))) == [], ok
+
+
+def _permission(rid, tid, command="ls"):
+    return ("a2c", m(id=rid, method="session/request_permission", params={
+        "sessionId": "s1", "toolCall": {"toolCallId": tid, "title": "execute",
+                                        "rawInput": {"command": command}},
+        "options": [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]}))
+
+
+def _granted(rid):
+    return ("c2a", m(id=rid, result={"outcome": {"outcome": "selected", "optionId": "ok"}}))
+
+
+def test_unannounced_tool_call_and_a_placeholder_id_reused_are_warnings():
+    """v1 ToolCallUpdate (a permission request's toolCall): "An update to an existing tool
+    call."; ToolCallId: "Unique identifier for a tool call within a session." (fast-agent
+    asks under "pending", then again for its next call)."""
+    convo = v1()
+    announce = ("a2c", m(method="session/update", params={"sessionId": "s1", "update": {
+        "sessionUpdate": "tool_call", "toolCallId": "t1", "title": "execute"}}))
+    known = [*convo[:5], announce, _permission(5, "t1"), _granted(5), *convo[5:]]
+    assert found(known) == []
+    bad = [*convo[:5], _permission(5, "pending"), _granted(5),
+           _permission(6, "pending", "pwd"), _granted(6), *convo[5:]]
+    v = list(violations(records(bad)))
+    assert [(x["rule"], x["seq"], x["pointer"], x["level"], x.get("related")) for x in v] == [
+        ("unannounced-tool-call", 5, "/params/toolCall/toolCallId", "warning", None),
+        ("tool-call-id-reused", 7, "/params/toolCall/toolCallId", "warning", 5)]
+    assert v[0]["words"] == "An update to an existing tool call."
+    s = summary(bad)
+    assert (s["violations"], s["warnings"]) == (0, 2)
+
+
+def test_v2_permission_may_upsert_a_tool_call():
+    """v2 ToolCallUpdate "Represents an upsert for a tool call": no warning."""
+    assert found(v2()) == []
+
+
+def test_a_session_used_before_session_new_was_answered_says_so():
+    convo = v1()
+    early = ("a2c", m(method="session/update", params={"sessionId": "s1", "update": {
+        "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "."}}}))
+    v = list(violations(records([*convo[:3], early, *convo[3:]])))
+    assert [(x["rule"], x["seq"], x["message"], x["related"]) for x in v] == [
+        ("unknown-session", 3,
+         "session/update: session s1 used before session/new (seq 2) was answered", 2)]
 
 
 def test_every_rule_is_exercised_here():

@@ -9,11 +9,15 @@ import orjson
 from acp_pipes.canonical import parse_json
 from acp_pipes.frame import why_not_jsonrpc
 from acp_pipes.spec.rules import (
+    CANCELLED_WORDS,
     GATES,
     LIFECYCLE,
     SESSION,
+    TOOL_CALL_WORDS,
+    WARNINGS,
     advertised,
     capability_source,
+    schema_words,
 )
 from acp_pipes.spec.schema import REVISIONS, Schema, schema
 from acp_pipes.wire import A2C, C2A
@@ -89,6 +93,15 @@ class Checker:
         self._rules: Any = None
         self._gates_table: dict[str, Any] = {}
         self.forced = protocol
+        # stop reasons owed after session/cancel: v1, c2a prompt key -> the cancel's seq;
+        # v2, session -> the cancel's seq (while its foreground work is active)
+        self._cancelled: dict[Any, int] = {}
+        self._busy: set[str] = set()  # v2 sessions whose last state_update is not idle
+        # per session: tool call ids announced (tool_call); unannounced ids a permission
+        # request named -> (its seq, answered)
+        self._announced: dict[str, set[str]] = {}
+        self._unannounced: dict[tuple[str, str], list[Any]] = {}
+        self._perm_keys: dict[tuple[type, Any], tuple[str, str]] = {}
         if protocol is not None:
             self._use(protocol, "forced")
 
@@ -178,16 +191,25 @@ class Checker:
         if sid.__class__ is str and sid not in self.sessions \
                 and method not in rules.begin_request and method not in rules.stored:
             ended = self.ended.get(sid)
-            why = (f"session {sid} was closed (seq {ended})" if ended is not None
-                   else f"session {sid} was never created, loaded, resumed or forked "
-                        "on this connection")
+            asked = None if ended is not None else self._creating()
+            if ended is not None:
+                why = f"session {sid} was closed (seq {ended})"
+            elif asked is not None:
+                why = (f"session {sid} used before {asked[1]} (seq {asked[0]}) was "
+                       "answered")
+            else:
+                why = (f"session {sid} was never created, loaded, resumed or forked "
+                       "on this connection")
             out.append(self._v(f, "unknown-session", "/params/sessionId", f"{method}: {why}",
-                               related=ended))
+                               related=ended if ended is not None else
+                               asked[0] if asked is not None else None))
         gated = self._gated
         if method == "session/update":
             update = params.get("update")
             if update.__class__ is dict:
                 tag = update.get("sessionUpdate")
+                if tag == "tool_call" or tag == "state_update":
+                    self._update(f, sid, tag, update, out)
                 if tag == "subagent_update":  # announces a child session
                     child = update.get("sessionId")
                     if child.__class__ is str:
@@ -196,7 +218,80 @@ class Checker:
                     self._gate(f, "update/" + tag, "/params/update/sessionUpdate", out)
             if gated.get(method, _MISS) is None:
                 return
+        if method == "session/cancel" or method == "session/request_permission":
+            self._turn(f, msg, method, sid, params, out)
         self._gates(f, method, params, out)
+
+    # -- turns: cancel, tool calls, permissions (rules in acp_pipes.spec.rules) ----------
+
+    def _creating(self) -> tuple[int, str] | None:
+        """The first session/new or session/fork still waiting for its answer."""
+        begins = self._rules.begin_response
+        for entry in self.pending[C2A].values():
+            if entry[1] in begins:
+                return entry[0], entry[1]
+        return None
+
+    def _update(self, f: dict[str, Any], sid: Any, tag: str, update: dict[str, Any],
+                out: list[dict[str, Any]]) -> None:
+        if sid.__class__ is not str:
+            return
+        if tag == "tool_call":
+            tid = update.get("toolCallId")
+            if tid.__class__ is str:
+                self._announced.setdefault(sid, set()).add(tid)
+            return
+        state = update.get("state")
+        if state != "idle":
+            if state.__class__ is str:
+                self._busy.add(sid)
+            return
+        self._busy.discard(sid)
+        cancel = self._cancelled.pop(sid, None)
+        stop = update.get("stopReason")
+        if cancel is not None and stop != "cancelled":
+            out.append(self._v(f, "cancel-stop-reason", "/params/update/stopReason",
+                               f"the work session/cancel (seq {cancel}) ended stopped with "
+                               f"{_show_id(stop)}, not \"cancelled\"", *_stop_source(self.revision),
+                               related=cancel))
+
+    def _turn(self, f: dict[str, Any], msg: dict[str, Any], method: str, sid: Any,
+              params: dict[str, Any], out: list[dict[str, Any]]) -> None:
+        if sid.__class__ is not str:
+            return
+        if method == "session/cancel":
+            if self.version == 1:  # each prompt of the session in flight owes "cancelled"
+                for key, entry in self.pending[C2A].items():
+                    if entry[1] == "session/prompt" and entry[2] == sid:
+                        self._cancelled.setdefault(key, f["seq"])
+            elif sid in self._busy:
+                self._cancelled.setdefault(sid, f["seq"])
+            return
+        if self.version != 1:  # v2: a permission request's tool call is an upsert
+            return
+        call = params.get("toolCall")
+        pointer = "/params/toolCall/toolCallId"
+        tid = call.get("toolCallId") if call.__class__ is dict else None
+        if tid.__class__ is not str or tid in self._announced.get(sid, ()):
+            return
+        rid = msg.get("id")
+        key = (sid, tid)
+        was = self._unannounced.get(key)
+        if was is not None and was[1]:
+            out.append(self._v(f, "tool-call-id-reused", pointer,
+                               f"tool call {_show_id(tid)} was never announced and already "
+                               f"named by the permission request at seq {was[0]}, answered: "
+                               "one id for another call", *_tool_call_id_source(self.revision),
+                               related=was[0], level="warning"))
+        else:
+            out.append(self._v(f, "unannounced-tool-call", pointer,
+                               f"session/request_permission names tool call {_show_id(tid)}, "
+                               "which no tool_call update of the session announced",
+                               *_tool_call_id_source(self.revision), level="warning"))
+        self._unannounced[key] = [f["seq"], False]
+        self._perm_keys[(rid.__class__, rid)] = key
+        if len(self._unannounced) > MAX_PENDING:
+            del self._unannounced[next(iter(self._unannounced))]
 
     def _before_initialized(self, f: dict[str, Any], method: str, kind: str, params: Any,
                             out: list[dict[str, Any]]) -> None:
@@ -313,6 +408,18 @@ class Checker:
         result = msg.get("result")
         if self._chain and method[:1] != "_":
             self._schema(f, method, asked, "response", result, "/result", out)
+        if method == "session/prompt":
+            cancel = self._cancelled.pop(key, None)
+            stop = result.get("stopReason", _MISS) if result.__class__ is dict else _MISS
+            if cancel is not None and stop is not _MISS and stop != "cancelled":
+                out.append(self._v(f, "cancel-stop-reason", "/result/stopReason",
+                                   f"the prompt session/cancel (seq {cancel}) cancelled "
+                                   f"ended with {_show_id(stop)}, not \"cancelled\"",
+                                   *_stop_source(self.revision), related=cancel))
+        elif method == "session/request_permission":
+            named = self._perm_keys.pop(key, None)
+            if named is not None and named in self._unannounced:
+                self._unannounced[named][1] = True
         rules = self._rules
         if rules is None:
             return
@@ -412,9 +519,8 @@ class Checker:
         closed = s.is_valid(name, value)  # the official file accepts it: a reserved value
         findings, total = s.findings(name, value, pointer, closed=closed)
         for finding in findings:
-            out.append(self._v(f, "reserved-value" if finding.reserved else "schema",
-                               finding.pointer, finding.message, s, finding.location,
-                               finding.words))
+            out.append(self._v(f, finding.rule, finding.pointer, finding.message, s,
+                               finding.location, finding.words))
         if total is None:
             out[-1]["message"] += " (and more in this frame, not counted)"
         elif total > len(findings):
@@ -515,7 +621,8 @@ class Checker:
             "paired": self.paired,
             "frames": self.frames,
             "unstable": self.unstable,
-            "violations": sum(self.counts.values()),
+            "violations": sum(n for r, n in self.counts.items() if r not in WARNINGS),
+            "warnings": sum(n for r, n in self.counts.items() if r in WARNINGS),
             "rules": dict(sorted(self.counts.items())),
         }
 
@@ -524,7 +631,8 @@ class Checker:
     @staticmethod
     def _v(f: dict[str, Any], rule: str, pointer: str, message: str,
            s: Schema | str | None = None, location: str | None = None,
-           words: str | None = None, related: int | None = None) -> dict[str, Any]:
+           words: str | None = None, related: int | None = None,
+           level: str | None = None) -> dict[str, Any]:
         v: dict[str, Any] = {"seq": f["seq"], "dir": f["dir"], "kind": f["kind"],
                              "method": f.get("method")}
         if "id" in f:
@@ -537,7 +645,19 @@ class Checker:
         v["words"] = words
         if related is not None:
             v["related"] = related
+        if level is not None:
+            v["level"] = level
         return v
+
+
+def _stop_source(revision: str | None) -> tuple[str | None, str | None, str | None]:
+    """Where the schema says a cancelled turn MUST stop with ``cancelled``."""
+    return schema_words(revision, CANCELLED_WORDS)
+
+
+def _tool_call_id_source(revision: str | None) -> tuple[str | None, str | None, str | None]:
+    """Where the schema says what a permission request's tool call id names."""
+    return schema_words(revision, TOOL_CALL_WORDS)
 
 
 def _cap_schema(version: int) -> str:

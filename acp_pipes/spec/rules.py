@@ -20,7 +20,8 @@ from typing import Any
 from acp_pipes.schemas import ACP_V1, ACP_V2
 from acp_pipes.spec.schema import escape, first_words, paragraph, schema
 
-__all__ = ["GATES", "RULES", "SESSION", "advertised", "capability_source"]
+__all__ = ["CANCELLED_WORDS", "GATES", "RULES", "SESSION", "TOOL_CALL_WORDS", "WARNINGS",
+           "advertised", "capability_source", "schema_words"]
 
 #: Every rule a violation record can name, and what it means.
 RULES = {
@@ -40,7 +41,62 @@ RULES = {
     "unknown-session": "a session used before it was created, loaded, resumed or forked, "
                        "or after it was closed",
     "capability": "a call or content the peer did not advertise",
+    "cancel-stop-reason": "a turn the client cancelled (session/cancel) that ends with "
+                          "another stop reason than cancelled",
+    "relative-path": "a path the schema calls absolute that is not",
+    "unannounced-tool-call": "(warning) a permission request naming a tool call no "
+                             "tool_call update announced",
+    "tool-call-id-reused": "(warning) an unannounced tool call id a permission request "
+                           "named, named again by the next permission request",
 }
+
+#: Rules whose findings are warnings (``"level":"warning"``): the schema implies them
+#: without a MUST, so they do not make --validate fail.
+WARNINGS = frozenset({"unannounced-tool-call", "tool-call-id-reused"})
+
+#: Where each revision's schema states the rules beyond it: (``$defs`` path, the words).
+#: cancel-stop-reason. v1 ``StopReason`` ``cancelled``: "This stop reason MUST be returned
+#: when the client sends a `session/cancel` notification"; v2 ``IdleStateUpdate``
+#: ``cancelled``: "Agents MUST report this stop reason on an idle `state_update` when
+#: cancellation ends active foreground work". tests/test_validate_rules.py checks them.
+CANCELLED_WORDS = {
+    ACP_V1: (("StopReason", "oneOf", 4), "MUST be returned when the client sends a "
+             "`session/cancel`"),
+    ACP_V2: (("IdleStateUpdate", "anyOf", 4), "MUST report this stop reason on an idle "
+             "`state_update` when cancellation ends active foreground work"),
+    "v2-sdk-2.4.0": (("IdleStateUpdate", "anyOf", 4), "MUST report this stop reason on "
+                     "an idle `state_update` when cancellation ends active foreground work"),
+}
+#: unannounced-tool-call, tool-call-id-reused (v1 only). v1: the permission request's
+#: ``toolCall`` is a ``ToolCallUpdate``, "An update to an existing tool call.", whose
+#: ``toolCallId`` is "The ID of the tool call being updated.", and a ``ToolCallId`` is a
+#: "Unique identifier for a tool call within a session." No MUST forbids an unannounced
+#: id: the words imply it, hence warnings. In v2 a ``ToolCallUpdate`` "Represents an
+#: upsert for a tool call", so a permission request may be the first to name a call.
+TOOL_CALL_WORDS = {
+    ACP_V1: (("ToolCallUpdate",), "An update to an existing tool call."),
+}
+
+
+def schema_words(revision: str | None, table: dict[str, tuple[tuple[Any, ...], str]]
+                 ) -> tuple[str | None, str | None, str | None]:
+    """(schema file, ``#/$defs/...`` location, the schema's paragraph holding the words)
+    of a row of :data:`CANCELLED_WORDS` or :data:`TOOL_CALL_WORDS`."""
+    row = table.get(revision) if revision is not None else None
+    if row is None:
+        return None, None, None
+    where, words = row
+    s = schema(revision, True)
+    node: Any = s.defs
+    for key in where:
+        node = node[key]
+    location = "#/$defs/" + "/".join(escape(str(k)) for k in where)
+    text = node.get("description") or ""
+    for para in text.split("\n\n"):
+        para = " ".join(para.split())
+        if words in para:
+            return s.file, location, para
+    return s.file, location, first_words(node)
 
 _CLIENT, _AGENT = "client", "agent"
 

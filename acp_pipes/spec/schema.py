@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,13 +34,20 @@ import orjson
 from acp_pipes.schemas import ACP_V1, ACP_V2, acp_schema
 
 __all__ = [
-    "REVISIONS", "Finding", "Schema", "escape", "first_words", "paragraph", "schema",
-    "schema_file",
+    "REVISIONS", "Finding", "Schema", "absolute_paths", "escape", "first_words", "paragraph",
+    "schema", "schema_file",
 ]
 
 #: Marks what the closed copy adds to an ``other`` variant (validators ignore the key).
 RESERVED = "x-acp-pipes-reserved"
 _RESERVED_PATTERN = "^_"
+#: Marks what the closed copy adds to a path the schema calls absolute.
+ABSOLUTE = "x-acp-pipes-absolute"
+#: An absolute path in the native syntax of the agent's machine, as the v2 schema's
+#: ``AbsolutePath`` words it: ``/home/user/project``, ``C:\\Users\\user\\project``,
+#: ``\\\\server\\share\\project``.
+_ABSOLUTE_PATTERN = r"^(?:/|[A-Za-z]:[\\/]|\\\\)"
+_SAYS_ABSOLUTE = re.compile(r"\babsolute\b", re.I)
 
 #: A rendered instance longer than this is cut in messages (a frame can be megabytes).
 _SHOWN = 60
@@ -61,15 +69,20 @@ class Finding:
     what is wrong, and where the schema says so (a pointer into the schema file, and the
     schema's own words: the nearest ``description``)."""
 
-    __slots__ = ("location", "message", "pointer", "reserved", "words")
+    __slots__ = ("location", "message", "pointer", "rule", "words")
 
     def __init__(self, pointer: str, message: str, location: str, words: str | None,
-                 reserved: bool = False):
+                 rule: str = "schema"):
         self.pointer = pointer
         self.message = message
         self.location = location
         self.words = words
-        self.reserved = reserved
+        self.rule = rule  # "schema"; or what the closed copy adds: "reserved-value",
+        # "relative-path"
+
+    @property
+    def reserved(self) -> bool:
+        return self.rule == "reserved-value"
 
     def __repr__(self) -> str:
         return f"Finding({self.pointer!r}, {self.message!r}, {self.location!r})"
@@ -92,6 +105,9 @@ class Schema:
         self._batches: dict[str, list[int]] = {}  # batch name -> indices in root anyOf
         self._parts_cache: dict[tuple[Any, ...], Any] = {}  # see _part_validator
         self._closed_root: Any = None
+        self._absolute: dict[str, list[tuple[str, ...]]] = {}
+        for where in absolute_paths(self.defs):
+            self._absolute.setdefault(where[0], []).append(where)
         # (method, handler side) -> {"Request"|"Response"|"Notification": $defs name}
         self.methods: dict[tuple[str, str], dict[str, str]] = {}
         for name, d in self.defs.items():
@@ -163,7 +179,8 @@ class Schema:
     def _closed_def(self, name: str) -> Any:
         d = self._closed_defs.get(name)
         if d is None:
-            d = self._closed_defs[name] = _close(copy.deepcopy(self.defs[name]))
+            d = self._closed_defs[name] = _absolute(self._absolute.get(name, ()),
+                                                    _close(copy.deepcopy(self.defs[name])))
         return d
 
     def is_valid(self, name: str, instance: Any, *, closed: bool = False) -> bool:
@@ -202,7 +219,7 @@ class Schema:
         for err in errors:
             for e in _explain(err):
                 f = self._finding(name, e, base, closed)
-                if not closed or f.reserved:
+                if not closed or f.rule != "schema":
                     yield f
 
     # -- a large value, part by part -------------------------------------------------------
@@ -353,7 +370,12 @@ class Schema:
             return Finding(pointer, f"{_show(value)} is reserved for future ACP versions "
                            "(an extension value must begin with _)",
                            "#/" + "/".join(escape(str(p)) for p in _variant(path)),
-                           words, reserved=True)
+                           words, rule="reserved-value")
+        if closed and isinstance(node, dict) and node.get(ABSOLUTE):
+            words = _words(self.root, path[:-1])
+            return Finding(pointer, f"{_show(e.instance)} is not an absolute path",
+                           "#/" + "/".join(escape(str(p)) for p in path[:-1]), words,
+                           rule="relative-path")
         keyword = path[-1] if path else None
         words = None
         if keyword == "required" and isinstance(node, dict):
@@ -583,6 +605,45 @@ def _close(closed: Any) -> Any:
         prop["pattern"] = _RESERVED_PATTERN
         prop[RESERVED] = True
         props[tag] = prop
+    return closed
+
+
+def absolute_paths(defs: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Where the schema calls a path absolute, as paths into ``$defs``: the definition
+    ``AbsolutePath`` (v2), and each string property (or string items of an array
+    property) whose own description says "absolute" (v1: "Absolute path to the file to
+    read.", "Must be an absolute path.", "Each path must be absolute."). A property that
+    only refers to ``AbsolutePath`` is covered by the definition."""
+    out: list[tuple[str, ...]] = []
+    for name, d in defs.items():
+        if name == "AbsolutePath" and _types(d) == {"string"}:
+            out.append((name,))
+        for key, prop in (d.get("properties") or {}).items():
+            if not isinstance(prop, dict) or not _SAYS_ABSOLUTE.search(
+                    prop.get("description") or ""):
+                continue
+            if "string" in _types(prop):
+                out.append((name, "properties", key))
+            elif "array" in _types(prop) and isinstance(prop.get("items"), dict) \
+                    and "string" in _types(prop["items"]):
+                out.append((name, "properties", key, "items"))
+    return out
+
+
+def _types(node: dict[str, Any]) -> set[str]:
+    t = node.get("type")
+    return {t} if isinstance(t, str) else set(t) if isinstance(t, list) else set()
+
+
+def _absolute(wheres: Any, closed: Any) -> Any:
+    """``closed`` (the closed copy of a definition, changed in place) with each path the
+    schema calls absolute in it (``wheres``, from :func:`absolute_paths`) taking absolute
+    paths only."""
+    for where in wheres:
+        node = _at(closed, list(where[1:]))
+        if isinstance(node, dict):
+            node["pattern"] = _ABSOLUTE_PATTERN
+            node[ABSOLUTE] = True
     return closed
 
 
