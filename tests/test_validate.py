@@ -699,6 +699,40 @@ def test_a_session_used_before_session_new_was_answered_says_so():
          "session/update: session s1 used before session/new (seq 2) was answered", 2)]
 
 
+def _set_title(rid=5):
+    return ("c2a", m(id=rid, method="session/set_title", params={
+        "sessionId": "sess-1", "title": "t"}))
+
+
+def test_the_newest_v2_schema_when_the_agent_advertises_what_only_it_defines():
+    """SDK 2.4.0's v2 adds session/set_title (gated by ``session.title``), tool status
+    paused; an agent that advertises ``capabilities.session.title`` is on it."""
+    newer = v2(agent_caps={"session": {"title": {}}})
+    convo = [*newer[:-2], _set_title(), ("a2c", m(id=5, result={"title": "t"})), *newer[-2:]]
+    assert found(convo) == []
+    s = summary(convo)
+    assert (s["schema"], s["schemaFrom"]) == ("v2-sdk-2.4.0", "detected")
+    old = [*v2()[:-2], _set_title(), ("a2c", m(id=5, result={"title": "t"})), *v2()[-2:]]
+    assert found(old) == [
+        ("unknown-method", 11, "/method",
+         "session/set_title is not a method of ACP v2.0.0-alpha.9 (extension methods "
+         "begin with _)")]
+    assert summary(old)["schemaFrom"] == "default"
+    forced = summary(old, revision="v2-sdk-2.4.0")
+    assert (forced["schema"], forced["schemaFrom"], forced["protocolVersion"]) == (
+        "v2-sdk-2.4.0", "forced", 2)
+    assert summary(v1(), revision="v1")["schema"] == "v1"
+
+
+def test_a_batch_in_the_newest_v2_is_not_jsonrpc():
+    """alpha.9 defines batches (checked whole); SDK 2.4.0's v2 has none."""
+    batch = [m(method="session/cancel", params={"sessionId": "sess-1"})]
+    convo = [*v2_open(), ("c2a", batch)]
+    assert found(convo) == []
+    assert found(convo, revision="v2-sdk-2.4.0") == [
+        ("not-jsonrpc", 11, "", "a batch (JSON array): ACP v2-sdk-2.4.0 has no batches")]
+
+
 def test_every_rule_is_exercised_here():
     import inspect
     import sys

@@ -28,7 +28,7 @@ def test_valid_recording_exits_0_with_one_summary_line(tmp_path):
     assert s == {"type": "summary", "source": str(p), "protocolVersion": 2,
                  "versionFrom": "agreed", "schema": "v2.0.0-alpha.9", "stable": False,
                  "paired": True, "frames": len(echo_wire(2)), "unstable": 0,
-                 "violations": 0, "warnings": 0, "rules": {}}
+                 "violations": 0, "warnings": 0, "rules": {}, "schemaFrom": "default"}
 
 
 def test_violations_exit_1_one_json_line_each_then_the_summary(tmp_path):

@@ -12,7 +12,8 @@ from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
 from acp_pipes.frame import read_frames
 from acp_pipes.jsonl import Live, of_session
-from acp_pipes.spec.schema import REVISIONS
+from acp_pipes.schemas import ACP_REVISIONS, ACP_V1, ACP_V2
+from acp_pipes.spec.schema import NEWEST_V2, REVISIONS
 from acp_pipes.terminal import Terminal, printable
 
 DESCRIPTION = """\
@@ -73,6 +74,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", type=int, choices=sorted(REVISIONS),
                    help="--validate: check as this protocol version, whatever initialize "
                         "negotiated (for a recording without initialize)")
+    p.add_argument("--schema", metavar="REVISION", choices=ACP_REVISIONS, dest="revision",
+                   help="--validate: check against this schema revision (" +
+                        ", ".join(ACP_REVISIONS) + "); by default v2 is checked against "
+                        f"{ACP_V2}, or {NEWEST_V2} when initialize advertises a capability "
+                        "only it defines")
     p.add_argument("--session", metavar="ID",
                    help="write only the frames of session ID, and those of no session "
                         "(initialize, authenticate), so the output still folds")
@@ -84,8 +90,12 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.fmt and not (args.summary or args.validate):
         raise UsageError("--format goes with --summary or --validate")
-    if (args.protocol is not None or args.stable) and not args.validate:
-        raise UsageError("--protocol and --stable go with --validate")
+    if (args.protocol is not None or args.stable or args.revision) and not args.validate:
+        raise UsageError("--protocol, --schema and --stable go with --validate")
+    if args.revision and args.protocol is not None and (args.revision == ACP_V1) != (
+            args.protocol == 1):
+        raise UsageError(f"--schema {args.revision} is not a schema of protocol version "
+                         f"{args.protocol}")
     if args.follow and (args.summary or args.validate):
         raise UsageError("--follow frames a growing log: not with --summary or --validate")
     if args.session is not None and (args.summary or args.validate):
@@ -176,7 +186,8 @@ def _validate(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
     for path in ctx.files:
         source = display_name(path)
         records = read_frames(path, direction=args.direction, warn=ctx.warn, headers=True)
-        for r in reports(records, protocol=args.protocol, stable=args.stable):
+        for r in reports(records, protocol=args.protocol, stable=args.stable,
+                         revision=args.revision):
             if r["type"] == "summary":
                 r = {"type": "summary", "source": source, **r}
                 found += r["violations"]

@@ -47,6 +47,7 @@ def reports(
     protocol: int | None = None,
     stable: bool = False,
     paired: bool | None = None,
+    revision: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Violation records, and after each stream its summary (``{"type": "summary", ...}``;
     violation records carry ``"type": "violation"``).
@@ -54,14 +55,15 @@ def reports(
     ``records``: frame records, with their stream headers (``read_frames(...,
     headers=True)``) so each stream is checked on its own and a bare stream (a frames
     header whose ``source`` is null: one direction only) is known; without headers, one
-    stream. ``paired`` overrides what the header says.
+    stream. ``paired`` overrides what the header says; ``revision`` forces a schema revision
+    (``acp-frame --schema``).
     """
     checker: Checker | None = None
 
     def start(header: dict[str, Any] | None) -> Checker:
         both = paired if paired is not None else (header is None or header.get("source")
                                                   is not None)
-        return Checker(paired=both, protocol=protocol, stable=stable)
+        return Checker(paired=both, protocol=protocol, stable=stable, revision=revision)
 
     def end(c: Checker) -> Iterator[dict[str, Any]]:
         for v in c.finish():
@@ -88,10 +90,12 @@ def violations(
     protocol: int | None = None,
     stable: bool = False,
     paired: bool | None = None,
+    revision: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The violation records of ``records`` (see :func:`reports`), in the order found:
     a frame's own as soon as it is read, unanswered requests at the end of their stream."""
-    for r in reports(records, protocol=protocol, stable=stable, paired=paired):
+    for r in reports(records, protocol=protocol, stable=stable, paired=paired,
+                     revision=revision):
         if r["type"] == "violation":
             del r["type"]
             yield r

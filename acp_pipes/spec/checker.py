@@ -8,6 +8,7 @@ import orjson
 
 from acp_pipes.canonical import parse_json
 from acp_pipes.frame import why_not_jsonrpc
+from acp_pipes.schemas import ACP_V1
 from acp_pipes.spec.rules import (
     CANCELLED_WORDS,
     GATES,
@@ -19,7 +20,7 @@ from acp_pipes.spec.rules import (
     capability_source,
     schema_words,
 )
-from acp_pipes.spec.schema import REVISIONS, Schema, schema
+from acp_pipes.spec.schema import NEWEST_V2, REVISIONS, Schema, newer_capabilities, schema
 from acp_pipes.wire import A2C, C2A
 
 __all__ = ["MAX_PENDING", "Checker"]
@@ -66,8 +67,15 @@ class Checker:
     """
 
     def __init__(self, *, paired: bool = True, protocol: int | None = None,
-                 stable: bool = False):
+                 stable: bool = False, revision: str | None = None):
         self.paired = paired
+        # --schema: this revision for its protocol version; else, for v2, the newest
+        # known v2 when initialize advertises a capability only it defines (see
+        # acp_pipes.spec.schema.newer_capabilities), else the pinned one
+        self.forced_revision = revision
+        self.schema_from = "forced" if revision is not None else "default"
+        if revision is not None and protocol is None:
+            protocol = 1 if revision == ACP_V1 else 2
         self.stable = stable
         self.frames = 0
         self.unstable = 0
@@ -110,7 +118,14 @@ class Checker:
     def _use(self, version: Any, source: str) -> None:
         """Check against ``version`` from now on (against no schema, when it has none
         here)."""
-        if version == self.version and self._chain:
+        revision = REVISIONS.get(version) if version.__class__ is int else None
+        forced = self.forced_revision
+        if forced is not None and revision is not None and (forced == ACP_V1) == (
+                version == 1):
+            revision = forced
+        elif revision is not None and version == 2 and self.schema_from == "detected":
+            revision = NEWEST_V2
+        if version == self.version and self._chain and self.revision == revision:
             self.version_from = source
             return
         self.version = version
@@ -119,7 +134,6 @@ class Checker:
         self._gated.clear()
         self._rules = SESSION.get(version) if self.paired else None
         self._gates_table = GATES.get(version, {})
-        revision = REVISIONS.get(version) if version.__class__ is int else None
         if revision is None:
             self._chain = []
             return
@@ -157,7 +171,10 @@ class Checker:
             batch = self._chain[-1].batch(sender) if self._chain and msg.__class__ is list \
                 and msg else None
             if batch is None:
-                out.append(self._v(f, "not-jsonrpc", "", _why_not(msg)))
+                why = _why_not(msg)
+                if msg.__class__ is list and msg and self.version == 2 and self._chain:
+                    why += f": ACP {self.revision} has no batches"
+                out.append(self._v(f, "not-jsonrpc", "", why))
             else:  # v2 has batches: checked as a whole, their calls not paired
                 self._check(f, [(s, s.batch(sender)) for s in self._chain], msg, "", out)
             return self._count(out)
@@ -392,6 +409,11 @@ class Checker:
                 self._gated.clear()
                 self.agreed = result.get("protocolVersion")
                 self.initialized = True
+                if self.forced_revision is None and self.agreed == 2 and (
+                        newer_capabilities(self.client_init, "client")
+                        or newer_capabilities(result, "agent")):
+                    self.schema_from = "detected"
+                    self._use(2, self.version_from or "agreed")
                 if self.forced is None:
                     self._use(self.agreed, "agreed")
                     self._tell_version(f, "/result/protocolVersion", self.agreed, out)
@@ -617,6 +639,7 @@ class Checker:
             "protocolVersion": self.version,
             "versionFrom": self.version_from,
             "schema": self.revision,
+            "schemaFrom": self.schema_from,
             "stable": self.stable,
             "paired": self.paired,
             "frames": self.frames,

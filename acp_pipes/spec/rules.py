@@ -197,8 +197,11 @@ SESSION = {
                     {"session/close"},
                     {"session/delete", "session/archive", "session/unarchive",
                      "session/status", "session/set_title", "session/fork"}),
+    # v2-sdk-2.4.0 SetSessionTitleRequest: "The session does not need to be active on
+    # the connection."; session/status likewise names a stored session
     2: SessionRules({"session/resume"}, {"session/new", "session/fork"}, {"session/close"},
-                    {"session/delete", "session/fork"}),
+                    {"session/delete", "session/fork", "session/set_title",
+                     "session/status"}),
 }
 
 #: Session lifecycle requests: their MCP servers and parameters are capability-gated.

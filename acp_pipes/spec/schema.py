@@ -34,8 +34,8 @@ import orjson
 from acp_pipes.schemas import ACP_V1, ACP_V2, acp_schema
 
 __all__ = [
-    "REVISIONS", "Finding", "Schema", "absolute_paths", "escape", "first_words", "paragraph",
-    "schema", "schema_file",
+    "NEWEST_V2", "REVISIONS", "Finding", "Schema", "absolute_paths", "escape", "first_words",
+    "newer_capabilities", "paragraph", "schema", "schema_file",
 ]
 
 #: Marks what the closed copy adds to an ``other`` variant (validators ignore the key).
@@ -574,6 +574,49 @@ def schema(revision: str, unstable: bool) -> Schema:
 
 #: Protocol versions (``initialize``'s ``protocolVersion``) and the revision checked.
 REVISIONS = {1: ACP_V1, 2: ACP_V2}
+#: The newest v2 schema shipped: checked against when a peer shows it is on that SDK.
+NEWEST_V2 = "v2-sdk-2.4.0"
+
+
+@functools.cache
+def _capability_paths(revision: str, holder: str) -> frozenset[tuple[str, ...]]:
+    """Every property path under ``capabilities`` of the initialize request
+    (``holder`` "client") or response ("agent") that ``revision`` defines, through
+    references, four levels deep."""
+    s = schema(revision, True)
+    name = "InitializeRequest" if holder == "client" else "InitializeResponse"
+    out: set[tuple[str, ...]] = set()
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if len(path) > 4 or not isinstance(node, dict):
+            return
+        node = s._resolve(node, True)
+        for alt in (*node.get("anyOf", ()), *node.get("allOf", ())):
+            walk(alt, path)
+        for key, sub in (node.get("properties") or {}).items():
+            if key != "_meta":
+                out.add((*path, key))
+                walk(sub, (*path, key))
+
+    walk(s.defs[name].get("properties", {}).get("capabilities", {}), ("capabilities",))
+    return frozenset(out)
+
+
+def newer_capabilities(init: Any, holder: str) -> list[tuple[str, ...]]:
+    """The capabilities an initialize ``params`` (``holder`` "client") or ``result``
+    ("agent") advertises that :data:`NEWEST_V2` defines and the pinned v2 does not:
+    a peer that advertises one is on the newer SDK."""
+    if not isinstance(init, dict):
+        return []
+    new = _capability_paths(NEWEST_V2, holder) - _capability_paths(ACP_V2, holder)
+    found = []
+    for path in sorted(new):
+        node: Any = init
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is not None and node is not False and node != []:
+            found.append(path)
+    return found
 
 
 def _refs(node: Any) -> Iterator[str]:
