@@ -38,10 +38,14 @@ version the recording negotiated (its stable definitions, then its unstable ones
 --stable the stable ones alone), by direction and method, a response as the result of
 the request it answers; and what a schema cannot say: each request answered exactly
 once, no response to an unknown id, no id reused while in flight, each method in its
-direction, sessions used only while live, capability-gated calls only when advertised.
+direction, sessions used only while live, capability-gated calls only when advertised,
+the stop reason `cancelled` after session/cancel, absolute paths where the schema says
+absolute; warnings (v1) for permission requests naming tool calls never announced.
+v2 is checked against v2.0.0-alpha.9, or against the SDK 2.4.0 schema when initialize
+advertises a capability only that one defines (--schema REVISION forces one).
 It writes one JSON line per violation (seq, dir, method, rule, JSON pointer, message,
 the schema file, location and words) and a summary line per stream, or a table on a
-terminal; exit 1 when anything is wrong.
+terminal; exit 1 when anything is wrong (warnings alone: 0).
 
 """ + f"Manual: {page('acp-frame.md')}"
 
