@@ -94,6 +94,9 @@ class Comparison:
         self._n_ops = n_ops
         self._at = ops_at
         self._build = build
+        #: the default preset's renaming of minted identifiers, per kind: A's value ->
+        #: B's value (:mod:`acp_pipes.align.minted`); empty under --strict
+        self.renamed: dict[str, dict[Any, Any]] = {}
         self._oa: array | None = None
         self._ob: array | None = None
 
@@ -210,10 +213,16 @@ def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -
             lcs += al.lcs
             approximate |= al.approximate
             aligned.append((pa, pb, [*al.blocks, (len(pa), len(pb), 0)]))
+    # 1b. the renaming of minted identifiers over the equal steps (the default preset)
+    renamed: dict[str, dict[Any, Any]] = {}
+    broken: list[tuple[int, int]] = []
+    if a.minted is not None and b.minted is not None:
+        broken, renamed = _renaming(a, b, aligned)
+        lcs -= len(broken)
     # 2. what the steps in the gaps are (the update kind is read back, for those only)
     _look_up_updates(a, b, table, aligned)
     # 3. the gaps' steps paired by kind, and where B's own steps go
-    changed: list[tuple[int, int]] = []
+    changed: list[tuple[int, int]] = list(broken)
     attached: list[tuple[int, int]] = []  # (A index it follows, B index): B's steps alone
     only_a: list[int] = []
     coarse = table.coarse
@@ -274,8 +283,57 @@ def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -
     def build() -> tuple[array, array]:
         return _merge(n, _mates(n, aligned, changed), attached)
 
-    return Comparison(a, b, table, n + len(attached), lcs, len(changed), approximate,
-                      sorted(ops_at), ops_at, build)
+    cmp = Comparison(a, b, table, n + len(attached), lcs, len(changed), approximate,
+                     sorted(ops_at), ops_at, build)
+    cmp.renamed = renamed
+    return cmp
+
+
+def _renaming(a: Steps, b: Steps, aligned) -> tuple[list[tuple[int, int]],
+                                                    dict[str, dict[Any, Any]]]:
+    """The renaming of minted identifiers (:mod:`acp_pipes.align.minted`): the equal
+    steps in A's order, each pairing its identifiers with the other run's at the same
+    places; the first pairing of a value holds, and an equal step that pairs a value
+    otherwise breaks it (returned, to be a changed step). Also the renaming itself, per
+    kind: A's value -> B's value."""
+    ma, mb = a.minted, b.minted
+    pairs: list[tuple[int, int]] = []
+    for pa, pb, blocks in aligned:
+        for a0, b0, size in blocks:
+            if size:
+                pairs.extend(zip(pa[a0:a0 + size], pb[b0:b0 + size], strict=True))
+    pairs.sort()
+    fwd: dict[tuple[str, int], int] = {}
+    back: dict[tuple[str, int], int] = {}
+    broken: list[tuple[int, int]] = []
+    for i, j in pairs:
+        ta = ma[i]  # type: ignore[index]
+        if ta is None:
+            continue
+        tb = mb[j]  # type: ignore[index]
+        if tb is None or len(ta) != len(tb):  # cannot be: the masked steps are equal
+            broken.append((i, j))
+            continue
+        ok = True
+        new: list[tuple[tuple[str, int], tuple[str, int]]] = []
+        for x, y in zip(ta, tb, strict=True):
+            fx, by = fwd.get(x), back.get(y)
+            if fx is None and by is None:
+                new.append((x, y))
+                fwd[x], back[y] = y[1], x[1]
+            elif fx != y[1] or by != x[1] or x[0] != y[0]:
+                ok = False
+                break
+        if not ok:
+            for x, y in new:  # a broken step pairs nothing
+                del fwd[x], back[y]
+            broken.append((i, j))
+    va = a.preset.values if a.preset is not None else {}
+    vb = b.preset.values if b.preset is not None else {}
+    renamed: dict[str, dict[Any, Any]] = {}
+    for (kind, x), y in fwd.items():
+        renamed.setdefault(kind, {})[va[kind][x]] = vb[kind][y]
+    return broken, renamed
 
 
 def _mates(size: int, aligned, changed: list[tuple[int, int]], reverse: bool = False

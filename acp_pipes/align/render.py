@@ -145,10 +145,23 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
         "first_divergence": first,
         "changed": changed,
     }
+    if a.minted is not None and b.minted is not None:
+        out["renamed"] = renaming(cmp)
     if a.latency is not None and b.latency is not None:
         from acp_pipes.latency import deltas
 
         out["latency_ms"] = deltas(a.latency, b.latency)
+    return out
+
+
+def renaming(cmp: Comparison) -> list[dict[str, Any]]:
+    """The renaming of minted identifiers (:mod:`acp_pipes.align.minted`) that is not the
+    identity: ``{"kind", "a", "b"}`` per identifier, in A's order of first appearance."""
+    out = []
+    for kind, pairs in cmp.renamed.items():
+        for x, y in pairs.items():
+            if x != y:
+                out.append({"kind": kind, "a": x, "b": y})
     return out
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.align.minted import Minted
 from acp_pipes.align.traces import REPLIES, trace_steps, until_cut
 from acp_pipes.align.words import (
     asr_kind,
@@ -157,6 +158,11 @@ class Steps:
     normalizer: Normalizer | None = None
     #: a trace's request latency per method (:meth:`acp_pipes.latency.Latency.methods`)
     latency: dict[str, dict[str, Any]] | None = None
+    #: the default preset's identifiers of this run (:mod:`acp_pipes.align.minted`), and
+    #: per step the ``(kind, ordinal)`` of each (None: --strict, or an ASR stream)
+    preset: Minted | None = None
+    minted: list[tuple | None] | None = None
+    direction: str | None = None  # --dir, for a bare stream
     _kept: dict[int, bytes] = field(default_factory=dict, repr=False)
     _kept_bytes: int = 0
 
@@ -215,9 +221,32 @@ class Steps:
         after ``--ignore``."""
         norm = self.normalizer or Normalizer.from_pointers([])
         for got, raw in self.read(indices):
+            if self.preset is not None:
+                value = self._named(got[0], raw, norm)
+                for i in got:
+                    yield i, value
+                continue
             value = _value_of_line(raw, self.kind, norm)
             for i in got:
                 yield i, value
+
+
+    def _named(self, i: int, raw: bytes, norm: Normalizer) -> Any:
+        """A trace step's value under the preset: clocks removed, each identifier named by
+        its kind and ordinal in this run."""
+        try:
+            rec = parse_json(raw)
+        except ValueError:
+            return raw.decode("utf-8", "replace")
+        msg = message_of_record(rec)
+        d = rec.get("dir") if isinstance(rec, dict) else None
+        kind = None
+        if isinstance(msg, dict):
+            kind = ("request" if "id" in msg else "notification") if "method" in msg \
+                else "error" if "error" in msg else "response"
+        named, _ = self.preset.mask(msg, d or self.direction, kind, named=True)  # type: ignore[union-attr]
+        named, _ = self.preset.mask(msg, meta[0], meta[1], named=True)  # type: ignore[union-attr]
+        return norm.view(named)
 
 
 #: How much of an input :func:`_lines_at` reads at a time.
@@ -297,12 +326,14 @@ def load_steps(
     source: str | None = None,
     direction: str | None = None,
     keep_cut: bool = False,
+    strict: bool = True,
 ) -> Steps:
     """Read one input (trace or ASR stream, told apart by its first line) into steps.
     An input unreadable past a point (a .gz cut short) raises its read error; with
     ``keep_cut``, the steps read before it are kept and the error is in
     :attr:`Steps.cut`, for a caller that reports it after its output. An input unreadable
-    before its first line always raises."""
+    before its first line always raises. Without ``strict``, a trace is compared under
+    the default preset (:mod:`acp_pipes.align.minted`) and in causal order."""
     source = source or display_name(path)
     cuts: list[InputError] = []
     try:
@@ -335,11 +366,14 @@ def load_steps(
                 steps = _asr_steps(_as_lines(first, number, rest, source), path, source,
                                    table, normalizer, session, warn)
             else:
-                seq, at, chains, chain_pos, latency = trace_steps(
+                preset = None if strict else Minted()
+                b = trace_steps(
                     first, number, stream, cuts, head, table, normalizer, source=source,
-                    session=session, warn=warn, direction=direction)
-                steps = Steps(source, path, "trace", seq, at, session, chains=chains,
-                              chain_pos=chain_pos, latency=latency)
+                    session=session, warn=warn, direction=direction, preset=preset)
+                steps = Steps(source, path, "trace", b.seq, b.lines, session,
+                              chains=b.chains, chain_pos=b.chain_pos,
+                              latency=b.latency.methods(), preset=preset,
+                              minted=b.minted, direction=direction)
         except InputError:
             if cuts:  # nothing of what was asked for came before the cut: the cut says why
                 raise cuts[0] from None

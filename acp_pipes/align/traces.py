@@ -26,6 +26,7 @@ from acp_pipes.streams import FRAMES, WIRE, header_format, judge
 from acp_pipes.wire import is_end
 
 if TYPE_CHECKING:
+    from acp_pipes.align.minted import Minted
     from acp_pipes.align.steps import StepTable
     from acp_pipes.normalize import Normalizer
 
@@ -45,9 +46,19 @@ class _Builder:
     """A trace's steps, frame by frame: step ids (``seq``), line numbers, and the
     positions of each chain (one direction of one session)."""
 
-    def __init__(self, table: StepTable, normalizer: Normalizer, session: str | None):
+    def __init__(self, table: StepTable, normalizer: Normalizer, session: str | None,
+                 preset: Minted | None = None):
         self.table = table
         self.hash_frame = None if normalizer.identity else normalizer.hash_frame
+        self.normalizer = normalizer
+        self.preset = preset
+        #: per step, its minted identifiers (:mod:`acp_pipes.align.minted`), with a preset
+        self.minted: list[tuple | None] | None = [] if preset is not None else None
+        #: with a preset, a reply that answers no request seen yet waits for it:
+        #: ``(dir of the request, id) -> index of the reply``; ``moves``: reply index ->
+        #: index of the request it follows (causal order, see :func:`causal_order`)
+        self.waiting: dict[tuple[str, Any], int] = {}
+        self.moves: dict[int, int] = {}
         self.conceal_frame = normalizer.hash_frame  # a frame that may hold a secret
         self.session = session
         self.seq: list[int] = []
@@ -74,6 +85,10 @@ class _Builder:
         replies, unanswered = REPLIES, UNANSWERED
         last: list[Any] = [None, None, None]  # dir, session, positions.append of the chain
         timed = self.latency.add
+        preset = self.preset
+        normalizer = self.normalizer
+        minted = self.minted
+        waiting, moves = self.waiting, self.moves
 
         def add(rec: dict[str, Any], number: int) -> None:
             sid = rec.get("sessionId")
@@ -81,7 +96,17 @@ class _Builder:
                 return
             d = rec["dir"]
             kind = rec.get("kind")
-            if hash_frame is not None:
+            if preset is not None:
+                h, found = preset.hash_frame(rec, normalizer)
+                minted.append(found)  # type: ignore[union-attr]
+                if kind == "request" and waiting:
+                    early = waiting.pop((d, _id_key(rec.get("id"))), None)
+                    if early is not None:
+                        moves[early] = len(seq)
+                elif kind in replies and rec.get("method") is None:
+                    waiting[("c2a" if d == "a2c" else "a2c", _id_key(rec.get("id")))] = \
+                        len(seq)
+            elif hash_frame is not None:
                 h = hash_frame(rec)
             else:  # secrets never count: a frame that may hold one is hashed concealed
                 raw = rec.get("raw")
@@ -127,16 +152,18 @@ def trace_steps(
     session: str | None,
     warn: Warn | None,
     direction: str | None,
-) -> tuple[list[int], array, list[tuple[str, str | None]], list[array],
-           dict[str, dict[str, Any]]]:
+    preset: Minted | None = None,
+) -> _Builder:
     """The steps of a trace whose first non-blank line ``first`` (number
     ``first_number``, parsed: ``head``) has been read from ``stream``, which holds the
     other lines: ``(step ids, line numbers, chains, positions of each chain, request
     latency per method)`` (:meth:`acp_pipes.latency.Latency.methods`, measured as the
-    frames go by: no second pass). Where
+    frames go by: no second pass), as the builder's fields. With ``preset`` (the default
+    comparison, :mod:`acp_pipes.align.minted`) each frame is hashed under it and the
+    steps are put in causal order (:func:`causal_order`). Where
     the stream stops being readable (a .gz cut short) the read error is appended to
     ``cuts`` and the steps are those before it."""
-    b = _Builder(table, normalizer, session)
+    b = _Builder(table, normalizer, session, preset)
     fmt = header_format(head)
     try:
         if fmt == FRAMES and normalizer.identity and judge(
@@ -149,10 +176,55 @@ def trace_steps(
         raise InputError(source, 0, str(e)) from None
     if session is not None and not b.seq:
         raise InputError(source, 0, f"no frames of session {session!r}")
-    return b.seq, b.lines, b.chains, b.chain_pos, b.latency.methods()
+    if b.moves:
+        causal_order(b)
+    return b
 
 
 _FRAMED = (WIRE, FRAMES)
+
+
+def _id_key(rid: Any) -> tuple[str, Any]:
+    """A JSON-RPC id as a dict key (``1`` and ``"1"`` are two ids)."""
+    return (rid.__class__.__name__, rid)
+
+
+def causal_order(b: _Builder) -> None:
+    """Put each reply that came before the request it answers (a client's answer written
+    before the agent's request reached the log: two pipes, two threads) right after that
+    request, and give it the key of a reply that answers (its request's method): a
+    response follows its request, whatever order the pipes interleaved them in."""
+    n = len(b.seq)
+    after: dict[int, list[int]] = {}
+    for reply, request in b.moves.items():
+        after.setdefault(request, []).append(reply)
+    order: list[int] = []
+    for i in range(n):
+        if i in b.moves:
+            continue
+        order.append(i)
+        if i in after:
+            order.extend(sorted(after[i]))
+    table = b.table
+    seq, lines = b.seq, b.lines
+    for reply, request in b.moves.items():
+        step = seq[reply]
+        d, kind, _ = table.meta[step]
+        h = table.hashes[step]
+        key = d + h if h is not None else d
+        method = table.meta[seq[request]][2]
+        new = table.ids.get(key)
+        if new is None:
+            new = table.add(key, h, (d, kind, method))
+        seq[reply] = new
+    b.seq = [seq[i] for i in order]
+    b.lines = array("L", [lines[i] for i in order])
+    if b.minted is not None:
+        b.minted = [b.minted[i] for i in order]
+    where = array("L", [0]) * n
+    for new_i, old_i in enumerate(order):
+        where[old_i] = new_i
+    b.chain_pos = [array("L", sorted(where[i] for i in pos)) for pos in b.chain_pos]
 
 
 def until_cut(stream: Iterable[bytes], number: int, source: str, cuts: list[InputError]
@@ -215,6 +287,8 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
     replies, unanswered = REPLIES, UNANSWERED
     timed = b.latency.add
     last_d = last_sid = at = None
+    if b.preset is not None:  # each frame hashed under the preset: through the adder
+        kinds = frozenset()
     framer = None
     n = number
     try:
@@ -247,6 +321,9 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
                     at(len(seq))
                     push(step)
                     mark(n)
+                    continue
+                if kind in _KINDS and h.__class__ in hash_types:
+                    add(rec, n)  # with a preset
                     continue
                 framer = framer or Framer(source, warn)  # not as acp-frame writes it
                 rec = framer.frame(rec, n)

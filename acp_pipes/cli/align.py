@@ -22,6 +22,14 @@ streams. A trace step is (direction, canonical hash of the message); an ASR step
 (record type, canonical hash of the record without its bookkeeping fields: seq, id, ts,
 tsSource, observedAt, native, supersedes, parent, copiedFrom).
 
+By default, in traces, the identifiers an agent mints (sessionId, toolCallId,
+terminalId, messageId, elicitationId, the JSON-RPC ids of the agent's requests) are
+compared as a consistent renaming (the first run's sess-1 is the second's ses_ab12
+everywhere, or it is a difference; --format json lists the renaming under "renamed"),
+clock fields (updatedAt of session_info_update and of session/list entries) are no
+difference, and a reply logged before the request it answers is put right after it.
+--strict compares the bytes as sent, in the order logged.
+
 Order the protocol does not fix is no difference: each direction of each session is
 aligned on its own (where session/close lands among the agent's updates is scheduling),
 while a response still has to come after its request. Steps of the same kind that say
@@ -56,7 +64,8 @@ Exit status: 0 the runs are equal, 1 they differ, 2 usage or unusable input.
 
 EXAMPLE = """\
 acp-align run1.jsonl run2.jsonl
-acp-align run1.jsonl run2.jsonl --ignore /params/sessionId --ignore '/result/*Id' --format json
+acp-align run1.jsonl run2.jsonl --format json
+acp-align run1.jsonl run2.jsonl --strict --ignore /params/sessionId --format json
 acp-align run.jsonl --session sess-1 --session sess-2 --format diff
 acp-align runs/*.jsonl --format svg -o tree.svg
 acp-align --lineage parent.asr.jsonl child.asr.jsonl --format svg -o lineage.svg
@@ -85,6 +94,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="JSON pointer (RFC 6901, '*' matches any key or index) of a volatile "
                    "field to leave out before hashing; repeatable (same meaning as in "
                    "acp-replay)")
+    p.add_argument("--strict", action="store_true",
+                   help="compare traces byte for byte: identifiers the agent mints and "
+                   "clock fields count, steps stay in the order they were logged")
     p.add_argument("--session", action="append", default=[], metavar="ID",
                    help="align only session ID of an input; give it once per input "
                    "(once: for every input). One file with two --session aligns two "
@@ -171,7 +183,8 @@ def _align(args, ctx: Context, paths, names) -> int:
     runs = [
         load_steps(path, table, normalizer=normalizer,
                    session=sessions[i] if sessions else None, warn=ctx.warn,
-                   source=names[i], direction=args.direction, keep_cut=True)
+                   source=names[i], direction=args.direction, keep_cut=True,
+                   strict=args.strict)
         for i, path in enumerate(paths)
     ]
     kinds = {r.kind for r in runs}

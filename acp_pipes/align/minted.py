@@ -1,0 +1,158 @@
+"""The default comparison preset of a trace: minted identifiers and clocks.
+
+Two runs of one agent differ in what the agent makes up (a session id, tool-call ids) and
+in what a clock says; people do not call that a difference. Without ``--strict``:
+
+- every *minted identifier* (:data:`MINTED_KEYS`, and the JSON-RPC id of an agent's
+  request and of the client's answer to it) is masked before a frame is hashed, so the
+  alignment (an LCS over hashes, which must decide "equal" pair by pair) sees only where
+  the identifiers are; each step keeps, in order of appearance, the ordinal of each of its
+  identifiers in its own run (:class:`Minted`). After the alignment,
+  :func:`acp_pipes.align.compare.compare` walks the equal steps in order and builds the
+  renaming, a bijection per kind of identifier: the first time run A's value meets run
+  B's value at the same place they are paired; a later step that pairs either with
+  another value is a *changed* step;
+- :data:`CLOCKS` are removed: the time an agent stamps on what it says.
+
+Shown values (a changed step's diff) name each identifier by its kind and its ordinal in
+its run (``session#1``, ``toolCall#3``), so consistently renamed identifiers make no
+noise in a diff.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
+
+__all__ = ["CLOCKS", "MINTED_KEYS", "Minted"]
+
+#: Object members whose value an agent mints, anywhere in a message, by kind.
+MINTED_KEYS = {
+    "sessionId": "session",  # session/new, load, fork results and every sessionId after
+    "toolCallId": "toolCall",
+    "terminalId": "terminal",  # terminal/create results and every terminal/* after
+    "messageId": "message",  # v2
+    "elicitationId": "elicitation",
+}
+#: The kind of the JSON-RPC ids of agent requests (and of the client's answers).
+RPC = "agentRequest"
+
+#: Clock fields (as pointers; ``*`` any index), removed before hashing.
+CLOCKS = (
+    "/params/update/updatedAt",  # session_info_update: when the session last changed
+    "/result/sessions/*/updatedAt",  # session/list: each session's last change
+)
+
+_MASK = "<acp-pipes:minted>"
+
+
+class Minted:
+    """One run's minted identifiers: the ordinal of each value per kind, in order of
+    first appearance, and the values by ordinal (for the renaming report)."""
+
+    __slots__ = ("ordinals", "values")
+
+    def __init__(self) -> None:
+        self.ordinals: dict[tuple[str, Any], int] = {}
+        self.values: dict[str, list[Any]] = {}
+
+    def _ordinal(self, kind: str, value: Any) -> int:
+        key = (kind, value.__class__.__name__, value)
+        got = self.ordinals.get(key)  # type: ignore[arg-type]
+        if got is None:
+            seen = self.values.setdefault(kind, [])
+            got = self.ordinals[key] = len(seen)  # type: ignore[index]
+            seen.append(value)
+        return got
+
+    def mask(self, msg: Any, d: str, kind: str | None, *, named: bool = False
+             ) -> tuple[Any, tuple[tuple[str, int], ...] | None]:
+        """``msg`` with its clocks removed and its identifiers masked (with ``named``,
+        replaced by ``kind#ordinal``), and the ``(kind, ordinal)`` of each identifier in
+        a fixed order (None when it has none). Pure on ``msg``: copies what changes."""
+        if not isinstance(msg, dict):
+            return msg, None
+        found: list[tuple[str, int]] = []
+        out = dict(msg)
+        rid = out.get("id")
+        if rid is not None and rid.__class__ is not bool and (
+                (d == "a2c" and kind == "request")
+                or (d == "c2a" and kind in ("response", "error"))):
+            n = self._ordinal(RPC, rid)
+            found.append((RPC, n))
+            out["id"] = f"{RPC}#{n + 1}" if named else _MASK
+        params = out.get("params")
+        if isinstance(params, dict):
+            upd = params.get("update")
+            if isinstance(upd, dict) and "updatedAt" in upd:
+                upd = dict(upd)
+                del upd["updatedAt"]
+                params = dict(params)
+                params["update"] = upd
+                out["params"] = params
+        result = out.get("result")
+        if isinstance(result, dict) and isinstance(result.get("sessions"), list):
+            result = dict(result)
+            result["sessions"] = [
+                {k: v for k, v in s.items() if k != "updatedAt"} if isinstance(s, dict)
+                else s for s in result["sessions"]]
+            out["result"] = result
+        for key in sorted(out):
+            if key != "id":
+                out[key] = self._walk(out[key], found, named)
+        return out, tuple(found) if found else None
+
+    def _walk(self, value: Any, found: list, named: bool) -> Any:
+        if isinstance(value, dict):
+            out = None
+            for key in sorted(value):
+                sub = value[key]
+                kind = MINTED_KEYS.get(key)
+                if kind is not None and (sub.__class__ is str or sub.__class__ is int):
+                    n = self._ordinal(kind, sub)
+                    found.append((kind, n))
+                    new: Any = f"{kind}#{n + 1}" if named else _MASK
+                else:
+                    new = self._walk(sub, found, named)
+                if new is not sub:
+                    if out is None:
+                        out = dict(value)
+                    out[key] = new
+            return value if out is None else out
+        if isinstance(value, list):
+            out_l = None
+            for i, sub in enumerate(value):
+                new = self._walk(sub, found, named)
+                if new is not sub:
+                    if out_l is None:
+                        out_l = list(value)
+                    out_l[i] = new
+            return value if out_l is None else out_l
+        return value
+
+    def hash_frame(self, rec: dict[str, Any], normalizer: Any
+                   ) -> tuple[str | None, tuple | None]:
+        """The matching hash of a frame record under the preset (then ``--ignore`` and
+        concealed secrets as :meth:`acp_pipes.normalize.Normalizer.view`), and its
+        identifiers. A frame that is not JSON keeps its own hash."""
+        own = rec.get("hash")
+        if rec.get("kind") not in ("request", "response", "error", "notification"):
+            return own, None
+        raw = rec.get("raw")
+        if raw is None:
+            from acp_pipes.wire import decode_raw
+
+            try:
+                raw = decode_raw(rec)
+            except ValueError:
+                return own, None
+        try:
+            value = parse_json(raw)
+        except ValueError:
+            return own, None
+        masked, ids = self.mask(value, rec["dir"], rec.get("kind"))
+        try:
+            return canonical_hash(normalizer.view(masked)), ids
+        except CanonicalError:
+            return own, None
