@@ -86,8 +86,9 @@ def test_changed_prompt_first_divergence(runs):
 
 def test_ops_reconstruct_b(runs):
     """The ops stream covers every step of both runs once, in A's order, and rebuilds B:
-    equal ops pair equal frames, changed ones carry both hashes."""
-    p = align(runs["a"], runs["b"])
+    equal ops pair equal frames, changed ones carry both hashes (--strict: the hashes
+    are the frames' own)."""
+    p = align(runs["a"], runs["b"], "--strict")
     assert p.returncode == 1
     ops = [orjson.loads(line) for line in p.stdout.splitlines()]
     frames_b = [orjson.loads(x) for x in run_tool("frame", str(runs["b"])).stdout.splitlines()][1:]

@@ -113,7 +113,7 @@ def test_piped_pair_reports_what_changed_as_the_lockstep_pair_does(pair):
 
 
 def test_a_response_before_its_request_differs(tmp_path):
-    """The order JSON-RPC fixes still counts: the client's answer to a permission
+    """With --strict the order as logged counts: the client's answer to a permission
     request logged before the agent asked is not the same run."""
     wire = tmp_path / "perm.wire.jsonl"
     record_lockstep(list(client_session(3, permission_every=2)), wire)
@@ -126,12 +126,12 @@ def test_a_response_before_its_request_differs(tmp_path):
     assert ask < answer
     early = recs[:ask] + [recs[answer]] + recs[ask:answer] + recs[answer + 1:]
     moved = write(tmp_path / "early.wire.jsonl", head, early)
-    p = run_tool("align", str(wire), str(moved), "--format", "diff")
+    p = run_tool("align", "--strict", str(wire), str(moved), "--format", "diff")
     assert p.returncode == 1, p.stderr
     assert "(before its request)" in p.stdout.decode()
     # the same answer later among the agent's frames (still after the request): equal
     late = recs[:answer] + recs[answer + 1:answer + 3] + [recs[answer]] + recs[answer + 3:]
-    assert summary(wire, write(tmp_path / "late.wire.jsonl", head, late))[0] == 0
+    assert summary(wire, write(tmp_path / "late.wire.jsonl", head, late), "--strict")[0] == 0
 
 
 def test_sessions_interleave_freely_but_keep_their_own_order(tmp_path):
@@ -156,8 +156,9 @@ def test_sessions_interleave_freely_but_keep_their_own_order(tmp_path):
 
 
 def test_ids_made_up_per_run_pair_sessions_in_order(tmp_path):
-    """Runs of an agent that makes up session ids: with --ignore on the ids, sessions
-    pair in the order they appear, so the runs are equal."""
+    """Runs of an agent that makes up session ids: with --strict and --ignore on the
+    ids, sessions pair in the order they appear, so the runs are equal; by default the
+    ids are a consistent renaming, equal with no flag."""
     def frames(sid: str) -> bytes:
         msgs = [{"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
                  "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}},
@@ -167,11 +168,13 @@ def test_ids_made_up_per_run_pair_sessions_in_order(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_bytes(frames("x-1"))
     b.write_bytes(frames("y-9"))
-    status, s = summary(a, b, "--dir", "c2a")
+    status, s = summary(a, b, "--dir", "c2a", "--strict")
     assert status == 1 and s["counts"]["changed"] == 2
     assert s["changed"][0]["diff"] == [{"op": "replace", "path": "/params/sessionId",
                                         "a": "x-1", "b": "y-9"}]
-    assert summary(a, b, "--dir", "c2a", "--ignore", "/params/sessionId")[0] == 0
+    assert summary(a, b, "--dir", "c2a", "--strict", "--ignore", "/params/sessionId")[0] == 0
+    status, s = summary(a, b, "--dir", "c2a")
+    assert status == 0 and s["renamed"] == [{"kind": "session", "a": "x-1", "b": "y-9"}]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -151,8 +151,8 @@ class Minted:
             value = parse_json(raw)
         except ValueError:
             return own, None
-        masked, ids = self.mask(value, rec["dir"], rec.get("kind"))
         try:
+            masked, ids = self.mask(value, rec["dir"], rec.get("kind"))
             return canonical_hash(normalizer.view(masked)), ids
-        except CanonicalError:
+        except (CanonicalError, RecursionError):  # no JCS form, nested too deep
             return own, None

@@ -244,8 +244,12 @@ class Steps:
         if isinstance(msg, dict):
             kind = ("request" if "id" in msg else "notification") if "method" in msg \
                 else "error" if "error" in msg else "response"
-        named, _ = self.preset.mask(msg, d or self.direction, kind, named=True)  # type: ignore[union-attr]
-        named, _ = self.preset.mask(msg, meta[0], meta[1], named=True)  # type: ignore[union-attr]
+        preset = self.preset
+        assert preset is not None
+        try:
+            named, _ = preset.mask(msg, d or self.direction, kind, named=True)
+        except RecursionError:  # nested too deep: hashed as sent (Minted.hash_frame)
+            return _value_of_line(raw, self.kind, norm)
         return norm.view(named)
 
 
