@@ -330,7 +330,7 @@ def load_steps(
     source: str | None = None,
     direction: str | None = None,
     keep_cut: bool = False,
-    strict: bool = True,
+    strict: bool = False,
 ) -> Steps:
     """Read one input (trace or ASR stream, told apart by its first line) into steps.
     An input unreadable past a point (a .gz cut short) raises its read error; with
