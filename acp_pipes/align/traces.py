@@ -58,7 +58,7 @@ class _Builder:
         #: ``(dir of the request, id) -> index of the reply``; ``moves``: reply index ->
         #: index of the request it follows (causal order, see :func:`causal_order`)
         self.waiting: dict[tuple[str, Any], int] = {}
-        self.moves: dict[int, int] = {}
+        self.moves: dict[int, tuple[int, str | None]] = {}
         self.conceal_frame = normalizer.hash_frame  # a frame that may hold a secret
         self.session = session
         self.seq: list[int] = []
@@ -102,7 +102,7 @@ class _Builder:
                 if kind == "request" and waiting:
                     early = waiting.pop((d, _id_key(rec.get("id"))), None)
                     if early is not None:
-                        moves[early] = len(seq)
+                        moves[early] = (len(seq), sid)
                 elif kind in replies and rec.get("method") is None:
                     waiting[("c2a" if d == "a2c" else "a2c", _id_key(rec.get("id")))] = \
                         len(seq)
@@ -196,7 +196,7 @@ def causal_order(b: _Builder) -> None:
     response follows its request, whatever order the pipes interleaved them in."""
     n = len(b.seq)
     after: dict[int, list[int]] = {}
-    for reply, request in b.moves.items():
+    for reply, (request, _) in b.moves.items():
         after.setdefault(request, []).append(reply)
     order: list[int] = []
     for i in range(n):
@@ -205,9 +205,13 @@ def causal_order(b: _Builder) -> None:
         order.append(i)
         if i in after:
             order.extend(sorted(after[i]))
+    chain_of = array("L", [0]) * n
+    for c, pos in enumerate(b.chain_pos):
+        for i in pos:
+            chain_of[i] = c
     table = b.table
     seq, lines = b.seq, b.lines
-    for reply, request in b.moves.items():
+    for reply, (request, sid) in b.moves.items():
         step = seq[reply]
         d, kind, _ = table.meta[step]
         h = table.hashes[step]
@@ -217,14 +221,14 @@ def causal_order(b: _Builder) -> None:
         if new is None:
             new = table.add(key, h, (d, kind, method))
         seq[reply] = new
+        chain_of[reply] = b._chain((d, sid))  # the session of the request it answers
     b.seq = [seq[i] for i in order]
     b.lines = array("L", [lines[i] for i in order])
     if b.minted is not None:
         b.minted = [b.minted[i] for i in order]
-    where = array("L", [0]) * n
-    for new_i, old_i in enumerate(order):
-        where[old_i] = new_i
-    b.chain_pos = [array("L", sorted(where[i] for i in pos)) for pos in b.chain_pos]
+    chains, b.chains, b.chain_ids, b.chain_pos = b.chains, [], {}, []
+    for new_i, old_i in enumerate(order):  # chains rebuilt in order (none left empty)
+        b.chain_pos[b._chain(chains[chain_of[old_i]])].append(new_i)
 
 
 def until_cut(stream: Iterable[bytes], number: int, source: str, cuts: list[InputError]
