@@ -129,8 +129,9 @@ def test_a_newer_frames_stream_is_refused(rec, tmp_path):
 
 
 def test_a_reply_before_its_request_counts_in_a_frames_stream_too(rec, tmp_path):
-    """A frames stream's records are taken as written, and still a reply logged before
-    its request is a step of its own, as in the wire log it was framed from."""
+    """A frames stream's records are taken as written, and still (--strict) a reply
+    logged before its request is a step of its own, as in the wire log it was framed
+    from; by default both are put in causal order, the same run as recorded."""
     head, *rest = rec["wire"].read_bytes().splitlines()
     recs = [r for r in map(orjson.loads, rest) if "dir" in r]
     msgs = [orjson.loads(r["raw"]) for r in recs]
@@ -142,9 +143,11 @@ def test_a_reply_before_its_request_counts_in_a_frames_stream_too(rec, tmp_path)
     wire.write_bytes(head + b"\n" + b"".join(orjson.dumps(r) + b"\n" for r in early))
     frames = tmp_path / "early.frames.jsonl"
     frames.write_bytes(run_tool("frame", str(wire)).stdout)
-    by_wire = summary(rec["wire"], wire)
+    by_wire = summary(rec["wire"], wire, "--strict")
     assert by_wire["counts"]["only-b"] >= 1
-    assert summary(rec["frames"], frames) == by_wire
+    assert summary(rec["frames"], frames, "--strict") == by_wire
+    assert summary(rec["wire"], wire)["distance"] == 0
+    assert summary(rec["frames"], frames)["distance"] == 0
 
 
 def test_one_session_of_a_frames_stream(rec):
