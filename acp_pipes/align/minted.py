@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
+from acp_pipes.redact import may_hold_secrets
 
 __all__ = ["CLOCKS", "MINTED_KEYS", "Minted"]
 
@@ -209,6 +210,9 @@ class Minted:
         try:
             masked, ids = self.mask(value, rec["dir"], rec.get("kind"),
                                     raw=raw if raw.__class__ is str else None)
+            if normalizer.identity and not rec.get("redacted") and not (
+                    raw.__class__ is str and may_hold_secrets(raw)):
+                return canonical_hash(masked), ids  # nothing to conceal or ignore
             return canonical_hash(normalizer.view(masked)), ids
         except (CanonicalError, RecursionError):  # no JCS form, nested too deep
             return own, None
