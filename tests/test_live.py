@@ -381,7 +381,9 @@ def test_follow_ends_at_an_end_record_written_with_spaces(tmp_path, tool):
             with wire.open("ab") as f:
                 f.write(end)
             assert p.wait(TIMEOUT) == 0, (i, p.stderr.read())
-            assert p.stderr.read() == b""
+            # the log is one initialize: acp-asr says it holds no session, nothing else
+            said = b"acp-asr: the recording holds no session: no session/new was answered\n"
+            assert p.stderr.read() == (said if tool == "asr" else b"")
         finally:
             p.kill()
             p.wait()
