@@ -382,8 +382,9 @@ def test_follow_ends_at_an_end_record_written_with_spaces(tmp_path, tool):
                 f.write(end)
             assert p.wait(TIMEOUT) == 0, (i, p.stderr.read())
             # the log is one initialize: acp-asr says it holds no session, nothing else
-            said = b"acp-asr: the recording holds no session: no session/new was answered\n"
-            assert p.stderr.read() == (said if tool == "asr" else b"")
+            said = f"acp-asr: {wire}: the recording holds no session: no session/new was " \
+                   "answered\n"
+            assert p.stderr.read() == (said.encode() if tool == "asr" else b"")
         finally:
             p.kill()
             p.wait()

@@ -112,6 +112,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"no session {args.session!r} in the input")
     why = done.no_session() if unreadable is None and not done.interrupted else None
     if why is not None and args.session is None:
+        if why.startswith("the recording"):  # no error to point at: name the input(s)
+            names = ", ".join("stdin" if f == "-" else f for f in ctx.files) or "stdin"
+            why = f"{names}: {why}"
         ctx.note(why)  # read correctly, holding nothing to write: exit 0
     if args.output:
         try:
