@@ -11,7 +11,7 @@ NODE_STAMP := tests/clients/node_modules/.installed-stamp
 # Real ACP agents the tests run as peers (fast-agent), each in its own environment.
 PEERS_STAMP := .peers/.installed-stamp
 
-.PHONY: install demo test test-agents bench lint clean tools
+.PHONY: install demo test test-agents fuzz bench lint clean tools
 
 install: $(STAMP) tools $(NODE_STAMP) $(PEERS_STAMP)
 
@@ -55,6 +55,10 @@ $(AGENTS_STAMP): tests/agents/package.json tests/agents/package-lock.json
 
 test-agents: install $(AGENTS_STAMP)
 	ACP_PIPES_REAL_AGENTS=1 $(BIN)/pytest -q tests/agents
+
+# The stateful oracle (tests/test_oracle.py) at length: thousands of generated sessions.
+fuzz: install
+	ACP_PIPES_ORACLE=fuzz $(BIN)/pytest -q -p no:cacheprovider tests/test_oracle.py
 
 bench: install
 	$(BIN)/python -m bench

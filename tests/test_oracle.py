@@ -1,0 +1,414 @@
+"""The oracle for what acp-fold and acp-asr store: a stateful property test.
+
+The state machine *is* an ACP v2 agent: it holds the true state of every entity of
+its sessions (messages of each type, tool calls, plans) and emits what a real agent
+may legally send for it, over several connections: prompts, live chunks and whole
+upserts, message types sharing IDs, tool calls through every status with partial
+updates, plan snapshots, ``session/resume`` with and without a history replay (the
+replay saying what was recorded, or differing from it), live updates after a replay,
+closes. At the end of each run the wire log is folded and converted as acp-asr does (in
+process) and checked against the machine:
+
+- for every entity, the latest stored revision is the machine's state, under the
+  declared losses (ASR-704, ASR-706, ASR-717, ASR-722: no pending/in_progress
+  transitions, no result for a call that never ended);
+- nothing is stored twice: a second record of an entity supersedes the one before and
+  says something else (ASR-706, ASR-717);
+- nothing the machine said is missing;
+- every stream passes ``acp-asr --validate``;
+- replaying a stream and recording the replay gives the same context view (ASR-732).
+
+``make test`` runs a short profile; ``make fuzz`` runs the long one
+(``ACP_PIPES_ORACLE=fuzz``: thousands of runs; it stops by itself).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import orjson
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+from acp_pipes.asr import convert
+from acp_pipes.asr.reader import AsrStream
+from acp_pipes.asr.validate import validate_streams
+from acp_pipes.fold import fold_paths
+from acp_pipes.replay.equivalence import compare_streams
+from tests.test_roundtrip import replay_and_record
+
+settings.register_profile("oracle-short", max_examples=60, stateful_step_count=30,
+                          deadline=None, suppress_health_check=list(HealthCheck))
+settings.register_profile("oracle-fuzz", max_examples=4000, stateful_step_count=60,
+                          deadline=None, suppress_health_check=list(HealthCheck))
+PROFILE = "oracle-fuzz" if os.environ.get("ACP_PIPES_ORACLE") == "fuzz" else "oracle-short"
+
+T0 = 1_764_000_000_000_000_000
+HEADER = {"format": "acp-pipes/wire", "version": 1, "recorder": "oracle", "argv": ["agent"],
+          "started": "2025-11-24T16:00:00.000000Z", "clock": "nanos", "env": {}}
+SESSIONS = ("s1", "s2")
+#: message IDs drawn from one small pool, so a user message, a thought and an agent
+#: message often share one (each message type has its own ID space, ASR-724)
+MIDS = ("m1", "m2", "m3", "m4")
+FINAL = ("completed", "failed", "cancelled")
+
+word = st.sampled_from(["Hello ", "world", "ü/\\\"", "\n", "x"])
+block = st.one_of(st.builds(lambda t: {"type": "text", "text": t}, word),
+                  st.builds(lambda n: {"type": "resource_link", "uri": f"file:///ws/{n}",
+                                       "name": n}, st.sampled_from(["a.py", "b"])))
+blocks = st.lists(block, min_size=1, max_size=2)
+tool_items = st.lists(block, max_size=2)
+entries = st.lists(st.fixed_dictionaries({
+    "content": word, "priority": st.sampled_from(["high", "low"]),
+    "status": st.sampled_from(["pending", "in_progress", "completed"])}),
+    min_size=1, max_size=3)
+
+
+def _append_text(content: list, text: str) -> list:
+    """A text chunk joins the content by concatenation (ASR-211, ASR-704)."""
+    if content and content[-1].get("type") == "text" and set(content[-1]) == {"type", "text"}:
+        return [*content[:-1], {"type": "text", "text": content[-1]["text"] + text}]
+    return [*content, {"type": "text", "text": text}]
+
+
+class Session:
+    """The true state of one session's entities, in the order first seen."""
+
+    def __init__(self) -> None:
+        self.entities: dict[tuple, dict] = {}
+        self.closed = False
+
+    def put(self, key: tuple, value: dict) -> None:
+        self.entities[key] = value
+
+
+class Agent(RuleBasedStateMachine):
+    """An ACP v2 agent and its client, writing the wire log of every connection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.connections: list[list[tuple[str, dict]]] = []
+        self.sessions: dict[str, Session] = {}
+        self.attached: set[str] = set()  # sessions open on the current connection
+        self.turn: dict | None = None  # the open prompt turn: session, message IDs
+        self.rid = 0
+        self.n = 0  # a counter for fresh IDs
+        self._connect()
+
+    # -- the wire -------------------------------------------------------------------
+
+    def _send(self, d: str, msg: dict) -> None:
+        self.connections[-1].append((d, {"jsonrpc": "2.0", **msg}))
+
+    def _req(self, method: str, params: dict) -> int:
+        self.rid += 1
+        self._send("c2a", {"id": self.rid, "method": method, "params": params})
+        return self.rid
+
+    def _upd(self, sid: str, update: dict) -> None:
+        self._send("a2c", {"method": "session/update",
+                           "params": {"sessionId": sid, "update": update}})
+
+    def _connect(self) -> None:
+        self.connections.append([])
+        self.attached = set()
+        self.turn = None
+        self.rid = 0
+        rid = self._req("initialize", {"protocolVersion": 2, "capabilities": {},
+                                       "info": {"name": "client", "version": "1"}})
+        self._send("a2c", {"id": rid, "result": {
+            "protocolVersion": 2, "info": {"name": "Oracle Agent", "version": "1"},
+            "capabilities": {"session": {}}}})
+
+    # -- sessions and connections ---------------------------------------------------
+
+    @precondition(lambda self: self.turn is None and len(self.sessions) < len(SESSIONS))
+    @rule()
+    def new_session(self) -> None:
+        sid = SESSIONS[len(self.sessions)]
+        rid = self._req("session/new", {"cwd": "/ws", "mcpServers": []})
+        self._send("a2c", {"id": rid, "result": {"sessionId": sid}})
+        self.sessions[sid] = Session()
+        self.attached.add(sid)
+
+    @precondition(lambda self: self.turn is None and len(self.connections) < 3)
+    @rule()
+    def new_connection(self) -> None:
+        self._connect()
+
+    def _resumable(self) -> list[str]:
+        return [s for s, v in self.sessions.items() if s not in self.attached and not v.closed]
+
+    @precondition(lambda self: self.turn is None and self._resumable())
+    @rule(data=st.data(), replay=st.sampled_from(["none", "identical", "differing"]))
+    def resume(self, data, replay: str) -> None:
+        """``session/resume``: with ``replayFrom`` the agent replays its history as whole
+        upserts (ASR-725) before it answers; a differing replay says another content
+        for one entity, which is then the entity's state (ASR-717)."""
+        sid = data.draw(st.sampled_from(self._resumable()))
+        s = self.sessions[sid]
+        params = {"sessionId": sid, "cwd": "/ws"}
+        if replay != "none":
+            params["replayFrom"] = {"type": "start"}
+        rid = self._req("session/resume", params)
+        if replay != "none":
+            keys = list(s.entities)
+            if replay == "differing" and keys:
+                key = data.draw(st.sampled_from(keys))
+                s.put(key, self._differ(key, s.entities[key]))
+            for key, value in s.entities.items():
+                self._upd(sid, self._whole(key, value))
+        self._send("a2c", {"id": rid, "result": {}})
+        self.attached.add(sid)
+
+    @staticmethod
+    def _differ(key: tuple, value: dict) -> dict:
+        if key[0] in ("user", "agent", "thought"):
+            return {"content": _append_text(value["content"], "!")}
+        if key[0] == "tool":
+            return {**value, "title": value.get("title", "") + "!"}
+        return {"entries": [*value["entries"], {"content": "more", "priority": "low",
+                                                "status": "pending"}]}
+
+    @staticmethod
+    def _whole(key: tuple, value: dict) -> dict:
+        """The entity as one whole upsert, as a replay sends it."""
+        kind, eid = key
+        if kind in ("user", "agent", "thought"):
+            name = {"user": "user_message", "agent": "agent_message",
+                    "thought": "agent_thought"}[kind]
+            return {"sessionUpdate": name, "messageId": eid, "content": value["content"]}
+        if kind == "tool":
+            u = {"sessionUpdate": "tool_call_update", "toolCallId": eid}
+            u.update({k: v for k, v in value.items() if k != "content"})
+            u["content"] = [{"type": "content", "content": b} for b in value["content"]]
+            return u
+        return {"sessionUpdate": "plan_update",
+                "plan": {"type": "items", "planId": eid, "entries": value["entries"]}}
+
+    @precondition(lambda self: self.turn is None and self.attached)
+    @rule(data=st.data())
+    def close(self, data) -> None:
+        sid = data.draw(st.sampled_from(sorted(self.attached)))
+        rid = self._req("session/close", {"sessionId": sid})
+        self._send("a2c", {"id": rid, "result": {}})
+        self.attached.discard(sid)
+        self.sessions[sid].closed = True
+
+    # -- a prompt turn --------------------------------------------------------------
+
+    @precondition(lambda self: self.turn is None and self.attached)
+    @rule(data=st.data(), prompt=blocks)
+    def prompt(self, data, prompt: list) -> None:
+        """A prompt (ASR-713): its message ID, and the IDs of the turn's thought and agent
+        message, come from one small pool: the three types share IDs (ASR-724)."""
+        sid = data.draw(st.sampled_from(sorted(self.attached)))
+        s = self.sessions[sid]
+        free = {k: [m for m in MIDS if (k, m) not in s.entities]
+                for k in ("user", "agent", "thought")}
+        if not all(free.values()):
+            return
+        uid = data.draw(st.sampled_from(free["user"]))
+        rid = self._req("session/prompt", {"sessionId": sid, "prompt": prompt})
+        self._send("a2c", {"id": rid, "result": {"messageId": uid}})
+        s.put(("user", uid), {"content": prompt})
+        self._upd(sid, {"sessionUpdate": "state_update", "state": "running"})
+        self.turn = {"sid": sid, "agent": data.draw(st.sampled_from(free["agent"])),
+                     "thought": data.draw(st.sampled_from(free["thought"])), "tools": []}
+
+    def _in_turn(self) -> bool:
+        return self.turn is not None
+
+    @precondition(_in_turn)
+    @rule(kind=st.sampled_from(["agent", "thought"]), text=word)
+    def chunk(self, kind: str, text: str) -> None:
+        t = self.turn
+        s = self.sessions[t["sid"]]
+        key = (kind, t[kind])
+        old = s.entities.get(key, {"content": []})["content"]
+        s.put(key, {"content": _append_text(old, text)})
+        self._upd(t["sid"], {"sessionUpdate": f"{'agent_message' if kind == 'agent' else 'agent_thought'}_chunk",
+                             "messageId": t[kind], "content": {"type": "text", "text": text}})
+
+    @precondition(_in_turn)
+    @rule(content=blocks)
+    def agent_upsert(self, content: list) -> None:
+        """A whole agent_message upsert replaces the content chunks made (ASR-704)."""
+        t = self.turn
+        self.sessions[t["sid"]].put(("agent", t["agent"]), {"content": content})
+        self._upd(t["sid"], {"sessionUpdate": "agent_message", "messageId": t["agent"],
+                             "content": content})
+
+    @precondition(_in_turn)
+    @rule(title=word, inp=st.dictionaries(st.sampled_from("ab"), st.integers(-3, 3),
+                                          max_size=2))
+    def tool_start(self, title: str, inp: dict) -> None:
+        t = self.turn
+        self.n += 1
+        cid = f"c{self.n}"
+        t["tools"].append(cid)
+        self.sessions[t["sid"]].put(("tool", cid), {
+            "name": "tool", "title": title, "kind": "edit", "status": "pending",
+            "rawInput": inp, "content": []})
+        self._upd(t["sid"], {"sessionUpdate": "tool_call_update", "toolCallId": cid,
+                             "name": "tool", "title": title, "kind": "edit",
+                             "status": "pending", "rawInput": inp})
+
+    def _open_tools(self) -> list[str]:
+        if self.turn is None:
+            return []
+        s = self.sessions[self.turn["sid"]]
+        return [c for c in self.turn["tools"] if s.entities[("tool", c)]["status"] not in FINAL]
+
+    @precondition(lambda self: self._open_tools())
+    @rule(data=st.data(), status=st.sampled_from(["in_progress", *FINAL, None]),
+          content=st.one_of(st.none(), tool_items), title=st.one_of(st.none(), word),
+          output=st.one_of(st.none(), st.just({"ok": True}), st.just("done")))
+    def tool_update(self, data, status, content, title, output) -> None:
+        """A partial tool_call_update: an omitted field is unchanged (ASR-704)."""
+        t = self.turn
+        cid = data.draw(st.sampled_from(self._open_tools()))
+        s = self.sessions[t["sid"]]
+        cur = dict(s.entities[("tool", cid)])
+        u: dict = {"sessionUpdate": "tool_call_update", "toolCallId": cid}
+        if status is not None:
+            u["status"] = cur["status"] = status
+        if content is not None:
+            u["content"] = [{"type": "content", "content": b} for b in content]
+            cur["content"] = content
+        if title is not None:
+            u["title"] = cur["title"] = title
+        if output is not None:
+            u["rawOutput"] = cur["rawOutput"] = output
+        s.put(("tool", cid), cur)
+        self._upd(t["sid"], u)
+
+    @precondition(_in_turn)
+    @rule(data=st.data(), plan=entries)
+    def plan(self, data, plan: list) -> None:
+        """Each plan_update is a full snapshot: later ones supersede (ASR-705)."""
+        t = self.turn
+        s = self.sessions[t["sid"]]
+        pid = data.draw(st.sampled_from(["p1", "p2"]))
+        s.put(("plan", pid), {"entries": plan})
+        self._upd(t["sid"], {"sessionUpdate": "plan_update",
+                             "plan": {"type": "items", "planId": pid, "entries": plan}})
+
+    @precondition(_in_turn)
+    @rule()
+    def end_turn(self) -> None:
+        t = self.turn
+        self._upd(t["sid"], {"sessionUpdate": "state_update", "state": "idle",
+                             "stopReason": "end_turn"})
+        self.turn = None
+
+    # -- the oracle -----------------------------------------------------------------
+
+    @rule()
+    def wait(self) -> None:
+        """Nothing on the wire (every other rule may be closed off: all sessions closed)."""
+
+    def teardown(self) -> None:
+        """The oracle runs once per run, on the whole recording: converting after every
+        step would cost the run for no more power (the records are final at the end)."""
+        if self.turn is not None:
+            self.end_turn()
+        check(self.connections, {k: v.entities for k, v in self.sessions.items()})
+
+
+def wire_log(connections: list[list[tuple[str, dict]]]) -> bytes:
+    """The wire log of every connection, one header each, back to back."""
+    lines = []
+    seq = 0
+    for conn in connections:
+        lines.append(orjson.dumps(HEADER))
+        for d, msg in conn:
+            lines.append(orjson.dumps({"seq": seq, "t": T0 + seq * 1_000_000, "dir": d,
+                                       "raw": orjson.dumps(msg).decode()}))
+            seq += 1
+    return b"".join(x + b"\n" for x in lines)
+
+
+def _key(rec: dict) -> tuple | None:
+    t = rec["type"]
+    if t == "message":
+        content = rec.get("content") or []
+        if rec["role"] == "user":
+            return ("user", rec["messageId"])
+        if content and all(p.get("type") == "reasoning" for p in content):
+            return ("thought", rec["messageId"])
+        return ("agent", rec["messageId"])
+    if t in ("tool_call", "tool_result"):
+        return (t, rec["callId"])
+    if t == "plan":
+        return ("plan", rec["planId"])
+    return None
+
+
+def _said(rec: dict) -> dict:
+    """What a record says of its entity, without its envelope (seq, id, times, refs)."""
+    drop = {"seq", "id", "ts", "tsSource", "observedAt", "native", "supersedes", "assembly",
+            "origin"}
+    return {k: v for k, v in rec.items() if k not in drop}
+
+
+def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
+    """The records the machine's state of an entity must be stored as (the fields the
+    oracle checks), under the declared losses (ASR-722)."""
+    kind, eid = key
+    if kind in ("user", "agent"):
+        return {key: {"content": value["content"]}}
+    if kind == "thought":
+        text = "".join(b["text"] for b in value["content"])
+        return {key: {"content": [{"type": "reasoning", "text": text}]}}
+    if kind == "plan":
+        return {key: {"entries": value["entries"]}}
+    out = {("tool_call", eid): {"name": value["name"], "title": value["title"],
+                                "kind": value["kind"], "input": value["rawInput"]}}
+    if value["status"] in FINAL:  # pending/in_progress are not recorded (ASR-722)
+        res = {"status": value["status"], "displayContent": value["content"]}
+        if "rawOutput" in value:
+            res["raw"] = value["rawOutput"]
+        out[("tool_result", eid)] = res
+    return out
+
+
+def check(connections: list, truth: dict[str, dict[tuple, dict]]) -> None:
+    data = wire_log(connections)
+    with tempfile.NamedTemporaryFile(suffix=".wire.jsonl") as f:
+        f.write(data)
+        f.flush()
+        warnings: list[str] = []
+        streams = convert(fold_paths([f.name], warn=lambda s, n, m: warnings.append(m)))
+    where = "\n" + data.decode()
+    assert warnings == [], where
+    lines = [(sid, i, orjson.dumps(rec)) for sid, recs in streams.items()
+             for i, rec in enumerate(recs, 1)]
+    assert list(validate_streams(lines)) == [], where
+    assert set(streams) == set(truth), where
+    for sid, recs in streams.items():
+        latest: dict[tuple, dict] = {}
+        for rec in recs[1:]:
+            key = _key(rec)
+            if key is None:
+                continue
+            if key in latest:  # nothing stored twice (ASR-706, ASR-717)
+                assert rec.get("supersedes") == latest[key]["id"], (sid, rec, where)
+                assert _said(rec) != _said(latest[key]), (sid, rec, where)
+            latest[key] = rec
+        want: dict[tuple, dict] = {}
+        for key, value in truth[sid].items():
+            want.update(_expected(key, value))
+        assert set(latest) == set(want), (sid, set(latest) ^ set(want), where)
+        for key, fields in want.items():
+            got = {k: latest[key].get(k) for k in fields}
+            assert got == fields, (sid, key, got, fields, where)
+        # ASR-732: recording a replay of the stream gives the same context view
+        s = AsrStream(recs[0], recs[1:])
+        assert compare_streams(s, replay_and_record(s)) == [], where
+
+
+Agent.TestCase.settings = settings.get_profile(PROFILE)
+TestOracle = Agent.TestCase
