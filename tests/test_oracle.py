@@ -53,6 +53,7 @@ SESSIONS = ("s1", "s2")
 #: message often share one (each message type has its own ID space, ASR-724)
 MIDS = ("m1", "m2", "m3", "m4")
 FINAL = ("completed", "failed", "cancelled")
+CLEAR = "<null>"  # a field sent as null: cleared (ASR-704)
 
 word = st.sampled_from(["Hello ", "world", "ü/\\\"", "\n", "x"])
 block = st.one_of(st.builds(lambda t: {"type": "text", "text": t}, word),
@@ -168,7 +169,7 @@ class Agent(RuleBasedStateMachine):
         if key[0] in ("user", "agent", "thought"):
             return {"content": _append_text(value["content"], "!")}
         if key[0] == "tool":
-            return {**value, "title": value.get("title", "") + "!"}
+            return {**value, "title": value.get("title", "") + "!"}  # or sets a cleared one
         return {"entries": [*value["entries"], {"content": "more", "priority": "low",
                                                 "status": "pending"}]}
 
@@ -182,7 +183,9 @@ class Agent(RuleBasedStateMachine):
             return {"sessionUpdate": name, "messageId": eid, "content": value["content"]}
         if kind == "tool":
             u = {"sessionUpdate": "tool_call_update", "toolCallId": eid}
-            u.update({k: v for k, v in value.items() if k != "content"})
+            u.update({k: v for k, v in value.items() if k not in ("content", "_meta")})
+            if value["_meta"]:
+                u["_meta"] = value["_meta"]
             u["content"] = [{"type": "content", "content": b} for b in value["content"]]
             return u
         return {"sessionUpdate": "plan_update",
@@ -251,7 +254,7 @@ class Agent(RuleBasedStateMachine):
         t["tools"].append(cid)
         self.sessions[t["sid"]].put(("tool", cid), {
             "name": "tool", "title": title, "kind": "edit", "status": "pending",
-            "rawInput": inp, "content": []})
+            "rawInput": inp, "content": [], "_meta": {}})
         self._upd(t["sid"], {"sessionUpdate": "tool_call_update", "toolCallId": cid,
                              "name": "tool", "title": title, "kind": "edit",
                              "status": "pending", "rawInput": inp})
@@ -264,13 +267,36 @@ class Agent(RuleBasedStateMachine):
 
     @precondition(lambda self: self._open_tools())
     @rule(data=st.data(), status=st.sampled_from(["in_progress", *FINAL, None]),
-          content=st.one_of(st.none(), tool_items), title=st.one_of(st.none(), word),
-          output=st.one_of(st.none(), st.just({"ok": True}), st.just("done")))
-    def tool_update(self, data, status, content, title, output) -> None:
-        """A partial tool_call_update: an omitted field is unchanged (ASR-704)."""
-        t = self.turn
-        cid = data.draw(st.sampled_from(self._open_tools()))
-        s = self.sessions[t["sid"]]
+          content=st.one_of(st.none(), tool_items),
+          title=st.one_of(st.none(), word, st.just(CLEAR)),
+          output=st.one_of(st.none(), st.just({"ok": True}), st.just("done")),
+          meta=st.one_of(st.none(), st.dictionaries(st.sampled_from("ab"), st.one_of(
+              st.none(), st.integers(0, 2)), min_size=1, max_size=2)))
+    def tool_update(self, data, status, content, title, output, meta) -> None:
+        """A partial tool_call_update: an omitted field is unchanged, null clears it, and
+        ``_meta`` is patched key by key (ASR-704, ASR-708)."""
+        self._tool_update(self.turn["sid"], data.draw(st.sampled_from(self._open_tools())),
+                          status, content, title, output, meta)
+
+    def _late_tools(self) -> list[tuple[str, str]]:
+        if self.turn is not None:
+            return []
+        return [(sid, k[1]) for sid in sorted(self.attached)
+                for k, v in self.sessions[sid].entities.items()
+                if k[0] == "tool" and v["status"] not in FINAL]
+
+    @precondition(lambda self: self._late_tools())
+    @rule(data=st.data(), status=st.sampled_from(FINAL),
+          output=st.one_of(st.none(), st.just({"late": 1})))
+    def tool_late(self, data, status, output) -> None:
+        """A call left open ends later, maybe on another connection after a resume, with
+        only its status (and rawOutput): it keeps everything else (ASR-704, docs/asr.md
+        "One entity, every connection")."""
+        sid, cid = data.draw(st.sampled_from(self._late_tools()))
+        self._tool_update(sid, cid, status, None, None, output, None)
+
+    def _tool_update(self, sid, cid, status, content, title, output, meta) -> None:
+        s = self.sessions[sid]
         cur = dict(s.entities[("tool", cid)])
         u: dict = {"sessionUpdate": "tool_call_update", "toolCallId": cid}
         if status is not None:
@@ -278,12 +304,19 @@ class Agent(RuleBasedStateMachine):
         if content is not None:
             u["content"] = [{"type": "content", "content": b} for b in content]
             cur["content"] = content
-        if title is not None:
+        if title is CLEAR:
+            u["title"] = None
+            cur.pop("title", None)
+        elif title is not None:
             u["title"] = cur["title"] = title
         if output is not None:
             u["rawOutput"] = cur["rawOutput"] = output
+        if meta is not None:
+            u["_meta"] = meta
+            m = {**cur["_meta"], **meta}
+            cur["_meta"] = {k: v for k, v in m.items() if v is not None}
         s.put(("tool", cid), cur)
-        self._upd(t["sid"], u)
+        self._upd(sid, u)
 
     @precondition(_in_turn)
     @rule(data=st.data(), plan=entries)
@@ -365,10 +398,11 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
         return {key: {"content": [{"type": "reasoning", "text": text}]}}
     if kind == "plan":
         return {key: {"entries": value["entries"]}}
-    out = {("tool_call", eid): {"name": value["name"], "title": value["title"],
-                                "kind": value["kind"], "input": value["rawInput"]}}
+    out = {("tool_call", eid): {"name": value["name"], "title": value.get("title"),
+                                "kind": value["kind"], "input": value["rawInput"],
+                                "_meta": value["_meta"] or None}}
     if value["status"] in FINAL:  # pending/in_progress are not recorded (ASR-722)
-        res = {"status": value["status"], "displayContent": value["content"]}
+        res = {"status": value["status"], "displayContent": value["content"] or None}
         if "rawOutput" in value:
             res["raw"] = value["rawOutput"]
         out[("tool_result", eid)] = res
