@@ -6,7 +6,7 @@ may legally send for it, over several connections: prompts, live chunks and whol
 upserts, message types sharing IDs, tool calls through every status with partial
 updates, plan snapshots, ``session/resume`` with and without a history replay (the
 replay saying what was recorded, or differing from it), live updates after a replay,
-closes. At the end of each run the wire log is folded and converted as acp-asr does (in
+``session/fork`` with the parent's history replayed into the fork, closes. At the end of each run the wire log is folded and converted as acp-asr does (in
 process) and checked against the machine:
 
 - for every entity, the latest stored revision is the machine's state, under the
@@ -28,7 +28,7 @@ import os
 import tempfile
 
 import orjson
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
@@ -39,7 +39,7 @@ from acp_pipes.fold import fold_paths
 from acp_pipes.replay.equivalence import compare_streams
 from tests.test_roundtrip import replay_and_record
 
-settings.register_profile("oracle-short", max_examples=60, stateful_step_count=30,
+settings.register_profile("oracle-short", max_examples=100, stateful_step_count=30,
                           deadline=None, suppress_health_check=list(HealthCheck))
 settings.register_profile("oracle-fuzz", max_examples=4000, stateful_step_count=60,
                           deadline=None, suppress_health_check=list(HealthCheck))
@@ -97,6 +97,7 @@ class Agent(RuleBasedStateMachine):
         self.rid = 0
         self.n = 0  # a counter for fresh IDs
         self._connect()
+        self.new_session()  # every run has a session to work on from its first step
 
     # -- the wire -------------------------------------------------------------------
 
@@ -125,10 +126,11 @@ class Agent(RuleBasedStateMachine):
 
     # -- sessions and connections ---------------------------------------------------
 
-    @precondition(lambda self: self.turn is None and len(self.sessions) < len(SESSIONS))
+    @precondition(lambda self: self.turn is None
+                  and len([s for s in self.sessions if s in SESSIONS]) < len(SESSIONS))
     @rule()
     def new_session(self) -> None:
-        sid = SESSIONS[len(self.sessions)]
+        sid = [s for s in SESSIONS if s not in self.sessions][0]
         rid = self._req("session/new", {"cwd": "/ws", "mcpServers": []})
         self._send("a2c", {"id": rid, "result": {"sessionId": sid}})
         self.sessions[sid] = Session()
@@ -190,6 +192,23 @@ class Agent(RuleBasedStateMachine):
             return u
         return {"sessionUpdate": "plan_update",
                 "plan": {"type": "items", "planId": eid, "entries": value["entries"]}}
+
+    @precondition(lambda self: self.turn is None and self.attached and len(self.sessions) < 4)
+    @rule(data=st.data())
+    def fork(self, data) -> None:
+        """``session/fork``: the agent replays the parent's history into the new session
+        before it answers; the fork starts from that copy (ASR-718)."""
+        parent = data.draw(st.sampled_from(sorted(self.attached)))
+        self.n += 1
+        sid = f"f{self.n}"
+        rid = self._req("session/fork", {"sessionId": parent, "cwd": "/ws"})
+        child = Session()
+        for key, value in self.sessions[parent].entities.items():
+            child.put(key, value)
+            self._upd(sid, self._whole(key, value))
+        self._send("a2c", {"id": rid, "result": {"sessionId": sid}})
+        self.sessions[sid] = child
+        self.attached.add(sid)
 
     @precondition(lambda self: self.turn is None and self.attached)
     @rule(data=st.data())
@@ -348,6 +367,9 @@ class Agent(RuleBasedStateMachine):
         step would cost the run for no more power (the records are final at the end)."""
         if self.turn is not None:
             self.end_turn()
+        kinds = {k[0] for v in self.sessions.values() for k in v.entities}
+        event(f"connections={len(self.connections)} sessions={len(self.sessions)} "
+              f"forks={sum(s.startswith('f') for s in self.sessions)} {sorted(kinds)}")
         check(self.connections, {k: v.entities for k, v in self.sessions.items()})
 
 
