@@ -74,6 +74,18 @@ def _append_text(content: list, text: str) -> list:
     return [*content, {"type": "text", "text": text}]
 
 
+OPTIONS = [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+           {"optionId": "deny", "name": "Deny", "kind": "reject_once"}]
+
+
+class _First:
+    """A stand-in for ``st.data()`` that draws the first choice (the turn's end answers
+    what is still asked, in order)."""
+
+    def draw(self, strategy):
+        return 0
+
+
 class Session:
     """The true state of one session's entities, in the order first seen."""
 
@@ -157,12 +169,12 @@ class Agent(RuleBasedStateMachine):
             params["replayFrom"] = {"type": "start"}
         rid = self._req("session/resume", params)
         if replay != "none":
-            keys = list(s.entities)
+            keys = [k for k in s.entities if k[0] != "permission"]
             if replay == "differing" and keys:
                 key = data.draw(st.sampled_from(keys))
                 s.put(key, self._differ(key, s.entities[key]))
-            for key, value in s.entities.items():
-                self._upd(sid, self._whole(key, value))
+            for key in keys:  # permissions are not replayed (ASR-726)
+                self._upd(sid, self._whole(key, s.entities[key]))
         self._send("a2c", {"id": rid, "result": {}})
         self.attached.add(sid)
 
@@ -204,6 +216,8 @@ class Agent(RuleBasedStateMachine):
         rid = self._req("session/fork", {"sessionId": parent, "cwd": "/ws"})
         child = Session()
         for key, value in self.sessions[parent].entities.items():
+            if key[0] == "permission":  # not replayed (ASR-726): the fork has none
+                continue
             child.put(key, value)
             self._upd(sid, self._whole(key, value))
         self._send("a2c", {"id": rid, "result": {"sessionId": sid}})
@@ -349,9 +363,38 @@ class Agent(RuleBasedStateMachine):
                              "plan": {"type": "items", "planId": pid, "entries": plan}})
 
     @precondition(_in_turn)
+    @rule(title=word)
+    def ask_permission(self, title: str) -> None:
+        """The agent asks the client (ASR-716); the answer comes later, other frames of
+        both directions between."""
+        t = self.turn
+        self.n += 1
+        rid = 100 + self.n  # the agent's own JSON-RPC ID space
+        req = f"{len(self.connections) - 1}:{rid}"
+        self.sessions[t["sid"]].put(("permission", req), {"title": title, "status": "pending"})
+        t.setdefault("asked", []).append((req, rid))
+        self._send("a2c", {"id": rid, "method": "session/request_permission", "params": {
+            "sessionId": t["sid"], "title": title, "options": OPTIONS}})
+
+    @precondition(lambda self: self.turn is not None and self.turn.get("asked"))
+    @rule(data=st.data(), choice=st.sampled_from(["allow", "deny", None]))
+    def answer_permission(self, data, choice) -> None:
+        t = self.turn
+        req, rid = t["asked"].pop(data.draw(st.integers(0, len(t["asked"]) - 1)))
+        outcome = ({"outcome": "cancelled"} if choice is None else
+                   {"outcome": "selected", "optionId": choice})
+        self.sessions[t["sid"]].put(("permission", req), {
+            **self.sessions[t["sid"]].entities[("permission", req)], "status": "resolved",
+            "selectedOptionId": choice,
+            "decision": {"allow": "allow_once", "deny": "reject_once", None: "cancelled"}[choice]})
+        self._send("c2a", {"id": rid, "result": {"outcome": outcome}})
+
+    @precondition(_in_turn)
     @rule()
     def end_turn(self) -> None:
         t = self.turn
+        while t.get("asked"):  # a client answers before the turn can end
+            self.answer_permission(_First(), None)
         self._upd(t["sid"], {"sessionUpdate": "state_update", "state": "idle",
                              "stopReason": "end_turn"})
         self.turn = None
@@ -399,6 +442,8 @@ def _key(rec: dict) -> tuple | None:
         return (t, rec["callId"])
     if t == "plan":
         return ("plan", rec["planId"])
+    if t == "permission":
+        return ("permission", rec["requestId"])
     return None
 
 
@@ -420,6 +465,8 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
         return {key: {"content": [{"type": "reasoning", "text": text}]}}
     if kind == "plan":
         return {key: {"entries": value["entries"]}}
+    if kind == "permission":
+        return {key: value}
     out = {("tool_call", eid): {"name": value["name"], "title": value.get("title"),
                                 "kind": value["kind"], "input": value["rawInput"],
                                 "_meta": value["_meta"] or None}}
