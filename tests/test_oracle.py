@@ -251,7 +251,7 @@ class Agent(RuleBasedStateMachine):
         self._send("a2c", {"id": rid, "result": {"messageId": uid}})
         s.put(("user", uid), {"content": prompt})
         self._upd(sid, {"sessionUpdate": "state_update", "state": "running"})
-        self.turn = {"sid": sid, "agent": data.draw(st.sampled_from(free["agent"])),
+        self.turn = {"sid": sid, "user": uid, "agent": data.draw(st.sampled_from(free["agent"])),
                      "thought": data.draw(st.sampled_from(free["thought"])), "tools": []}
 
     def _in_turn(self) -> bool:
@@ -276,6 +276,27 @@ class Agent(RuleBasedStateMachine):
         self.sessions[t["sid"]].put(("agent", t["agent"]), {"content": content})
         self._upd(t["sid"], {"sessionUpdate": "agent_message", "messageId": t["agent"],
                              "content": content})
+
+    @precondition(_in_turn)
+    @rule(text=word)
+    def thought_upsert(self, text: str) -> None:
+        """A whole agent_thought upsert (text: a thought's other blocks are a declared
+        loss, ``reasoning``, ASR-722)."""
+        t = self.turn
+        content = [{"type": "text", "text": text}]
+        self.sessions[t["sid"]].put(("thought", t["thought"]), {"content": content})
+        self._upd(t["sid"], {"sessionUpdate": "agent_thought", "messageId": t["thought"],
+                             "content": content})
+
+    @precondition(_in_turn)
+    @rule()
+    def echo_prompt(self) -> None:
+        """The agent echoes the prompt as a user_message with the prompt's ID: the same
+        entity, stored once (ASR-713)."""
+        t = self.turn
+        self._upd(t["sid"], {"sessionUpdate": "user_message", "messageId": t["user"],
+                             "content": self.sessions[t["sid"]].entities[("user", t["user"])][
+                                 "content"]})
 
     @precondition(_in_turn)
     @rule(title=word, inp=st.dictionaries(st.sampled_from("ab"), st.integers(-3, 3),
