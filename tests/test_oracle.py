@@ -184,6 +184,8 @@ class Agent(RuleBasedStateMachine):
             return {"content": _append_text(value["content"], "!")}
         if key[0] == "tool":
             return {**value, "title": value.get("title", "") + "!"}  # or sets a cleared one
+        if key[0] == "compaction":
+            return {**value, "summary": _append_text(value["summary"], "!")}
         return {"entries": [*value["entries"], {"content": "more", "priority": "low",
                                                 "status": "pending"}]}
 
@@ -201,6 +203,12 @@ class Agent(RuleBasedStateMachine):
             if value["_meta"]:
                 u["_meta"] = value["_meta"]
             u["content"] = [{"type": "content", "content": b} for b in value["content"]]
+            return u
+        if kind == "compaction":
+            u = {"sessionUpdate": "compaction_update", "compactionId": eid,
+                 "status": value["status"]}
+            if value["summary"]:
+                u["summary"] = value["summary"]
             return u
         return {"sessionUpdate": "plan_update",
                 "plan": {"type": "items", "planId": eid, "entries": value["entries"]}}
@@ -384,6 +392,26 @@ class Agent(RuleBasedStateMachine):
                              "plan": {"type": "items", "planId": pid, "entries": plan}})
 
     @precondition(_in_turn)
+    @rule(parts=st.lists(word, max_size=2), status=st.sampled_from(["completed", "failed"]))
+    def compaction(self, parts: list, status: str) -> None:
+        """A compaction: in progress, its summary in chunks, then final (ASR-719)."""
+        t = self.turn
+        self.n += 1
+        kid = f"k{self.n}"
+        self._upd(t["sid"], {"sessionUpdate": "compaction_update", "compactionId": kid,
+                             "status": "in_progress"})
+        summary: list = []
+        for text in parts:
+            summary = _append_text(summary, text)
+            self._upd(t["sid"], {"sessionUpdate": "compaction_summary_chunk",
+                                 "compactionId": kid,
+                                 "content": {"type": "text", "text": text}})
+        self._upd(t["sid"], {"sessionUpdate": "compaction_update", "compactionId": kid,
+                             "status": status})
+        self.sessions[t["sid"]].put(("compaction", kid), {"status": status,
+                                                          "summary": summary})
+
+    @precondition(_in_turn)
     @rule(title=word)
     def ask_permission(self, title: str) -> None:
         """The agent asks the client (ASR-716); the answer comes later, other frames of
@@ -465,6 +493,8 @@ def _key(rec: dict) -> tuple | None:
         return ("plan", rec["planId"])
     if t == "permission":
         return ("permission", rec["requestId"])
+    if t == "compaction":
+        return ("compaction", rec["compactionId"])
     return None
 
 
@@ -488,6 +518,8 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
         return {key: {"entries": value["entries"]}}
     if kind == "permission":
         return {key: value}
+    if kind == "compaction":
+        return {key: {"status": value["status"], "summary": value["summary"] or None}}
     out = {("tool_call", eid): {"name": value["name"], "title": value.get("title"),
                                 "kind": value["kind"], "input": value["rawInput"],
                                 "_meta": value["_meta"] or None}}
