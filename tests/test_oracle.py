@@ -276,6 +276,25 @@ class Agent(RuleBasedStateMachine):
         self._upd(t["sid"], {"sessionUpdate": f"{'agent_message' if kind == 'agent' else 'agent_thought'}_chunk",
                              "messageId": t[kind], "content": {"type": "text", "text": text}})
 
+    def _earlier(self) -> list[tuple]:
+        if self.turn is None:
+            return []
+        t = self.turn
+        return [k for k in self.sessions[t["sid"]].entities
+                if k[0] == "agent" and k[1] != t["agent"]]
+
+    @precondition(lambda self: self._earlier())
+    @rule(data=st.data(), text=word)
+    def chunk_earlier(self, data, text: str) -> None:
+        """A live chunk to an agent message already final (an earlier turn, maybe replayed
+        on this connection): a change after final, a superseding record (ASR-706)."""
+        t = self.turn
+        s = self.sessions[t["sid"]]
+        key = data.draw(st.sampled_from(self._earlier()))
+        s.put(key, {"content": _append_text(s.entities[key]["content"], text)})
+        self._upd(t["sid"], {"sessionUpdate": "agent_message_chunk", "messageId": key[1],
+                             "content": {"type": "text", "text": text}})
+
     @precondition(_in_turn)
     @rule(content=blocks)
     def agent_upsert(self, content: list) -> None:
