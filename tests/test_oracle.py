@@ -1,7 +1,8 @@
 """The oracle for what acp-fold and acp-asr store: a stateful property test.
 
 The state machine *is* an ACP v2 agent: it holds the true state of every entity of
-its sessions (messages of each type, tool calls, plans) and emits what a real agent
+its sessions (messages of each type, tool calls, plans, compactions, terminals,
+permissions) and emits what a real agent
 may legally send for it, over several connections: prompts, live chunks and whole
 upserts, message types sharing IDs, tool calls through every status with partial
 updates, plan snapshots, ``session/resume`` with and without a history replay (the
@@ -24,6 +25,7 @@ process) and checked against the machine:
 
 from __future__ import annotations
 
+import base64
 import os
 import tempfile
 
@@ -186,6 +188,8 @@ class Agent(RuleBasedStateMachine):
             return {**value, "title": value.get("title", "") + "!"}  # or sets a cleared one
         if key[0] == "compaction":
             return {**value, "summary": _append_text(value["summary"], "!")}
+        if key[0] == "terminal":
+            return {**value, "output": value["output"] + b"!"}
         return {"entries": [*value["entries"], {"content": "more", "priority": "low",
                                                 "status": "pending"}]}
 
@@ -204,6 +208,11 @@ class Agent(RuleBasedStateMachine):
                 u["_meta"] = value["_meta"]
             u["content"] = [{"type": "content", "content": b} for b in value["content"]]
             return u
+        if kind == "terminal":
+            return {"sessionUpdate": "terminal_update", "terminalId": eid,
+                    "command": value["command"], "cwd": "/ws",
+                    "output": {"data": base64.b64encode(value["output"]).decode()},
+                    "exitStatus": {"exitCode": value["exitCode"]}}
         if kind == "compaction":
             u = {"sessionUpdate": "compaction_update", "compactionId": eid,
                  "status": value["status"]}
@@ -431,6 +440,24 @@ class Agent(RuleBasedStateMachine):
                                                           "summary": summary})
 
     @precondition(_in_turn)
+    @rule(command=st.sampled_from(["make", "ls -l"]),
+          chunks=st.lists(st.binary(max_size=5), max_size=3), code=st.integers(0, 2))
+    def terminal(self, command: str, chunks: list, code: int) -> None:
+        """A terminal: its command, its output in byte chunks, its exit status."""
+        t = self.turn
+        self.n += 1
+        tid = f"t{self.n}"
+        self._upd(t["sid"], {"sessionUpdate": "terminal_update", "terminalId": tid,
+                             "command": command, "cwd": "/ws"})
+        for c in chunks:
+            self._upd(t["sid"], {"sessionUpdate": "terminal_output_chunk", "terminalId": tid,
+                                 "data": base64.b64encode(c).decode()})
+        self._upd(t["sid"], {"sessionUpdate": "terminal_update", "terminalId": tid,
+                             "exitStatus": {"exitCode": code}})
+        self.sessions[t["sid"]].put(("terminal", tid), {"command": command, "exitCode": code,
+                                                        "output": b"".join(chunks)})
+
+    @precondition(_in_turn)
     @rule(title=word)
     def ask_permission(self, title: str) -> None:
         """The agent asks the client (ASR-716); the answer comes later, other frames of
@@ -514,6 +541,8 @@ def _key(rec: dict) -> tuple | None:
         return ("permission", rec["requestId"])
     if t == "compaction":
         return ("compaction", rec["compactionId"])
+    if t == "terminal":
+        return ("terminal", rec["terminalId"])
     return None
 
 
@@ -537,6 +566,9 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
         return {key: {"entries": value["entries"]}}
     if kind == "permission":
         return {key: value}
+    if kind == "terminal":
+        return {key: {"command": value["command"], "exitCode": value["exitCode"],
+                      "output": value["output"]}}
     if kind == "compaction":
         return {key: {"status": value["status"], "summary": value["summary"] or None}}
     out = {("tool_call", eid): {"name": value["name"], "title": value.get("title"),
@@ -579,6 +611,9 @@ def check(connections: list, truth: dict[str, dict[tuple, dict]]) -> None:
         assert set(latest) == set(want), (sid, set(latest) ^ set(want), where)
         for key, fields in want.items():
             got = {k: latest[key].get(k) for k in fields}
+            if key[0] == "terminal":  # the bytes, however the chunks were encoded
+                blob = (got["output"] or {}).get("blob", "")
+                got["output"] = base64.b64decode(blob)
             assert got == fields, (sid, key, got, fields, where)
         # ASR-732: recording a replay of the stream gives the same context view
         s = AsrStream(recs[0], recs[1:])
