@@ -183,7 +183,7 @@ class Agent(RuleBasedStateMachine):
     @staticmethod
     def _differ(key: tuple, value: dict) -> dict:
         if key[0] in ("user", "agent", "thought"):
-            return {"content": _append_text(value["content"], "!")}
+            return {**value, "content": _append_text(value["content"], "!")}
         if key[0] == "tool":
             return {**value, "title": value.get("title", "") + "!"}  # or sets a cleared one
         if key[0] == "compaction":
@@ -200,7 +200,10 @@ class Agent(RuleBasedStateMachine):
         if kind in ("user", "agent", "thought"):
             name = {"user": "user_message", "agent": "agent_message",
                     "thought": "agent_thought"}[kind]
-            return {"sessionUpdate": name, "messageId": eid, "content": value["content"]}
+            u = {"sessionUpdate": name, "messageId": eid, "content": value["content"]}
+            if value.get("_meta"):
+                u["_meta"] = value["_meta"]
+            return u
         if kind == "tool":
             u = {"sessionUpdate": "tool_call_update", "toolCallId": eid}
             u.update({k: v for k, v in value.items() if k not in ("content", "_meta")})
@@ -280,8 +283,8 @@ class Agent(RuleBasedStateMachine):
         t = self.turn
         s = self.sessions[t["sid"]]
         key = (kind, t[kind])
-        old = s.entities.get(key, {"content": []})["content"]
-        s.put(key, {"content": _append_text(old, text)})
+        cur = s.entities.get(key, {"content": []})
+        s.put(key, {**cur, "content": _append_text(cur["content"], text)})
         self._upd(t["sid"], {"sessionUpdate": f"{'agent_message' if kind == 'agent' else 'agent_thought'}_chunk",
                              "messageId": t[kind], "content": {"type": "text", "text": text}})
 
@@ -300,18 +303,31 @@ class Agent(RuleBasedStateMachine):
         t = self.turn
         s = self.sessions[t["sid"]]
         key = data.draw(st.sampled_from(self._earlier()))
-        s.put(key, {"content": _append_text(s.entities[key]["content"], text)})
+        s.put(key, {**s.entities[key], "content": _append_text(s.entities[key]["content"], text)})
         self._upd(t["sid"], {"sessionUpdate": "agent_message_chunk", "messageId": key[1],
                              "content": {"type": "text", "text": text}})
 
     @precondition(_in_turn)
-    @rule(content=blocks)
-    def agent_upsert(self, content: list) -> None:
-        """A whole agent_message upsert replaces the content chunks made (ASR-704)."""
+    @rule(content=blocks, meta=st.one_of(st.none(), st.just(CLEAR), st.dictionaries(
+        st.sampled_from("ab"), st.one_of(st.none(), st.integers(0, 2)), min_size=1)))
+    def agent_upsert(self, content: list, meta) -> None:
+        """A whole agent_message upsert replaces the content chunks made (ASR-704); its
+        ``_meta`` is patched key by key, null clearing it all (ASR-708)."""
         t = self.turn
-        self.sessions[t["sid"]].put(("agent", t["agent"]), {"content": content})
-        self._upd(t["sid"], {"sessionUpdate": "agent_message", "messageId": t["agent"],
-                             "content": content})
+        key = ("agent", t["agent"])
+        s = self.sessions[t["sid"]]
+        cur = dict(s.entities.get(key, {"content": []}))
+        cur["content"] = content
+        u = {"sessionUpdate": "agent_message", "messageId": t["agent"], "content": content}
+        if meta is CLEAR:
+            u["_meta"] = None
+            cur.pop("_meta", None)
+        elif meta is not None:
+            u["_meta"] = meta
+            m = {**cur.get("_meta", {}), **meta}
+            cur["_meta"] = {k: v for k, v in m.items() if v is not None}
+        s.put(key, cur)
+        self._upd(t["sid"], u)
 
     @precondition(_in_turn)
     @rule(text=word)
@@ -558,7 +574,7 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
     oracle checks), under the declared losses (ASR-722)."""
     kind, eid = key
     if kind in ("user", "agent"):
-        return {key: {"content": value["content"]}}
+        return {key: {"content": value["content"], "_meta": value.get("_meta") or None}}
     if kind == "thought":
         text = "".join(b["text"] for b in value["content"])
         return {key: {"content": [{"type": "reasoning", "text": text}]}}
