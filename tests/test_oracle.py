@@ -19,6 +19,9 @@ process) and checked against the machine:
 - every stream passes ``acp-asr --validate``;
 - replaying a stream and recording the replay gives the same context view (ASR-732).
 
+Not generated yet: ACP v1 (``session/load``, derived message IDs), subagents and
+inter-session messages, elicitations, forks without a replay.
+
 ``make test`` runs a short profile; ``make fuzz`` runs the long one
 (``ACP_PIPES_ORACLE=fuzz``: thousands of runs; it stops by itself).
 """
