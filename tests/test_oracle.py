@@ -94,9 +94,10 @@ class _First:
 class Session:
     """The true state of one session's entities, in the order first seen."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: str | None = None) -> None:
         self.entities: dict[tuple, dict] = {}
         self.closed = False
+        self.parent = parent  # the session it was forked from
 
     def put(self, key: tuple, value: dict) -> None:
         self.entities[key] = value
@@ -237,7 +238,7 @@ class Agent(RuleBasedStateMachine):
         self.n += 1
         sid = f"f{self.n}"
         rid = self._req("session/fork", {"sessionId": parent, "cwd": "/ws"})
-        child = Session()
+        child = Session(parent)
         for key, value in self.sessions[parent].entities.items():
             if key[0] == "permission":  # not replayed (ASR-726): the fork has none
                 continue
@@ -265,7 +266,17 @@ class Agent(RuleBasedStateMachine):
         message, come from one small pool: the three types share IDs (ASR-724)."""
         sid = data.draw(st.sampled_from(sorted(self.attached)))
         s = self.sessions[sid]
-        free = {k: [m for m in MIDS if (k, m) not in s.entities]
+        # Restricted (docs/asr.md "One entity, every connection", ASR-704/ASR-718): an
+        # entity a fork never copied is patched from its parent's latest state, so an ID
+        # the parent (or its parent) uses for an entity made after the fork is not new in
+        # the fork: the fork's m1 of "Hello " is stored as the parent's "Hello " plus it.
+        # The machine does not give a fork's new message an ID its ancestors use.
+        taken = set(s.entities)
+        up = s.parent
+        while up is not None:
+            taken |= set(self.sessions[up].entities)
+            up = self.sessions[up].parent
+        free = {k: [m for m in MIDS if (k, m) not in taken]
                 for k in ("user", "agent", "thought")}
         if not all(free.values()):
             return
