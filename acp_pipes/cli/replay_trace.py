@@ -61,9 +61,7 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
                                      host=not args.no_host)
             except OSError as e:
                 raise UsageError(f"cannot start {agent[0]}: {e.strerror or e}") from None
-            if result.status == "stopped" or (args.strict and not result.ok):
-                return EXIT_DIFFERENT
-            return EXIT_OK
+            return EXIT_OK if result.ok else EXIT_DIFFERENT  # 1 at the first divergence
         result = replay_agent(trace, ctx.stdin(), ctx.out, options)
         return EXIT_OK if result.ok else EXIT_DIFFERENT
     finally:

@@ -1,21 +1,23 @@
-"""Replay as the client: drive a live agent with the recorded client frames.
+"""Replay as the client: re-drive a live agent from its own recording.
 
-The agent under test is the only process started. Each recorded client (c2a) frame is
-sent, byte for byte, once the agent frames the recording shows before it have arrived, so
-the agent sees the same interleaving; its requests (permission, elicitation, fs/*,
-terminal/*) are answered by the recorded client answers, which follow them in the
-recording. Every frame of the run, both directions, goes to a new wire log
-(:mod:`acp_pipes.wire`, the format acp-tee writes).
+The agent under test is the only process started. Its frames are compared, in order,
+with the recorded agent frames; the identifiers it mints (:data:`acp_pipes.minted.MINTED_KEYS`:
+session, tool-call, permission, message ids) are learned from its live frames as a
+consistent renaming (recorded -> live, one to one) and rewritten in every client frame
+sent after, and clocks (:data:`acp_pipes.minted.CLOCK_KEYS`) are not compared.
 
-"Arrived" is positional: the n-th agent frame of the run stands for the n-th agent frame
-of the recording and is compared with it by hash modulo the declared normalisers; a
-difference is reported (one dict per difference, JSON lines in the CLI) but still counts
-as arrived, so one changed frame does not stall the run. A window that does not fill
-within ``timeout`` seconds is reported and the next client frame is sent anyway.
-``strict`` stops at the first difference.
+Pacing is the protocol's: a recorded client request or notification is sent once the
+agent frames recorded before it have come (so a prompt goes when the turn before it has
+ended), and the recorded client answers are not sent in their place: when the live
+agent asks (permission, elicitation, ``fs/*``, ``terminal/*``) and its request equals the
+recorded one (method and content, under the renaming), the recorded answer to that
+request is sent with the live request's id. The timeout is only for an agent that goes
+silent.
 
-With ``remap_ids`` the recorded client answers to the agent's requests carry the live
-request's id (spliced into the recorded bytes), and responses are compared modulo id.
+The run stops at the first divergence (a frame that differs, a broken renaming, a
+request the recording cannot answer, an extra frame, silence, an early exit) with one
+report: what was expected, what came, the JSON pointers that differ. Every frame of the
+run, both directions, goes to a new wire log (:mod:`acp_pipes.wire`, acp-tee's format).
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json
+from acp_pipes.jsondiff import dumps
+from acp_pipes.minted import drop_clocks, learn, rename
 from acp_pipes.redact import Redactor, logged_hash
-from acp_pipes.trace.agent import ReplayOptions, live_hash, recorded_hash
-from acp_pipes.trace.ids import id_key, note_live_id, splice_id
+from acp_pipes.trace.agent import ReplayOptions
+from acp_pipes.trace.ids import id_key, id_span, splice_id
 from acp_pipes.trace.report import pointer_diff
 from acp_pipes.trace.tracefile import Pair, Trace, TraceReader, classify
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
@@ -103,33 +107,35 @@ class _Log:
             self.out.flush()
 
 
-#: Recorded agent frames read ahead of the live agent's, at most: the driver waits for the
-#: agent before reading more of the trace, so memory holds what is in flight.
-WINDOW = 4096
-
-
 class _Driver:
-    """One run (see :func:`drive_agent`). The trace is read as the run goes; live agent
-    frames are compared as they come and then dropped, so memory holds the frames not
-    yet compared on either side, not the session."""
+    """One run (see :func:`drive_agent`), on the calling thread; the agent's output is
+    read on a thread of its own and queued. The trace is read as the run needs it, so
+    memory holds the frames in flight, not the session."""
 
     def __init__(self, trace: Iterable[Pair], proc: subprocess.Popen, log: _Log,
                  opt: ReplayOptions):
-        self.trace = trace
+        self.it = iter(trace)
         self.proc = proc
         self.log = log
         self.opt = opt
         self.norm = opt.normalizer()
-        self.remap = opt.remap_ids
         self.live: deque[tuple[int, bytes]] = deque()  # (seq, raw), not yet compared
-        self.arrived = 0  # live agent frames so far
-        self.recorded: deque[Pair] = deque()  # recorded agent frames not yet compared
+        self.arrived = 0
         self.cond = threading.Condition()
         self.eof = False
         self.reports: list[dict[str, Any]] = []
         self.differences = 0
-        self.checked = 0
-        self.ids: dict[bytes, bytes] = {}  # recorded agent request id -> live id token
+        self.checked = 0  # live agent frames compared
+        self.recorded: deque[Pair] = deque()  # recorded agent frames not yet compared
+        self.seen_a2c = 0  # recorded agent frames read
+        self.pending: deque[tuple[dict[str, Any], bytes, int]] = deque()  # to send
+        self.answers: dict[bytes, Pair] = {}  # recorded request id -> recorded answer
+        self.trace_done = False
+        self.names: dict[str, str] = {}  # minted values: recorded -> live
+        self.back: dict[str, str] = {}
+        self.renamed = False  # some learned name differs (else equal bytes are equal)
+        self.sent = 0
+        self.last_sent: dict[str, Any] | None = None
 
     def say(self, event: dict[str, Any]) -> None:
         event = {"event": event.pop("event"), "tool": "acp-replay", **event}
@@ -155,128 +161,170 @@ class _Driver:
                 self.eof = True
                 self.cond.notify_all()
 
-    def wait_for(self, need: int, deadline: float) -> bool:
-        """Wait until ``need`` agent frames arrived, comparing them as they come; False
-        on ``deadline`` or agent EOF."""
-        while True:
-            with self.cond:
-                while self.arrived <= self.checked and self.arrived < need and not self.eof:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self.cond.wait(left)
-                arrived = self.arrived
-            self.compare(min(arrived, self.checked + len(self.recorded)))
-            if arrived >= need:
-                return True
-            if self.eof or time.monotonic() >= deadline:
+    def read_trace(self) -> None:
+        """Read one more recorded frame: an agent frame is queued for comparison, a
+        client answer (to an agent request) kept by the request's id, any other client
+        frame queued to be sent once the agent frames recorded before it have come."""
+        pair = next(self.it, None)
+        if pair is None:
+            self.trace_done = True
+            return
+        f, raw = pair
+        if f["dir"] == A2C:
+            self.recorded.append(pair)
+            self.seen_a2c += 1
+            return
+        c = classify(f, raw)
+        if c.get("kind") in ("response", "error"):
+            self.answers[id_key(c.get("id"))] = pair
+        else:
+            self.pending.append((f, raw, self.seen_a2c))
+
+    def diverge(self, event: dict[str, Any]) -> None:
+        self.differences += 1
+        if self.last_sent is not None:
+            event.setdefault("after_client_seq", self.last_sent.get("seq"))
+        self.say(event)
+
+    def check(self, seq: int, raw: bytes) -> bool:
+        """Compare one live agent frame with the next recorded one under the renaming
+        (learning it), and answer it when it is a request; False at a divergence."""
+        while not self.recorded and not self.trace_done:
+            self.read_trace()
+        self.checked += 1
+        if not self.recorded:
+            value = _value(raw)
+            self.diverge({"event": "extra", "live_seq": seq, "received": value,
+                          "message": f"the agent sent frame live seq {seq}, more than "
+                          "was recorded"})
+            return False
+        rec, rraw = self.recorded.popleft()
+        f = classify(rec, rraw)
+        request = f.get("kind") == "request"
+        if raw != rraw or self.renamed or rec.get("redacted"):
+            value = _value(raw)
+            recorded = _value(rraw)
+            bad = learn(recorded, value, self.names, self.back)
+            if not self.renamed:
+                self.renamed = any(k != v for k, v in self.names.items())
+            expected = self.norm.view(drop_clocks(rename(recorded, self.names)),
+                                      drop_id=request)
+            received = self.norm.view(drop_clocks(value), drop_id=request)
+            diff = pointer_diff(expected, received)
+            if bad or diff:
+                where = ", ".join([d["path"] or "/" for d in diff] + bad)
+                self.diverge({
+                    "event": "diverged", "seq": f.get("seq"), "live_seq": seq,
+                    "method": f.get("method"), "expected": expected, "received": received,
+                    "diff": diff, "renaming_broken": bad,
+                    "message": f"agent frame seq {f.get('seq')}"
+                    f"{' (' + f['method'] + ')' if f.get('method') else ''} differs from "
+                    f"the recording at {where}"})
                 return False
+        if request:
+            return self.answer(f, raw)
+        return True
 
-    def compare(self, upto: int) -> None:
-        """Compare the live agent frames checked..upto with the recorded ones; beyond the
-        recording, each is an extra frame."""
-        while self.checked < upto:
-            with self.cond:
-                if not self.live:
-                    return
-                seq, raw = self.live.popleft()
-            self.checked += 1
-            if not self.recorded:
-                value, h = live_hash(raw, self.norm, self.remap)
-                self.differences += 1
-                self.say({"event": "extra", "live_seq": seq, "received": _brief(value, h),
-                          "message": "the agent sent more than was recorded"})
-                continue
-            rec, rraw = self.recorded.popleft()
-            if self.remap and (b'"method"' in raw or b"\\u" in raw):
-                f = classify(rec, rraw)
-                if f.get("kind") == "request":
-                    note_live_id(self.ids, f, raw, A2C, self.opt.remap_log)
-            if raw == rraw and not rec.get("redacted"):
-                continue  # equal bytes: equal under any normaliser
-            value, h = live_hash(raw, self.norm, self.remap)
-            expected = recorded_hash(rec, rraw, self.norm, self.remap)
-            if h == expected:
-                continue
-            self.differences += 1
-            f = classify(rec, rraw)
-            event: dict[str, Any] = {"event": "differs", "seq": f.get("seq"), "live_seq": seq,
-                                     "method": f.get("method"), "expected": {"hash": expected},
-                                     "received": _brief(value, h)}
-            if value is not None:
-                try:
-                    recorded = parse_json(rraw)
-                    event["diff"] = pointer_diff(self.norm.view(recorded, drop_id=self.remap),
-                                                 self.norm.view(value, drop_id=self.remap))
-                except ParseError:
-                    pass
-            self.say(event)
+    def answer(self, f: dict[str, Any], raw: bytes) -> bool:
+        """Send the recorded answer to the recorded request the live one matched (same
+        method and content under the renaming), with the live request's id."""
+        key = id_key(f.get("id"))
+        while key not in self.answers and not self.trace_done:
+            self.read_trace()
+        got = self.answers.pop(key, None)
+        span = id_span(raw)
+        if got is None or span is None:
+            self.diverge({"event": "unanswerable", "seq": f.get("seq"),
+                          "method": f.get("method"), "received": _value(raw),
+                          "message": f"the agent's request {f.get('method')} (recorded "
+                          f"seq {f.get('seq')}) has no answer in the recording"})
+            return False
+        token = raw[span[0]:span[1]]
+        if self.opt.remap_log is not None:
+            self.opt.remap_log.write(b'{"recorded":' + dumps(f.get("id")) + b',"live":'
+                                     + token + b',"dir":"a2c","seq":'
+                                     + dumps(f.get("seq")) + b"}\n")
+        arec, araw = got
+        return self.send(arec, splice_id(self._renamed(araw), token))
 
-    def stopping(self) -> bool:
-        return self.opt.strict and self.differences > 0
+    def _renamed(self, raw: bytes) -> bytes:
+        """A recorded client frame with the learned names (its bytes kept when none
+        applies)."""
+        if not self.renamed:
+            return raw
+        value = _value(raw)
+        new = rename(value, self.names)
+        return raw if new is value else orjson.dumps(new)
+
+    def send(self, f: dict[str, Any], raw: bytes) -> bool:
+        nolf = bool(f.get("nolf"))
+        self.log.frame(C2A, raw, nolf)  # logged before it is sent: the answer follows it
+        try:
+            self.proc.stdin.write(raw if nolf else raw + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        self.sent += 1
+        return True
+
+    def next_live(self, deadline: float) -> tuple[int, bytes] | None | bool:
+        """The next live agent frame; None at the deadline, False at the agent's EOF."""
+        with self.cond:
+            while not self.live:
+                if self.eof:
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(left)
+            return self.live.popleft()
 
     def run(self) -> DriveResult:
-        stdin = self.proc.stdin
-        sent = 0
-        seen_a2c = 0
-        status = None
-        last = time.monotonic()
+        timeout = self.opt.timeout
+        deadline = time.monotonic() + timeout
         prev_t = None
-        for f, raw in self.trace:
-            t = f.get("t")
-            if f["dir"] == A2C:
-                seen_a2c += 1
-                prev_t = t
-                self.recorded.append((f, raw))
-                if len(self.recorded) >= WINDOW:  # read no further ahead of the agent
-                    self.wait_for(seen_a2c - WINDOW // 2, last + self.opt.timeout)
-                    if self.stopping():
-                        status = "stopped"
-                        break
+        status = None
+        while status is None:
+            with self.cond:
+                live = self.live.popleft() if self.live else None
+            if live is not None:
+                deadline = time.monotonic() + timeout
+                if not self.check(*live):
+                    status = "stopped"
                 continue
-            if not self.wait_for(seen_a2c, last + self.opt.timeout):
-                if self.eof:
+            if self.pending and self.checked >= self.pending[0][2]:
+                f, raw, _ = self.pending.popleft()
+                t = f.get("t")
+                if self.opt.pace == "recorded" and t is not None and prev_t is not None:
+                    if (t - prev_t) > 0:
+                        self.opt.sleep((t - prev_t) / 1e9)
+                prev_t = t
+                if not self.send(f, self._renamed(raw)):
                     status = "agent_exited"
-                    break
-                self.differences += 1
-                self.say({"event": "timeout", "seq": f.get("seq"), "waiting_for": seen_a2c,
-                          "received": self.arrived, "timeout": self.opt.timeout,
-                          "message": f"the agent sent {self.arrived} of the {seen_a2c} "
-                          f"frames recorded before client frame seq {f.get('seq')}"})
-            if self.stopping():
+                self.last_sent = f
+                deadline = time.monotonic() + timeout
+                continue
+            if not self.pending and not self.trace_done:
+                self.read_trace()
+                continue
+            if self.trace_done and not self.pending and self.checked >= self.seen_a2c:
+                break  # the whole recording happened
+            got = self.next_live(deadline)
+            if got is None:
+                self.diverge({"event": "timeout", "waiting_for": self.seen_a2c
+                              if not self.pending else self.pending[0][2],
+                              "received": self.checked, "timeout": timeout,
+                              "message": f"the agent sent nothing for {timeout:g} s; it "
+                              f"had sent {self.checked} of the recorded agent frames"})
                 status = "stopped"
-                break
-            if self.opt.pace == "recorded" and t is not None and prev_t is not None:
-                delay = (t - prev_t) / 1e9 - (time.monotonic() - last)
-                if delay > 0:
-                    self.opt.sleep(delay)
-            if self.remap and (b'"id"' in raw or b"\\u" in raw):
-                c = classify(f, raw)
-                if c["kind"] in ("response", "error"):
-                    token = self.ids.get(id_key(c.get("id")))
-                    if token is not None:
-                        raw = splice_id(raw, token)
-            nolf = bool(f.get("nolf"))
-            self.log.frame(C2A, raw, nolf)  # logged before it is sent: the answer follows it
-            try:
-                stdin.write(raw if nolf else raw + b"\n")
-                stdin.flush()
-            except (BrokenPipeError, OSError, ValueError):
+            elif got is False:
                 status = "agent_exited"
-                break
-            sent += 1
-            last = time.monotonic()
-            prev_t = t
-        if status is None:
-            if not self.wait_for(seen_a2c, last + self.opt.timeout) and not self.stopping():
-                self.differences += 1
-                self.say({"event": "missing", "waiting_for": seen_a2c,
-                          "received": self.arrived, "timeout": self.opt.timeout,
-                          "message": f"the agent sent {self.arrived} of the "
-                          f"{seen_a2c} recorded frames"})
-        return self.end(status, sent)
+            else:
+                with self.cond:
+                    self.live.appendleft(got)
+        return self.end(status)
 
-    def end(self, status: str | None, sent: int) -> DriveResult:
+    def end(self, status: str | None) -> DriveResult:
         proc = self.proc
         try:
             proc.stdin.close()
@@ -294,29 +342,30 @@ class _Driver:
                 proc.kill()
                 proc.wait()
         self.reader.join()
-        if status != "stopped":
-            self.compare(self.arrived)  # anything after the last recorded frame
+        if status is None:  # anything the agent sent after the recorded session
+            while self.live and status is None:
+                if not self.check(*self.live.popleft()):
+                    status = "stopped"
         if status == "agent_exited":
-            self.differences += 1
-            self.say({"event": "agent_exited", "returncode": proc.returncode,
-                      "sent": sent, "received": self.arrived,
-                      "message": "the agent ended before the recorded session did"})
+            self.diverge({"event": "agent_exited", "returncode": proc.returncode,
+                          "sent": self.sent, "received": self.checked,
+                          "message": "the agent ended before the recorded session did"})
         if status is None:
-            status = "different" if self.differences else "ok"
-        return DriveResult(status, self.differences, sent, self.arrived, proc.returncode,
-                           self.reports)
+            status = "ok"
+        return DriveResult(status, self.differences, self.sent, self.arrived,
+                           proc.returncode, self.reports)
 
 
-def _brief(value: Any, h: str) -> dict[str, Any]:
-    d: dict[str, Any] = {"hash": h}
-    if isinstance(value, dict):
-        if isinstance(value.get("method"), str):
-            d["method"] = value["method"]
-        if "id" in value:
-            d["id"] = value["id"]
-    elif value is None:
-        d["error"] = "not JSON"
-    return d
+def _value(raw: bytes) -> Any:
+    """A frame's JSON value; the text itself when it is not JSON (then nothing equals
+    it but the same text)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            return parse_json(raw)
+        except ParseError:
+            return raw.decode("utf-8", "replace")
 
 
 def drive_agent(
