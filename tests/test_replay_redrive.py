@@ -1,0 +1,191 @@
+"""``acp-replay --client TRACE -- AGENT`` re-drives a live agent from its own recording:
+the ids it mints are learned as a renaming, its requests are answered from the
+recording, the run is paced by the protocol, and it stops (exit 1) at the first frame
+that differs. Against the echo agent and the real fast-agent, each session recorded
+fresh by the real acp-tee."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acp_pipes.echo_client import client_session
+from acp_pipes.wire import decode_raw
+from tests.conftest import record_lockstep, run_tool, tool_argv
+
+
+def _records(path: Path) -> list[dict]:
+    return [orjson.loads(x) for x in path.read_bytes().splitlines()]
+
+
+def _write(path: Path, recs: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    return path
+
+
+def _frames(log: Path, direction: str) -> list[bytes]:
+    return [decode_raw(r)
+            for r in _records(log)[1:] if r.get("dir") == direction]
+
+
+def _events(p) -> list[dict]:
+    return [orjson.loads(x) for x in p.stderr.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def echo(tmp_path_factory) -> Path:
+    """A 6-prompt echo session (every 2nd asks permission, every 3rd elicits)."""
+    wire = tmp_path_factory.mktemp("redrive") / "echo.wire.jsonl"
+    record_lockstep(list(client_session(6, permission_every=2, elicit_every=3)), wire)
+    return wire
+
+
+def _redrive(trace: Path, out: Path, *agent: str, timeout: str = "20"):
+    return run_tool("replay", "--client", str(trace), "-o", str(out), "--timeout", timeout,
+                    "--", *(agent or tool_argv("echo-agent")))
+
+
+def test_a_recorded_echo_session_redrives_with_exit_0(echo, tmp_path):
+    out = tmp_path / "rerun.jsonl"
+    p = _redrive(echo, out)
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stderr == b""
+    # what the agent was sent is what it was sent in the recording, answers included,
+    # and each recorded answer went once, to a request the live agent made
+    assert _frames(out, "c2a") == _frames(echo, "c2a")
+    assert _frames(out, "a2c") == _frames(echo, "a2c")
+
+
+def test_a_session_id_minted_otherwise_is_learned_as_a_renaming(echo, tmp_path):
+    """The recording's agent minted another session id (every occurrence edited): the
+    live agent's own id is learned from its session/new answer and every client frame
+    sent after carries it, so the run equals the recording under the renaming."""
+    recs = _records(echo)
+    assert any("sess-1" in r.get("raw", "") for r in recs)
+    for r in recs:
+        if "raw" in r:
+            r["raw"] = r["raw"].replace('"sess-1"', '"minted-elsewhere-7"')
+    trace = _write(tmp_path / "renamed.jsonl", recs)
+    out = tmp_path / "rerun.jsonl"
+    p = _redrive(trace, out)
+    assert p.returncode == 0, p.stderr.decode()
+    sent = _frames(out, "c2a")
+    assert not any(b"minted-elsewhere-7" in x for x in sent)
+    assert sent == _frames(echo, "c2a")  # the live agent's id, in every frame after
+
+
+def test_a_renaming_that_is_not_one_to_one_is_a_divergence(echo, tmp_path):
+    """Only the session/new answer edited: the recording then names one live session by
+    two ids, which no renaming explains; exit 1 names the first frame that breaks it."""
+    recs = _records(echo)
+    at = next(i for i, r in enumerate(recs)
+              if r.get("dir") == "a2c" and '"result":{"sessionId":"sess-1"' in r["raw"])
+    recs[at]["raw"] = recs[at]["raw"].replace("sess-1", "sess-9")
+    p = _redrive(_write(tmp_path / "t.jsonl", recs), tmp_path / "o.jsonl")
+    assert p.returncode == 1
+    (event,) = _events(p)
+    assert event["event"] == "diverged"
+    again = next(r for r in recs[at + 1:] if r.get("dir") == "a2c" and "sess-1" in r["raw"])
+    assert event["seq"] == again["seq"]  # the first agent frame naming sess-1 again
+    assert event["renaming_broken"] == ["/params/sessionId"]
+
+
+def test_a_changed_prompt_stops_at_the_first_differing_frame(echo, tmp_path):
+    recs = _records(echo)
+    at = next(i for i, r in enumerate(recs)
+              if r.get("dir") == "c2a" and '"hello 5"' in r["raw"])
+    recs[at]["raw"] = recs[at]["raw"].replace('"hello 5"', '"changed 5"')
+    first = next(r for r in recs[at + 1:] if r.get("dir") == "a2c" and "hello 5" in r["raw"])
+    out = tmp_path / "o.jsonl"
+    p = _redrive(_write(tmp_path / "t.jsonl", recs), out)
+    assert p.returncode == 1
+    (event,) = _events(p)
+    assert event["event"] == "diverged" and event["seq"] == first["seq"]
+    assert event["after_client_seq"] == recs[at]["seq"]
+    assert any("hello 5" in str(d.get("recorded")) and "changed 5" in str(d.get("received"))
+               for d in event["diff"])
+    assert f"agent frame seq {first['seq']}" in event["message"]
+    assert _records(out)[-1].get("end")  # the new run's wire log is whole
+
+
+def test_a_request_the_recording_cannot_answer_is_a_divergence(echo, tmp_path):
+    """The recorded answer to a permission request removed: the live agent asks, the
+    recording has nothing to say, and the run stops at once instead of waiting."""
+    recs = _records(echo)
+    ask = next(r for r in recs if r.get("dir") == "a2c"
+               and "session/request_permission" in r["raw"])
+    rid = orjson.loads(ask["raw"])["id"]
+    recs = [r for r in recs if not (r.get("dir") == "c2a" and "result" in r["raw"]
+                                    and orjson.loads(r["raw"]).get("id") == rid
+                                    and "method" not in orjson.loads(r["raw"]))]
+    p = _redrive(_write(tmp_path / "t.jsonl", recs), tmp_path / "o.jsonl", timeout="60")
+    assert p.returncode == 1
+    (event,) = _events(p)
+    assert event["event"] == "unanswerable" and event["seq"] == ask["seq"]
+
+
+def test_unusable_input_exits_2(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json\n")
+    p = run_tool("replay", "--client", str(bad), "--", *tool_argv("echo-agent"))
+    assert p.returncode == 2, p.stderr
+
+
+# fast-agent: a real agent that mints its own session and tool-call ids
+
+@pytest.fixture(scope="module")
+def fast(tmp_path_factory) -> dict:
+    from tests.test_fast_agent import _session, fast_agent_argv
+
+    pytest.importorskip("acp")
+    tmp = tmp_path_factory.mktemp("fast-redrive")
+    ws = tmp / "ws"
+    ws.mkdir()
+    wire = tmp / "fast.wire.jsonl"
+    asyncio.run(asyncio.wait_for(_session(wire, ws), 120))
+    return {"wire": wire, "argv": fast_agent_argv(), "tmp": tmp}
+
+
+def test_a_fast_agent_session_with_tool_calls_redrives_with_exit_0(fast, tmp_path):
+    recs = _records(fast["wire"])
+    methods = {orjson.loads(r["raw"]).get("method") for r in recs if r.get("dir") == "a2c"}
+    assert {"session/request_permission", "fs/write_text_file", "fs/read_text_file",
+            "terminal/create"} <= methods  # the session is what this test says it is
+    out = tmp_path / "rerun.jsonl"
+    p = _redrive(fast["wire"], out, *fast["argv"], timeout="60")
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stderr == b""
+    old = orjson.loads(next(r["raw"] for r in recs if '"sessionId"' in r.get("raw", "")
+                            and r["dir"] == "a2c"))["result"]["sessionId"]
+    sent = _frames(out, "c2a")
+    prompts = [orjson.loads(x) for x in sent if b'"session/prompt"' in x]
+    assert len(prompts) == 5
+    live = {x["params"]["sessionId"] for x in prompts}
+    assert len(live) == 1 and old not in live  # every prompt carries the new session id
+
+
+def test_a_changed_prompt_in_a_fast_agent_trace_exits_1(fast, tmp_path):
+    recs = _records(fast["wire"])
+    at = next(i for i, r in enumerate(recs) if r.get("dir") == "c2a" and "goodbye" in r["raw"])
+    recs[at]["raw"] = recs[at]["raw"].replace("goodbye", "farewell")
+    echoed = next(r for r in recs[at:] if r.get("dir") == "a2c" and "goodbye" in r["raw"])
+    p = _redrive(_write(tmp_path / "t.jsonl", recs), tmp_path / "o.jsonl", *fast["argv"],
+                 timeout="60")
+    assert p.returncode == 1
+    (event,) = _events(p)
+    assert event["event"] == "diverged" and event["seq"] == echoed["seq"]
+    assert {"op": "replace", "path": "/params/update/content/text", "recorded": "goodbye",
+            "received": "farewell"} in event["diff"]
+
+
+def test_a_changed_agent_exits_1_at_its_first_frame(fast, tmp_path):
+    """The echo agent driven with fast-agent's recording: its initialize answer is not
+    fast-agent's."""
+    p = _redrive(fast["wire"], tmp_path / "o.jsonl")
+    assert p.returncode == 1
+    (event,) = _events(p)
+    assert event["event"] == "diverged" and event["seq"] == 1
+    assert event["method"] is None and event["diff"]
