@@ -36,11 +36,13 @@ expected (seq, method, hash), received (method, id, hash), consumed, and a JSON-
 diff to the nearest recorded candidate. A client that sends more than was recorded, or
 a trace cut off mid-session, is reported the same way (events trace_ended, trace_cut).
 
-As the client (--client TRACE -- AGENT [ARGS...]): starts AGENT, sends it the recorded
-client frames, each once the agent frames recorded before it have arrived (or after
---timeout), and writes a wire log of the run (-o, default stdout). An agent frame that
-differs from the recording is reported on stderr as a JSON line; exit 1 only with
---strict (which stops at the first difference).
+As the client (--client TRACE -- AGENT [ARGS...]): re-drives AGENT from its recording.
+The ids it mints (session, tool-call, message ids) are learned from its answers as a
+renaming and rewritten in what is sent next; its requests (permission, fs/*,
+terminal/*) are answered from the recording when they equal the recorded ones; each
+client frame goes once the agent frames recorded before it came. The first agent frame
+that differs stops the run (exit 1, one JSON line on stderr: expected, received, the
+JSON pointers that differ); the run's wire log goes to -o (default stdout).
 
 --emit a2c|c2a writes one direction's recorded bytes verbatim (offline, no peer).
 
@@ -132,9 +134,9 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
         help="with --remap-ids: write each id mapping as JSONL (recorded, live, dir, seq)")),
     "timeout": ("--timeout", "SECONDS", dict(
         type=float,
-        help="--client: how long to wait for the agent's recorded frames (default 10)")),
+        help="--client: how long an agent may stay silent (default 10)")),
     "strict": ("--strict", None, dict(
-        action="store_true", help="--client: stop at the first difference, exit 1")),
+        action="store_true", help="--client: stop at the first difference (always so)")),
     "clock": ("--clock", "system|epoch|nanos:N", dict(
         help="--client: receipt times in the run's wire log (as acp-tee)")),
     "no_host": ("--no-host", None, dict(
@@ -353,7 +355,7 @@ TOOL = Tool(
     files_metavar="TRACE|STREAM",
     files_help="a trace (wire log or frames) or an ASR stream; several ASR streams with "
                "--serve, two with --compare",
-    exits="0 ok, 1 a frame matched nothing (a stop; --client: only with --strict), or "
+    exits="0 ok, 1 a frame matched nothing (a stop; --client: the first divergence), or "
           "--compare found differences, 2 usage or unusable input, 130 interrupted",
 )
 
