@@ -32,14 +32,13 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from acp_pipes.canonical import ParseError, parse_json
 from acp_pipes.jsondiff import dumps
 from acp_pipes.minted import drop_clocks, learn, rename
 from acp_pipes.redact import Redactor, logged_hash
 from acp_pipes.trace.agent import ReplayOptions
 from acp_pipes.trace.ids import id_key, id_span, splice_id
 from acp_pipes.trace.report import pointer_diff
-from acp_pipes.trace.tracefile import Pair, Trace, TraceReader, classify
+from acp_pipes.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, classify, parsed
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
 
 __all__ = ["DriveResult", "drive_agent"]
@@ -357,15 +356,10 @@ class _Driver:
 
 
 def _value(raw: bytes) -> Any:
-    """A frame's JSON value; the text itself when it is not JSON (then nothing equals
-    it but the same text)."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        try:
-            return parse_json(raw)
-        except ParseError:
-            return raw.decode("utf-8", "replace")
+    """A frame's JSON value (:func:`acp_pipes.trace.tracefile.parsed`); the text itself
+    when it is not JSON (then nothing equals it but the same text)."""
+    value = parsed(raw)
+    return raw.decode("utf-8", "replace") if value is UNPARSED else value
 
 
 def drive_agent(

@@ -48,15 +48,16 @@ def classify(rec: dict[str, Any], raw: bytes) -> dict[str, Any]:
     or of a response's result), as acp-frame gives them; a frame record already has
     them. Set in ``rec`` (which is returned), so each frame is classified once."""
     if "kind" not in rec:
-        _classify(rec, _parsed(raw))
+        _classify(rec, parsed(raw))
     return rec
 
 
-_UNPARSED = object()
+UNPARSED = object()
 
 
-def _parsed(raw: bytes) -> Any:
-    """The JSON value of a frame's bytes (:data:`_UNPARSED` when they are not JSON)."""
+def parsed(raw: bytes) -> Any:
+    """The JSON value of a frame's bytes: orjson, then the parser of what orjson refuses
+    (lone surrogates, numbers beyond a double); :data:`UNPARSED` when they are not JSON."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -65,11 +66,11 @@ def _parsed(raw: bytes) -> Any:
         try:
             return parse_json(raw)
         except ParseError:
-            return _UNPARSED
+            return UNPARSED
 
 
 def _classify(rec: dict[str, Any], value: Any) -> None:
-    if value is _UNPARSED:
+    if value is UNPARSED:
         rec["kind"] = "invalid_json"
         return
     kind = "not_jsonrpc"
@@ -139,7 +140,7 @@ class CutWatch:
             return
         value = None
         if "kind" not in rec:
-            value = _parsed(raw)
+            value = parsed(raw)
             _classify(rec, value)
         kind = rec["kind"]
         if kind == "notification":
