@@ -128,17 +128,9 @@ def is_private(path: str) -> bool:
     """Is ``path`` (``-``: the file stdin was redirected from) a regular file that
     neither its group nor others may read? A pipe or a terminal says nothing of what
     flows through it: it is not."""
-    try:
-        if path == STDIN:
-            fd = _fileno(sys.stdin)
-            if fd is None:
-                return False
-            st = os.fstat(fd)
-        else:
-            st = os.stat(path)
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISREG(st.st_mode) and not st.st_mode & (stat.S_IRGRP | stat.S_IROTH)
+    st = _stat(path)
+    return (st is not None and stat.S_ISREG(st.st_mode)
+            and not st.st_mode & (stat.S_IRGRP | stat.S_IROTH))
 
 
 def made_from(paths: Iterable[str]) -> None:
@@ -669,21 +661,20 @@ def _fileno(stream: Any) -> int | None:
 def file_id(path: str | int | None) -> tuple[int, int] | None:
     """``(device, inode)`` of the regular file at ``path`` (``-``: stdin; an int: that
     descriptor); None for anything else (a pipe, a terminal, ``/dev/null``, nothing)."""
-    if path is None:
-        return None
+    st = None if path is None else _stat(path)
+    return (st.st_dev, st.st_ino) if st is not None and stat.S_ISREG(st.st_mode) else None
+
+
+def _stat(path: str | int) -> os.stat_result | None:
+    """``os.stat`` of ``path`` (``-``: what stdin is; an int: that descriptor), None
+    when there is nothing to stat."""
     try:
         if path == STDIN:
             fd = _fileno(sys.stdin)
-            if fd is None:
-                return None
-            st = os.fstat(fd)
-        elif isinstance(path, int):
-            st = os.fstat(path)
-        else:
-            st = os.stat(path)
+            return None if fd is None else os.fstat(fd)
+        return os.fstat(path) if isinstance(path, int) else os.stat(path)
     except (OSError, ValueError):
         return None
-    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 def refuse_input_as_output(output: str, output_id: tuple[int, int] | None,
