@@ -11,11 +11,23 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CLOCK_KEYS", "MINTED_KEYS", "drop_clocks", "learn", "rename"]
+__all__ = ["CLOCK_KEYS", "MINTED_KEYS", "MINTED_KINDS", "drop_clocks", "learn", "rename"]
+
+#: Object members whose value the agent mints, by kind (the kind names an identifier in
+#: acp-align's diffs: ``session#1``). acp-align's preset takes the first five
+#: (:data:`acp_pipes.align.minted.MINTED_KEYS`).
+MINTED_KINDS = {
+    "sessionId": "session",  # session/new, load, fork results and every sessionId after
+    "toolCallId": "toolCall",
+    "terminalId": "terminal",  # terminal/create results and every terminal/* after
+    "messageId": "message",  # v2
+    "elicitationId": "elicitation",
+    "permissionId": "permission",
+    "requestId": "request",
+}
 
 #: Object members whose string value the agent mints: renamed, never compared.
-MINTED_KEYS = frozenset({"sessionId", "toolCallId", "terminalId", "messageId",
-                         "permissionId", "requestId", "elicitationId"})
+MINTED_KEYS = frozenset(MINTED_KINDS)
 
 #: Object members that are clocks: left out of a comparison of two runs.
 CLOCK_KEYS = frozenset({"updatedAt", "createdAt", "timestamp"})

@@ -24,18 +24,16 @@ from __future__ import annotations
 from typing import Any
 
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
+from acp_pipes.minted import MINTED_KINDS
 from acp_pipes.redact import may_hold_secrets
 
 __all__ = ["CLOCKS", "MINTED_KEYS", "Minted"]
 
-#: Object members whose value an agent mints, anywhere in a message, by kind.
-MINTED_KEYS = {
-    "sessionId": "session",  # session/new, load, fork results and every sessionId after
-    "toolCallId": "toolCall",
-    "terminalId": "terminal",  # terminal/create results and every terminal/* after
-    "messageId": "message",  # v2
-    "elicitationId": "elicitation",
-}
+#: Object members whose value an agent mints, anywhere in a message, by kind: those of
+#: :data:`acp_pipes.minted.MINTED_KINDS` acp-align renames (permissionId and requestId
+#: are compared as sent here).
+MINTED_KEYS = {key: MINTED_KINDS[key] for key in (
+    "sessionId", "toolCallId", "terminalId", "messageId", "elicitationId")}
 #: The kind of the JSON-RPC ids of agent requests (and of the client's answers).
 RPC = "agentRequest"
 
