@@ -326,11 +326,11 @@ def end_agent(agent: Agent, session: Session) -> int:
     threading.Thread(target=reap, name="acp-tee wait", daemon=True).start()
     step, since, seen = 0, 0.0, -1
     while not done.wait(0.25):
-        ended = session.input_ended  # type: ignore[attr-defined]
+        ended = session.input_ended
         if ended is None:
             continue
         now = time.monotonic()
-        frames = session.log.said  # type: ignore[attr-defined]
+        frames = session.log.said
         if frames != seen:
             seen, since = frames, now  # something was said: the silence starts again
             continue
