@@ -7,7 +7,8 @@ may legally send for it, over several connections: prompts, live chunks and whol
 upserts, message types sharing IDs, tool calls through every status with partial
 updates, plan snapshots, ``session/resume`` with and without a history replay (the
 replay saying what was recorded, or differing from it), live updates after a replay,
-``session/fork`` with the parent's history replayed into the fork, closes. At the end of each run the wire log is folded and converted as acp-asr does (in
+``session/fork`` with the parent's history replayed into the fork or not (then the fork
+patches what it copied at the fork, whatever the parent did after), closes. At the end of each run the wire log is folded and converted as acp-asr does (in
 process) and checked against the machine:
 
 - for every entity, the latest stored revision is the machine's state, under the
@@ -20,7 +21,7 @@ process) and checked against the machine:
 - replaying a stream and recording the replay gives the same context view (ASR-732).
 
 Not generated yet: ACP v1 (``session/load``, derived message IDs), subagents and
-inter-session messages, elicitations, forks without a replay.
+inter-session messages, elicitations.
 
 ``make test`` runs a short profile; ``make fuzz`` runs the long one
 (``ACP_PIPES_ORACLE=fuzz``: thousands of runs; it stops by itself).
@@ -29,6 +30,7 @@ inter-session messages, elicitations, forks without a replay.
 from __future__ import annotations
 
 import base64
+import copy
 import os
 import tempfile
 
@@ -96,11 +98,23 @@ class Session:
 
     def __init__(self, parent: str | None = None) -> None:
         self.entities: dict[tuple, dict] = {}
+        # a fork the agent replayed nothing into: the parent's entities at the fork, each
+        # on the fork's wire (in ``entities``) only once the fork changes it (ASR-718)
+        self.copied: dict[tuple, dict] = {}
         self.closed = False
         self.parent = parent  # the session it was forked from
 
     def put(self, key: tuple, value: dict) -> None:
         self.entities[key] = value
+
+    def get(self, key: tuple, default: dict | None = None) -> dict | None:
+        """The entity as this session sees it: its own, or the copy the fork made."""
+        got = self.entities.get(key)
+        return self.copied.get(key, default) if got is None else got
+
+    def view(self) -> dict[tuple, dict]:
+        """Every entity this session has, its own or copied."""
+        return {**self.copied, **self.entities}
 
 
 class Agent(RuleBasedStateMachine):
@@ -175,6 +189,9 @@ class Agent(RuleBasedStateMachine):
             params["replayFrom"] = {"type": "start"}
         rid = self._req("session/resume", params)
         if replay != "none":
+            for key, value in s.copied.items():  # the whole history: the copy too
+                s.entities.setdefault(key, value)
+            s.copied.clear()
             keys = [k for k in s.entities if k[0] != "permission"]
             if replay == "differing" and keys:
                 key = data.draw(st.sampled_from(keys))
@@ -230,20 +247,24 @@ class Agent(RuleBasedStateMachine):
                 "plan": {"type": "items", "planId": eid, "entries": value["entries"]}}
 
     @precondition(lambda self: self.turn is None and self.attached and len(self.sessions) < 4)
-    @rule(data=st.data())
-    def fork(self, data) -> None:
-        """``session/fork``: the agent replays the parent's history into the new session
-        before it answers; the fork starts from that copy (ASR-718)."""
+    @rule(data=st.data(), replay=st.booleans())
+    def fork(self, data, replay: bool) -> None:
+        """``session/fork``: the agent may replay the parent's history into the new session
+        before it answers; either way the fork starts from the parent's entities as they
+        are now (ASR-718)."""
         parent = data.draw(st.sampled_from(sorted(self.attached)))
         self.n += 1
         sid = f"f{self.n}"
         rid = self._req("session/fork", {"sessionId": parent, "cwd": "/ws"})
         child = Session(parent)
-        for key, value in self.sessions[parent].entities.items():
+        for key, value in self.sessions[parent].view().items():
             if key[0] == "permission":  # not replayed (ASR-726): the fork has none
                 continue
-            child.put(key, value)
-            self._upd(sid, self._whole(key, value))
+            if replay:
+                child.put(key, value)
+                self._upd(sid, self._whole(key, value))
+            else:
+                child.copied[key] = copy.deepcopy(value)
         self._send("a2c", {"id": rid, "result": {"sessionId": sid}})
         self.sessions[sid] = child
         self.attached.add(sid)
@@ -266,18 +287,13 @@ class Agent(RuleBasedStateMachine):
         message, come from one small pool: the three types share IDs (ASR-724)."""
         sid = data.draw(st.sampled_from(sorted(self.attached)))
         s = self.sessions[sid]
-        # Restricted (docs/asr.md "One entity, every connection", ASR-704/ASR-718): an
-        # entity a fork never copied is patched from its parent's latest state, so an ID
-        # the parent (or its parent) uses for an entity made after the fork is not new in
-        # the fork: the fork's m1 of "Hello " is stored as the parent's "Hello " plus it.
-        # The machine does not give a fork's new message an ID its ancestors use.
+        # IDs new in this session: the three types share the pool (ASR-724), and an ID a
+        # parent first used after the fork is new in the fork (ASR-718: the copy is the
+        # parent's state at the fork). The turn's agent message or thought may be one a
+        # fork copied and was not replayed: it is patched from that copy.
         taken = set(s.entities)
-        up = s.parent
-        while up is not None:
-            taken |= set(self.sessions[up].entities)
-            up = self.sessions[up].parent
-        free = {k: [m for m in MIDS if (k, m) not in taken]
-                for k in ("user", "agent", "thought")}
+        free = {k: [m for m in MIDS if (k, m) not in taken and (k != "user" or (
+                    k, m) not in s.copied)] for k in ("user", "agent", "thought")}
         if not all(free.values()):
             return
         uid = data.draw(st.sampled_from(free["user"]))
@@ -297,7 +313,7 @@ class Agent(RuleBasedStateMachine):
         t = self.turn
         s = self.sessions[t["sid"]]
         key = (kind, t[kind])
-        cur = s.entities.get(key, {"content": []})
+        cur = s.get(key, {"content": []})
         s.put(key, {**cur, "content": _append_text(cur["content"], text)})
         self._upd(t["sid"], {"sessionUpdate": f"{'agent_message' if kind == 'agent' else 'agent_thought'}_chunk",
                              "messageId": t[kind], "content": {"type": "text", "text": text}})
@@ -330,7 +346,7 @@ class Agent(RuleBasedStateMachine):
         t = self.turn
         key = ("agent", t["agent"])
         s = self.sessions[t["sid"]]
-        cur = dict(s.entities.get(key, {"content": []}))
+        cur = dict(s.get(key, {"content": []}))
         cur["content"] = content
         u = {"sessionUpdate": "agent_message", "messageId": t["agent"], "content": content}
         if meta is CLEAR:
@@ -402,7 +418,7 @@ class Agent(RuleBasedStateMachine):
         if self.turn is not None:
             return []
         return [(sid, k[1]) for sid in sorted(self.attached)
-                for k, v in self.sessions[sid].entities.items()
+                for k, v in self.sessions[sid].view().items()
                 if k[0] == "tool" and v["status"] not in FINAL]
 
     @precondition(lambda self: self._late_tools())
@@ -417,7 +433,7 @@ class Agent(RuleBasedStateMachine):
 
     def _tool_update(self, sid, cid, status, content, title, output, meta) -> None:
         s = self.sessions[sid]
-        cur = dict(s.entities[("tool", cid)])
+        cur = dict(s.get(("tool", cid)))
         u: dict = {"sessionUpdate": "tool_call_update", "toolCallId": cid}
         if status is not None:
             u["status"] = cur["status"] = status

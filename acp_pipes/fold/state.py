@@ -9,8 +9,12 @@ the latest revision is the latest state on the wire), serialised into a
 :class:`~acp_pipes.fold.index.FinalStore`, so memory stays flat in the log's size.
 
 A fork's session looks up an entity it has no state of in its parent's: what the fork
-copied (ASR-718). ACP v1's derived message IDs count per session here too, so a message
-gets the same ID on every connection that sees it (ASR-717).
+copied (ASR-718), which is the parent's state when the fork was made. So the parent's
+first change to an entity after a fork first keeps, for that fork, the state it had
+(copy on write; "absent" when the parent had none, for an entity the parent made after
+the fork, whose ID is then new in the fork). ACP v1's derived message IDs count per
+session here too, so a message gets the same ID on every connection that sees it
+(ASR-717).
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ import orjson
 from acp_pipes.fold.index import DigestIndex, FinalStore
 
 __all__ = ["State", "States"]
+
+#: The key prefix of what a fork copied, kept when its parent changed the entity after.
+_COPY = "\x00copied"
+#: Kept for a fork when its parent had no state of the entity at the fork.
+_ABSENT = b""
 
 #: Derived-ID stems counted in memory (~140 bytes each) before the counts spill to disk.
 SEEN_IN_MEMORY = 8192
@@ -59,6 +68,7 @@ class States:
         self.store = FinalStore()
         self._unwritable: dict = {}  # states orjson cannot write (integers beyond 64 bits)
         self.parents: dict[str, str] = {}  # fork -> the session it was forked from
+        self.children: dict[str, list[str]] = {}  # session -> the forks made from it
         # ACP v1: derived-ID occurrence counts per (session, load epoch, stem), and each
         # session's load epoch (a session/load replays the history from its start)
         self.seen = DigestIndex(SEEN_IN_MEMORY)
@@ -68,6 +78,10 @@ class States:
         """Keep the state of entity ``ent`` (a :class:`~acp_pipes.fold.entities.Entity`
         whose chunks are settled), first seen as history if ``replayed``; its frames are
         connection ``conn``'s. Serialised at once, from the entity's own fields."""
+        if self.children:
+            kids = self.children.get(key[0])
+            if kids is not None:
+                self._keep_copies(key, kids)
         output = ent.output
         try:
             data = orjson.dumps((ent.value, ent.chunked, ent.frames, ent.origin, None
@@ -85,28 +99,62 @@ class States:
         data = self.store.get(key)
         if data is None:
             return self._unwritable.get(key)
+        return self._decode(data, key[0])
+
+    @staticmethod
+    def _decode(data: bytes, session: str) -> State:
         value, chunked, frames, origin, output, pos, t, trace, replayed, conn = (
             orjson.loads(data))
         return State(value, chunked, frames, origin,
                      None if output is None else bytearray(base64.b64decode(output)),
-                     pos, t, trace, replayed, conn, key[0])
+                     pos, t, trace, replayed, conn, session)
 
     def copied(self, key: tuple) -> State | None:
-        """What a fork copied: the state of the entity in the session the fork (or the
-        fork it came from) was made from; ``session`` says whose it is."""
+        """What a fork copied: the state the entity had, when the fork was made, in the
+        session the fork (or the fork it came from) was made from; None when it had none."""
         sid, kind, ident = key
         for _ in range(16):  # a chain of forks (and no loop forever on a cycle)
-            sid = self.parents.get(sid)
-            if sid is None:
+            parent = self.parents.get(sid)
+            if parent is None:
                 return None
-            st = self.get((sid, kind, ident))
-            if st is not None:
+            ck = (_COPY, sid, kind, ident)
+            data = self.store.get(ck)
+            if data is not None:  # the parent changed it after the fork: as it was then
+                return None if data == _ABSENT else self._decode(data, parent)
+            if ck in self._unwritable:
+                return self._unwritable[ck]
+            st = self.get((parent, kind, ident))
+            if st is not None:  # unchanged since the fork
                 return st
+            sid = parent  # the parent's own copy, from the session it was forked from
         return None
 
+    def _keep_copies(self, key: tuple, kids: list[str]) -> None:
+        """The parent's entity ``key`` is about to change: every fork made from the
+        parent since its last change keeps the state it copied (ASR-718)."""
+        sid, kind, ident = key
+        before: Any = None
+        looked = False
+        for child in kids:
+            ck = (_COPY, child, kind, ident)
+            if self.store.get(ck) is not None or ck in self._unwritable:
+                continue  # kept at an earlier change
+            if not looked:
+                before = self.store.get(key)
+                if before is None:
+                    before = self._unwritable.get(key) or self.copied(key) or _ABSENT
+                looked = True
+            if before.__class__ is State:
+                self._unwritable[ck] = before
+            else:
+                self.store.put(ck, before)
+
     def forked(self, child: str, parent: Any) -> None:
-        if isinstance(parent, str) and parent != child:
-            self.parents.setdefault(child, parent)
+        """``child`` was forked from ``parent`` now: until the parent changes an entity,
+        the fork's copy of it is the parent's state (ASR-718)."""
+        if isinstance(parent, str) and parent != child and child not in self.parents:
+            self.parents[child] = parent
+            self.children.setdefault(parent, []).append(child)
 
     def close(self) -> None:
         self.store.close()
