@@ -64,6 +64,7 @@ __all__ = [
     "jcs_number",
     "parse_json",
     "reference_bytes",
+    "without_surrogates",
 ]
 
 HASH_PREFIX = "blake3:"
@@ -92,7 +93,19 @@ def _stdlib_loads(raw: bytes | bytearray | memoryview | str) -> Any:
     """The json module, kept to JSON: UTF-8 only, no BOM, no NaN/Infinity literals."""
     text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8")
     text.encode("utf-8")  # a str holding raw surrogates is not Unicode text
-    return json.loads(text, parse_constant=_reject_constant)
+    return json.loads(text, parse_constant=_reject_constant, parse_int=_integer)
+
+
+#: Digits Python converts to an int by default; a longer literal costs quadratic time.
+_INT_DIGITS = 4300
+
+
+def _integer(digits: str) -> int | float:
+    """An integer literal, exact; one too long for Python to convert cheaply is read as
+    the double it overflows (``inf``, as ``1e400`` is): still JSON, never "not JSON"."""
+    if len(digits) <= _INT_DIGITS:
+        return int(digits)
+    return float(digits)
 
 
 def _parse(raw: bytes | bytearray | memoryview | str) -> tuple[Any, int]:
@@ -122,12 +135,54 @@ def _checked(raw: bytes | bytearray | memoryview | str, value: Any) -> tuple[Any
     return value, kind
 
 
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(value: Any) -> tuple[Any, bool]:
+    """``value`` with every lone surrogate in its strings and keys (a ``"\ud800"``
+    escape :func:`parse_json` reads; no UTF-8 text can hold one) replaced by U+FFFD, and
+    whether any was: for a store that is UTF-8 and must keep the rest of the value.
+    Iterative, as deep as the value; the value itself is not changed."""
+
+    changed = [False]
+
+    def fix(s: str) -> str:
+        changed[0] = True
+        return _LONE.sub("\ufffd", s)
+
+    def clean(x: Any) -> Any:
+        t = x.__class__
+        if t is str:
+            return fix(x) if _LONE.search(x) else x
+        if t is dict:
+            new: dict = {}
+            todo.append((x, new))
+            return new
+        if t is list:
+            new_list: list = []
+            todo.append((x, new_list))
+            return new_list
+        return x
+
+    todo: list[tuple[Any, Any]] = []
+    out = clean(value)
+    while todo:
+        src, dst = todo.pop()
+        if dst.__class__ is dict:
+            for k, v in src.items():
+                dst[fix(k) if _LONE.search(k) else k] = clean(v)
+        else:
+            dst.extend(clean(v) for v in src)
+    return out, changed[0]
+
+
 def parse_json(raw: bytes | bytearray | memoryview | str) -> Any:
     """Parse one JSON text (UTF-8), as the json module would; raise ParseError if not JSON.
 
     orjson parses first; the json module takes over for the JSON orjson refuses or
     rounds: lone-surrogate escapes (``"\\ud800"`` -> a str holding U+D800), numbers that
-    overflow a double (``1e400`` -> ``inf``) and integers beyond 64 bits (kept exact).
+    overflow a double (``1e400`` -> ``inf``) and integers beyond 64 bits (kept exact up
+    to 4,300 digits, Python's cheap limit; a longer one is ``inf`` like ``1e400``).
     NaN/Infinity literals, a BOM, non-UTF-8 bytes and nesting beyond 1024 levels are
     rejected.
     """

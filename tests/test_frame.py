@@ -12,6 +12,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_pipes.canonical import parse_json
 from acp_pipes.echo_agent import EchoAgent
 from acp_pipes.echo_client import client_session
 from acp_pipes.frame import frames, read_frames
@@ -497,3 +498,20 @@ def _is_utf8(b: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def test_an_integer_of_5000_digits_is_json(tmp_path):
+    """Python converts at most 4,300 digits cheaply; a longer integer literal is still
+    JSON (read as the double it overflows, as ``1e400`` is), never "not JSON": the frame
+    passes byte-exact and acp-frame says nothing of it."""
+    raw = ('{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s",'
+           '"update":{"sessionUpdate":"_x","n":' + "9" * 5000 + "}}}")
+    header = b'{"format":"acp-pipes/wire","version":2,"recorder":"t","argv":["a"],"env":{}}'
+    line = orjson.dumps({"seq": 0, "t": 1, "dir": "a2c", "raw": raw})
+    log = tmp_path / "big.wire.jsonl"
+    log.write_bytes(header + b"\n" + line + b"\n")
+    got = run_tool("frame", str(log))
+    assert got.returncode == 0 and got.stderr == b"", got.stderr.decode()
+    assert orjson.loads(got.stdout.splitlines()[1])["raw"].encode() == raw.encode()
+    assert parse_json("9" * 4300) == int("9" * 4300)
+    assert parse_json("-" + "9" * 5000) == float("-inf")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from acp_pipes.canonical import ParseError, parse_json, without_surrogates
 from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
 from acp_pipes.streams import ASR, describe, header_format, judge
@@ -29,6 +30,26 @@ _NATIVE_ID = {"message": "messageId", "tool_call": "callId", "tool_result": "cal
 
 _STR_OR_NONE = frozenset({str, type(None)})
 _ASR = (ASR,)
+
+
+LONE_SURROGATE = "a string holds a lone surrogate (no UTF-8 form)"
+
+
+def record_without_surrogates(raw: bytes) -> dict | None:
+    """A record line orjson refuses that is still JSON for its lone surrogates alone:
+    the record with each replaced by U+FFFD, as acp-asr stores such a frame; else None."""
+    try:
+        value = parse_json(raw)
+    except ParseError:
+        return None
+    value, replaced = without_surrogates(value)
+    if not replaced:  # a number orjson cannot hold: no record acp-pipes can write
+        return None
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return None
+    return value
 
 
 def _not_a_string_id(rec: dict) -> str | None:
@@ -103,8 +124,13 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
             except orjson.JSONDecodeError as e:
                 if not raw.strip():
                     continue
-                bad(n, unparsable(not torn), e)
-                continue
+                rec = record_without_surrogates(raw)  # JSON orjson refuses
+                if rec is None:
+                    bad(n, unparsable(not torn), e)
+                    continue
+                if warn is None:
+                    raise InputError(source, n, LONE_SURROGATE) from None
+                warn(source, n, f"{LONE_SURROGATE}: read as U+FFFD")
             if type(rec) is not dict:
                 bad(n, "not a JSON object")
                 continue

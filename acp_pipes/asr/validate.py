@@ -30,6 +30,7 @@ import orjson
 from acp_pipes.asr.model import ALWAYS_LOST
 from acp_pipes.asr.output import is_provisional
 from acp_pipes.asr.paths import LOSS_RELATIVE, is_relative
+from acp_pipes.asr.reader import LONE_SURROGATE, record_without_surrogates
 from acp_pipes.asr.schema import validator_for
 from acp_pipes.fold import v1
 from acp_pipes.jsonl import display_name, read_lines
@@ -129,8 +130,12 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
         try:
             rec = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
-            yield f"{where}: : not JSON: {e}"
-            continue
+            rec = record_without_surrogates(raw)
+            if rec is None:
+                yield f"{where}: : not JSON: {e}"
+                continue
+            # JSON, but no Unicode text: RFC 8259 8.2 (and I-JSON) want none in a store
+            yield f"{where}: : {LONE_SURROGATE}; the rest of the record is checked"
         if not isinstance(rec, dict):
             yield f"{where}: : not a JSON object"
             continue

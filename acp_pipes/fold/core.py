@@ -31,6 +31,9 @@ from acp_pipes.frame import is_jsonrpc_id, why_not_jsonrpc
 
 __all__ = ["MAX_HELD", "Folder", "ProtocolVersionError"]
 
+#: A frame's strings held lone surrogates, stored as U+FFFD (the store is UTF-8).
+LOSS_SURROGATES = "_org.agent-session.acp/lone_surrogates"
+
 TERMINAL_TOOL = frozenset({"completed", "failed", "cancelled"})
 TERMINAL_COMPACTION = TERMINAL_TOOL
 OPEN_TOOL = frozenset({"pending", "in_progress"})
@@ -698,6 +701,23 @@ class Folder:
             ent = sess.open.get((kind, key)) or sess.open.get(("prompt", key))
         if ent is not None:
             ent.value["idSource"] = "derived"
+
+    def replaced(self, seq: int, t: int | None, msg: Any) -> None:
+        """Frame ``seq`` was folded with its lone surrogates replaced by U+FFFD: a loss of
+        the session it names, once that session is known (acp-pipes choice)."""
+        if msg.__class__ is not dict:
+            return
+        sid = None
+        for part in (msg.get("params"), msg.get("result")):
+            if part.__class__ is dict and part.get("sessionId").__class__ is str:
+                sid = part["sessionId"]
+                break
+        if sid is None and self.sessions:
+            if len(self.sessions) != 1:  # an initialize, say: no one session's loss
+                return
+            sid = next(iter(self.sessions))
+        if sid in self.sessions:
+            self._lossy(sid, LOSS_SURROGATES, seq, t)
 
     def _lossy(self, sid: str, loss: str, seq: int, t: int | None) -> None:
         """A loss the v1 lift incurred for this session (ASR-722): a ``lossy`` record."""

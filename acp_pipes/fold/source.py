@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.canonical import ParseError, parse_json
+from acp_pipes.canonical import ParseError, parse_json, without_surrogates
 from acp_pipes.errors import Note, Warn
 from acp_pipes.fold.core import Folder
 from acp_pipes.fold.state import States
@@ -46,6 +46,11 @@ def fold_header(connection: int, source: Any, snapshots: bool = False) -> dict:
 MAX_DEPTH = 200
 
 
+#: parse_frame's problem for a frame it gives with lone surrogates replaced: folded, not
+#: skipped, and the loss declared in its session (LOSS_SURROGATES).
+SURROGATES = "a string holds a lone surrogate (no UTF-8 form): stored as U+FFFD"
+
+
 def parse_raw(rec: dict) -> Any:
     """The parsed JSON-RPC message of a wire or frame record (None if it is not JSON)."""
     return parse_frame(rec)[0]
@@ -72,7 +77,14 @@ def parse_frame(rec: dict) -> tuple[Any, str | None]:
         try:
             orjson.dumps(msg)
         except orjson.JSONEncodeError as e:
-            return msg, f"frame cannot be folded ({e})"
+            msg, replaced = without_surrogates(msg)
+            if not replaced:  # an integer beyond 64 bits
+                return msg, f"frame cannot be folded ({e})"
+            try:
+                orjson.dumps(msg)
+            except orjson.JSONEncodeError as e2:
+                return msg, f"frame cannot be folded ({e2})"
+            return msg, SURROGATES
         return msg, None
     return msg, too_deep(msg, raw)
 
@@ -109,15 +121,19 @@ def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False
     folder = Folder(connection, snapshots=snapshots, warn=warn, states=states)
     feed = folder.feed
     for fr in frames:
+        problem = None
         if "msg" in fr:
             msg = fr["msg"]
         else:
             msg, problem = parse_frame(fr)
             if problem is not None:
                 if warn is not None:
-                    warn(f"{problem}, skipped")
-                continue
+                    warn(problem if problem is SURROGATES else f"{problem}, skipped")
+                if problem is not SURROGATES:
+                    continue
         yield from feed(fr["seq"], fr.get("t"), fr["dir"], msg)
+        if problem is SURROGATES:
+            folder.replaced(fr["seq"], fr.get("t"), msg)
     yield from folder.finish()
 
 
@@ -259,9 +275,14 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                         else:
                             msg, problem = parse_frame(rec)
                         if problem is not None:
-                            warn(source, number, f"{problem}, skipped")
-                            continue
-                        out = feed(seq, t, d, msg)
+                            if problem is not SURROGATES:
+                                warn(source, number, f"{problem}, skipped")
+                                continue
+                            warn(source, number, problem)
+                            out = feed(seq, t, d, msg)
+                            folder.replaced(seq, t, msg)  # type: ignore[union-attr]
+                        else:
+                            out = feed(seq, t, d, msg)
                         if out:
                             yield from out
                         continue
