@@ -206,7 +206,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _usable_id(rid: Any) -> bool:
-    """A JSON-RPC id a frame record can name (see :func:`acp_pipes.frame.is_jsonrpc_id`):
+    """A JSON-RPC id a frame record can name (see :func:`acp_pipes.jsonrpc.is_jsonrpc_id`):
     a string of Unicode text or an integer within 64 bits (null is no id to answer)."""
     if type(rid) is int:
         return -(2**63) <= rid < 2**64

@@ -75,6 +75,7 @@ from acp_pipes.jsonl import (
     open_source,
     unparsable,
 )
+from acp_pipes.jsonrpc import why_not_jsonrpc
 from acp_pipes.streams import FRAMES, VERSIONS, WIRE, header_format, judge
 from acp_pipes.wire import A2C, C2A, DIRECTIONS, encode_raw
 
@@ -138,37 +139,10 @@ def _no_warn(source: str, line: int, message: str) -> None:
     pass
 
 
-def why_not_jsonrpc(value: Any) -> str:
-    """Why a parsed value is not a JSON-RPC 2.0 message (for the diagnostic)."""
-    if isinstance(value, list):
-        return "a batch (JSON array)" if value else "an empty JSON array"
-    if not isinstance(value, dict):
-        return f"a JSON {type(value).__name__.replace('str', 'string')}, not an object"
-    if value.get("jsonrpc") != "2.0":
-        return 'no "jsonrpc": "2.0"'
-    if "method" in value and not isinstance(value["method"], str):
-        return "method is not a string"
-    if "id" in value and not is_jsonrpc_id(value["id"]):
-        return "id is not a string, a number (an integer within 64 bits) or null"
-    if "result" in value and "error" in value:
-        return "both result and error"
-    if "method" not in value and "id" not in value:
-        return "neither a method nor an id"
-    return "neither a method nor a result or error"
-
-
-_ID_TYPES = (str, int, float)
-_INT64, _UINT64 = -(2**63), 2**64
+_INT64, _UINT64 = -(2**63), 2**64  # acp_pipes.jsonrpc.is_jsonrpc_id, inlined below
 #: The wire record layouts acp-tee writes, keys in this order: framed in place.
 _PLAIN_RAW = ("seq", "t", "dir", "raw")
 _PLAIN_B64 = ("seq", "t", "dir", "raw_b64")
-
-
-def is_jsonrpc_id(x: Any) -> bool:
-    """A JSON-RPC id a record can carry as sent (orjson writes integers of 64 bits only)."""
-    return x is None or (
-        x.__class__ in _ID_TYPES and (x.__class__ is not int or _INT64 <= x < _UINT64)
-    )
 
 
 def _unwritable(*values: Any) -> bool:
@@ -247,8 +221,9 @@ class Framer:
             out["size"] = size
             out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
             return out
-        # kind, method, id, sessionId (is_jsonrpc_id is spelt out inline: a call per
-        # frame costs more than the test).
+        # kind, method, id, sessionId: acp_pipes.jsonrpc.classify, spelt out inline with
+        # the pairing of responses to requests (a call per frame costs more than the test;
+        # BENCHMARKS.md, acp-frame).
         sid = None
         kind = None
         if value.__class__ is dict and value.get("jsonrpc") == "2.0":

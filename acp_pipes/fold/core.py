@@ -27,7 +27,7 @@ from acp_pipes.fold.patch import patch_fields
 from acp_pipes.fold.state import States
 from acp_pipes.fold.timeline import MAX_HELD, Timeline
 from acp_pipes.fold.v1 import V1Lift, lift_initialize
-from acp_pipes.frame import is_jsonrpc_id, why_not_jsonrpc
+from acp_pipes.jsonrpc import is_jsonrpc_id, why_not_jsonrpc
 
 __all__ = ["MAX_HELD", "Folder", "ProtocolVersionError"]
 

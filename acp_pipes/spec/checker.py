@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.canonical import parse_json
-from acp_pipes.frame import why_not_jsonrpc
+from acp_pipes.jsonrpc import why_not_jsonrpc
 from acp_pipes.schemas import ACP_V1
 from acp_pipes.spec.rules import (
     CANCELLED_WORDS,

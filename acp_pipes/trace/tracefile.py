@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.jsonl import InputError, display_name, raw_lines, unparsable
+from acp_pipes.jsonrpc import classify as classify_message
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
 from acp_pipes.wire import A2C, C2A, is_end
 
@@ -36,7 +37,6 @@ Pair = tuple[dict[str, Any], bytes]
 Warn = Callable[[str, int, str], None]
 
 _DIRS = (C2A, A2C)
-_INT64, _UINT64 = -(2**63), 2**64
 
 
 # -- what a frame is, asked for when needed ------------------------------------------------
@@ -73,34 +73,13 @@ def _classify(rec: dict[str, Any], value: Any) -> None:
     if value is UNPARSED:
         rec["kind"] = "invalid_json"
         return
-    kind = "not_jsonrpc"
-    sid = None
-    if value.__class__ is dict and value.get("jsonrpc") == "2.0":
-        method = value.get("method")
-        rid = value.get("id")
-        c = rid.__class__
-        good_id = (c is int and _INT64 <= rid < _UINT64) or c is str or rid is None \
-            or c is float
-        if method.__class__ is str:
-            params = value.get("params")
-            if params.__class__ is dict:
-                sid = params.get("sessionId")
-            if "id" not in value:
-                kind = "notification"
-                rec["method"] = method
-            elif good_id:
-                kind = "request"
-                rec["method"] = method
-                rec["id"] = rid
-        elif method is None and "id" in value and good_id \
-                and (("result" in value) is not ("error" in value)):
-            kind = "response" if "result" in value else "error"
-            rec["id"] = rid
-            result = value.get("result")
-            if result.__class__ is dict:
-                sid = result.get("sessionId")
+    kind, method, rid, sid = classify_message(value)
     rec["kind"] = kind
-    if sid.__class__ is str:
+    if method is not None:
+        rec["method"] = method
+    if kind in ("request", "response", "error"):
+        rec["id"] = rid
+    if sid is not None:
         rec["sessionId"] = sid
 
 
