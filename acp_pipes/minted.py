@@ -3,34 +3,37 @@
 An agent mints identifiers (session, tool-call, permission, message ids) and stamps
 clocks; two runs of one session differ there and nowhere else. ``acp-replay --client``
 learns the identifiers as a consistent renaming and leaves the clocks out of the
-comparison; any other tool that compares runs (acp-align's clock preset) should read
-these sets rather than keep its own.
+comparison; acp-align's default preset renames and drops the same ones. One table, so
+two tools never disagree on what a difference is.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CLOCK_KEYS", "MINTED_KEYS", "MINTED_KINDS", "drop_clocks", "learn", "rename"]
+__all__ = ["CLOCKS", "MINTED_KEYS", "MINTED_KINDS", "drop_clocks", "learn", "rename"]
 
-#: Object members whose value the agent mints, by kind (the kind names an identifier in
-#: acp-align's diffs: ``session#1``). acp-align's preset takes the first five
-#: (:data:`acp_pipes.align.minted.MINTED_KEYS`).
+#: Object members whose string value the agent mints, by kind (the kind names an
+#: identifier in acp-align's diffs: ``session#1``): renamed, never compared as sent.
+#: Only members ACP's schemas (v1, v2) define as the agent's identifiers; an ID it puts
+#: anywhere else (text, ``_meta``, a tool's input) counts as sent (``--ignore`` it).
 MINTED_KINDS = {
     "sessionId": "session",  # session/new, load, fork results and every sessionId after
     "toolCallId": "toolCall",
     "terminalId": "terminal",  # terminal/create results and every terminal/* after
     "messageId": "message",  # v2
     "elicitationId": "elicitation",
-    "permissionId": "permission",
-    "requestId": "request",
 }
 
-#: Object members whose string value the agent mints: renamed, never compared.
+#: Object members whose string value the agent mints.
 MINTED_KEYS = frozenset(MINTED_KINDS)
 
-#: Object members that are clocks: left out of a comparison of two runs.
-CLOCK_KEYS = frozenset({"updatedAt", "createdAt", "timestamp"})
+#: The clocks of ACP's schemas, as pointers (``*``: any index): left out of a comparison
+#: of two runs. Nothing else is a clock: a vendor's own (in ``_meta``, say) is compared.
+CLOCKS = (
+    "/params/update/updatedAt",  # session_info_update: when the session last changed
+    "/result/sessions/*/updatedAt",  # session/list: each session's last change
+)
 
 
 def learn(recorded: Any, live: Any, names: dict[str, str], back: dict[str, str],
@@ -94,14 +97,25 @@ def rename(value: Any, names: dict[str, str]) -> Any:
     return value
 
 
-def drop_clocks(value: Any) -> Any:
-    """``value`` without its clock members (pure).
+def drop_clocks(msg: Any) -> Any:
+    """The JSON-RPC message ``msg`` without the :data:`CLOCKS` (pure: copies what
+    changes).
 
-    >>> drop_clocks({"update": {"updatedAt": "2026-12-02T01:30", "title": "t"}})
-    {'update': {'title': 't'}}
+    >>> drop_clocks({"params": {"update": {"updatedAt": "2026-12-02T01:30", "title": "t"}}})
+    {'params': {'update': {'title': 't'}}}
     """
-    if isinstance(value, dict):
-        return {k: drop_clocks(v) for k, v in value.items() if k not in CLOCK_KEYS}
-    if isinstance(value, list):
-        return [drop_clocks(v) for v in value]
-    return value
+    if msg.__class__ is not dict:
+        return msg
+    out = msg
+    params = msg.get("params")
+    if params.__class__ is dict:
+        upd = params.get("update")
+        if upd.__class__ is dict and "updatedAt" in upd:
+            upd = {k: v for k, v in upd.items() if k != "updatedAt"}
+            out = {**out, "params": {**params, "update": upd}}
+    result = msg.get("result")
+    if result.__class__ is dict and result.get("sessions").__class__ is list:
+        sessions = [{k: v for k, v in x.items() if k != "updatedAt"}
+                    if x.__class__ is dict else x for x in result["sessions"]]
+        out = {**out, "result": {**result, "sessions": sessions}}
+    return out

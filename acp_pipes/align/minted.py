@@ -24,24 +24,15 @@ from __future__ import annotations
 from typing import Any
 
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
-from acp_pipes.minted import MINTED_KINDS
+from acp_pipes.minted import CLOCKS, MINTED_KINDS, drop_clocks
 from acp_pipes.redact import may_hold_secrets
 
 __all__ = ["CLOCKS", "MINTED_KEYS", "Minted"]
 
-#: Object members whose value an agent mints, anywhere in a message, by kind: those of
-#: :data:`acp_pipes.minted.MINTED_KINDS` acp-align renames (permissionId and requestId
-#: are compared as sent here).
-MINTED_KEYS = {key: MINTED_KINDS[key] for key in (
-    "sessionId", "toolCallId", "terminalId", "messageId", "elicitationId")}
+#: Object members whose value an agent mints, anywhere in a message, by kind.
+MINTED_KEYS = MINTED_KINDS
 #: The kind of the JSON-RPC ids of agent requests (and of the client's answers).
 RPC = "agentRequest"
-
-#: Clock fields (as pointers; ``*`` any index), removed before hashing.
-CLOCKS = (
-    "/params/update/updatedAt",  # session_info_update: when the session last changed
-    "/result/sessions/*/updatedAt",  # session/list: each session's last change
-)
 
 _MASK = "<acp-pipes:minted>"
 
@@ -99,22 +90,7 @@ class Minted:
             n = self._ordinal(RPC, rid)
             found.append((RPC, n))
             out["id"] = f"{RPC}#{n + 1}" if named else _MASK
-        params = out.get("params")
-        if isinstance(params, dict):
-            upd = params.get("update")
-            if isinstance(upd, dict) and "updatedAt" in upd:
-                upd = dict(upd)
-                del upd["updatedAt"]
-                params = dict(params)
-                params["update"] = upd
-                out["params"] = params
-        result = out.get("result")
-        if isinstance(result, dict) and isinstance(result.get("sessions"), list):
-            result = dict(result)
-            result["sessions"] = [
-                {k: v for k, v in s.items() if k != "updatedAt"} if isinstance(s, dict)
-                else s for s in result["sessions"]]
-            out["result"] = result
+        out = drop_clocks(out)
         if raw is not None and "\\u" not in raw:
             total = 0
             for q in _QUOTED:

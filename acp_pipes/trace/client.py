@@ -4,7 +4,7 @@ The agent under test is the only process started. Its frames are compared, in or
 with the recorded agent frames; the identifiers it mints (:data:`acp_pipes.minted.MINTED_KEYS`:
 session, tool-call, permission, message ids) are learned from its live frames as a
 consistent renaming (recorded -> live, one to one) and rewritten in every client frame
-sent after, and clocks (:data:`acp_pipes.minted.CLOCK_KEYS`) are not compared.
+sent after, and clocks (:data:`acp_pipes.minted.CLOCKS`) are not compared.
 
 Pacing is the protocol's: a recorded client request or notification is sent once the
 agent frames recorded before it have come (so a prompt goes when the turn before it has
