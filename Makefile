@@ -63,8 +63,10 @@ fuzz: install
 bench: install
 	$(BIN)/python -m bench
 
+# The pages' own scripts (acp_pipes/view/static) are parsed by node, as the browser would.
 lint: install
 	$(BIN)/ruff check acp_pipes tests bench
+	for f in acp_pipes/view/static/*.js; do node --check "$$f" || exit 1; done
 
 clean:
 	rm -rf $(OUT) .pytest_cache .hypothesis .peers

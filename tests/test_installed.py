@@ -95,7 +95,7 @@ def test_nothing_else_provides_the_tools():
 # -- the wheel ---------------------------------------------------------------------------
 
 
-def test_the_wheel_ships_the_license_the_manual_and_the_schemas(wheel):
+def test_the_wheel_ships_the_license_the_manual_the_schemas_and_the_page_assets(wheel):
     with zipfile.ZipFile(wheel[0]) as z:
         names = set(z.namelist())
         dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
@@ -106,6 +106,11 @@ def test_the_wheel_ships_the_license_the_manual_and_the_schemas(wheel):
             assert z.read(f"acp_pipes/docs/{page.name}") == page.read_bytes(), page.name
         for schema in sorted((REPO / "acp_pipes" / "schemas").rglob("*.json")):
             assert f"acp_pipes/schemas/{schema.relative_to(REPO / 'acp_pipes/schemas')}" in names
+        # the pages' own markup, style and script, inlined as read (their CSP hashes)
+        assets = sorted((REPO / "acp_pipes/view/static").iterdir())
+        assert {a.suffix for a in assets} == {".html", ".css", ".js"}
+        for asset in assets:
+            assert z.read(f"acp_pipes/view/static/{asset.name}") == asset.read_bytes()
         metadata = z.read(f"{dist_info}/METADATA").decode()
     assert "\nLicense-Expression: Apache-2.0\n" in metadata
     assert "\nLicense-File: LICENSE\n" in metadata

@@ -7,6 +7,7 @@
   diffs and terminal as one card; superseded records replaced in place);
 - :mod:`.page`: the HTML file: data embedded as escaped JSON, a CSP allowing no network
   and no script but the page's own;
+- :mod:`.assets`: the pages' own markup, style and script, files in ``static/``;
 - :mod:`.sidebyside`: an alignment of two runs (acp_pipes.align) as a page.
 
 :func:`session_page` and :func:`align_page` give the bytes of a page.
@@ -25,11 +26,10 @@ GENERATOR = f"acp-view (acp-pipes) {__version__}"
 
 def session_page(recording: Recording) -> bytes:
     """The page of one recording: transcript per session and the protocol timeline."""
-    from acp_pipes.view import assets_common as common
-    from acp_pipes.view import assets_session as session
+    from acp_pipes.view.assets import page_assets
 
+    own = page_assets("session")
     data, parts = recording.page_data()
     data["generator"] = GENERATOR
-    return html_page(body=session.BODY, style=common.CSS + session.CSS,
-                     script=common.JS + session.JS, data=data, generator=GENERATOR,
-                     parts=parts)
+    return html_page(body=own.body, style=own.style, script=own.script, data=data,
+                     generator=GENERATOR, parts=parts)

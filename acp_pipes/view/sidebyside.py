@@ -119,11 +119,11 @@ def align_page(ops: Iterable[dict[str, Any]], a: Any, b: Any, summary: dict[str,
                context: int = 3) -> bytes:
     """The side-by-side page of two aligned runs."""
     from acp_pipes.view import GENERATOR
-    from acp_pipes.view import assets_align as page_assets
-    from acp_pipes.view import assets_common as common
+    from acp_pipes.view.assets import page_assets
     from acp_pipes.view.page import html_page
 
+    own = page_assets("align")
     data = align_data(ops, a, b, summary, context)
     data["generator"] = GENERATOR
-    return html_page(body=page_assets.BODY, style=common.CSS + page_assets.CSS,
-                     script=common.JS + page_assets.JS, data=data, generator=GENERATOR)
+    return html_page(body=own.body, style=own.style, script=own.script, data=data,
+                     generator=GENERATOR)

@@ -1,52 +1,4 @@
-# ruff: noqa: E501 - the page's own script and style, kept as written for the browser
-"""What both pages share: the style sheet and the script helpers that build the DOM.
 
-The helpers are the only way the page scripts put recorded text on screen: ``el`` and
-``txt`` make elements and text nodes (``textContent``), never markup, and nothing makes
-a link or sets a URL from data. A recorded value never becomes a class name: ``known``
-maps it to one of a fixed set of classes (a role ``"user tl-row"`` would restyle a card). Kept as Python strings so the package needs no data
-files; the page hashes them into its Content-Security-Policy.
-"""
-
-CSS = r"""
-:root{--fg:#1b1f24;--mute:#5f6b78;--line:#d6dbe1;--bg:#fff;--soft:#f4f6f8;--acc:#0b62c4;
---add:#e6f4ea;--addfg:#116329;--del:#fdecea;--delfg:#a1260d;--warn:#8a5300;--mark:#fff2a8;
---mono:ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monospace}
-*{box-sizing:border-box}
-html,body{margin:0;height:100%}
-body{font:14px/1.45 system-ui,"DejaVu Sans",Arial,sans-serif;color:var(--fg);background:var(--bg);
-display:flex;flex-direction:column;overflow:hidden}
-header.top{display:flex;align-items:center;gap:12px;padding:6px 12px;border-bottom:1px solid var(--line);
-background:var(--soft);flex:none;flex-wrap:wrap}
-header.top h1{font-size:15px;margin:0;font-weight:600;white-space:nowrap;overflow:hidden;
-text-overflow:ellipsis;max-width:40vw}
-.tabs button{border:1px solid var(--line);background:var(--bg);padding:3px 12px;cursor:pointer;font:inherit}
-.tabs button[aria-selected=true]{background:var(--acc);color:#fff;border-color:var(--acc)}
-.tabs button:first-child{border-radius:4px 0 0 4px}.tabs button:last-child{border-radius:0 4px 4px 0}
-.muted{color:var(--mute)}
-.mono,pre,code{font-family:var(--mono);font-size:12.5px}
-pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;padding:6px 8px;background:var(--soft);
-border-radius:4px;max-height:420px;overflow:auto}
-button.link{border:none;background:none;color:var(--acc);cursor:pointer;padding:0;font:inherit;
-text-decoration:underline}
-.badge{display:inline-block;padding:0 6px;border-radius:9px;font-size:12px;background:var(--soft);
-border:1px solid var(--line);margin-left:4px;white-space:nowrap}
-.b-completed,.b-applied,.b-answered,.b-resolved,.b-exited,.b-equal{background:var(--add);color:var(--addfg);border-color:#b7dfc2}
-.b-failed,.b-cancelled,.b-declined,.b-error,.b-pending{background:var(--del);color:var(--delfg);border-color:#f3c4bd}
-.b-in_progress,.b-running,.b-requires_action{background:#fff4e0;color:var(--warn);border-color:#f0d5a8}
-mark{background:var(--mark);color:inherit;padding:0}
-input[type=search],select{font:inherit;padding:2px 6px;border:1px solid var(--line);border-radius:4px;background:var(--bg)}
-.notes{margin:0 0 8px;padding:6px 10px;border-left:3px solid var(--warn);background:#fff8ec;font-size:13px}
-.notes li{margin:0}
-.diff{background:var(--soft);border-radius:4px;padding:4px 0;margin:4px 0;font-family:var(--mono);
-font-size:12.5px;max-height:420px;overflow:auto}
-.diff div{white-space:pre-wrap;word-break:break-word;padding:0 8px}
-.diff .add{background:var(--add);color:var(--addfg)}.diff .del{background:var(--del);color:var(--delfg)}
-.diff .hunk{color:var(--acc)}.diff .meta{color:var(--mute)}
-"""
-
-#: Helpers every page script starts with (``D``: the page's data).
-JS = r"""
 'use strict';
 const D = JSON.parse(document.getElementById('acp-data').textContent);
 const PARTS = new Map();
@@ -150,4 +102,3 @@ function isoNs(t0, dt) {  // epoch ns (t0 a decimal string, dt a number) -> RFC 
   return isNaN(d) ? ns.toString() + ' ns' : d.toISOString().slice(0, 19) + '.' + frac + 'Z';
 }
 function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
-"""

@@ -1,62 +1,4 @@
-# ruff: noqa: E501 - the page's own script and style, kept as written for the browser
-"""The side-by-side page's own markup, style and script (acp-align --format html).
 
-Rows of the alignment, A on the left and B on the right: equal steps plain, a step only
-one run has on its side alone, a changed step on both sides with its differences, runs
-of equal steps folded into one row. The first divergence is marked and the page opens
-scrolled to it. A click on a row shows both steps' exact text and, for a changed step,
-each JSON pointer that differs with both values. Rows are drawn in pages as the reader
-scrolls.
-"""
-
-BODY = r"""
-<header class="top">
-<h1 id="title">acp-align</h1>
-<span id="verdict" class="badge"></span>
-<span id="summary" class="muted"></span>
-<button type="button" id="go-first" class="link">first divergence</button>
-<button type="button" id="go-prev" class="link">previous</button>
-<button type="button" id="go-next" class="link">next difference</button>
-<label class="muted"><input type="checkbox" id="only-diff"> differences only</label>
-</header>
-<div id="notes"></div>
-<div id="sbs-wrap">
-<div id="sbs-scroll">
-<div class="sbs-row sbs-head"><span>A</span><span id="name-a"></span><span></span><span>B</span><span id="name-b"></span></div>
-<div id="sbs-body"></div><div id="sbs-more"></div>
-</div>
-<aside id="detail" aria-label="step"><p class="muted">Click a row to see both steps.</p></aside>
-</div>
-"""
-
-CSS = r"""
-#notes{flex:none}
-#notes .notes{margin:6px 12px}
-#sbs-wrap{flex:1;display:flex;min-height:0}
-#sbs-scroll{flex:1;overflow:auto;min-width:0}
-.sbs-row{display:grid;grid-template-columns:56px minmax(0,1fr) 28px 56px minmax(0,1fr);font-size:12.5px;
-line-height:20px;border-bottom:1px solid #eef0f3;cursor:pointer}
-.sbs-row span{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;padding:0 6px}
-.sbs-row .ix{color:var(--mute);text-align:right;font-family:var(--mono)}
-.sbs-row .mk{text-align:center;font-weight:600}
-.sbs-head{background:var(--soft);font-weight:600;position:sticky;top:0;cursor:default;z-index:1}
-.sbs-row.only-a .la,.sbs-row.only-a .ia{background:var(--del);color:var(--delfg)}
-.sbs-row.only-b .lb,.sbs-row.only-b .ib{background:var(--add);color:var(--addfg)}
-.sbs-row.changed .la,.sbs-row.changed .lb,.sbs-row.changed .ia,.sbs-row.changed .ib{background:#fff4e0;color:var(--warn)}
-.sbs-row.gap{color:var(--mute);font-style:italic;background:var(--soft)}
-.sbs-row.gap span.lb{grid-column:2 / 6}
-.sbs-row.first{outline:2px solid var(--delfg);outline-offset:-2px}
-.sbs-row.sel{background:#dbeafe}
-.sbs-row .fd{display:inline-block;background:var(--delfg);color:#fff;border-radius:3px;padding:0 4px;margin-right:4px;font-size:11px;font-style:normal}
-#detail{flex:none;width:42%;border-left:1px solid var(--line);overflow:auto;padding:8px 12px}
-#detail .pair{display:grid;grid-template-columns:1fr 1fr;gap:8px}
-#detail table{border-collapse:collapse;font-size:12.5px;width:100%}
-#detail td,#detail th{border:1px solid var(--line);padding:2px 6px;vertical-align:top;text-align:left;font-family:var(--mono);word-break:break-all}
-#detail th{font-family:inherit;background:var(--soft)}
-#detail td.va{background:var(--del)}#detail td.vb{background:var(--add)}
-"""
-
-JS = r"""
 const SUM = D.summary, A = D.a, B = D.b, ROWS = D.rows;
 const ARROWS = {c2a: '→', a2c: '←'};
 const MARK = {equal: '', 'only-a': '−', 'only-b': '+', changed: '≠', gap: ''};
@@ -188,4 +130,3 @@ function start() {
   performance.mark('acp-view:ready');
 }
 start();
-"""
