@@ -302,6 +302,7 @@ def test_lineage_svg_in_chromium_runs_and_fetches_nothing(browser, hostile, whic
             "fetched on opening": [], "script ran on clicking": [], "dialogs": [],
             "errors": [], "requests": []}
         assert page.evaluate("document.styleSheets.length") == 0
+        assert "[object Object]" not in page.evaluate("document.documentElement.textContent")
     finally:
         page.close()
 

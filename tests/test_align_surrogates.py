@@ -14,6 +14,7 @@ import pytest
 
 from acp_pipes.echo_client import client_session
 from tests.conftest import REPO, record_lockstep, run_tool
+from tests.view_browser import no_object_object  # noqa: F401 - the page test checks its page
 
 ASR_FIXTURE = REPO / "tests/fixtures/asr/ASR-702-identifiers-verbatim/expected.asr.jsonl"
 
