@@ -24,7 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.align.graph import lineage_graph, to_dot
+from acp_pipes.align.dot import to_dot
+from acp_pipes.align.lineage import lineage_graph
 from acp_pipes.terminal import printable
 from tests.conftest import run_tool
 from tests.view_browser import _wire

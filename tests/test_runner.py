@@ -198,7 +198,7 @@ def test_context_warn_is_the_one_warn(capsys):
 
 
 def _library_errors():
-    from acp_pipes.align.graph import DotMissing
+    from acp_pipes.align.dot import DotMissing
     from acp_pipes.canonical import CanonicalError
     from acp_pipes.fold import ProtocolVersionError
     from acp_pipes.replay.capture import NoCapture

@@ -1,6 +1,6 @@
-"""Divergence graphs as networkx graphs, written as Graphviz DOT (and SVG through `dot`).
+"""Divergence graphs as networkx graphs (written as DOT and SVG by :mod:`.dot`).
 
-Three graphs, each readable at a glance (labels say what happened, never hashes; runs
+Two graphs, each readable at a glance (labels say what happened, never hashes; runs
 coloured; the first divergence drawn thick and orange, and said once):
 
 - :func:`pair_graph`, two runs: runs of shared steps merged into one grey node; where the
@@ -15,32 +15,25 @@ coloured; the first divergence drawn thick and orange, and said once):
   Why a trie and not progressive alignment: it is exact, linear in the total steps and
   independent of input order; the cost is that runs which rejoin after parting are not
   merged again (their common tail shows on each branch).
-- :func:`lineage_graph`, ASR streams: sessions and how they came to be (fork, subagent,
-  resume).
+
+The third graph acp-align draws, of ASR streams' sessions, is :mod:`.lineage`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import networkx as nx
 
 from acp_pipes.align.compare import Change, Comparison
+from acp_pipes.align.dot import run_colour, run_light
 from acp_pipes.align.render import ABSENT, UNANSWERED_NOTE, show_values
 from acp_pipes.align.steps import Steps, StepTable
-from acp_pipes.errors import AcpPipesError
 from acp_pipes.terminal import printable
 
-__all__ = ["DotMissing", "bounded_lineage", "lineage_graph", "pair_graph", "to_dot",
-           "to_svg", "tree_graph", "tree_json"]
+__all__ = ["build_tree", "pair_graph", "tree_graph", "tree_json"]
 
-#: Run colours: A, B, then more for N-way (colour-blind-safe-ish, Tableau 10).
-PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
-           "#17becf", "#bcbd22", "#7f7f7f"]
-LIGHT = ["#fbe0e0", "#deebf7", "#e5f5e0", "#efe5f5", "#fdebd6", "#efe3df", "#fbe3f2",
-         "#dff5f8", "#f5f5d6", "#eeeeee"]
 SHARED = "#f0f0f0"
 HIGHLIGHT = "#ff7f00"
 CHANGED = "#b8860b"
@@ -49,20 +42,6 @@ SHOW = 4  # steps listed in a node label before "… N more"
 #: At most this many places where two runs differ are drawn: Graphviz's layout time grows
 #: faster than linearly with the nodes, and a graph of thousands of them says nothing.
 MAX_PLACES = 40
-#: At most this many sessions are drawn in a lineage graph (the JSON lists them all).
-MAX_SESSIONS = 200
-
-
-class DotMissing(AcpPipesError):
-    """Graphviz's `dot` program is not installed."""
-
-
-def _colour(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
-
-
-def _light(i: int) -> str:
-    return LIGHT[i % len(LIGHT)]
 
 
 def _lines(steps: Steps, table: StepTable, idx: Sequence[int], texts: dict[int, str],
@@ -196,12 +175,12 @@ def pair_graph(cmp: Comparison, max_places: int = MAX_PLACES) -> nx.DiGraph:
             pos = _positions(runs, tag)
             if not pos:  # a side with no steps of its own: dashed, unless it went through
                 if not has_changed:  # the changed steps
-                    branches.append((None, "", name, _colour(side), None))
+                    branches.append((None, "", name, run_colour(side), None))
                 continue
             idx = [idx_of[k] for k in pos]
             branches.append((f"n{n}{name}", f"only {name} ({len(pos)})\n"
                              + _lines(steps, table, _shown(idx), texts, len(idx)), name,
-                             _colour(side), _light(side)))
+                             run_colour(side), run_light(side)))
         for node, label, who, colour, fill in branches:
             edge = {"color": colour, "label": who, "fontcolor": colour}
             if node is None:  # this side goes on without steps of its own
@@ -271,155 +250,6 @@ def _changed_lines(cmp: Comparison, pos: list[int], ta: dict[int, str], tb: dict
             more = f" (+{len(change.diff) - 1})" if len(change.diff) > 1 else ""
             out.append(f"    {printable(d['path']) or '(whole)'}: {va} → {vb}{more}")
     return "\n".join(out)
-
-
-def to_dot(g: nx.DiGraph) -> str:
-    """Graphviz DOT source for a graph built here, written so that no string from a
-    recording can be read by ``dot`` as anything but the text of a label.
-
-    A recording is untrusted: a session ID written into DOT as it stands could close its
-    statement and add its own (a ``URL`` that runs script from the SVG, a ``stylesheet``
-    the SVG fetches). So node IDs are generated (``n0``, ``n1``, ... in the graph's
-    order, whatever its own keys), every attribute value is a quoted string, and a
-    ``label`` is escaped for the DOT parser and for Graphviz's label escapes alike
-    (:func:`_text`); every other value is one the code generated, checked to be plain.
-    """
-    ids = {node: f"n{i}" for i, node in enumerate(g)}
-    out = [f'digraph "{_plain("name", g.graph.get("name", "G"))}" {{']
-    for key in ("graph", "node", "edge"):
-        attrs = g.graph.get(key)
-        if attrs:
-            out.append(f"\t{key} [{_attrs(attrs)}]")
-    for node, data in g.nodes(data=True):
-        out.append(f"\t{ids[node]} [{_attrs(data)}]")
-    for u, v, data in g.edges(data=True):
-        out.append(f"\t{ids[u]} -> {ids[v]} [{_attrs(data)}]")
-    out.append("}")
-    return "\n".join(out) + "\n"
-
-
-_PRIVATE = ("runs", "kind", "first")  # graph data that is not a Graphviz attribute
-#: The attributes that carry text, where recorded strings go (escaped by _text).
-_TEXT = frozenset({"label"})
-#: What every other attribute value and the graph's name may hold: the colours, numbers,
-#: styles, shapes and names this module writes, never a backslash, quote or bracket.
-_PLAIN = re.compile(r"[A-Za-z0-9#.,:_ -]*")
-#: The attributes this module writes; any other (a URL, href, tooltip, stylesheet) is
-#: refused, so none can reach the SVG.
-_KEYS = frozenset({"label", "shape", "style", "fillcolor", "color", "fontcolor", "penwidth",
-                   "fontname", "fontsize", "rankdir", "labelloc"})
-#: Characters a label must not carry as they stand: the DOT parser's escape and quote,
-#: the ``&`` Graphviz reads entities from, and lone surrogates (not UTF-8).
-_LABEL_SPECIAL = re.compile("[\\\\\"&\ud800-\udfff]")
-
-
-def _attrs(data: dict[str, Any]) -> str:
-    """``key="value" ...`` for the Graphviz attributes of ``data``."""
-    parts = []
-    for key, value in data.items():
-        if key in _PRIVATE:
-            continue
-        if key not in _KEYS:
-            raise ValueError(f"not a Graphviz attribute name this module writes: {key!r}")
-        text = _text(str(value)) if key in _TEXT else _plain(key, value)
-        parts.append(f'{key}="{text}"')
-    return " ".join(parts)
-
-
-def _plain(key: str, value: Any) -> str:
-    """A generated attribute value, refused if it is not plain (then it was not
-    generated: only ``label`` carries recorded text)."""
-    text = str(value)
-    if not _PLAIN.fullmatch(text):
-        raise ValueError(f"{key}={text!r} is not a plain Graphviz value")
-    return text
-
-
-def _text(label: str) -> str:
-    r"""A label for a DOT quoted string, drawn exactly as given, one line per ``\n``.
-
-    Each line is made printable (control characters and bidirectional overrides written
-    as escapes, :func:`acp_pipes.terminal.printable`); then ``\`` is doubled, so
-    Graphviz's escapes (``\N`` the node's name, ``\G``, ``\E``, ``\l`` ...) are text, and
-    a string ending in ``\`` cannot escape the closing quote; ``"`` is escaped for the
-    parser, ``&`` written as ``&amp;`` (Graphviz decodes entities in labels). Lines are
-    joined by Graphviz's own ``\n``, so a statement is one line of DOT.
-
-    >>> _text('a "b"\n\\N &amp; c\\')
-    'a \\"b\\"\\n\\\\N &amp;amp; c\\\\'
-    """
-    return "\\n".join(_LABEL_SPECIAL.sub(_escape_label, printable(line))
-                      for line in label.split("\n"))
-
-
-def _escape_label(m: re.Match[str]) -> str:
-    c = m.group()
-    if c == "&":
-        return "&amp;"
-    if c in "\\\"":
-        return "\\" + c
-    return f"\\\\u{ord(c):04x}"  # a lone surrogate, shown as its escape
-
-
-def to_svg(dot_source: str) -> bytes:
-    """Render DOT to SVG with Graphviz's ``dot``; DotMissing when it is not installed.
-
-    ``dot`` runs as a child that never outlives this call: whatever ends it early (an
-    exception, Ctrl-C, a signal handler that raises) kills and reaps the child first; on
-    Linux the child also gets SIGKILL if this process dies without a chance to (kill -9).
-    """
-    import shutil
-    import signal
-    import subprocess
-
-    exe = shutil.which("dot")
-    if exe is None:
-        raise DotMissing(
-            "--format svg needs Graphviz's 'dot' program, which is not on PATH: install "
-            "the graphviz package (apt-get install graphviz / brew install graphviz), or "
-            "use --format dot and render elsewhere"
-        )
-    # A signal that lands while Popen is still starting dot would end this process with
-    # dot running and not yet ours to kill: the three that end a run wait (blocked)
-    # until Popen has returned, and are taken in the try below, where dot is killed.
-    stopping = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
-    proc = None
-    try:
-        proc = subprocess.Popen([exe, "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE,
-                                preexec_fn=lambda: _in_child(mask))
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        out, err = proc.communicate(dot_source.encode("utf-8"))
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if proc is not None and proc.returncode is None:
-            proc.kill()
-            proc.wait()
-    if proc.returncode != 0:  # pragma: no cover - dot rejected our DOT
-        raise DotMissing(f"Graphviz 'dot' failed: {err.decode('utf-8', 'replace').strip()}")
-    return out
-
-
-def _in_child(mask) -> None:  # pragma: no cover - runs in the child
-    """In the child before exec: the parent's signal mask back, and death with the
-    parent."""
-    import signal
-
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    _die_with_parent()
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """In the child before exec: SIGKILL it when its parent dies (Linux prctl)."""
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 # -- N-way: a compressed prefix tree -----------------------------------------------------
@@ -508,9 +338,9 @@ def tree_graph(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) ->
             label = head + "\n" + body
         if node["ended"] and node["children"]:
             label += "\nends here: " + ", ".join(_run_name(r) for r in node["ended"])
-        fill = SHARED if len(members) > 1 else _light(r0)
+        fill = SHARED if len(members) > 1 else run_light(r0)
         attrs: dict[str, Any] = {"label": label, "fillcolor": fill,
-                                 "color": "#999999" if len(members) > 1 else _colour(r0),
+                                 "color": "#999999" if len(members) > 1 else run_colour(r0),
                                  "runs": members}
         if node is first_branch:
             # said inside the node, so it can overlap nothing
@@ -520,9 +350,9 @@ def tree_graph(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) ->
         if parent is not None:
             first_step = node["start"]
             first = texts.get(r0, {}).get(first_step, "?") if node["length"] else "(ends)"
-            colours = ":".join(_colour(r) for r in members[:6])
+            colours = ":".join(run_colour(r) for r in members[:6])
             g.add_edge(parent, name, label=f"{who}\nfirst: {first}", color=colours,
-                       fontcolor=_colour(r0) if len(members) == 1 else "black",
+                       fontcolor=run_colour(r0) if len(members) == 1 else "black",
                        penwidth="2.5" if g.nodes[parent].get("first") else "1.2",
                        runs=members)
     return g
@@ -597,109 +427,4 @@ def _step(steps: Steps, table: StepTable, i: int) -> dict[str, Any] | None:
     text = steps.describe([i]).get(i)
     if text is not None:
         out["summary"] = text
-    return out
-
-
-# -- lineage ---------------------------------------------------------------------------
-
-
-def _session_of(value: Any) -> str | None:
-    """A session id from ``"s"`` or ``{"session": "s", ...}``."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        s = value.get("session")
-        if isinstance(s, str):
-            return s
-    return None
-
-
-def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
-    """Sessions and how they came to be, from ASR streams (ASR-718, ASR-721).
-
-    ``streams``: per ASR stream ``{"header": dict, "source": str, "records": int,
-    "subagents": [(childSession, callId)], "resumes": int, "prompt": str | None}``.
-    Edges: fork (header ``lineage.forkedFrom``), inherits (``lineage.inherits.from``, when
-    not the fork parent), subagent (parent ``subagent`` record ``childSession`` or child
-    ``lineage.spawnedBy``). Resumes (``state`` records with state ``resumed``) are a
-    dashed loop on the session. Sessions named but not among the inputs are dashed.
-    """
-    g = nx.DiGraph(name="lineage")
-    g.graph["graph"] = {"rankdir": "LR", "fontname": "Helvetica", "labelloc": "t",
-                        "label": "acp-align --lineage"}
-    g.graph["node"] = {"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
-                       "fontsize": "10"}
-    g.graph["edge"] = {"fontname": "Helvetica", "fontsize": "9"}
-    seen: dict[str, int] = {}
-    for n, s in enumerate(streams):
-        h = s["header"]
-        sid = h.get("sessionId")
-        if not isinstance(sid, str):
-            sid = f"(no sessionId: {s['source']})"
-        seen[sid] = n
-        agent = h.get("agent") if isinstance(h.get("agent"), dict) else {}
-        lines = [printable(sid)]  # recorded strings: a newline in one is shown, not a line
-        if isinstance(agent.get("name"), str):
-            lines.append(printable(agent["name"]))
-        lines.append(f"{s['records']} records · {printable(s['source'])}")
-        if s.get("prompt"):
-            lines.append(f"“{s['prompt']}”")
-        g.add_node(sid, label="\n".join(lines), fillcolor=_light(n), color=_colour(n))
-    def ensure(sid: str) -> None:
-        if sid not in g:
-            g.add_node(sid, label=f"{printable(sid)}\n(not among the inputs)",
-                       style="rounded,dashed", fillcolor="white", color="#999999")
-
-    for s in streams:
-        h = s["header"]
-        sid = h.get("sessionId")
-        if not isinstance(sid, str):
-            continue
-        lin = h.get("lineage") if isinstance(h.get("lineage"), dict) else {}
-        fork = _session_of(lin.get("forkedFrom"))
-        if fork:
-            ensure(fork)
-            g.add_edge(fork, sid, label="fork", color="#2ca02c", penwidth="2", kind="fork")
-        inh = lin.get("inherits")
-        src = _session_of(inh.get("from")) if isinstance(inh, dict) else None
-        if src and src != fork:
-            ensure(src)
-            g.add_edge(src, sid, label=f"inherits ({printable(str(inh.get('mode', '?')))})",
-                       style="dashed", color="#2ca02c", kind="inherits")
-        spawn = _session_of(lin.get("spawnedBy"))
-        if spawn:
-            ensure(spawn)
-            g.add_edge(spawn, sid, label="subagent", color="#9467bd", penwidth="2",
-                       kind="subagent")
-        for child, call in s.get("subagents", ()):
-            ensure(child)
-            label = "subagent" + (f"\n{printable(call)}" if call else "")
-            g.add_edge(sid, child, label=label, color="#9467bd", penwidth="2",
-                       kind="subagent")
-        if s.get("resumes"):
-            k = s["resumes"]
-            g.add_edge(sid, sid, label=f"resumed ×{k}" if k > 1 else "resumed",
-                       style="dashed", color="#ff7f0e", kind="resume")
-    return g
-
-
-#: The key of the node that stands for the sessions not drawn: not a string, so no
-#: session ID can be it.
-_MORE = ("more sessions",)
-
-
-def bounded_lineage(g: nx.DiGraph, max_sessions: int = MAX_SESSIONS) -> nx.DiGraph:
-    """``g`` as drawn: its first ``max_sessions`` sessions (in the order the inputs
-    named them) and the edges among them, the rest said in one node and the title, so a
-    corpus of thousands of sessions still renders in seconds."""
-    if len(g) <= max_sessions:
-        return g
-    keep = list(g)[:max_sessions]
-    out = g.subgraph(keep).copy()
-    out.graph.update({k: dict(v) if isinstance(v, dict) else v for k, v in g.graph.items()})
-    rest = len(g) - max_sessions
-    out.graph["graph"]["label"] += f"   (the first {max_sessions:,} of {len(g):,} sessions drawn)"
-    out.add_node(_MORE, label=f"… {rest:,} more session{'s' * (rest != 1)}, not drawn\n"
-                 "(--format json lists them all)", style="rounded,dashed", fillcolor="white",
-                 color="#777777")
     return out

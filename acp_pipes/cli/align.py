@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _lineage(args, ctx: Context, paths, names) -> int:
-    from acp_pipes.align.graph import lineage_graph
+    from acp_pipes.align.lineage import lineage_graph
     from acp_pipes.align.steps import read_lineage
 
     fmt = args.fmt or "dot"
@@ -155,7 +155,7 @@ def _lineage(args, ctx: Context, paths, names) -> int:
         }
         ctx.out.write(json_line(rec))
         return EXIT_OK
-    from acp_pipes.align.graph import bounded_lineage
+    from acp_pipes.align.lineage import bounded_lineage
 
     _write_graph(ctx, bounded_lineage(g), fmt)
     return EXIT_OK
@@ -264,7 +264,7 @@ def _nway(args, ctx: Context, runs, table) -> int:
 
 
 def _write_graph(ctx: Context, g, fmt: str) -> None:
-    from acp_pipes.align.graph import to_dot, to_svg
+    from acp_pipes.align.dot import to_dot, to_svg
 
     src = to_dot(g)
     if fmt == "dot":
