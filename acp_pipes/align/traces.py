@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from acp_pipes.align.table import REPLIES, StepTable
 from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
 from acp_pipes.redact import may_hold_secrets
@@ -27,13 +28,10 @@ from acp_pipes.wire import is_end
 
 if TYPE_CHECKING:
     from acp_pipes.align.minted import Minted
-    from acp_pipes.align.steps import StepTable
     from acp_pipes.normalize import Normalizer
 
-__all__ = ["REPLIES", "UNANSWERED", "trace_steps", "until_cut"]
+__all__ = ["UNANSWERED", "trace_steps", "until_cut"]
 
-#: Frame kinds that answer a request.
-REPLIES = frozenset(("response", "error"))
 #: Before the key of a reply that answers no request seen before it.
 UNANSWERED = "unanswered:"
 _HASH_TYPES = frozenset((str, type(None)))
