@@ -62,8 +62,8 @@ BEFORE = "d6ca992"
 
 def _trace(steps: int) -> list[bytes]:
     """Wire records (JSON lines without LF) of echo-agent sessions, ``steps`` frames."""
-    from acp_pipes.echo_agent import EchoAgent
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.agent import EchoAgent
+    from acp_pipes.echo.client import client_session
     from acp_pipes.wire import frame_record
 
     out: list[bytes] = []
@@ -267,7 +267,7 @@ def _capped(argv: list[str], cap: float, stdout: Path | None = None) -> Run | No
 
 def _piped(d: Path, prompts: int, repeat: int, before: Path | None) -> str:
     """The piped pair (see the module docstring)."""
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
 
     client = list(client_session(prompts))
     mid = prompts // 2

@@ -80,8 +80,8 @@ def _cached(name: str) -> tuple[Path, list | None]:
 def wire_log(updates: int) -> tuple[Path, int, int]:
     """A wire log holding at least ``updates`` session/update frames (cached by size);
     returns the path, the number of updates and the number of lines."""
-    from acp_pipes.echo_agent import EchoAgent
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.agent import EchoAgent
+    from acp_pipes.echo.client import client_session
     from acp_pipes.wire import frame_record, header
 
     path, known = _cached(f"wire-{updates}.jsonl")

@@ -48,8 +48,8 @@ for line in open(sys.argv[1], "rb"):
 
 def wire_log(frames: int) -> Path:
     """A deterministic wire log of ``frames`` frames (cached by size)."""
-    from acp_pipes.echo_agent import EchoAgent
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.agent import EchoAgent
+    from acp_pipes.echo.client import client_session
     from acp_pipes.wire import frame_record, header
 
     path = workdir("frame") / f"wire-{frames}.jsonl"

@@ -97,7 +97,7 @@ def _finalizing_frames(wire: Path) -> dict[tuple[int, ...], int]:
 
 def session(prompts: int) -> tuple[list[float], int]:
     from acp_pipes.asr.output import file_name
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
 
     work = workdir("live")
     wire, out = work / "wire.jsonl", work / "streams"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import orjson
 
-from acp_pipes.echo_agent import echo_agent
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.agent import echo_agent
+from acp_pipes.echo.client import client_session
 from bench.common import (
     max_rss,
     median_cpu,

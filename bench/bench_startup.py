@@ -56,7 +56,7 @@ def main(quick: bool) -> str:
     if against:
         trees["against"] = Path(against).resolve()
     d = workdir("startup")
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
 
     client = d / "client.jsonl"
     client.write_bytes(b"".join(f + b"\n" for f in client_session(50 if quick else 1000)))

@@ -1,7 +1,7 @@
 """acp-tee overhead: the echo agent alone vs the same session through acp-tee.
 
 Workload (the seed's): one session of 1000 prompts (quick: 50) from
-``acp_pipes.echo_client.client_session``, stdin from a file, stdout to a file. Both runs
+``acp_pipes.echo.client.client_session``, stdin from a file, stdout to a file. Both runs
 are whole processes as a user starts them, interleaved, medians of N. That piped session is the
 worst case for a proxy: the agent does almost nothing per frame, so the proxy's own
 start-up and per-frame work are the whole difference. The second workload is the same
@@ -69,7 +69,7 @@ def ms(seconds: float) -> str:
 
 
 def main(quick: bool) -> str:
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
 
     prompts = 50 if quick else 1000
     repeat = int(os.environ.get("ACP_TEE_REPEAT") or (3 if quick else 9))

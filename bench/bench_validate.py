@@ -66,8 +66,8 @@ def _write(path: Path, frames) -> Path:
 def v2_log(frames: int) -> Path:
     """One echo agent session of ``frames`` frames (cut there; the end of the cut turn
     is unanswered, so the log ends on its last full turn)."""
-    from acp_pipes.echo_agent import EchoAgent
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.agent import EchoAgent
+    from acp_pipes.echo.client import client_session
 
     path = workdir("validate") / f"v2-{frames}.jsonl"
     if path.exists():

@@ -41,8 +41,8 @@ REPEAT = 5
 
 
 def _wire(path: Path, frames: int) -> None:
-    from acp_pipes.echo_agent import EchoAgent
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.agent import EchoAgent
+    from acp_pipes.echo.client import client_session
     from acp_pipes.wire import frame_record, header
 
     dumps = orjson.dumps

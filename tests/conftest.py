@@ -62,7 +62,7 @@ def cut_asr_stream(tmp_path_factory) -> dict:
     import gzip
     import zlib
 
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
 
     tmp = tmp_path_factory.mktemp("cut")
     wire = tmp / "echo.wire.jsonl"

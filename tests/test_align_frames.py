@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from acp_pipes.align import steps as steps_module
 from acp_pipes.align.steps import StepTable, load_steps
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.client import client_session
 from tests.conftest import record_lockstep, run_tool
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.client import client_session
 from tests.conftest import REPO, record_lockstep, run_tool
 from tests.view_browser import no_object_object  # noqa: F401 - the page test checks its page
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from acp_pipes.asr import convert
 from acp_pipes.asr.validate import validate_streams
-from acp_pipes.echo_agent import EchoAgent
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.agent import EchoAgent
+from acp_pipes.echo.client import client_session
 from acp_pipes.fold import fold_paths
 from tests.conftest import run_tool, tool_argv, tool_env
 

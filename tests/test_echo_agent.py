@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_pipes import __version__
-from acp_pipes.echo_agent import echo_agent
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.agent import echo_agent
+from acp_pipes.echo.client import client_session
 from tests.acp_schema import FrameChecker, check_conversation
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,8 +20,8 @@ import pytest
 
 from acp_pipes.asr.mapping import Converter
 from acp_pipes.asr.output import Spool
-from acp_pipes.echo_agent import EchoAgent
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.agent import EchoAgent
+from acp_pipes.echo.client import client_session
 from acp_pipes.fold import ProtocolVersionError, fold_paths
 from acp_pipes.jsonl import InputError, write_records
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.client import client_session
 from acp_pipes.wire import end_record, frame_record, header
 from tests.conftest import run_tool, tool_argv, tool_env
 

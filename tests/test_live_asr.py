@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from acp_pipes.asr.output import file_name
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.client import client_session
 from tests.conftest import run_tool, tool_argv, tool_env
 from tests.test_live import TIMEOUT, Reader
 

@@ -388,7 +388,7 @@ def test_wire_into_head_ends_quietly(tmp_path: Path):
     (it said "cannot read the wire log: Broken pipe", exit 2)."""
     import subprocess
 
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
     from tests.conftest import record_lockstep, tool_argv, tool_env
 
     wire = tmp_path / "w.jsonl"

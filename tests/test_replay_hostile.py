@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.client import client_session
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 
 

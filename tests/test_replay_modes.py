@@ -21,7 +21,7 @@ VALUES = {"emit": "a2c", "match": "any", "pace": "recorded", "ignore": "/params/
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, str]:
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
 
     tmp = tmp_path_factory.mktemp("modes")
     wire = tmp / "wire.jsonl"

@@ -88,7 +88,7 @@ def recorded(tmp_path_factory) -> dict[str, list[dict]]:
     message ID spaces fixture (a prompt, a thought and an agent message all ``m1``)."""
     import asyncio
 
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
     from tests.conftest import record_lockstep
 
     tmp = tmp_path_factory.mktemp("recorded")

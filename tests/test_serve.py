@@ -122,7 +122,7 @@ def test_official_sdk_client_opens_a_recorded_session(tmp_path: Path):
     """Record an echo-agent session (acp-tee), convert it (acp-asr), serve it: the SDK
     client lists it, resumes it, gets the history it parsed and validated, is refused a
     prompt, and closes it."""
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
 
     wire = tmp_path / "w.jsonl"
     record_lockstep(list(client_session(3, permission_every=2)), wire, tmp=tmp_path)

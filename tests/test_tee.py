@@ -22,7 +22,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from acp_pipes.canonical import canonical_hash, parse_json
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.client import client_session
 from acp_pipes.redact import TOKEN_HEAD, logged_hash
 from acp_pipes.wire import A2C, C2A, decode_raw, end_record, frame_record, make_clock
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env

@@ -136,7 +136,7 @@ PAINTERS = {"acp_pipes/align/render.py", "acp_pipes/cli/frame.py", "acp_pipes/cl
 @pytest.fixture(scope="module")
 def differing(tmp_path_factory) -> dict[str, str]:
     """Two recordings of the echo agent that differ in one prompt."""
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
     from tests.conftest import record_lockstep
 
     tmp = tmp_path_factory.mktemp("colour")

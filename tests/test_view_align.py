@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.client import client_session
 from tests.conftest import record_lockstep, run_tool
 from tests.view_browser import (
     PAYLOADS,

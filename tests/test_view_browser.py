@@ -18,7 +18,7 @@ import orjson
 import pytest
 from playwright.sync_api import expect
 
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.client import client_session
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 from tests.view_browser import (
     PAYLOADS,

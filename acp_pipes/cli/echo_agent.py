@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.echo_agent import serve
-from acp_pipes.echo_client import client_session
+from acp_pipes.echo.agent import serve
+from acp_pipes.echo.client import client_session
 
 DESCRIPTION = """\
 Reads the client's JSON-RPC frames on stdin, one a line, and writes its own on stdout,

@@ -379,8 +379,8 @@ def drive_agent(
     with it, reproduces the agent's bytes:
 
     >>> import io, sys
-    >>> from acp_pipes.echo_agent import echo_agent
-    >>> from acp_pipes.echo_client import client_session
+    >>> from acp_pipes.echo.agent import echo_agent
+    >>> from acp_pipes.echo.client import client_session
     >>> client = list(client_session(2, permission_every=2))
     >>> wire = []
     >>> def log(d, raw):

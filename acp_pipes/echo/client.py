@@ -1,6 +1,6 @@
 """Scripted clients for the echo agent: the client side of deterministic sessions.
 
-The demo, the tests and the benchmarks drive :mod:`acp_pipes.echo_agent` with these
+The demo, the tests and the benchmarks drive :mod:`acp_pipes.echo.agent` with these
 frames. The script can be written in advance, answers to the agent's own requests
 included, because the echo agent numbers its requests 1, 2, 3, ... per connection.
 ``acp-echo-agent --client-session N`` prints one.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from acp_pipes import __version__
-from acp_pipes.echo_agent import PROTOCOL_VERSION
+from acp_pipes.echo.agent import PROTOCOL_VERSION
 from acp_pipes.jsonrpc import request as _request
 from acp_pipes.jsonrpc import response as _response
 
