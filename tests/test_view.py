@@ -75,6 +75,34 @@ def test_the_policy_names_exactly_the_pages_own_script_and_style():
     assert page.count("<script") == 2
 
 
+STATIC = Path(__file__).parent.parent / "acp_pipes" / "view" / "static"
+
+
+def test_each_page_inlines_its_static_files_as_they_are_and_hashes_those_bytes(tmp_path):
+    """acp-view's and acp-align's pages carry ``common.*`` then their own ``static/``
+    files byte for byte, and the policy's hashes are of exactly those bytes: an edit to
+    a file reaches the page and its hash together (a hash of other bytes blocks the
+    script)."""
+    wire = FIXTURES / "ASR-718-fork-lineage" / "wire.jsonl"
+    other = FIXTURES / "ASR-702-identifiers-verbatim" / "wire.jsonl"
+    pages = {"session": run_tool("view", str(wire)),
+             "align": run_tool("align", "--format", "html", str(wire), str(other))}
+    for name, r in pages.items():
+        assert r.returncode in (0, 1), r.stderr
+        page = r.stdout
+        files = {ext: (STATIC / f"common.{ext}").read_bytes() + (STATIC / f"{name}.{ext}")
+                 .read_bytes() for ext in ("css", "js")}
+        body = (STATIC / f"{name}.html").read_bytes()
+        style = re.search(rb"<style>(.*?)</style>", page, re.S).group(1)
+        script = re.findall(rb"<script>(.*?)</script>", page, re.S)
+        assert style == files["css"] and script == [files["js"]], name
+        assert b"<body>\n" + body + b"\n<script" in page, name
+        policy = re.search(rb'Content-Security-Policy" content="([^"]+)"', page).group(1)
+        for kind, text in (("script", files["js"]), ("style", files["css"])):
+            digest = base64.b64encode(hashlib.sha256(text).digest())
+            assert b"%s-src 'sha256-%s';" % (kind.encode(), digest) in policy, name
+
+
 def test_a_superseding_record_takes_the_place_of_the_one_it_replaces_ASR_706():
     got = items(_asr("ASR-706-change-after-final"))
     tools = [it for it in got if it["k"] == "tool"]
