@@ -1,0 +1,152 @@
+"""The pytest plugin (entry point ``pytest11``): ACP sessions as cassettes, as VCR.py and
+pytest-recording keep HTTP exchanges. The work is :mod:`acp_pipes.cassette`'s; this
+module only reads the marker and the option and turns what went wrong into a failure.
+
+- ``acp_agent(argv)`` (for clients): the command a client under test launches as its
+  agent; it records the real agent through acp-tee, or plays the test's cassette with
+  acp-replay, so the suite runs without the agent. A divergence fails the test at
+  teardown, with acp-replay's report.
+- ``acp_client_replay(trace, argv)`` (for agents): re-drives the agent ``argv`` from a
+  cassette with ``acp-replay --client`` and fails the test at the first divergence.
+- ``@pytest.mark.acp_cassette(path=None, ...)`` and ``--acp-record-mode once|none|all``.
+
+Manual: docs/pytest.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from acp_pipes.cassette import (
+    RECORD_MODES,
+    CassetteError,
+    ClientReplay,
+    Playback,
+    Recording,
+    client_replay,
+    default_path,
+    plan,
+)
+
+MARKER = "acp_cassette"
+_REPORTS = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("acp-pipes", "ACP cassettes (acp-pipes)")
+    group.addoption(
+        "--acp-record-mode", choices=RECORD_MODES, default=None,
+        help="once: play a test's cassette, record it when missing (default); none: play "
+        "only, a missing cassette fails; all: record every cassette again")
+    parser.addini("acp_record_mode", "default --acp-record-mode", default="once")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(path=None, *, record_mode=None, ignore=(), tee_args=None, "
+        "replay_args=()): the test's ACP cassette (default cassettes/<module>/<test>"
+        ".wire.jsonl beside the test file) and how acp_agent records and plays it")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Keep each phase's report, so a fixture's teardown knows whether the test passed."""
+    report = yield
+    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    return report
+
+
+def _marker(request: pytest.FixtureRequest) -> dict:
+    mark = request.node.get_closest_marker(MARKER)
+    if mark is None:
+        return {}
+    kw = dict(mark.kwargs)
+    if mark.args:
+        if len(mark.args) > 1 or "path" in kw:
+            raise pytest.UsageError(f"{request.node.nodeid}: {MARKER} takes one path")
+        kw["path"] = mark.args[0]
+    unknown = set(kw) - {"path", "record_mode", "ignore", "tee_args", "replay_args"}
+    if unknown:
+        raise pytest.UsageError(f"{request.node.nodeid}: {MARKER}: unknown "
+                                f"{', '.join(sorted(unknown))}")
+    return kw
+
+
+def _beside(request: pytest.FixtureRequest, path: str | Path | None) -> Path:
+    """``path`` resolved against the test file's directory; None: the default cassette."""
+    test_file = Path(request.node.path)
+    if path is None:
+        return default_path(test_file, request.node.nodeid.split("::", 1)[-1])
+    return test_file.parent / Path(path)
+
+
+def _passed(request: pytest.FixtureRequest) -> bool:
+    reports = request.node.stash.get(_REPORTS, {})
+    return all(reports[w].passed for w in ("setup", "call") if w in reports) \
+        and "call" in reports
+
+
+@pytest.fixture
+def acp_agent(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[Callable[[Sequence[str]], list[str]]]:
+    """``acp_agent(argv)``: the command the client under test launches in place of the
+    agent ``argv``: recording it through acp-tee, or playing the test's cassette."""
+    kw = _marker(request)
+    mode = (kw.get("record_mode") or request.config.getoption("acp_record_mode")
+            or request.config.getini("acp_record_mode"))
+    cassette = _beside(request, kw.get("path"))
+    ignore = [a for p in kw.get("ignore", ()) for a in ("--ignore", p)]
+    used: list[Recording | Playback] = []
+
+    def agent(argv: Sequence[str]) -> list[str]:
+        if used:
+            pytest.fail(f"acp_agent was called twice: a cassette ({cassette}) holds one "
+                        "agent session", pytrace=False)
+        try:
+            what = plan(cassette, mode)
+            if what == "record":
+                rec = Recording(cassette, kw.get("tee_args", ("--no-host",)))
+                used.append(rec)
+                return rec.argv(list(argv))
+            reports = tmp_path_factory.mktemp("acp-replay", numbered=True)
+            play = Playback(cassette, reports, [*ignore, *kw.get("replay_args", ())])
+            used.append(play)
+            return play.argv()
+        except CassetteError as e:
+            pytest.fail(str(e), pytrace=False)
+
+    yield agent
+    passed = _passed(request)
+    problems = []
+    for use in used:
+        problems += use.finish(passed) if isinstance(use, Recording) else use.finish()
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def acp_client_replay(request: pytest.FixtureRequest, tmp_path: Path
+                      ) -> Callable[..., ClientReplay]:
+    """``acp_client_replay(trace, argv, *, ignore=(), timeout=None, args=())``: re-drive
+    the agent ``argv`` from the cassette ``trace`` (relative to the test file; None: the
+    test's own cassette); fails the test at the first divergence, else returns the run."""
+    runs = iter(range(1, 1 << 30))
+
+    def replay(trace: str | Path | None, argv: Sequence[str], *, ignore: Sequence[str] = (),
+               timeout: float | None = None, args: Sequence[str] = ()) -> ClientReplay:
+        path = _beside(request, trace)
+        log = tmp_path / f"rerun-{next(runs)}.wire.jsonl"
+        try:
+            run = client_replay(path, list(argv), log, ignore=ignore, timeout=timeout,
+                                args=args)
+        except CassetteError as e:
+            pytest.fail(str(e), pytrace=False)
+        if not run.ok:
+            pytest.fail(run.problem, pytrace=False)
+        return run
+
+    return replay
