@@ -77,14 +77,15 @@ def plan(cassette: Path, mode: str) -> str:
 
 @functools.cache
 def _importable() -> bool:
-    """Whether ``python -m acp_pipes...`` in a fresh interpreter imports this very
-    package (installed, editable, or on PYTHONPATH), asked once."""
+    """Whether ``python -m acp_pipes...`` imports this very package whatever environment
+    the client gives its agent (an SDK may start it with a few variables only, no
+    PYTHONPATH): asked once, of this Python in isolated mode (``-I``)."""
     import acp_pipes
 
     here = str(Path(acp_pipes.__file__).resolve())
     try:
         got = subprocess.run(
-            [sys.executable, "-c", "import acp_pipes, pathlib; "
+            [sys.executable, "-I", "-c", "import acp_pipes, pathlib; "
              "print(pathlib.Path(acp_pipes.__file__).resolve())"],
             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
@@ -93,10 +94,11 @@ def _importable() -> bool:
 
 
 def tool_argv(module: str, *args: str) -> list[str]:
-    """The command running ``acp_pipes.<module>`` with this Python: ``python -m`` when a
-    fresh interpreter imports this package (any venv it is installed in); otherwise one
-    that puts this package's directory first on its path, so the command runs the code
-    the test runs."""
+    """The command running ``acp_pipes.<module>`` with this Python: ``python -m`` when the
+    package is installed where this Python finds it unaided (any venv it is installed
+    in); otherwise one that puts this package's directory first on the path (a checkout
+    on PYTHONPATH, a conftest's ``sys.path``), so the command runs the code the test runs
+    in any environment the client starts it with."""
     if _importable():
         return [sys.executable, "-m", f"acp_pipes.{module}", *args]
     import acp_pipes
