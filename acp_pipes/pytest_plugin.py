@@ -109,7 +109,8 @@ def acp_agent(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         try:
             what = plan(cassette, mode)
             if what == "record":
-                rec = Recording(cassette, kw.get("tee_args", ("--no-host",)))
+                tee_args = kw.get("tee_args")
+                rec = Recording(cassette, ("--no-host",) if tee_args is None else tee_args)
                 used.append(rec)
                 return rec.argv(list(argv))
             reports = tmp_path_factory.mktemp("acp-replay", numbered=True)

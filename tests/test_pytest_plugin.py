@@ -310,3 +310,24 @@ def test_the_commands_run_the_package_the_tests_run(tmp_path):
     assert ran.returncode == 0, ran.stderr
     # --help names the manual of the package it runs
     assert f"{REPO}/acp_pipes/docs/acp-tee.md".encode() in ran.stdout, ran.stdout[-300:]
+
+
+def test_the_docs_examples_run(pytester, monkeypatch):
+    """docs/pytest.md's test module (its ``# test_echo.py`` blocks, in order) records its
+    cassettes on the first run and plays them in mode none on the second."""
+    import re
+
+    text = (REPO / "docs" / "pytest.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+              if b.startswith("# test_echo.py")]
+    assert len(blocks) == 3
+    pytester.makepyfile(test_echo="\n\n".join(blocks))
+    for k, v in tool_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("PATH", f"{REPO / 'bin'}:{tool_env()['PATH']}")
+    run = ("-p", "acp_pipes.pytest_plugin", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess(*run, timeout=120).assert_outcomes(passed=3)
+    assert _left(pytester) == ["cassettes/shared/echo.wire.jsonl",
+                               "cassettes/test_echo/test_echo_session.wire.jsonl"]
+    pytester.runpytest_subprocess(*run, "--acp-record-mode", "none",
+                                  timeout=120).assert_outcomes(passed=3)
