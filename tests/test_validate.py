@@ -733,6 +733,50 @@ def test_a_batch_in_the_newest_v2_is_not_jsonrpc():
         ("not-jsonrpc", 11, "", "a batch (JSON array): ACP v2-sdk-2.4.0 has no batches")]
 
 
+def _null_ids(convo: list, rid=None) -> list:
+    """``convo`` with its prompt and the prompt's answer under id ``rid``."""
+    at = next(i for i, (_, x) in enumerate(convo) if x.get("method") == "session/prompt")
+    answer = next(i for i, (d, x) in enumerate(convo) if i > at and d == "a2c"
+                  and x.get("id") == convo[at][1]["id"] and "method" not in x)
+    out = list(convo)
+    out[at] = (out[at][0], {**out[at][1], "id": rid})
+    out[answer] = (out[answer][0], {**out[answer][1], "id": rid})
+    return out
+
+
+def test_a_null_request_id_in_the_newest_v2():
+    """SDK 2.4.0's v2 ``RequestId``: "a string or an integer. Unlike base JSON-RPC, it
+    MUST NOT be `null`." A request with id null and the result answering it are each
+    flagged there, detected or forced; v1 and alpha.9 take null."""
+    newer = _null_ids(v2(agent_caps={"session": {"title": {}}}))
+    assert summary(newer)["schema"] == "v2-sdk-2.4.0"
+    assert found(newer) == [
+        ("request-id", 4, "/id", "a request with id null: not a request id of ACP v2-sdk-2.4.0"),
+        ("request-id", 5, "/id", "a result with id null: not a request id of ACP v2-sdk-2.4.0")]
+    v = list(violations(records(newer)))[0]
+    assert (v["schema"], v["location"]) == ("v2-sdk-2.4.0/schema.json", "#/$defs/RequestId")
+    assert "it MUST NOT be `null`" in v["words"]
+    assert [x[0] for x in found(_null_ids(v2()), revision="v2-sdk-2.4.0")] == [
+        "request-id", "request-id"]
+    assert found(_null_ids(v2())) == []  # alpha.9
+    assert found(_null_ids(v1())) == []
+    # 2.4.0's error response: "`null` only when the request's id could not be
+    # determined, such as for a parse error": not a request-id finding
+    convo = [*v2_open(), ("c2a", b"{not json"),
+             ("a2c", m(id=None, error={"code": -32700, "message": "Parse error"}))]
+    rules = [r for r, *_ in found(convo, revision="v2-sdk-2.4.0")]
+    assert rules[0] == "not-json" and "request-id" not in rules
+
+
+def test_a_fractional_request_id_in_every_revision():
+    """Every revision's ``RequestId`` number is an integer."""
+    for convo, rev in ((v1(), "v1"), (v2(), "v2.0.0-alpha.9")):
+        assert found(_null_ids(convo, 1.5)) == [
+            ("request-id", 4, "/id", f"a request with id 1.5: not a request id of ACP {rev}"),
+            ("request-id", 5 if rev != "v1" else 8, "/id",
+             f"a result with id 1.5: not a request id of ACP {rev}")]
+
+
 def test_every_rule_is_exercised_here():
     import inspect
     import sys

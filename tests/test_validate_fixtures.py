@@ -20,7 +20,7 @@ from tests.conftest import run_tool
 HERE = Path(__file__).parent / "fixtures" / "validate"
 FIXTURES = sorted(HERE.glob("*.wire.jsonl"))
 NEW_RULES = ("cancel-stop-reason", "relative-path", "unannounced-tool-call",
-             "tool-call-id-reused", "unknown-session")
+             "tool-call-id-reused", "unknown-session", "request-id")
 
 
 @pytest.mark.parametrize("wire", FIXTURES, ids=lambda p: p.name.removesuffix(".wire.jsonl"))

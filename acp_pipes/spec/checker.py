@@ -200,6 +200,7 @@ class Checker:
         if self._chain and method[:1] != "_":
             self._schema(f, method, d, kind, params, "/params", out)
         if kind == "request":
+            self._request_id(f, msg["id"], out)
             self._request(f, msg, d, method, params, out)
         rules = self._rules
         if rules is None or params.__class__ is not dict:
@@ -370,9 +371,26 @@ class Checker:
                                                    "more requests in flight than remembered"))
                 entry = entry[4]
 
+    def _request_id(self, f: dict[str, Any], rid: Any, out: list[dict[str, Any]]) -> None:
+        """request-id: a request's id, or a result's, against the revision's ``RequestId``
+        (SDK 2.4.0's v2: a string or an integer, "it MUST NOT be `null`"; v1 and alpha.9
+        take null too; none takes a fraction). An error's id may be null in every
+        revision: not checked here."""
+        if rid.__class__ is str or rid.__class__ is int or not self._chain:
+            return  # what every revision takes, at the cost of two class tests
+        s = self._chain[0]
+        if "RequestId" not in s.defs or s.is_valid("RequestId", rid):
+            return
+        what = "a request" if f["kind"] == "request" else "a result"
+        out.append(self._v(f, "request-id", "/id", f"{what} with id {_show_id(rid)}: not a "
+                           f"request id of ACP {s.revision}", s, "#/$defs/RequestId",
+                           s.words_of("RequestId")))
+
     def _answer(self, f: dict[str, Any], msg: dict[str, Any], d: str, kind: str,
                 out: list[dict[str, Any]]) -> None:
         rid = msg["id"]
+        if kind == "response":
+            self._request_id(f, rid, out)
         key = (rid.__class__, rid)
         asked = _OTHER[d]
         method = None

@@ -35,6 +35,8 @@ RULES = {
     "schema": "params, result or error that the method's definition refuses",
     "reserved-value": "a tag value the schema reserves for future ACP versions",
     "id-reused": "a request id already in flight from the same side",
+    "request-id": "a request's id (or a result's) that the schema's RequestId refuses: "
+                  "null in SDK 2.4.0's v2, a fraction in every revision",
     "unknown-response": "a response to an id no request of the other side is waiting on",
     "duplicate-response": "a second response to a request already answered",
     "unanswered": "a request that got no response by the end of the recording",
