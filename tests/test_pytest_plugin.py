@@ -81,10 +81,29 @@ def _left(pytester) -> list[str]:
         if root.exists() else []
 
 
-def test_the_entry_point_is_the_plugin():
+def test_the_entry_point_loads_the_plugin(pytester, monkeypatch):
+    """pyproject's ``pytest11`` entry point, as an installation declares it (a dist-info
+    on the path), is what pytest loads without ``-p``; and ``-p acp_pipes.pytest_plugin``
+    beside it loads it once (the entry point is named as the module)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["entry-points"]["pytest11"] == {
-        "acp_pipes.pytest_plugin": "acp_pipes.pytest_plugin"}
+    points = project["entry-points"]["pytest11"]
+    assert points == {"acp_pipes.pytest_plugin": "acp_pipes.pytest_plugin"}
+    site = pytester.mkdir("site")
+    info = site / "acp_pipes_probe-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acp-pipes-probe\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[pytest11]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+    pytester.makepyfile(test_client=CLIENT_TEST)
+    for k, v in tool_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("PYTHONPATH", f"{site}:{tool_env()['PYTHONPATH']}")
+    monkeypatch.setenv("ACP_TEST_AGENT", orjson.dumps(GONE).decode())
+    for extra in ((), ("-p", "acp_pipes.pytest_plugin")):
+        got = pytester.runpytest_subprocess(*extra, "-p", "no:cacheprovider",
+                                            "--acp-record-mode", "none", timeout=120)
+        got.assert_outcomes(failed=1)
+        assert "no cassette " in got.stdout.str(), got.stderr.str()
 
 
 def test_a_missing_cassette_is_recorded_then_played_without_the_agent(inner, pytester, tmp_path):
