@@ -222,6 +222,29 @@ def test_the_marker_names_the_cassette(pytester, inner):
     inner(agent=GONE).assert_outcomes(passed=1)
 
 
+def test_the_marker_and_the_ini_set_the_mode_and_what_is_not_compared(pytester, inner):
+    marked = CLIENT_TEST.replace('acp_cassette(tee_args', 'acp_cassette(record_mode="none", '
+                                 'ignore=["/params/prompt/*/text"], tee_args')
+    pytester.makepyfile(test_client=marked)
+    inner().assert_outcomes(failed=1)  # none: no cassette, nothing recorded
+    assert _left(pytester) == []
+    inner("--acp-record-mode", "once").assert_outcomes(failed=1)  # the marker wins
+    pytester.makepyfile(test_client=CLIENT_TEST)
+    inner(PERMISSION_EVERY="0").assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\nacp_record_mode = none\n")
+    inner(agent=GONE, PERMISSION_EVERY="0").assert_outcomes(passed=1)
+    (pytester.path / CASSETTE).unlink()
+    got = inner(agent=GONE)  # the ini's none: a missing cassette fails
+    got.assert_outcomes(failed=1)
+    assert "no cassette " in got.stdout.str()
+    inner("--acp-record-mode", "once", PERMISSION_EVERY="0").assert_outcomes(passed=1)
+    # prompt 2 sent otherwise, its text not compared: the cassette still plays
+    pytester.makepyfile(test_client=marked)
+    inner(agent=GONE).assert_outcomes(passed=1)
+    pytester.makepyfile(test_client=CLIENT_TEST)
+    inner(agent=GONE).assert_outcomes(failed=1, errors=1)
+
+
 # -- for agent builders: acp_client_replay ------------------------------------------
 
 AGENT_TEST = """
