@@ -213,6 +213,29 @@ def test_a_failing_test_writes_no_cassette(inner, pytester):
     assert _left(pytester) == [CASSETTE]
 
 
+LEFT_RUNNING = """
+import json, os, subprocess
+
+def test_the_client_leaves_its_agent_running(acp_agent):
+    agent = subprocess.Popen(acp_agent(json.loads(os.environ["ACP_TEST_AGENT"])),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    agent.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":'
+                      b'{"protocolVersion":2,"info":{"name":"c","version":"1"},"capabilities":{}}}\\n')
+    agent.stdin.flush()
+    assert agent.stdout.readline()  # answered; the agent is never closed
+"""
+
+
+def test_a_recording_whose_agent_is_still_running_is_not_written(pytester, inner):
+    pytester.makepyfile(test_client=LEFT_RUNNING)
+    got = inner()
+    got.assert_outcomes(passed=1, errors=1)
+    out = got.stdout.str()
+    assert "was still running 10 s after the test" in out
+    assert "the cassette was not written" in out
+    assert _left(pytester) == []
+
+
 def test_the_marker_names_the_cassette(pytester, inner):
     pytester.makepyfile(test_client=CLIENT_TEST.replace(
         'acp_cassette(tee_args', 'acp_cassette("recorded/hello.wire.jsonl", tee_args'))
