@@ -3,15 +3,17 @@ in place of the agent, so a client's tests run without the agent or its model; a
 other direction, an agent re-driven from a cassette (``acp-replay --client``).
 
 This is what :mod:`acp_pipes.pytest_plugin` runs; it knows nothing of pytest, so any
-test runner can use it. Like ``cli/``, it is a front end: the commands it builds are the
-real acp-tee and acp-replay, started by the client under test as its agent, and what they
-report is read back from files (a client's SDK keeps its agent's stderr to itself).
+test runner can use it. The commands it builds are the real acp-tee and acp-replay,
+started by the client under test as its agent (playing goes through
+:mod:`acp_pipes.cli.cassette`), and what they report is read back from files (a client's
+SDK keeps its agent's stderr to itself).
 
 - :class:`Recording`: the command that records AGENT through ``acp-tee`` into a partial
   file beside the cassette; :meth:`Recording.finish` moves it into place, atomically, only
   when the test passed and the recording is whole (the agent exited: the end record).
 - :class:`Playback`: the command that plays the cassette as the agent (``acp-replay
-  CASSETTE`` under :func:`main`, which keeps its reports and exit status in a directory);
+  CASSETTE`` under :mod:`acp_pipes.cli.cassette`, which keeps its reports and exit
+  status in a directory);
   :meth:`Playback.finish` says what diverged, readably.
 - :func:`client_replay`: ``acp-replay --client CASSETTE -- AGENT``, its divergence as text.
 """
@@ -31,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from acp_pipes.reports import readable
 
 __all__ = ["RECORD_MODES", "CassetteError", "ClientReplay", "Playback", "Recording",
            "client_replay", "default_path", "plan", "tool_argv"]
@@ -194,7 +198,7 @@ class Playback:
 
     def argv(self) -> list[str]:
         self.reports.mkdir(parents=True, exist_ok=True)
-        return tool_argv("cassette", "play", str(self.reports), "--", str(self.cassette),
+        return tool_argv("cli.cassette", "play", str(self.reports), "--", str(self.cassette),
                          *self.replay_args)
 
     def finish(self, wait: float = EXIT_WAIT) -> list[str]:
@@ -220,8 +224,6 @@ class Playback:
 def _readable(stderr: bytes) -> str:
     """acp-replay's stderr for a person: each JSON report as readable lines (headline,
     then one indented line per detail), any other line as it is."""
-    from acp_pipes.cli.reports import readable
-
     out: list[str] = []
     for line in stderr.decode("utf-8", "replace").splitlines():
         event = None
@@ -287,37 +289,3 @@ def client_replay(trace: str | os.PathLike, agent: Sequence[str], log: str | os.
         if log.is_file():
             problem += f"\nthe run's wire log: {log}"
     return ClientReplay(got.returncode, log, reports, problem)
-
-
-def _play(reports: Path, argv: list[str]) -> int:
-    """Run acp-replay with ``argv`` here, its stderr into ``reports/<pid>.stderr`` (so its
-    reports are JSON lines) and its exit status into ``reports/<pid>.status`` after."""
-    from acp_pipes.cli.replay import TOOL
-
-    base = reports / str(os.getpid())
-    fd = os.open(f"{base}.stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(fd, 2)
-    os.close(fd)
-    status = 2
-    try:
-        status = TOOL.main(argv)
-    finally:
-        with open(f"{base}.status.tmp", "w") as f:
-            f.write(str(status))
-        os.replace(f"{base}.status.tmp", f"{base}.status")
-    return status
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m acp_pipes.cassette play REPORTS -- TRACE [ACP-REPLAY OPTIONS]``: the
-    command a client under test launches as its agent when a cassette plays."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) < 4 or argv[0] != "play" or argv[2] != "--":
-        print("usage: python -m acp_pipes.cassette play REPORTS -- TRACE [OPTIONS]",
-              file=sys.stderr)
-        return 2
-    return _play(Path(argv[1]), argv[3:])
-
-
-if __name__ == "__main__":
-    sys.exit(main())
