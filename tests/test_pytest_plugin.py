@@ -294,7 +294,7 @@ sys.exit(agent.wait())
 
 @pytest.fixture
 def echo_cassette(tmp_path) -> bytes:
-    from acp_pipes.echo_client import client_session
+    from acp_pipes.echo.client import client_session
     from tests.conftest import record_lockstep
 
     wire = tmp_path / "echo.wire.jsonl"
