@@ -1,0 +1,175 @@
+"""`acp-export`: ACP sessions into the tools teams already use: OpenTelemetry GenAI
+traces (OTLP/HTTP to a collector, or OTLP/JSON) and Agent Trail files."""
+
+from __future__ import annotations
+
+import argparse
+
+from acp_pipes.cli.manual import page
+from acp_pipes.cli.runner import Context, Tool, UsageError, byte_count, run
+
+DESCRIPTION = """\
+Reads any stage: ASR streams (acp-asr), its natural input, or wire logs (acp-tee),
+frames (acp-frame) and folded entities (acp-fold), converted in-process as acp-asr
+converts them.
+
+  otlp         one trace per ACP session (gen_ai.conversation.id: the session ID; the
+               first _meta.traceparent its records carry is honoured as the parent), a
+               span for the session, an invoke_agent span per prompt turn (v1: request
+               to response; v2: running to idle) with its stop reason, an execute_tool
+               span per tool call (name, kind, status, input and output capped at
+               --max-attribute-bytes), permissions and elicitations as span events,
+               usage_update and cost as gen_ai.usage.*, forks and subagents as span
+               links. Times are the recorder's receipt times; replayed history is no
+               turn. IDs are derived from the session, so exporting again gives the same
+               trace. --endpoint sends OTLP/HTTP (protobuf) to a collector; otherwise
+               OTLP/JSON is written (-o FILE or stdout), the format of the OpenTelemetry
+               collector's file exporter: one request a line. Needs the OpenTelemetry
+               SDK: pip install 'acp-pipes[export]'.
+  agent-trail  one Agent Trail file per session in -o DIR.
+
+""" + f"Manual: {page('acp-export.md')}"
+
+EXAMPLE = """\
+acp-export otlp streams/*.asr.jsonl -o spans.json
+acp-export otlp wire.jsonl --endpoint http://127.0.0.1:6006/v1/traces
+acp-asr wire.jsonl | acp-export otlp > spans.json
+"""
+
+MODE_HELP = {
+    "otlp": "OpenTelemetry GenAI traces: OTLP/HTTP to --endpoint, or OTLP/JSON",
+    "agent-trail": "Agent Trail files, one per session, in -o DIR",
+}
+
+
+def endpoint_url(text: str) -> str:
+    """A collector's traces URL; one with no path gets OTLP's ``/v1/traces``."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(text)
+    if u.scheme not in ("http", "https") or not u.netloc:
+        raise argparse.ArgumentTypeError(f"an http:// or https:// URL, not {text!r}")
+    return text if u.path not in ("", "/") else text.rstrip("/") + "/v1/traces"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    modes = p.add_subparsers(dest="mode", metavar="MODE", required=True)
+
+    def mode(name: str) -> argparse.ArgumentParser:
+        sub = modes.add_parser(name, help=MODE_HELP[name], description=MODE_HELP[name],
+                               formatter_class=p.formatter_class)
+        sub.add_argument("files", nargs="*", metavar="FILE",
+                         help="input files (default: stdin; '-' is stdin; .gz is read "
+                         "transparently)")
+        return sub
+
+    otlp = mode("otlp")
+    to = otlp.add_mutually_exclusive_group()
+    to.add_argument("--endpoint", type=endpoint_url, metavar="URL",
+                    help="send OTLP/HTTP (protobuf) to the collector at URL "
+                    "(http://HOST:PORT/v1/traces; a URL without a path gets /v1/traces)")
+    to.add_argument("-o", "--output", metavar="FILE",
+                    help="write OTLP/JSON to FILE instead of stdout")
+    otlp.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
+                      help="an HTTP header for --endpoint (authentication); repeatable")
+    otlp.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                      help="--endpoint: how long one request may take (default 10)")
+    otlp.add_argument("--max-attribute-bytes", type=byte_count, default=None, metavar="N",
+                      help="keep at most N bytes of a tool call's input and output "
+                      "(default 4K; the size is kept beside it)")
+
+    trail = mode("agent-trail")
+    trail.add_argument("-o", "--output", metavar="DIR", required=True,
+                       help="the directory the Agent Trail files go to (made if missing)")
+
+
+def _headers(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or not name.strip():
+            raise UsageError(f"--header wants NAME=VALUE, not {pair!r}")
+        out[name.strip()] = value
+    return out
+
+
+def _otlp(args: argparse.Namespace, ctx: Context) -> int:
+    from acp_pipes.export import DEFAULT_CAP, export_otlp
+    from acp_pipes.export.otlp import Encoder, Sender
+    from acp_pipes.jsonl import Output
+
+    encoder = Encoder()  # the SDK, or a clear error, before anything is read
+    cap = args.max_attribute_bytes or DEFAULT_CAP
+    if args.endpoint:
+        sender = Sender(args.endpoint, timeout=args.timeout, headers=_headers(args.header))
+        try:
+            done = export_otlp(ctx.files, sender.send, warn=ctx.warn, cap=cap,
+                               note=ctx.note, encoder=encoder)
+        finally:
+            sender.close()
+        ctx.note(f"{done.sessions} sessions, {done.spans} spans sent to {args.endpoint}")
+    else:
+        if args.header:
+            raise UsageError("--header is for --endpoint")
+        if ctx.term.tty and not args.output:
+            raise UsageError("writes OTLP/JSON: give -o FILE, --endpoint URL, or redirect "
+                             "stdout")
+        sink = Output(args.output) if args.output and args.output != "-" else None
+        out = sink.stream if sink is not None else ctx.out
+        try:
+            done = export_otlp(ctx.files, lambda spans: out.write(encoder.json_line(spans)),
+                               warn=ctx.warn, cap=cap, note=ctx.note, encoder=encoder)
+            if sink is not None and done.cut is None:
+                sink.commit()
+        finally:
+            if sink is not None:
+                sink.discard()
+    if done.note and not done.sessions:
+        ctx.note(done.note)
+    if done.cut is not None:
+        raise done.cut
+    return 0
+
+
+def _trail(args: argparse.Namespace, ctx: Context) -> int:
+    from acp_pipes.export.trail import export_trail
+
+    done = export_trail(ctx.files, args.output, warn=ctx.warn, note=ctx.note)
+    if done.note and not done.sessions:
+        ctx.note(done.note)
+    if done.cut is not None:
+        raise done.cut
+    return 0
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    return _otlp(args, ctx) if args.mode == "otlp" else _trail(args, ctx)
+
+
+def _outputs(args: argparse.Namespace) -> list[str | None]:
+    return [args.output] if args.mode == "otlp" else []
+
+
+TOOL = Tool(
+    prog="acp-export",
+    summary="Export ACP sessions as OpenTelemetry GenAI traces (OTLP) or Agent Trail files.",
+    description=DESCRIPTION,
+    example=EXAMPLE,
+    run=_run,
+    configure=configure,
+    takes_files=False,
+    takes_output=False,
+    takes_color=False,
+    inputs=lambda args: list(args.files or []),
+    outputs=_outputs,
+    exits="0 ok, 2 usage or unusable input (an input cut short: what was read is "
+          "exported), or a collector that did not take the spans, 130 interrupted",
+)
+
+
+def main() -> None:
+    run(TOOL)
+
+
+if __name__ == "__main__":
+    main()
