@@ -56,6 +56,7 @@ BIG_OUTPUT = {
     "align": ["{wire}", "{frames}"],
     "align --format diff": ["{wire}", "{client}", "--dir", "c2a", "--format", "diff"],
     "view": ["{wire}"],
+    "export": ["otlp", "{wire}"],
     "echo-agent": ["--client-session", "3000"],
 }
 
@@ -94,7 +95,7 @@ def test_a_full_stdout_is_a_clear_error(case, rec):
 READS_STDIN = {
     "frame": [], "frame --summary": ["--summary"], "fold": [], "asr": [],
     "asr --validate": ["--validate"], "align": ["-", "{wire}"], "replay": ["{wire}"],
-    "replay --serve": ["--serve", "{asr}"], "view": [], "echo-agent": [],
+    "replay --serve": ["--serve", "{asr}"], "view": [], "echo-agent": [], "export": ["otlp"],
 }
 
 
@@ -120,6 +121,7 @@ WRITES_O = {
     "replay asr": ["{asr}"],
     "align": ["{wire}", "{frames}"],
     "view": ["{wire}"],
+    "export otlp": ["otlp", "{wire}"],
 }
 
 
@@ -262,6 +264,8 @@ def _exit_scenarios(rec: dict[str, Path], tmp: Path) -> dict[str, dict[int, dict
         "align": {0: {"argv": ["{wire}", "{frames}"]}, 1: {"argv": ["{wire}", "{wire2}"]},
                   2: {"argv": [nope, "{wire}"]}, 130: {"interrupt": ["-", "{wire}"]}},
         "view": {0: {"argv": ["{wire}"]}, 2: {"argv": [nope]}, 130: {"interrupt": []}},
+        "export": {0: {"argv": ["otlp", "{wire}"]}, 2: {"argv": ["otlp", nope]},
+                   130: {"interrupt": ["otlp"]}},
         "echo-agent": {0: {"argv": ["--client-session", "1"]},
                        2: {"argv": ["--client-session", "-1"]}, 130: {"interrupt": []}},
         "tee": {0: {"argv": ["-o", str(tmp / "t0.jsonl"), "--", "true"]},
@@ -310,7 +314,8 @@ def _wait_reading_stdin(pid: int) -> None:
     raise AssertionError("the tool never waited on stdin")
 
 
-EVERY_TOOL = ["frame", "fold", "asr", "replay", "align", "view", "echo-agent", "tee", "batch"]
+EVERY_TOOL = ["frame", "fold", "asr", "replay", "align", "view", "echo-agent", "tee", "batch",
+              "export"]
 #: Tools whose stdout is no output of theirs: acp-tee's is the client's stream (tested in
 #: test_tee.py); acp-batch writes under -o DEST only.
 NO_STDOUT = {"tee", "batch"}

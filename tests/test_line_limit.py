@@ -167,7 +167,8 @@ def test_a_gz_line_is_capped_as_it_is_decompressed(tmp_path):
 
 
 def test_every_reading_tool_has_the_flag_and_acp_tee_has_not():
-    for tool in ("frame", "fold", "asr", "replay", "align", "view", "batch", "echo-agent"):
+    for tool in ("frame", "fold", "asr", "replay", "align", "view", "batch", "echo-agent",
+                 "export"):
         r = run_tool(tool, "--help")
         assert b"--max-line-bytes N" in r.stdout, tool
     assert b"--max-line-bytes" not in run_tool("tee", "--help").stdout

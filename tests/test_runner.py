@@ -12,7 +12,8 @@ from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.jsonl import InputError, parse_line
 from tests.conftest import run_tool, tool_argv, tool_env
 
-ALL_TOOLS = ["tee", "frame", "fold", "asr", "replay", "align", "view", "batch", "echo-agent"]
+ALL_TOOLS = ["tee", "frame", "fold", "asr", "replay", "align", "view", "batch", "echo-agent",
+             "export"]
 
 
 def _echo_lines(args, ctx: Context) -> int:
