@@ -57,7 +57,7 @@ def test_every_tool_has_a_docs_page_and_a_readme_row():
     readme = (REPO / "README.md").read_text()
     scripts = re.findall(r'^(acp-[a-z-]+) = "acp_pipes\.cli\.([a-z_]+):main"',
                          (REPO / "pyproject.toml").read_text(), flags=re.M)
-    assert len(scripts) == 9
+    assert len(scripts) == 10
     for name, module in scripts:
         assert (REPO / "acp_pipes" / "cli" / f"{module}.py").is_file()
         assert (REPO / "bin" / name).is_file()

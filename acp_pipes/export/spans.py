@@ -67,6 +67,7 @@ class Span:
     parent_remote: bool = False  # the parent is another process's span (a traceparent)
     # where the span's end is still to be found: (connection, last frame)
     _until: tuple[int, int] | None = None
+    _result: bool = False  # a tool call's result was seen (else it ends with its turn)
 
 
 def _digest(*parts: str, size: int) -> int:
@@ -242,6 +243,11 @@ def _tokens(usage: Any) -> dict[str, Any]:
     return out
 
 
+#: What an agent does in a turn: the first of these with no turn open may start one.
+_ACTIVITY = frozenset({"message", "tool_call", "permission", "input_request", "plan",
+                       "terminal", "subagent"})
+
+
 class _Session:
     """The state of one session's mapping while its records go by."""
 
@@ -270,6 +276,10 @@ class _Session:
         self.calls: dict[str, Span] = {}  # callId -> its span, while it can still change
         self.waiting: list[Span] = []  # spans whose end is the next frame after theirs
         self.model: str | None = None
+        # the first live record since the last turn ended, and the calls made since:
+        # a turn with no prompt (a subagent's, driven by its parent) starts there
+        self.idle_since: int | None = None
+        self.orphans: list[Span] = []
         self.turns = 0
         self.replayed = 0
 
@@ -348,7 +358,7 @@ class _Session:
             turn.end = max(turn.start, self.last or turn.start)
             turn.attributes["acp.turn.complete"] = False
         for s in self.turn_tools:
-            if s._until is not None or s.end < s.start:
+            if s._until is not None or not s._result:  # still running when the turn ended
                 s.end = max(s.start, turn.end)
                 s._until = None
             turn.end = max(turn.end, s.end)
@@ -357,6 +367,8 @@ class _Session:
         out = [turn, *self.turn_tools]
         self.turn = None
         self.turn_tools = []
+        self.idle_since = None
+        self.orphans = []
         return out
 
     def parent(self) -> Span:
@@ -383,7 +395,11 @@ class _Session:
                         span_id=self.ids.span(self.sid, "tool:" + str(rec.get("id"))),
                         parent_id=parent.span_id, start=t, end=t,
                         attributes={**self.common, "gen_ai.operation.name": "execute_tool"})
-            (self.turn_tools if self.turn is not None else self.loose).append(span)
+            if self.turn is not None:
+                self.turn_tools.append(span)
+            else:
+                self.loose.append(span)
+                self.orphans.append(span)
             if isinstance(call_id, str):
                 self.calls[call_id] = span
                 span.attributes["gen_ai.tool.call.id"] = call_id
@@ -409,6 +425,7 @@ class _Session:
             return
         status = rec.get("status")
         a = span.attributes
+        span._result = True
         if isinstance(status, str):
             a["acp.tool.status"] = status
             if status == "failed":
@@ -440,9 +457,17 @@ class _Session:
                 self.turn.attributes["acp.turn.running"] = True
             return
         if state == "idle":
-            if self.turn is None:  # a prompt answered with an error: no message record
-                self.open_turn(t, rec, None)
-                self.turn.attributes["acp.turn.start_known"] = False  # type: ignore[union-attr]
+            if self.turn is None:  # no prompt record: a subagent's turn, or a prompt
+                # answered with an error; it started with the first record since the
+                # last turn (or, with none, is known only by its end)
+                self.open_turn(self.idle_since if self.idle_since is not None else t,
+                               rec, None)
+                assert self.turn is not None
+                self.turn.attributes["acp.turn.prompted"] = False
+                for o in self.orphans:
+                    o.parent_id = self.turn.span_id
+                    self.loose.remove(o)
+                    self.turn_tools.append(o)
             turn = self.turn
             assert turn is not None
             a = turn.attributes
@@ -479,6 +504,8 @@ class _Session:
                 return
             t = self.last if self.last is not None else 0  # a capture without times
         self.seen(t, rec)
+        if self.turn is None and self.idle_since is None and typ in _ACTIVITY:
+            self.idle_since = t
         if typ == "message":
             if rec.get("role") == "user" and rec.get("origin") == "prompt":
                 if self.turn is not None:  # the last prompt was never answered
@@ -558,7 +585,7 @@ class _Session:
         if self.turn is not None:
             out.extend(self.close_turn(None))
         for s in self.loose:
-            if s._until is not None:
+            if s._until is not None or not s._result:
                 s.end = max(s.start, self.last or s.start)
                 s._until = None
         root = self.root
