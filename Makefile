@@ -11,7 +11,7 @@ NODE_STAMP := tests/clients/node_modules/.installed-stamp
 # Real ACP agents the tests run as peers (fast-agent), each in its own environment.
 PEERS_STAMP := .peers/.installed-stamp
 
-.PHONY: install demo test test-agents fuzz bench lint clean tools
+.PHONY: install demo test test-agents test-export fuzz bench lint clean tools
 
 install: $(STAMP) tools $(NODE_STAMP) $(PEERS_STAMP)
 
@@ -55,6 +55,18 @@ $(AGENTS_STAMP): tests/agents/package.json tests/agents/package-lock.json
 
 test-agents: install $(AGENTS_STAMP)
 	ACP_PIPES_REAL_AGENTS=1 $(BIN)/pytest -q tests/agents
+
+# acp-export against a real OTLP receiver: Arize Phoenix on 127.0.0.1, in an environment
+# of its own (~850 MB: installed for this target alone, never by `make install`). A
+# missing Phoenix fails these tests; plain `make test` skips them.
+PHOENIX_STAMP := .peers/phoenix/.installed-stamp
+
+$(PHOENIX_STAMP): scripts/install-phoenix
+	PYTHON=$(PYTHON) scripts/install-phoenix
+	touch $@
+
+test-export: install $(PHOENIX_STAMP)
+	ACP_PIPES_PHOENIX=1 $(BIN)/pytest -q tests/test_export_phoenix.py
 
 # The stateful oracle (tests/test_oracle.py) at length: thousands of generated sessions.
 fuzz: install

@@ -72,6 +72,14 @@ def configure(p: argparse.ArgumentParser) -> None:
                     help="write OTLP/JSON to FILE instead of stdout")
     otlp.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
                       help="an HTTP header for --endpoint (authentication); repeatable")
+    otlp.add_argument("--resource", action="append", default=[], metavar="NAME=VALUE",
+                      help="a resource attribute to add to every span's resource "
+                      "(deployment.environment.name=ci; a receiver's project); repeatable")
+    otlp.add_argument("--id-namespace", default="", metavar="TEXT",
+                      help="derive trace and span IDs from TEXT too: keeps apart sessions "
+                      "of other recordings that have the same session IDs (default: the "
+                      "session ID alone, so a fork or subagent exported on its own still "
+                      "links to its parent's trace)")
     otlp.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                       help="--endpoint: how long one request may take (default 10)")
     otlp.add_argument("--max-attribute-bytes", type=byte_count, default=None, metavar="N",
@@ -83,12 +91,12 @@ def configure(p: argparse.ArgumentParser) -> None:
                        help="the directory the Agent Trail files go to (made if missing)")
 
 
-def _headers(pairs: list[str]) -> dict[str, str]:
+def _headers(pairs: list[str], option: str = "--header") -> dict[str, str]:
     out = {}
     for pair in pairs:
         name, eq, value = pair.partition("=")
         if not eq or not name.strip():
-            raise UsageError(f"--header wants NAME=VALUE, not {pair!r}")
+            raise UsageError(f"{option} wants NAME=VALUE, not {pair!r}")
         out[name.strip()] = value
     return out
 
@@ -100,11 +108,13 @@ def _otlp(args: argparse.Namespace, ctx: Context) -> int:
 
     encoder = Encoder()  # the SDK, or a clear error, before anything is read
     cap = args.max_attribute_bytes or DEFAULT_CAP
+    extra = _headers(args.resource, "--resource")
     if args.endpoint:
         sender = Sender(args.endpoint, timeout=args.timeout, headers=_headers(args.header))
         try:
             done = export_otlp(ctx.files, sender.send, warn=ctx.warn, cap=cap,
-                               note=ctx.note, encoder=encoder)
+                               note=ctx.note, encoder=encoder, resource=extra,
+                               namespace=args.id_namespace)
         finally:
             sender.close()
         ctx.note(f"{done.sessions} sessions, {done.spans} spans sent to {args.endpoint}")
@@ -118,7 +128,8 @@ def _otlp(args: argparse.Namespace, ctx: Context) -> int:
         out = sink.stream if sink is not None else ctx.out
         try:
             done = export_otlp(ctx.files, lambda spans: out.write(encoder.json_line(spans)),
-                               warn=ctx.warn, cap=cap, note=ctx.note, encoder=encoder)
+                               warn=ctx.warn, cap=cap, note=ctx.note, encoder=encoder,
+                               resource=extra, namespace=args.id_namespace)
             if sink is not None and done.cut is None:
                 sink.commit()
         finally:

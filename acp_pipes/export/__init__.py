@@ -46,9 +46,12 @@ def resource_of(header: dict) -> dict[str, Any]:
 
 def export_otlp(paths: list[str], deliver: Callable[[list[Any]], None], *, warn: Warn,
                 cap: int = DEFAULT_CAP, note: Callable[[str], None] | None = None,
-                encoder: Any = None) -> Exported:
+                encoder: Any = None, resource: dict[str, Any] | None = None,
+                namespace: str = "") -> Exported:
     """Read ``paths`` (any stage), map every session and hand ``deliver`` the SDK's
-    ReadableSpans, at most :data:`BATCH_SPANS` at a time (a turn is never split)."""
+    ReadableSpans, at most :data:`BATCH_SPANS` at a time (a turn is never split);
+    ``resource`` adds attributes to every session's resource; ``namespace`` goes into
+    every derived ID (:class:`~acp_pipes.export.spans.Ids`)."""
     from acp_pipes.export.otlp import Encoder
     from acp_pipes.export.sources import asr_sources
 
@@ -56,10 +59,10 @@ def export_otlp(paths: list[str], deliver: Callable[[list[Any]], None], *, warn:
     done = Exported()
     pending: list[Any] = []
     with asr_sources(paths, warn=warn, note=note) as sources:
-        ids = Ids(sources.trace_contexts())
+        ids = Ids(sources.trace_contexts(), namespace)
         for header, records in sources.streams(warn):
             done.sessions += 1
-            resource = resource_of(header)
+            resource = {**resource_of(header), **(resource or {})}
             for batch in session_spans(header, records, ids, cap):
                 pending.extend(enc.readable(batch, resource))
                 if len(pending) >= BATCH_SPANS:

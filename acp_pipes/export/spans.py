@@ -83,20 +83,23 @@ class Ids:
     ``_meta.traceparent``), so a session whose agent or client sent one joins that
     trace, and a link to it from another session points into it."""
 
-    def __init__(self, traces: dict[str, tuple[int, int]] | None = None):
+    def __init__(self, traces: dict[str, tuple[int, int]] | None = None,
+                 namespace: str = ""):
         self.traces = traces or {}
+        #: kept apart: sessions of other recordings that have the same IDs (fixtures,
+        #: an agent that numbers its sessions from 1) get other trace and span IDs
+        self.namespace = namespace
 
     def trace(self, sid: str) -> int:
         got = self.traces.get(sid)
-        return got[0] if got else _digest("trace", sid, size=16)
+        return got[0] if got else _digest("trace", self.namespace, sid, size=16)
 
     def remote_parent(self, sid: str) -> int | None:
         got = self.traces.get(sid)
         return got[1] if got else None
 
-    @staticmethod
-    def span(sid: str, key: str) -> int:
-        return _digest("span", sid, key, size=8)
+    def span(self, sid: str, key: str) -> int:
+        return _digest("span", self.namespace, sid, key, size=8)
 
 
 def parse_traceparent(value: Any) -> tuple[int, int] | None:
@@ -301,7 +304,7 @@ class _Session:
 
     def seen(self, t: int, rec: dict) -> None:
         """A record at ``t``: the spans waiting for a frame after theirs end here."""
-        if self.first is None:
+        if self.first is None or t < self.first:  # connections interleave: the earliest
             self.first = t
         self.last = t if self.last is None else max(self.last, t)
         if self.waiting:
