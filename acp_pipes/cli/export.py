@@ -89,6 +89,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     trail = mode("agent-trail")
     trail.add_argument("-o", "--output", metavar="DIR", required=True,
                        help="the directory the Agent Trail files go to (made if missing)")
+    trail.add_argument("--max-attribute-bytes", type=byte_count, default=None, metavar="N",
+                       help="keep at most N bytes of a tool call's input and output "
+                       "(default 4K; the size is kept beside it)")
 
 
 def _headers(pairs: list[str], option: str = "--header") -> dict[str, str]:
@@ -143,9 +146,11 @@ def _otlp(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _trail(args: argparse.Namespace, ctx: Context) -> int:
+    from acp_pipes.export import DEFAULT_CAP
     from acp_pipes.export.trail import export_trail
 
-    done = export_trail(ctx.files, args.output, warn=ctx.warn, note=ctx.note)
+    done = export_trail(ctx.files, args.output, warn=ctx.warn, note=ctx.note,
+                        cap=args.max_attribute_bytes or DEFAULT_CAP)
     if done.note and not done.sessions:
         ctx.note(done.note)
     if done.cut is not None:
