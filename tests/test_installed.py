@@ -58,12 +58,13 @@ def wheel(tmp_path_factory) -> tuple[Path, str]:
 
 @pytest.fixture(scope="session")
 def venv(wheel, tmp_path_factory) -> Path:
-    """A fresh virtual environment with the wheel and its runtime dependencies only."""
+    """A fresh virtual environment with the wheel and its runtime dependencies only, and
+    the extra `export` (acp-export otlp's OpenTelemetry SDK) as a user who exports has it."""
     root = tmp_path_factory.mktemp("venv") / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True,
                    timeout=BUILD_TIMEOUT)
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(root / "bin" / "python"),
-                        "install", "-q", str(wheel[0])],
+                        "install", "-q", f"{wheel[0]}[export]"],
                        capture_output=True, text=True, cwd=root, timeout=BUILD_TIMEOUT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     return root

@@ -25,15 +25,16 @@ converts them.
                trace. --endpoint sends OTLP/HTTP (protobuf) to a collector; otherwise
                OTLP/JSON is written (-o FILE or stdout), the format of the OpenTelemetry
                collector's file exporter: one request a line. Needs the OpenTelemetry
-               SDK: pip install 'acp-pipes[export]'.
+               SDK: pip install 'acp-pipes[export]'. To a collector on this machine:
+               acp-export otlp wire.jsonl --endpoint http://127.0.0.1:4318
   agent-trail  one Agent Trail file per session in -o DIR.
 
 """ + f"Manual: {page('acp-export.md')}"
 
 EXAMPLE = """\
-acp-export otlp streams/*.asr.jsonl -o spans.json
-acp-export otlp wire.jsonl --endpoint http://127.0.0.1:6006/v1/traces
+acp-asr -o streams/ wire.jsonl && acp-export otlp streams/*.asr.jsonl -o spans.json
 acp-asr wire.jsonl | acp-export otlp > spans.json
+acp-export agent-trail wire.jsonl parent.asr.jsonl child.asr.jsonl -o trails/
 """
 
 MODE_HELP = {
