@@ -351,6 +351,33 @@ def test_phoenix_export_again_gives_the_same_ids(exported, phoenix, recordings, 
     assert ids == {s["context"]["span_id"] for s in spans}
 
 
+def test_phoenix_takes_a_corpus_from_acp_batch(phoenix, tmp_path):
+    """acp-batch export --endpoint: every recording's spans reach the collector (as many
+    as acp-export writes for each), and a rerun sends nothing again."""
+    corpus = REPO / "examples" / "batch" / "wire"
+    project = "acp-batch-corpus"
+    args = ["export", str(corpus), "--endpoint", phoenix, "-o", str(tmp_path / "sent"),
+            "--resource", f"openinference.project.name={project}", "--id-namespace", "batch"]
+    r = run_tool("batch", *args, "-j", "2", timeout=300)
+    assert r.returncode == 0, r.stderr.decode()
+    want = 0
+    for wire in sorted(corpus.rglob("*.jsonl")):
+        out = run_tool("export", "otlp", str(wire), "--id-namespace", "batch").stdout
+        want += sum(len(ss["spans"]) for line in out.splitlines()
+                    for rs in orjson.loads(line)["resourceSpans"] for ss in rs["scopeSpans"])
+    deadline = time.monotonic() + 60
+    while len(_spans(phoenix, project) if _has(phoenix, project) else []) < want:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert len(_spans(phoenix, project)) == want
+    again = run_tool("batch", *args, timeout=300)
+    assert again.returncode == 0 and b"0 done" in again.stderr, again.stderr
+
+
+def _has(base: str, project: str) -> bool:
+    return any(p["name"] == project for p in _get(base + "/v1/projects")["data"])
+
+
 def test_phoenix_missing_is_a_failure_not_a_skip():
     """The module skips only without ACP_PIPES_PHOENIX; with it, no Phoenix fails."""
     assert os.environ.get("ACP_PIPES_PHOENIX")

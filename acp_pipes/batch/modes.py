@@ -1,4 +1,4 @@
-"""The four modes: one recording in, the files its single-file tool would write out.
+"""The modes: one recording in, the files its single-file tool would write out.
 
 Each calls the library functions its tool calls, with the tool's defaults for a pipe
 (JSON lines, no colour), so a batch's outputs are the bytes of::
@@ -8,6 +8,8 @@ Each calls the library functions its tool calls, with the tool's defaults for a 
     view      acp-view INPUT -o DEST/STEM.html
     align     acp-align --format diff BASELINE INPUT > DEST/STEM.diff   (.ops.jsonl,
               .json, .html for --format ops, json, html)
+    export    acp-export otlp INPUT > DEST/STEM.otlp.json   (--endpoint: sent, no file);
+              acp-export agent-trail INPUT -o DEST/STEM/ with --format agent-trail
 
 A mode returns a :class:`Done`: the outputs it wrote, its status (``ok``; ``invalid``:
 violations found; ``differs``: not equal to the baseline; ``failed``), the error and, for
@@ -162,6 +164,56 @@ def _align(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -
     return Done([rel], "ok" if cmp.equal else "differs", None, info)
 
 
+def _export(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
+    from acp_pipes.export import DEFAULT_CAP
+
+    cap = opts.get("max_attribute_bytes") or DEFAULT_CAP
+    if opts.get("format") == "agent-trail":
+        from acp_pipes.export.trail import Written, trail_files
+
+        done = Written()
+        outputs = []
+        for file, lines in trail_files([path], warn=warn, cap=cap, done=done):
+            rel = f"{stem}/{file}"
+            with dest.create(rel) as f:
+                for line in lines:
+                    f.write(orjson.dumps(line, option=_NL))
+            outputs.append(rel)
+        return Done(outputs, "failed", str(done.cut)) if done.cut else Done(outputs)
+    from acp_pipes.export import export_otlp
+    from acp_pipes.export.otlp import Encoder, Sender
+
+    encoder = Encoder()
+    resource = dict(pair.split("=", 1) for pair in opts.get("resource") or ())
+    common = {"warn": warn, "cap": cap, "encoder": encoder, "resource": resource,
+              "namespace": opts.get("id_namespace") or ""}
+    if opts.get("endpoint"):  # a corpus to a collector: nothing written but the manifest
+        sender = Sender(opts["endpoint"])
+        try:
+            got = export_otlp([path], sender.send, **common)
+        finally:
+            sender.close()
+        outputs: list[str] = []
+    else:
+        chunks: list[bytes] = []
+        got = export_otlp([path], lambda spans: chunks.append(encoder.json_line(spans)),
+                          **common)
+        rel = f"{stem}.otlp.json"
+        dest.write(rel, b"".join(chunks))
+        outputs = [rel]
+    info = {"sessions": got.sessions, "spans": got.spans}
+    if got.cut is not None:
+        return Done(outputs, "failed", str(got.cut), info)
+    return Done(outputs, "ok", None, info)
+
+
+def _owns_export(stem: str, rel: str) -> bool:
+    """``STEM.otlp.json``, or ``STEM/<name>.trail.jsonl`` (Agent Trail, one per session)."""
+    name = rel[len(stem) + 1:] if rel.startswith(stem + "/") else ""
+    return inside(rel) and (rel == stem + ".otlp.json" or (
+        "/" not in name and name.endswith(".trail.jsonl")))
+
+
 def _row(summary: dict[str, Any]) -> dict[str, Any]:
     """The table's row of one run: where it first diverged, and by how much."""
     counts = summary["counts"]
@@ -197,6 +249,10 @@ MODES: dict[str, Mode] = {
                   ("acp_pipes.align.compare", "acp_pipes.align.render",
                    "acp_pipes.align.steps", "acp_pipes.normalize"),
                   _owns(*ALIGN_SUFFIXES.values())),
+    "export": Mode("export", _export, ("format", "endpoint", "id_namespace",
+                                       "max_attribute_bytes", "resource"),
+                   ("acp_pipes.export", "acp_pipes.export.otlp", "acp_pipes.export.trail",
+                    "acp_pipes.asr.mapping"), _owns_export),
 }
 
 

@@ -18,6 +18,9 @@ that tool would write for it under DEST:
   view      acp-view SRC -o ...                     DEST/STEM.html
   align     acp-align --format diff BASELINE SRC    DEST/STEM.diff, and DEST/align.tsv:
             where each run first diverged from the baseline, and by how much
+  export    acp-export otlp SRC                     DEST/STEM.otlp.json; with --endpoint
+            the spans go to the collector (the manifest says what was sent);
+            --format agent-trail: DEST/STEM/<sessionId>.trail.jsonl
 
 STEM is the input's path under the SRC it was found in, less .jsonl/.jsonl.gz. SRC is a
 file, a directory (its *.jsonl and *.jsonl.gz, recursively), a glob, or a URL (s3://,
@@ -44,6 +47,7 @@ acp-batch asr logs/ -o streams/
 acp-batch validate 'runs/*.jsonl' -o reports/ -j 2
 acp-batch align runs/ --baseline run1.jsonl -o aligned/ && cat aligned/align.tsv
 acp-batch asr logs/ -o streams/   # again: every input skipped, as done before
+acp-batch export logs/ -o traces/ && ls traces/
 """
 
 MODE_HELP = {
@@ -51,6 +55,7 @@ MODE_HELP = {
     "validate": "check each recording against the ACP spec (acp-frame --validate)",
     "view": "write each recording as an HTML page (acp-view)",
     "align": "align each run against --baseline (acp-align)",
+    "export": "export each recording as OpenTelemetry traces or Agent Trail (acp-export)",
 }
 
 
@@ -113,6 +118,22 @@ def configure(p: argparse.ArgumentParser) -> None:
                        help="as acp-align --ignore; repeatable")
     _direction(align)
 
+    from acp_pipes.cli.export import endpoint_url
+    from acp_pipes.cli.runner import byte_count
+
+    exp = mode("export")
+    exp.add_argument("--format", choices=("otlp", "agent-trail"), default="otlp",
+                     help="otlp (default): as acp-export otlp; agent-trail: as acp-export "
+                     "agent-trail")
+    exp.add_argument("--endpoint", type=endpoint_url, metavar="URL",
+                     help="otlp: send every input's spans to the collector at URL, as "
+                     "acp-export otlp --endpoint (no file is written)")
+    exp.add_argument("--id-namespace", metavar="TEXT", help="as acp-export --id-namespace")
+    exp.add_argument("--resource", action="append", default=[], metavar="NAME=VALUE",
+                     help="as acp-export --resource; repeatable")
+    exp.add_argument("--max-attribute-bytes", type=byte_count, metavar="N",
+                     help="as acp-export --max-attribute-bytes")
+
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     from acp_pipes.batch import Batch, DaskWorkers, LocalWorkers, default_jobs
@@ -126,6 +147,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             Normalizer.from_pointers(args.ignore)
         except ValueError as e:
             raise UsageError(f"--ignore: {e}") from None
+    if args.mode == "export":
+        if args.format == "agent-trail" and (args.endpoint or args.resource):
+            raise UsageError("--endpoint and --resource are for --format otlp")
+        if any("=" not in r or not r.split("=", 1)[0].strip() for r in args.resource):
+            raise UsageError("--resource wants NAME=VALUE")
+        if args.format == "otlp":
+            from acp_pipes.export.otlp import require_sdk
+
+            require_sdk()  # before any worker starts
     batch = Batch(args.mode, args.sources, args.output, vars(args))
     if args.scheduler:
         workers = DaskWorkers(args.scheduler)
@@ -212,8 +242,8 @@ def _summary(ctx: Context, batch, tally) -> None:
 
 TOOL = Tool(
     prog="acp-batch",
-    summary="Convert, validate, view or align a corpus of ACP recordings, resumably, on "
-            "local workers or a Dask cluster.",
+    summary="Convert, validate, view, align or export a corpus of ACP recordings, "
+            "resumably, on local workers or a Dask cluster.",
     description=DESCRIPTION,
     example=EXAMPLE,
     run=_run,

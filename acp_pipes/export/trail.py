@@ -26,7 +26,7 @@ from blake3 import blake3
 from acp_pipes.errors import Warn
 from acp_pipes.export.spans import DEFAULT_CAP, capped, ts_ns
 
-__all__ = ["LOSSES", "SCHEMA_VERSION", "export_trail", "trail_lines"]
+__all__ = ["LOSSES", "SCHEMA_VERSION", "Written", "export_trail", "trail_files", "trail_lines"]
 
 SCHEMA_VERSION = "0.1.0"
 SUFFIX = ".trail.jsonl"
@@ -362,15 +362,29 @@ class Written:
         return len(self.files)
 
 
+def trail_files(paths: list[str], *, warn: Warn, cap: int = DEFAULT_CAP, note: Any = None,
+                done: Written | None = None) -> Iterator[tuple[str, Iterator[dict]]]:
+    """Read ``paths`` (any stage): each session's file name (``<sessionId>.trail.jsonl``,
+    the session ID percent-encoded as acp-asr names its streams) and its lines. ``done``
+    gets the read error that cut an input short and the note of a recording with no
+    session."""
+    from acp_pipes.asr.output import SUFFIX as ASR_SUFFIX
+    from acp_pipes.asr.output import file_name
+    from acp_pipes.export.sources import asr_sources
+
+    with asr_sources(paths, warn=warn, note=note) as sources:
+        for header, records in sources.streams(warn):
+            name = file_name(header["sessionId"]).removesuffix(ASR_SUFFIX) + SUFFIX
+            yield name, trail_lines(header, records, cap)
+        if done is not None:
+            done.cut, done.note = sources.cut, sources.note
+
+
 def export_trail(paths: list[str], directory: str, *, warn: Warn,
                  cap: int = DEFAULT_CAP, note: Any = None) -> Written:
     """Read ``paths`` (any stage) and write ``directory/<session>.trail.jsonl`` for every
-    session (the name acp-asr gives its stream, with Agent Trail's extension), each
-    written aside and renamed into place."""
-    from acp_pipes.asr.output import SUFFIX as ASR_SUFFIX
-    from acp_pipes.asr.output import file_name
+    session, each written aside and renamed into place."""
     from acp_pipes.errors import UsageError
-    from acp_pipes.export.sources import asr_sources
     from acp_pipes.jsonl import Output
 
     if os.path.exists(directory) and not os.path.isdir(directory):
@@ -382,17 +396,14 @@ def export_trail(paths: list[str], directory: str, *, warn: Warn,
         raise UsageError(f"cannot write {directory}: {e.strerror or e}") from None
     done = Written()
     dumps, nl = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-    with asr_sources(paths, warn=warn, note=note) as sources:
-        for header, records in sources.streams(warn):
-            name = file_name(header["sessionId"]).removesuffix(ASR_SUFFIX) + SUFFIX
-            path = os.path.join(directory, name)
-            sink = Output(path)
-            try:
-                for line in trail_lines(header, records, cap):
-                    sink.stream.write(dumps(line, option=nl))
-                sink.commit()
-            finally:
-                sink.discard()
-            done.files.append(path)
-        done.cut, done.note = sources.cut, sources.note
+    for name, lines in trail_files(paths, warn=warn, cap=cap, note=note, done=done):
+        path = os.path.join(directory, name)
+        sink = Output(path)
+        try:
+            for line in lines:
+                sink.stream.write(dumps(line, option=nl))
+            sink.commit()
+        finally:
+            sink.discard()
+        done.files.append(path)
     return done
