@@ -367,6 +367,10 @@ class _Session:
             turn.end = max(turn.end, s.end)
         self.waiting = [s for s in self.waiting if s._until is not None
                         and s not in self.turn_tools]
+        for s in self.turn_tools:  # given out: a later record of the call starts anew
+            call_id = s.attributes.get("gen_ai.tool.call.id")
+            if self.calls.get(call_id) is s:
+                del self.calls[call_id]
         out = [turn, *self.turn_tools]
         self.turn = None
         self.turn_tools = []
