@@ -336,3 +336,16 @@ def test_usage_errors(bad):
     assert r.returncode == 2 and b"Traceback" not in r.stderr
 
 
+
+
+def test_a_recording_without_a_session_is_said_and_exports_nothing(tmp_path):
+    """As acp-asr: the agent never answered session/new, so there is nothing to export;
+    read correctly (exit 0), said on stderr naming the input."""
+    wire = tmp_path / "nosession.jsonl"
+    lines = (FIX / "ASR-705-v1-turn-end" / "wire.jsonl").read_bytes().splitlines(keepends=True)
+    wire.write_bytes(b"".join(lines[:3]))
+    for args in (["otlp"], ["agent-trail", "-o", str(tmp_path / "trails")]):
+        r = run_tool("export", *args, str(wire))
+        assert (r.returncode, r.stdout) == (0, b"")
+        assert r.stderr.decode() == (f"acp-export: {wire}: the recording holds no session: "
+                                     "no session/new was answered\n")

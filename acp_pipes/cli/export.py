@@ -139,11 +139,21 @@ def _otlp(args: argparse.Namespace, ctx: Context) -> int:
         finally:
             if sink is not None:
                 sink.discard()
-    if done.note and not done.sessions:
-        ctx.note(done.note)
+    _no_session(ctx, done)
     if done.cut is not None:
         raise done.cut
     return 0
+
+
+def _no_session(ctx: Context, done) -> None:
+    """A recording that holds no session is read correctly: said on stderr, exit 0 (as
+    acp-asr says it, naming the inputs where the reason names none)."""
+    if not done.note or done.sessions:
+        return
+    why = done.note
+    if why.startswith("the recording"):
+        why = ", ".join("stdin" if f == "-" else f for f in ctx.files) + ": " + why
+    ctx.note(why)
 
 
 def _trail(args: argparse.Namespace, ctx: Context) -> int:
@@ -152,8 +162,7 @@ def _trail(args: argparse.Namespace, ctx: Context) -> int:
 
     done = export_trail(ctx.files, args.output, warn=ctx.warn, note=ctx.note,
                         cap=args.max_attribute_bytes or DEFAULT_CAP)
-    if done.note and not done.sessions:
-        ctx.note(done.note)
+    _no_session(ctx, done)
     if done.cut is not None:
         raise done.cut
     return 0
