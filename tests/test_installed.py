@@ -176,10 +176,11 @@ def test_every_runtime_import_is_a_runtime_dependency():
     """Anything under acp_pipes/ imports only the standard library, itself, and
     distributions named in the project's runtime dependencies (not a test extra)."""
     project = _pyproject()["project"]
-    # the cluster extra is a feature (acp-batch --scheduler, fsspec URLs), imported only
-    # on its paths: the fresh environment above imports every module without it
+    # the cluster and export extras are features (acp-batch --scheduler and fsspec URLs;
+    # acp-export's OpenTelemetry SDK), imported only on their paths
+    extras = project["optional-dependencies"]
     declared = {_normalise(re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0])
-                for dep in project["dependencies"] + project["optional-dependencies"]["cluster"]}
+                for dep in project["dependencies"] + extras["cluster"] + extras["export"]}
     providers = packages_distributions()
     undeclared = {}
     for path in sorted((REPO / "acp_pipes").rglob("*.py")):
