@@ -77,7 +77,7 @@ from acp_pipes.jsonl import (
 )
 from acp_pipes.jsonrpc import why_not_jsonrpc
 from acp_pipes.streams import FRAMES, VERSIONS, WIRE, header_format, judge
-from acp_pipes.wire import A2C, C2A, DIRECTIONS, encode_raw
+from acp_pipes.wire import A2C, C2A, DIRECTIONS, encode_raw, is_event
 
 if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
     from pathlib import Path
@@ -422,6 +422,8 @@ def _framed(
                     if rec.__class__ is dict and rec.get("end") is True:
                         if ends:  # the recorder's end record, passed on as it is
                             yield rec
+                        continue
+                    if is_event(rec):  # a remote transport's event: no frame
                         continue
                     warn(source, number, "not a wire record (needs seq, t, dir), skipped")
                     continue

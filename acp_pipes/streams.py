@@ -21,6 +21,10 @@ format                  version  what changed
 ======================  =======  =====================================================
 ``acp-pipes/wire``      1        header and frame records
 ``acp-pipes/wire``      2        ends with an end record (:func:`acp_pipes.wire.end_record`)
+``acp-pipes/wire``      3        remote transports: the header's ``transport``; event
+                                 records (WebSocket handshakes, closes and binary frames,
+                                 HTTP requests and statuses); a frame's ``stream``,
+                                 ``sseq`` and ``sse`` (:mod:`acp_pipes.wire`)
 ``acp-pipes/frames``    1        header (``source``: the wire header) and frame records
 ``acp-pipes/fold``      1        header, session events and entity records
 ``asr``                 1.x      ASR 1.0 (docs/asr.md); a later minor revision is read
@@ -44,7 +48,7 @@ FOLD = "acp-pipes/fold"
 ASR = "asr"
 
 #: Newest revision of each acp-pipes format this version writes and reads.
-VERSIONS = {WIRE: 2, FRAMES: 1, FOLD: 1}
+VERSIONS = {WIRE: 3, FRAMES: 1, FOLD: 1}
 #: The ASR revision written, and the major revision read (any minor of it).
 ASR_VERSION = "1.0"
 ASR_MAJOR = 1
@@ -83,9 +87,16 @@ def _wire_1_to_2(header: dict) -> dict:
     return {**header, "version": 2}
 
 
+def _wire_2_to_3(header: dict) -> dict:
+    """Wire log 3 records remote transports too; a version 2 log was a stdio session
+    (acp-tee knew no other), and says so as a version 3 header would."""
+    return {**header, "version": 3, "transport": {"client": "stdio", "agent": "stdio"}}
+
+
 #: ``(format, version) -> step`` turning a header of that version into the next one's.
 MIGRATIONS: dict[tuple[str, int], Callable[[dict], dict]] = {
     (WIRE, 1): _wire_1_to_2,
+    (WIRE, 2): _wire_2_to_3,
 }
 
 

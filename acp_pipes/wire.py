@@ -3,9 +3,10 @@
 A wire log is a header line, one record per frame in receipt order, and an end record
 once the session is over::
 
-    {"format":"acp-pipes/wire","version":2,"recorder":"acp-tee (acp-pipes) 0.1.0",
+    {"format":"acp-pipes/wire","version":3,"recorder":"acp-tee (acp-pipes) 0.1.0",
      "argv":["my-agent","--acp"],"started":"2026-11-30T17:15:28.123456Z","clock":"system",
-     "host":{"os":"linux","arch":"x86_64","cwd":"/home/me","pid":4242},"env":{}}
+     "host":{"os":"linux","arch":"x86_64","cwd":"/home/me","pid":4242},"env":{},
+     "transport":{"client":"stdio","agent":"stdio"}}
     {"seq":0,"t":1764522928123456789,"dir":"c2a","raw":"{\"jsonrpc\":\"2.0\",...}"}
     ...
     {"end":true,"t":1764522931000000000,"ended":"2026-11-30T17:15:31.000000Z","status":0,
@@ -24,6 +25,34 @@ clock, the exit status (the agent's; 128+N and ``signal: N`` when signal N ended
 how many frame records precede it. A log without one was cut off (the recorder was
 killed, the disk filled) or written before version 2: readers take it as it is, and a
 reader that follows a growing log (``--follow``) stops at the end record.
+
+Remote transports (version 3). The header's ``transport`` says how each side was
+reached: ``client`` and ``agent`` are ``stdio``, ``ws`` (WebSocket) or ``http``
+(Streamable HTTP), with ``listen`` (the URL acp-tee served the client on) and
+``connect`` (the agent's URL) where they apply. A frame is a frame whatever carried it:
+a WebSocket text frame's bytes, a POST body, an SSE event's joined ``data``. Over HTTP a
+frame also names its ``stream`` (``post:N`` for the Nth POST, ``get`` for the
+connection-scoped SSE stream, ``get:SESSION`` for a session-scoped one) and ``sseq``,
+its place in that stream (order holds only within a stream; ``seq`` is the order of
+arrival at acp-tee); an SSE frame keeps the event's own bytes in ``sse`` (or
+``sse_b64``). What is not a frame is an *event record*: ``t``, ``event`` and its
+fields, no ``seq`` and no ``dir``, so every reader passes over it
+(:func:`is_event`)::
+
+    {"t":...,"event":"ws-open","side":"agent","url":"ws://127.0.0.1:8080/acp",
+     "status":101,"protocol":null,"request":{"Authorization":"<redacted ...>"},
+     "response":{"Acp-Connection-Id":"..."}}
+    {"t":...,"event":"ws-close","side":"client","code":1000,"reason":""}
+    {"t":...,"event":"ws-binary","side":"client","raw_b64":"..."}
+    {"t":...,"event":"http-request","side":"client","stream":"post:3","method":"POST",
+     "headers":{...}}
+    {"t":...,"event":"http-response","side":"agent","stream":"post:3","status":202,
+     "headers":{...}}
+
+``side`` is who sent it (``client`` or ``agent``). Binary WebSocket frames are no ACP
+messages (the transport ignores them) and are logged as events, flagged, their bytes
+as received. Header values that carry credentials (``Authorization``, ``Cookie``,
+``Set-Cookie``, API keys) are logged as redaction tokens unless ``--keep-secrets``.
 """
 
 from __future__ import annotations
@@ -81,6 +110,7 @@ def header(
     env: dict[str, str] | None = None,
     keep_secrets: bool = False,
     recorder: str = "acp-tee",
+    transport: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The wire log header. Environment variables appear only when named by the user;
     ``recorder`` names the program that wrote the log (acp-tee, or acp-replay --client)."""
@@ -102,7 +132,20 @@ def header(
     h["env"] = dict(env or {})
     if keep_secrets:
         h["secrets"] = "kept"
+    h["transport"] = dict(transport or {"client": "stdio", "agent": "stdio"})
     return h
+
+
+def event_record(t: int, event: str, side: str, **fields: Any) -> dict[str, Any]:
+    """An event record (see the module's docstring): what a remote transport did that
+    is no frame."""
+    return {"t": t, "event": event, "side": side, **fields}
+
+
+def is_event(record: object) -> bool:
+    """Is ``record`` a wire log's event record (no frame, no end: readers pass over it)?"""
+    return (record.__class__ is dict and "event" in record  # type: ignore[operator]
+            and "dir" not in record and "seq" not in record)  # type: ignore[operator]
 
 
 def end_record(t: int, status: int, frames: int, signal: int | None = None
@@ -131,6 +174,7 @@ def frame_record(
     nolf: bool = False,
     redacted: bytes | None = None,
     logged_hash: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One wire record. ``redacted`` is the logged stand-in for ``raw`` when secrets were
     removed; ``logged_hash`` is then the identity of the logged stand-in (never of ``raw``
@@ -144,6 +188,8 @@ def frame_record(
     if redacted is not None:
         rec["redacted"] = True
         rec["hash"] = logged_hash
+    if extra:
+        rec.update(extra)
     return rec
 
 

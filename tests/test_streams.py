@@ -98,9 +98,25 @@ def test_migration_is_step_by_step_to_the_current_version():
     old = orjson.loads(WIRE_V1.read_bytes().split(b"\n", 1)[0])
     assert old["version"] == 1
     new = judge(old, "w", 1, ALL)
-    assert new == {**old, "version": VERSIONS[WIRE]}
+    # 1 -> 2 adds the end record (no header field); 2 -> 3 says the session was stdio's
+    assert new == {**old, "version": VERSIONS[WIRE],
+                   "transport": {"client": "stdio", "agent": "stdio"}}
     assert old["version"] == 1  # the record read is not changed in place
     assert migrate(new) == new
+
+
+def test_a_version_2_log_reads_as_the_stdio_session_it_was(tmp_path):
+    """Wire log 3 records remote transports; a version 2 log (acp-tee knew stdio only)
+    is migrated to a stdio one, and its frames read as they did."""
+    v2 = FORMATS / "wire-v2.jsonl"
+    old = orjson.loads(v2.read_bytes().split(b"\n", 1)[0])
+    assert old["version"] == 2 and "transport" not in old
+    assert judge(old, "w", 1, ALL) == {**old, "version": 3,
+                                        "transport": {"client": "stdio", "agent": "stdio"}}
+    out = run_tool("frame", str(v2))
+    assert out.returncode == 0 and out.stderr == b""
+    frames = [orjson.loads(x) for x in out.stdout.splitlines()[1:]]
+    assert [f["raw"] for f in frames] == [r["raw"] for r in _lines(v2)[1:-1]]
 
 
 # -- the end record -------------------------------------------------------------------
@@ -119,7 +135,7 @@ def test_acp_tee_ends_its_log_with_an_end_record(tmp_path):
     wire = tmp_path / "w.jsonl"
     record_lockstep(_client_of(WIRE_V1), wire)
     recs = _lines(wire)
-    assert recs[0]["format"] == WIRE and recs[0]["version"] == VERSIONS[WIRE] == 2
+    assert recs[0]["format"] == WIRE and recs[0]["version"] == VERSIONS[WIRE] == 3
     frames = [r for r in recs[1:] if "dir" in r]
     assert recs[-1] == {"end": True, "t": 0, "ended": "1970-01-01T00:00:00.000000Z",
                         "status": 0, "frames": len(frames)}
@@ -206,8 +222,8 @@ def test_every_reader_refuses_a_newer_wire_log(tool, tmp_path):
     r = run_tool(tool, *args.get(tool, (str(newer),)), input=b"", timeout=60)
     assert r.returncode == 2, (r.stdout, r.stderr)
     # the header is the file's first line: some name the file alone, some line 1 too
-    assert re.search(rb"newer\.jsonl(:1)?: a wire log of version 3, newer than this "
-                     rb"acp-pipes reads \(up to 2\): please update acp-pipes\n", r.stderr), r.stderr
+    assert re.search(rb"newer\.jsonl(:1)?: a wire log of version 4, newer than this "
+                     rb"acp-pipes reads \(up to 3\): please update acp-pipes\n", r.stderr), r.stderr
 
 
 def test_asr_readers_refuse_a_newer_asr_stream(tmp_path):

@@ -24,7 +24,7 @@ from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
 from acp_pipes.redact import may_hold_secrets
 from acp_pipes.streams import FRAMES, WIRE, header_format, judge
-from acp_pipes.wire import is_end
+from acp_pipes.wire import is_end, is_event
 
 if TYPE_CHECKING:
     from acp_pipes.align.minted import Minted
@@ -341,7 +341,7 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
                 _framed(b, _numbered(chunk, n, rest), source, warn, direction)
                 return
             if fmt is None:
-                if warn is not None and not is_end(rec):
+                if warn is not None and not is_end(rec) and not is_event(rec):
                     warn(source, n, "not a frame record (needs seq, t, dir), skipped")
                 continue
             judge(rec, source, n, _FRAMED, "a wire log or ACP JSONL")  # raises: no trace

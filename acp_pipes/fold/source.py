@@ -30,7 +30,7 @@ from acp_pipes.jsonl import (
     unparsable,
 )
 from acp_pipes.streams import FOLD, FRAMES, VERSIONS, WIRE, describe, header_format, judge
-from acp_pipes.wire import is_end
+from acp_pipes.wire import is_end, is_event
 
 __all__ = ["FOLD_VERSION", "fold", "fold_header", "fold_paths", "read_source"]
 
@@ -196,6 +196,8 @@ def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
         return fmt
     if mode in (WIRE, FRAMES) and is_end(rec):
         yield "end", rec, number
+        return mode
+    if mode == WIRE and is_event(rec):  # a remote transport's event: no frame
         return mode
     if mode is None:
         raise InputError(source, number,

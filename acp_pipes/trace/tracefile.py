@@ -27,7 +27,7 @@ import orjson
 from acp_pipes.jsonl import InputError, display_name, raw_lines, unparsable
 from acp_pipes.jsonrpc import classify as classify_message
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
-from acp_pipes.wire import A2C, C2A, is_end
+from acp_pipes.wire import A2C, C2A, is_end, is_event
 
 __all__ = ["CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
            "of_session", "open_trace"]
@@ -237,7 +237,7 @@ class TraceReader:
                 if rec.__class__ is not dict:
                     self._skip(number, "not a frame record, skipped")
                     continue
-                if is_end(rec):  # the recorder's end record
+                if is_end(rec) or is_event(rec):  # the recorder's end, a transport's event
                     continue
                 if header_format(rec) is not None:
                     raise InputError(source, number, "a trace is one recorded session, but "
