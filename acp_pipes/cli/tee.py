@@ -24,6 +24,7 @@ Every other tool imports plainly, at the top of its modules.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from acp_pipes.tee import Agent, record, start_agent
@@ -65,7 +66,19 @@ env and headers of MCP servers, the headers of providers/set, the params of auth
 and auth/login (but methodId), the env of terminal/create and of auth methods, and an
 answer to an elicitation form field marked secret (format "password", writeOnly). Within
 a recording one secret gives one token; a redacted frame's hash is of the frame as logged.
---keep-secrets logs them as sent. The peers always get the frames as sent."""
+--keep-secrets logs them as sent. The peers always get the frames as sent.
+
+Remote sides (WebSocket, Streamable HTTP): --connect URL reaches an agent at a ws:// or
+http:// URL instead of starting one (the client stays on stdio; its input's end closes
+the connection once every request is answered); --listen URL serves clients there (one
+agent process per connection, or with --connect a recording reverse proxy); port 0
+picks a free port, said on stderr as "listening on URL". Each connection gets its own
+log (-o FILE: FILE, then FILE-1, FILE-2, ...). WebSocket text frames are relayed and
+logged byte for byte, one message each; binary frames are logged as events and passed
+on between WebSockets only; handshakes and close codes are logged. Headers pass through
+(Authorization, cookies, API keys, Acp-*); their credentials are redacted in the log
+unless --keep-secrets. A listener runs until SIGINT, SIGTERM or SIGHUP; --connect exits
+0 when the agent closed cleanly, 1 otherwise, 126 when it could not be reached."""
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -84,6 +97,17 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-secrets", action="store_true",
                    help="log credentials (MCP env/headers, provider headers, login params, "
                         "secret form answers) as sent (default: redacted)")
+    p.add_argument("--connect", metavar="URL",
+                   help="the agent is at this ws:// or http:// URL (WebSocket or Streamable "
+                        "HTTP) instead of a command")
+    p.add_argument("--listen", metavar="URL",
+                   help="serve clients at this ws:// or http:// URL (127.0.0.1:0 picks a "
+                        "port) instead of stdio; the agent is -- AGENT or --connect URL")
+    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                   help="send this header to the agent (--connect; repeatable)")
+    p.add_argument("--protocol", action="append", default=[], metavar="NAME",
+                   help="offer this WebSocket subprotocol to the agent (--connect without "
+                        "--listen; repeatable)")
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "
@@ -140,6 +164,10 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     from acp_pipes.tee.logfile import DEFAULT, check
 
     agent = list(args.command)  # everything after the first '--' (the runner splits it)
+    if args.listen is not None or args.connect is not None:
+        return _run_remote(args, ctx, agent)
+    if args.header or args.protocol:
+        raise UsageError("--header and --protocol go with --connect")
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
     try:
@@ -176,6 +204,45 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     )
 
 
+def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int:
+    """--listen and --connect: the remote sides (:mod:`acp_pipes.tee.remote`)."""
+    from acp_pipes.cli.runner import UsageError
+    from acp_pipes.tee.logfile import DEFAULT, check
+
+    if args.connect is not None and agent:
+        raise UsageError("--connect URL is the agent: give it or -- AGENT, not both")
+    if args.connect is None and not agent:
+        raise UsageError("--listen needs an agent: --connect URL or -- AGENT [ARGS ...]")
+    if args.script is not None:
+        raise UsageError("--script drives a stdio agent: it does not go with --listen or "
+                         "--connect")
+    from acp_pipes.tee import remote
+
+    try:
+        make_clock(args.clock)
+        check(args.output)
+        headers = remote.headers_from(args.header)
+        for url, listening in ((args.listen, True), (args.connect, False)):
+            if url is not None:
+                remote.parse_url(url, listening=listening)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    log_path, on_log = args.output, None
+    if not log_path:
+        log_path = DEFAULT
+
+        def on_log(path: str) -> None:
+            ctx.note(f"no -o given: recording to {path}")
+    opts = remote.Options(
+        log_path=log_path, clock=args.clock, host=not args.no_host,
+        env={name: os.environ.get(name) for name in args.capture_env},
+        keep_secrets=args.keep_secrets, warn=ctx.note, on_log=on_log, headers=headers,
+        protocols=args.protocol)
+    if args.listen is not None:
+        return remote.listen(args.listen, opts, connect=args.connect, argv=agent)
+    return remote.connect_stdio(args.connect, opts)
+
+
 def make_tool(early: Agent | None = None) -> Tool:
     """acp-tee's declaration for the runner; ``early`` is an agent already started."""
     from acp_pipes.cli.manual import page
@@ -187,6 +254,8 @@ def make_tool(early: Agent | None = None) -> Tool:
                 "logs every frame.",
         example="acp-tee -o session.jsonl -- acp-echo-agent < client.jsonl > agent.jsonl\n"
                 "acp-frame session.jsonl | head\n"
+                "acp-tee -o logs/ --listen ws://127.0.0.1:8080/acp -- acp-echo-agent\n"
+                "acp-tee -o s.jsonl --connect ws://127.0.0.1:8080/acp < client.jsonl\n"
                 "acp-tee --script client.jsonl -o s.jsonl -- acp-echo-agent > /dev/null",
         run=lambda args, ctx: _run(args, ctx, early),
         configure=configure,

@@ -191,11 +191,15 @@ class _GzipSink(Sink):
             self._inner.close()
 
 
-def open_sink(spec: str, argv: Sequence[str], *, now: float | None = None) -> Sink:
-    """Open the log ``-o spec`` names (see the module's docstring). Raises OSError, with
-    a message that says what to do for a FIFO nobody reads, and ValueError for a bad
-    template."""
+def open_sink(spec: str, argv: Sequence[str], *, now: float | None = None,
+              nth: int = 0) -> Sink:
+    """Open the log ``-o spec`` names (see the module's docstring); ``nth`` > 0 is a
+    listener's later connection, whose log a plain FILE names FILE-nth (a new file).
+    Raises OSError, with a message that says what to do for a FIFO nobody reads, and
+    ValueError for a bad template."""
     path, new = resolve(spec, argv, now=now)
+    if nth and not new:
+        path, new = _numbered(path, nth), True
     try:
         fd, path = _open(path, new)
     except OSError as e:

@@ -61,8 +61,10 @@ class _Log:
     def write_header(self, record: dict) -> None:
         self._write(orjson.dumps(record) + b"\n")
 
-    def frames(self, direction: str, frames: Iterable[bytes], nolf: bool = False) -> None:
-        """Log complete frames (bytes without LF) received together, in order."""
+    def frames(self, direction: str, frames: Iterable[bytes], nolf: bool = False,
+               extra: dict | None = None) -> None:
+        """Log complete frames (bytes without LF) received together, in order; ``extra``
+        (a remote transport's ``stream``, ``sseq``, ``sse``) is added to each record."""
         self.said += 1
         if self.sink is None:
             return
@@ -71,9 +73,7 @@ class _Log:
         with self.lock:
             redactor = self.redactor
             if redactor is None and self.redact:  # under the lock: one key per recording
-                from acp_pipes.redact import Redactor  # light: its heavy parts load on use
-
-                redactor = self.redactor = Redactor()
+                redactor = self._redactor()
             wants = None if redactor is None else (
                 redactor.wants_c2a if direction == C2A else redactor.wants_a2c)
             t = self.clock()
@@ -94,14 +94,19 @@ class _Log:
                     if logged is not None:
                         out += dumps(frame_record(seq, t, direction, raw, nolf=nolf,
                                                   redacted=logged,
-                                                  logged_hash=logged_hash(logged)))
+                                                  logged_hash=logged_hash(logged),
+                                                  extra=extra))
                         out += b"\n"
                         seq += 1
                         continue
-                try:  # the common case, inline: the bytes orjson writes for frame_record's
-                    text = raw.decode()  # dict (tests/test_tee.py holds the two equal)
-                except UnicodeDecodeError:
-                    out += dumps(frame_record(seq, t, direction, raw, nolf=nolf))
+                text = None
+                if extra is None:
+                    try:  # the common case, inline: the bytes orjson writes for frame_record's
+                        text = raw.decode()  # dict (tests/test_tee.py holds the two equal)
+                    except UnicodeDecodeError:
+                        pass
+                if text is None:
+                    out += dumps(frame_record(seq, t, direction, raw, nolf=nolf, extra=extra))
                     out += b"\n"
                 else:
                     out += head % (seq, t)
@@ -110,6 +115,30 @@ class _Log:
                 seq += 1
             self.seq = seq
             self._write(out)
+
+    def _redactor(self):  # -> acp_pipes.redact.Redactor, made once (call under the lock)
+        if self.redactor is None:
+            from acp_pipes.redact import Redactor  # light: its heavy parts load on use
+
+            self.redactor = Redactor()
+        return self.redactor
+
+    def token(self, value: str) -> str:
+        """``value`` as the log shows a credential: a redaction token of this recording's
+        key, or as it is when secrets are kept."""
+        if not self.redact:
+            return value
+        with self.lock:
+            return self._redactor().token(value)
+
+    def event(self, record: dict) -> None:
+        """Log an event record (:func:`acp_pipes.wire.event_record`) in its place among
+        the frames. ``record["t"]`` is taken from the log's clock, under the lock."""
+        if self.sink is None:
+            return
+        with self.lock:
+            record["t"] = self.clock()
+            self._write(orjson.dumps(record) + b"\n")
 
     def _write(self, data: bytes) -> None:
         if self.sink is None:

@@ -154,6 +154,20 @@ class Lockstep:
                     self._cond.wait()
             return False
 
+    @property
+    def heard(self) -> int:
+        """How many frames the agent has sent so far."""
+        return self._heard
+
+    def settled(self, timeout: float | None = None) -> bool:
+        """Block until every request sent is answered and every prompt turn is over
+        (what a client whose input has ended waits for before it hangs up); False once
+        the agent's output ended or ``timeout`` seconds passed first."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._closed or not (self._pending or self._turns), timeout
+            ) and not self._closed
+
     def _answerable(self) -> bool:
         if self._version == 1:
             return True

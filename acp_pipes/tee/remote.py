@@ -1,0 +1,738 @@
+"""acp-tee's remote sides: the client or the agent (or both) reached over WebSocket or
+Streamable HTTP (the RFD "Streamable HTTP & WebSocket Transport") instead of stdio.
+
+=================  ===================  ============================================
+client side        agent side           what it is for
+=================  ===================  ============================================
+stdio              ``--connect URL``    an editor that speaks stdio reaches a remote
+                                        agent
+``--listen URL``   ``--connect URL``    a recording reverse proxy
+``--listen URL``   ``-- AGENT ARGS``    a local stdio agent served remotely
+=================  ===================  ============================================
+
+Design choices, and why:
+
+- aiohttp for both sides of both transports: one well-kept library with a WebSocket
+  client and server and an HTTP client and server (SSE is a response body), on asyncio.
+  It is imported only here, so the stdio path (:mod:`acp_pipes.tee`) keeps its start-up.
+- A frame is relayed as it came: a WebSocket text frame's payload is sent on as the
+  same bytes (aiohttp checks that a text frame is UTF-8; ``str.encode`` of that text
+  gives the bytes back exactly), a stdio line becomes one text frame without its LF and
+  a text frame one stdio line. Binary frames are no ACP messages (the RFD: ignored):
+  they are logged as ``ws-binary`` events and passed on as binary frames between two
+  WebSocket sides, never to stdio.
+- The log is :mod:`acp_pipes.tee.pump`'s writer: each frame is logged before it is
+  forwarded, a log failure is said once and the session goes on, secrets are redacted
+  in the log only. Handshakes, closes (code and reason), HTTP requests and statuses are
+  event records (:func:`acp_pipes.wire.event_record`); header values that carry
+  credentials are logged as tokens.
+- Headers pass through a proxy both ways but for the hop-by-hop ones and the WebSocket
+  handshake's own: ``Authorization``, cookies, API keys and ``Acp-*`` reach the agent,
+  ``Acp-Connection-Id`` and ``Set-Cookie`` the client; subprotocols are offered upstream
+  as the client offered them and the one the agent chose is the one the client gets.
+- One log per connection to a listener (a listener serves many): ``-o FILE`` is the
+  first connection's log, and later ones go to FILE-1, FILE-2, ... (as a taken name
+  does for ``DIR/`` and templates).
+- Where stdio input ends (``--connect`` with a stdio client), the agent's connection is
+  closed (1000) once every request sent has been answered and every prompt turn is over
+  (:class:`acp_pipes.tee.script.Lockstep`), or after ``GRACE`` seconds without a frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+from acp_pipes.errors import Note
+from acp_pipes.tee.logfile import open_sink, write_all
+from acp_pipes.tee.pump import _Log
+from acp_pipes.wire import A2C, C2A, event_record, header, make_clock
+
+__all__ = ["GRACE", "connect_stdio", "listen", "parse_url"]
+
+#: Seconds of silence after which a session whose client input ended is closed anyway,
+#: and a closing agent process is signalled (then killed as long again later).
+GRACE = 5.0
+_READ = 65536
+
+#: Request and response headers never passed on: hop-by-hop, or the handshake's own.
+_HOP = frozenset({
+    "host", "connection", "keep-alive", "proxy-connection", "te", "trailer",
+    "transfer-encoding", "upgrade", "content-length", "content-encoding",
+    "sec-websocket-key", "sec-websocket-version", "sec-websocket-accept",
+    "sec-websocket-extensions", "sec-websocket-protocol", "accept-encoding", "date",
+    "server",
+})
+#: Header (and query parameter) names whose values are credentials, logged as tokens.
+_SECRET_NAMES = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie",
+                           "x-api-key", "api-key", "apikey", "x-auth-token"})
+_SECRET_PARTS = ("token", "secret", "api-key", "api_key", "apikey", "password")
+
+
+class UrlError(ValueError):
+    """A --listen or --connect URL acp-tee cannot use."""
+
+
+def parse_url(url: str, *, listening: bool) -> tuple[str, str, int, str]:
+    """``(scheme, host, port, path)`` of a ``ws://`` or ``http://`` URL (``wss``/``https``
+    to connect only). A listener binds loopback or the host named; port 0 picks one."""
+    parts = urlsplit(url)
+    schemes = ("ws", "http") if listening else ("ws", "wss", "http", "https")
+    if parts.scheme not in schemes:
+        raise UrlError(f"{url!r}: expected a {' or '.join(s + '://' for s in schemes)} URL")
+    if not parts.hostname:
+        raise UrlError(f"{url!r}: no host")
+    try:
+        port = parts.port
+    except ValueError as e:
+        raise UrlError(f"{url!r}: {e}") from None
+    if port is None:
+        port = 443 if parts.scheme in ("wss", "https") else 80
+    return parts.scheme, parts.hostname, port, parts.path or "/"
+
+
+def is_secret(name: str) -> bool:
+    low = name.lower()
+    return low in _SECRET_NAMES or any(p in low for p in _SECRET_PARTS)
+
+
+def logged_headers(headers, log: _Log) -> list[list[str]]:
+    """Headers as the log keeps them: ``[name, value]`` pairs in order, credentials as
+    tokens (unless secrets are kept)."""
+    return [[k, log.token(v) if is_secret(k) else v] for k, v in headers.items()]
+
+
+def logged_url(url: str, log: _Log) -> str:
+    """``url`` with the values of credential-named query parameters and any password
+    logged as tokens."""
+    parts = urlsplit(url)
+    if not parts.query and not parts.password:
+        return url
+    query = urlencode([(k, log.token(v) if is_secret(k) else v)
+                       for k, v in parse_qsl(parts.query, keep_blank_values=True)])
+    netloc = parts.netloc
+    if parts.password:
+        netloc = netloc.replace(":" + parts.password + "@", ":" + log.token(parts.password)
+                                + "@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def passed_headers(headers) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers.items() if k.lower() not in _HOP]
+
+
+# -- the sides: each receives and sends frames -----------------------------------------
+
+
+class Closed:
+    """The end of a side: how it ended (a WebSocket close code and reason, or EOF)."""
+
+    def __init__(self, code: int | None = None, reason: str = "", how: str = "eof"):
+        self.code = code
+        self.reason = reason
+        self.how = how
+
+
+class Binary:
+    """A binary WebSocket frame: no ACP message, passed on as it is."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+class _FdReader:
+    """Frames (lines without LF) read from a fd by a thread into an asyncio queue: a
+    regular file, a pipe or a tty alike (asyncio's pipe transports take pipes only).
+    Items: ``(bytes, nolf)``, then a :class:`Closed`."""
+
+    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop):
+        self.fd = fd
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.loop = loop
+        threading.Thread(target=self._run, name=f"acp-tee read {fd}", daemon=True).start()
+
+    def _put(self, item) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: the session is over
+            pass
+
+    def _run(self) -> None:
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(self.fd, _READ)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            pending += chunk
+            if b"\n" not in chunk:
+                continue
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self._put((line, False))
+        if pending:
+            self._put((pending, True))
+        self._put(Closed())
+
+    async def recv(self):
+        return await self.queue.get()
+
+
+class StdioClient:
+    """The client on stdin/stdout (``--connect`` without ``--listen``)."""
+
+    kind = "stdio"
+
+    def __init__(self, in_fd: int, out_fd: int, warn: Note):
+        self.reader = _FdReader(in_fd, asyncio.get_running_loop())
+        self.out_fd = out_fd
+        self.warn = warn
+        self.gone = False
+        self._binary_said = False
+
+    async def recv(self):
+        return await self.reader.recv()
+
+    async def send(self, item) -> bool:
+        if isinstance(item, Binary):
+            if not self._binary_said:
+                self._binary_said = True
+                self.warn("the agent sent a binary WebSocket frame: stdio cannot carry it "
+                          "(logged, not passed on)")
+            return False
+        if self.gone:
+            return False
+        data, nolf = item
+        try:
+            await asyncio.to_thread(write_all, self.out_fd, data if nolf else data + b"\n")
+        except OSError:
+            self.gone = True
+            return False
+        return True
+
+    async def close(self, code: int | None = None, reason: str = "") -> None:
+        return None
+
+
+class ProcessAgent:
+    """A local stdio agent behind a listener: started in its own process group, its
+    stdin closed at the end, then signalled and killed after bounded waits."""
+
+    kind = "stdio"
+
+    def __init__(self, argv: Sequence[str], warn: Note, stderr_fd: int | None = None):
+        from acp_pipes.tee import spawn
+
+        self.pid, self.stdin, self.stdout = spawn(argv, stderr_fd)
+        self.reader = _FdReader(self.stdout, asyncio.get_running_loop())
+        self.warn = warn
+        self.status: int | None = None
+        self.signal: int | None = None
+        self._stdin_open = True
+
+    async def recv(self):
+        return await self.reader.recv()
+
+    async def send(self, item) -> bool:
+        if isinstance(item, Binary) or not self._stdin_open:
+            return False
+        data, nolf = item
+        try:
+            await asyncio.to_thread(write_all, self.stdin, data if nolf else data + b"\n")
+        except OSError:
+            return False
+        return True
+
+    async def close(self, code: int | None = None, reason: str = "") -> None:
+        if self._stdin_open:
+            self._stdin_open = False
+            os.close(self.stdin)
+
+    async def end(self) -> None:
+        """Wait for the agent to exit after its stdin was closed (GRACE, then SIGTERM to
+        its group, GRACE, then SIGKILL); its exit status in ``status``."""
+        await self.close()
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                try:
+                    os.killpg(self.pid, sig)
+                except OSError:
+                    pass
+            try:
+                status = await asyncio.wait_for(asyncio.to_thread(os.waitpid, self.pid, 0),
+                                                GRACE if sig != signal.SIGKILL else None)
+            except TimeoutError:
+                continue
+            code = os.waitstatus_to_exitcode(status[1])
+            self.status = 128 - code if code < 0 else code
+            self.signal = -code if code < 0 else None
+            break
+        try:
+            os.close(self.stdout)
+        except OSError:
+            pass
+
+
+class WsSide:
+    """One WebSocket, either end (aiohttp's client and server sockets share the API)."""
+
+    kind = "ws"
+
+    def __init__(self, ws, side: str, warn: Note):
+        self.ws = ws
+        self.side = side  # who is at the other end: "client" or "agent"
+        self.warn = warn
+
+    async def recv(self):
+        msg = await self.ws.receive()
+        if msg.type is WSMsgType.TEXT:
+            return msg.data.encode("utf-8"), False
+        if msg.type is WSMsgType.BINARY:
+            return Binary(msg.data)
+        if msg.type is WSMsgType.CLOSE:
+            return Closed(msg.data, msg.extra or "", "close")
+        if msg.type is WSMsgType.ERROR:
+            return Closed(1006, f"{type(msg.data).__name__}: {msg.data}", "error")
+        # CLOSING/CLOSED: acp-tee closed it (the peer's answer is read by that close),
+        # or the transport went away
+        for _ in range(100):
+            if self.ws.closed:
+                break
+            await asyncio.sleep(0.05)
+        return Closed(self.ws.close_code, "", "closed")
+
+    async def send(self, item) -> bool:
+        if self.ws.closed:
+            return False
+        try:
+            if isinstance(item, Binary):
+                await self.ws.send_frame(item.data, WSMsgType.BINARY)
+                return True
+            data, _nolf = item
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                self.warn(f"a frame for the {self.side} is not UTF-8: a WebSocket text "
+                          "frame cannot carry it (logged, not passed on)")
+                return False
+            await self.ws.send_frame(data, WSMsgType.TEXT)
+        except (ConnectionError, RuntimeError, aiohttp.ClientError):
+            return False
+        return True
+
+    async def close(self, code: int | None = None, reason: str = "") -> None:
+        if code in (None, 1005, 1006, 1015) or not (1000 <= code < 5000):
+            code = 1000  # not to be sent in a close frame: the end was not a clean close
+        try:
+            await self.ws.close(code=code, message=reason.encode("utf-8")[:123])
+        except (ConnectionError, RuntimeError, aiohttp.ClientError):
+            pass
+
+
+# -- a session: two sides and the log ---------------------------------------------------
+
+
+def open_log(spec: str | None, name: Sequence[str], nth: int, warn: Note, tick,
+             redact: bool, on_open: Note | None):
+    """The log of a listener's ``nth`` connection (see the module's docstring)."""
+    sink = None
+    if spec is not None:
+        try:
+            sink = open_sink(spec, name, nth=nth)
+        except OSError as e:
+            warn(f"cannot write the log {e.filename or spec}: {e.strerror or e}; "
+                 "the session goes on unrecorded")
+        else:
+            if on_open is not None:
+                on_open(sink.path)
+    return _Log(sink, tick, redact, warn)
+
+
+async def relay(client, agent, log: _Log, *, input_ends_session: bool) -> Closed:
+    """Relay frames both ways until one side ends; returns how the agent side ended.
+
+    ``input_ends_session`` (a stdio client): the client's EOF closes the agent's side
+    once every request is answered (or after GRACE seconds of silence); otherwise a
+    client's close is passed on at once, with its code and reason.
+    """
+    from acp_pipes.tee.script import Lockstep
+
+    track = Lockstep()
+    ended: list[Closed] = []
+
+    async def client_to_agent() -> None:
+        while True:
+            item = await client.recv()
+            if isinstance(item, Closed):
+                break
+            if isinstance(item, Binary):
+                log.event(event_record(0, "ws-binary", "client", **_bytes_field(item.data)))
+            else:
+                log.frames(C2A, [item[0]], nolf=item[1])
+                track.sending(item[0])
+            await agent.send(item)
+        if client.kind == "ws":
+            log.event(event_record(0, "ws-close", "client", code=item.code,
+                                   reason=item.reason))
+        if input_ends_session:
+            await _answered(track)
+        await agent.close(item.code, item.reason)
+
+    async def agent_to_client() -> Closed:
+        while True:
+            item = await agent.recv()
+            if isinstance(item, Closed):
+                break
+            if isinstance(item, Binary):
+                log.event(event_record(0, "ws-binary", "agent", **_bytes_field(item.data)))
+            else:
+                log.frames(A2C, [item[0]], nolf=item[1])
+                track.received([item[0]])
+            await client.send(item)
+        track.close()
+        if agent.kind == "ws":
+            log.event(event_record(0, "ws-close", "agent", code=item.code,
+                                   reason=item.reason))
+        ended.append(item)
+        await client.close(item.code, item.reason)
+        return item
+
+    up = asyncio.ensure_future(client_to_agent())
+    down = asyncio.ensure_future(agent_to_client())
+    try:
+        await down
+    finally:
+        if not up.done():
+            up.cancel()
+        try:
+            await up
+        except (asyncio.CancelledError, Exception):
+            pass
+    return ended[0]
+
+
+async def _answered(track) -> None:
+    """Until every request sent is answered and every turn is over (then the agent's
+    side may close), or GRACE seconds pass without a frame from the agent."""
+    while True:
+        heard = track.heard
+        if await asyncio.to_thread(track.settled, GRACE) or track.heard == heard:
+            return
+
+
+def _bytes_field(data: bytes) -> dict:
+    """A binary frame's bytes as the log keeps them: base64, whatever they hold."""
+    import base64
+
+    return {"raw_b64": base64.b64encode(data).decode("ascii")}
+
+
+# -- stdio client, remote agent -----------------------------------------------------------
+
+
+class Options:
+    """What a remote acp-tee run was asked for (the CLI's options)."""
+
+    def __init__(self, *, log_path: str | None, clock: str = "system", host: bool = True,
+                 env: dict | None = None, keep_secrets: bool = False,
+                 warn: Note | None = None, on_log: Note | None = None,
+                 headers: Sequence[tuple[str, str]] = (), protocols: Sequence[str] = (),
+                 stderr_fd: int | None = None, on_listen: Note | None = None):
+        self.log_path = log_path
+        self.clock = clock
+        self.tick = make_clock(clock)
+        self.host = host
+        self.env = env or {}
+        self.keep_secrets = keep_secrets
+        self.warn = warn or (lambda m: print(f"acp-tee: {m}", file=sys.stderr))
+        self.on_log = on_log
+        self.headers = list(headers)
+        self.protocols = list(protocols)
+        self.stderr_fd = stderr_fd
+        self.on_listen = on_listen
+
+    def log(self, argv: Sequence[str], nth: int, transport: dict) -> _Log:
+        log = open_log(self.log_path, argv or ["remote"], nth, self.warn, self.tick,
+                       not self.keep_secrets, self.on_log)
+        log.write_header(header(argv, started_ns=self.tick(), clock=self.clock,
+                                host=self.host, env=self.env,
+                                keep_secrets=self.keep_secrets, transport=transport))
+        return log
+
+
+def connect_stdio(url: str, opts: Options, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+    """``acp-tee --connect URL``: the client on stdio, the agent at ``url``. Returns the
+    exit status: 0 when the agent's side closed cleanly (1000, or after the client's
+    input ended), 1 when it closed otherwise, 126 when it could not be reached."""
+    scheme = parse_url(url, listening=False)[0]
+    if scheme in ("http", "https"):
+        from acp_pipes.tee.http import connect_stdio as http_connect
+
+        return asyncio.run(_with_signals(http_connect(url, opts, stdin_fd, stdout_fd)))
+    return asyncio.run(_with_signals(_connect_ws_stdio(url, opts, stdin_fd, stdout_fd)))
+
+
+#: The signal that stopped this process's remote session, if one did.
+_SIGNALLED: list[int] = []
+
+
+def _stopped_by() -> int | None:
+    return _SIGNALLED[0] if _SIGNALLED else None
+
+
+async def _with_signals(work):
+    """Run ``work`` until it ends or SIGINT/SIGTERM/SIGHUP arrives (then it is
+    cancelled, and ends its log); the status is 128+N for signal N."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    got = _SIGNALLED
+
+    def stop(sig: int) -> None:
+        if not got:
+            got.append(sig)
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(sig, stop, sig)
+        except (ValueError, RuntimeError):  # not the main thread
+            pass
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if got:
+            return 128 + got[0]
+        raise
+
+
+async def _connect_ws_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) -> int:
+    transport = {"client": "stdio", "agent": "ws", "connect": url}
+    log = opts.log([], 0, transport)
+    status = 126
+    try:
+        async with aiohttp.ClientSession() as http:
+            agent = await _open_ws(http, url, opts.headers, opts.protocols, log, opts.warn)
+            if agent is None:
+                return status
+            client = StdioClient(stdin_fd, stdout_fd, opts.warn)
+            try:
+                closed = await relay(client, agent, log, input_ends_session=True)
+            except asyncio.CancelledError:
+                status = 128 + (_stopped_by() or signal.SIGINT)
+                await agent.close(1001, "acp-tee was interrupted")
+                raise
+            status = 0 if closed.code in (1000, 1001, None) else 1
+    finally:
+        log.end(status, None)
+    return status
+
+
+async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, log: _Log,
+                   warn: Note) -> WsSide | None:
+    """Connect to the agent's WebSocket, logging the handshake (``ws-open``, or the
+    status it was refused with); None, said, when it cannot be reached."""
+    shown = logged_url(url, log)
+    try:
+        ws = await http.ws_connect(url, headers=headers, protocols=protocols,
+                                   max_msg_size=0, autoping=True, compress=0)
+    except aiohttp.WSServerHandshakeError as e:
+        log.event(event_record(0, "ws-open", "agent", url=shown, status=e.status,
+                               request=logged_headers(_headers(headers), log),
+                               response=logged_headers(e.headers or {}, log)))
+        warn(f"cannot connect to {shown}: the agent answered {e.status} {e.message}")
+        return None
+    except (aiohttp.ClientError, OSError, TimeoutError) as e:
+        log.event(event_record(0, "ws-open", "agent", url=shown, status=None,
+                               error=str(e) or type(e).__name__))
+        warn(f"cannot connect to {shown}: {_why(e)}")
+        return None
+    log.event(event_record(0, "ws-open", "agent", url=shown, status=101,
+                           protocol=ws.protocol,
+                           request=logged_headers(_headers(headers), log),
+                           response=logged_headers(ws._response.headers, log)))
+    return WsSide(ws, "agent", warn)
+
+
+def _headers(pairs):
+    from multidict import CIMultiDict
+
+    return CIMultiDict(pairs)
+
+
+def _why(e: BaseException) -> str:
+    inner = getattr(e, "os_error", None) or e.__cause__ or e
+    return getattr(inner, "strerror", None) or str(inner) or type(inner).__name__
+
+
+# -- the listener ---------------------------------------------------------------------------
+
+
+def listen(url: str, opts: Options, *, connect: str | None = None,
+           argv: Sequence[str] = ()) -> int:
+    """``acp-tee --listen URL``: serve clients at ``url`` (WebSocket; and Streamable HTTP
+    for an ``http://`` URL), each connection relayed to ``connect`` or to a new
+    ``argv`` agent process, and logged. Runs until SIGINT, SIGTERM or SIGHUP (then
+    every open connection is closed with 1001 and its log ended); returns 0 then."""
+    return asyncio.run(_with_signals(_listen(url, opts, connect, list(argv))))
+
+
+class Listener:
+    """The state of one listener: its connections, counted for their logs' names."""
+
+    def __init__(self, url: str, opts: Options, connect: str | None, argv: list[str]):
+        self.url = url
+        self.opts = opts
+        self.connect = connect
+        self.argv = argv
+        self.count = 0
+        self.http: aiohttp.ClientSession | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.live: set = set()  # WsSide of clients still connected
+        self.scheme, _host, _port, self.path = parse_url(url, listening=True)
+
+    def transport(self, kind: str) -> dict:
+        t = {"client": kind, "listen": self.url}
+        if self.connect is not None:
+            t["agent"] = "http" if self.connect.startswith("http") else "ws"
+            t["connect"] = self.connect
+        else:
+            t["agent"] = "stdio"
+        return t
+
+    def next_log(self, kind: str) -> _Log:
+        nth = self.count
+        self.count += 1
+        return self.opts.log(self.argv, nth, self.transport(kind))
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "GET" and request.headers.get("Upgrade", "").lower() == "websocket":
+            return await self.websocket(request)
+        if self.scheme == "http":
+            from acp_pipes.tee.http import handle as http_handle
+
+            return await http_handle(self, request)
+        return web.Response(status=426, text="this endpoint speaks WebSocket only\n",
+                            headers={"Upgrade": "websocket"})
+
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        self.tasks.add(task)
+        try:
+            return await self._websocket(request)
+        finally:
+            self.tasks.discard(task)
+
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        opts = self.opts
+        log = self.next_log("ws")
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")
+                   if p.strip()]
+        log.event(event_record(0, "ws-open", "client", url=logged_url(str(request.url), log),
+                               status=None, protocols=offered,
+                               request=logged_headers(request.headers, log)))
+        agent, chosen, extra = None, None, {}
+        status: int = 0
+        sig = None
+        try:
+            if self.connect is not None:
+                up = self.connect
+                if request.query_string:
+                    up += ("&" if "?" in up else "?") + request.query_string
+                agent = await _open_ws(self.http, up, passed_headers(request.headers)
+                                       + opts.headers, offered or opts.protocols, log,
+                                       opts.warn)
+                if agent is None:
+                    status = 126
+                    return web.Response(status=502, text="the agent cannot be reached\n")
+                chosen = agent.ws.protocol
+                extra = {k: v for k, v in passed_headers(agent.ws._response.headers)
+                         if k.lower().startswith("acp-") or k.lower() == "set-cookie"}
+            else:
+                try:
+                    agent = ProcessAgent(self.argv, opts.warn, opts.stderr_fd)
+                except (OSError, ValueError) as e:
+                    opts.warn(f"cannot run {self.argv[0]}: {getattr(e, 'strerror', None) or e}")
+                    status = 127 if isinstance(e, FileNotFoundError) else 126
+                    return web.Response(status=502, text="the agent cannot be run\n")
+                extra = {"Acp-Connection-Id": str(uuid.uuid4())}
+            ws = web.WebSocketResponse(protocols=[chosen] if chosen else (),
+                                       max_msg_size=0, autoping=True, compress=False)
+            for k, v in extra.items():
+                ws.headers.add(k, v)
+            await ws.prepare(request)
+            log.event(event_record(0, "ws-accept", "client", status=101,
+                                   protocol=ws.ws_protocol,
+                                   response=logged_headers(ws.headers, log)))
+            client = WsSide(ws, "client", opts.warn)
+            self.live.add(client)
+            try:
+                closed = await relay(client, agent, log, input_ends_session=False)
+                status = 0 if closed.code in (1000, 1001, None) else 1
+            except asyncio.CancelledError:
+                status = 128 + (_stopped_by() or signal.SIGINT)
+                await client.close(1001, "acp-tee is shutting down")
+                await agent.close(1001, "acp-tee is shutting down")
+                raise
+            finally:
+                self.live.discard(client)
+            return ws
+        finally:
+            if isinstance(agent, ProcessAgent):
+                await agent.close()
+                await asyncio.shield(agent.end())
+                status, sig = agent.status if agent.status is not None else status, agent.signal
+            log.end(status, sig)
+
+
+async def _listen(url: str, opts: Options, connect: str | None, argv: list[str]) -> int:
+    listener = Listener(url, opts, connect, argv)
+    _scheme, host, port, path = parse_url(url, listening=True)
+    app = web.Application(client_max_size=0)
+    app.router.add_route("*", path, listener.handle)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None,
+                           shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as e:
+        opts.warn(f"cannot listen on {url}: {e.strerror or e}")
+        await runner.cleanup()
+        return 2
+    real = site._server.sockets[0].getsockname()[1]  # port 0: the one the system chose
+    shown = urlunsplit((_scheme, f"{host}:{real}", path, "", ""))
+    (opts.on_listen or opts.warn)(f"listening on {shown}")
+    listener.http = aiohttp.ClientSession()
+    try:
+        await asyncio.Event().wait()  # until a signal cancels it
+    finally:
+        for task in list(listener.tasks):
+            task.cancel()
+        if listener.tasks:
+            await asyncio.wait(list(listener.tasks), timeout=GRACE * 2 + 2)
+        await listener.http.close()
+        await runner.cleanup()
+    return 0
+
+
+def headers_from(values: Sequence[str]) -> list[tuple[str, str]]:
+    """``--header 'Name: value'`` options as pairs; ValueError for one without a colon."""
+    out = []
+    for v in values:
+        name, colon, value = v.partition(":")
+        if not colon or not name.strip():
+            raise ValueError(f"--header needs 'Name: value', got {v!r}")
+        out.append((name.strip(), value.strip()))
+    return out
+
