@@ -293,6 +293,7 @@ class WsSide:
         self.ws = ws
         self.side = side  # who is at the other end: "client" or "agent"
         self.warn = warn
+        self._closing: asyncio.Event | None = None  # set once acp-tee's close is done
 
     async def recv(self):
         msg = await self.ws.receive()
@@ -300,16 +301,17 @@ class WsSide:
             return msg.data.encode("utf-8"), False
         if msg.type is WSMsgType.BINARY:
             return Binary(msg.data)
-        if msg.type is WSMsgType.CLOSE:
-            return Closed(msg.data, msg.extra or "", "close")
+        if msg.type is WSMsgType.CLOSE:  # code null: a close frame that carried none
+            return Closed(msg.data or None, msg.extra or "", "close")
         if msg.type is WSMsgType.ERROR:
             return Closed(1006, f"{type(msg.data).__name__}: {msg.data}", "error")
-        # CLOSING/CLOSED: acp-tee closed it (the peer's answer is read by that close),
-        # or the transport went away
-        for _ in range(100):
-            if self.ws.closed:
-                break
-            await asyncio.sleep(0.05)
+        # CLOSING/CLOSED: acp-tee closed it (the peer's answering close frame is read
+        # by that close: its code once it is done), or the transport went away
+        if self._closing is not None:
+            try:
+                await asyncio.wait_for(self._closing.wait(), GRACE)
+            except TimeoutError:
+                pass
         return Closed(self.ws.close_code, "", "closed")
 
     async def send(self, item) -> bool:
@@ -334,10 +336,14 @@ class WsSide:
     async def close(self, code: int | None = None, reason: str = "") -> None:
         if code in (None, 1005, 1006, 1015) or not (1000 <= code < 5000):
             code = 1000  # not to be sent in a close frame: the end was not a clean close
+        if self._closing is None:
+            self._closing = asyncio.Event()
         try:
             await self.ws.close(code=code, message=reason.encode("utf-8")[:123])
         except (ConnectionError, RuntimeError, aiohttp.ClientError):
             pass
+        finally:
+            self._closing.set()
 
 
 # -- a session: two sides and the log ---------------------------------------------------
@@ -638,7 +644,9 @@ class Listener:
         log = self.next_log("ws")
         offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")
                    if p.strip()]
-        log.event(event_record(0, "ws-open", "client", url=logged_url(str(request.url), log),
+        here = urlunsplit((self.scheme.replace("http", "ws"), request.host,
+                           request.path, request.query_string, ""))
+        log.event(event_record(0, "ws-open", "client", url=logged_url(here, log),
                                status=None, protocols=offered,
                                request=logged_headers(request.headers, log)))
         agent, chosen, extra = None, None, {}
@@ -715,7 +723,10 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
     (opts.on_listen or opts.warn)(f"listening on {shown}")
     listener.http = aiohttp.ClientSession()
     try:
-        await asyncio.Event().wait()  # until a signal cancels it
+        await asyncio.Event().wait()  # until a signal cancels it: the listener's end
+    except asyncio.CancelledError:
+        if not _SIGNALLED:
+            raise
     finally:
         for task in list(listener.tasks):
             task.cancel()

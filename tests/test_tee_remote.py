@@ -1,0 +1,382 @@
+"""acp-tee's remote sides over WebSocket, against real peers on loopback: acpremote (a
+non-RFD WebSocket server of any stdio agent, at /acp/ws), the official TypeScript
+SDK's ws-client, aiohttp as a bare WebSocket client that sends what no SDK would, and
+acp-tee itself on the other end of a chain. Every byte compared as bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import orjson
+import pytest
+
+from tests.conftest import REPO, run_tool, tool_argv, tool_env
+
+CLIENTS = REPO / "tests" / "clients"
+NODE = shutil.which("node")
+ACPREMOTE = shutil.which("acpremote") or str(Path(sys.executable).parent / "acpremote")
+WIRE_V1 = REPO / "tests" / "fixtures" / "formats" / "wire-v1.jsonl"
+SECRET = "sk-live-0123456789abcdef"
+
+
+def _lines(path: Path) -> list[dict]:
+    return [orjson.loads(x) for x in path.read_bytes().splitlines()]
+
+
+def _client_frames() -> bytes:
+    """The client's side of the echo session of the format fixtures, as stdin bytes."""
+    return b"".join(r["raw"].encode() + b"\n" for r in _lines(WIRE_V1)[1:]
+                    if r.get("dir") == "c2a")
+
+
+def _frames(log: Path) -> list[tuple]:
+    return [(r["seq"], r["dir"], r["raw"]) for r in _lines(log) if "dir" in r]
+
+
+def _events(log: Path, kind: str | None = None) -> list[dict]:
+    return [r for r in _lines(log) if "event" in r and (kind is None or r["event"] == kind)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else proc.returncode
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+class Server:
+    """A real server process on loopback, ended with SIGTERM."""
+
+    def __init__(self, argv: list[str], port: int | None = None):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=tool_env())
+        self.stderr = b""
+        if port is None:  # acp-tee --listen on port 0 says where it listens
+            line = self.proc.stderr.readline()
+            assert b"listening on " in line, line + self.proc.stderr.read()
+            self.url = line.split(b"listening on ", 1)[1].strip().decode()
+        else:
+            _wait_port(port, self.proc)
+            self.url = f"ws://127.0.0.1:{port}/acp/ws"
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _out, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _out, err = self.proc.communicate()
+        self.stderr += err
+        return self.proc.returncode
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def acpremote(*extra: str) -> Server:
+    """acpremote serving the echo agent (a real WebSocket peer not written to the RFD)."""
+    port = _free_port()
+    return Server([ACPREMOTE, "expose", "--host", "127.0.0.1", "--port", str(port), *extra,
+                   "--", *tool_argv("echo-agent")], port)
+
+
+def listener(log: Path, *agent: str, extra: tuple[str, ...] = ()) -> Server:
+    """acp-tee --listen on a free port in front of ``agent`` (``--connect URL`` or a
+    command)."""
+    argv = tool_argv("tee", "-o", str(log), "--clock", "epoch", "--no-host", *extra,
+                     "--listen", "ws://127.0.0.1:0/acp")
+    if agent and agent[0] == "--connect":
+        argv += list(agent)
+    else:
+        argv += ["--", *(agent or tool_argv("echo-agent"))]
+    return Server(argv)
+
+
+def tee_connect(url: str, log: Path, stdin: bytes, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(tool_argv("tee", "-o", str(log), "--clock", "epoch", "--no-host",
+                                    *extra, "--connect", url),
+                          input=stdin, capture_output=True, env=tool_env(), timeout=120)
+
+
+def tee_stdio(log: Path, stdin: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run(tool_argv("tee", "-o", str(log), "--clock", "epoch", "--no-host",
+                                    "--", *tool_argv("echo-agent")),
+                          input=stdin, capture_output=True, env=tool_env(), timeout=120)
+
+
+# -- stdio client, remote agent --------------------------------------------------------
+
+
+def test_connect_to_acpremote_is_the_stdio_session(tmp_path):
+    """An editor on stdio reaching the echo agent served by acpremote gets the bytes it
+    gets from the agent on stdio, and the log holds the same frames, which convert,
+    replay and align as the stdio recording's do."""
+    stdin = _client_frames()
+    local = tee_stdio(tmp_path / "stdio.jsonl", stdin)
+    assert local.returncode == 0, local.stderr
+    with acpremote() as server:
+        r = tee_connect(server.url, tmp_path / "ws.jsonl", stdin)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == local.stdout  # the client's view, byte for byte
+    ws, stdio = tmp_path / "ws.jsonl", tmp_path / "stdio.jsonl"
+    head = _lines(ws)[0]
+    assert head["version"] == 3
+    assert head["transport"] == {"client": "stdio", "agent": "ws", "connect": server.url}
+    # each direction's frames as sent, in order (the interleaving is the network's)
+    for d in ("c2a", "a2c"):
+        assert [f[2] for f in _frames(ws) if f[1] == d] == \
+            [f[2] for f in _frames(stdio) if f[1] == d]
+    # the client's frames are the bytes of its stdin lines; the agent's, of its stdout
+    got = [f[2].encode() + b"\n" for f in _frames(ws) if f[1] == "c2a"]
+    assert b"".join(got) == stdin
+    assert b"".join(f[2].encode() + b"\n" for f in _frames(ws) if f[1] == "a2c") == r.stdout
+    opened = _events(ws, "ws-open")
+    assert [(e["side"], e["status"]) for e in opened] == [("agent", 101)]
+    assert [(e["side"], e["code"]) for e in _events(ws, "ws-close")] == [("agent", 1000)]
+    assert _lines(ws)[-1] == {"end": True, "t": 0, "ended": "1970-01-01T00:00:00.000000Z",
+                              "status": 0, "frames": len(_frames(ws))}
+    # every reader takes it as a stdio recording
+    asr_ws, asr_stdio = run_tool("asr", str(ws)), run_tool("asr", str(stdio))
+    assert asr_ws.returncode == 0 and asr_ws.stderr == b"", asr_ws.stderr
+    assert asr_ws.stdout == asr_stdio.stdout
+    for tool in ("frame", "fold"):
+        out = run_tool(tool, str(ws))
+        assert out.returncode == 0 and out.stderr == b"", (tool, out.stderr)
+    replayed = run_tool("replay", "--emit", "a2c", str(ws))
+    assert replayed.returncode == 0 and replayed.stdout == local.stdout
+    aligned = run_tool("align", str(ws), str(stdio))
+    assert aligned.returncode == 0, aligned.stdout
+    viewed = run_tool("view", str(ws), "-o", str(tmp_path / "ws.html"))
+    assert viewed.returncode == 0 and viewed.stderr == b"", viewed.stderr
+
+
+def test_an_unreachable_agent_is_said_and_logged(tmp_path):
+    port = _free_port()  # nothing listens there
+    url = f"ws://127.0.0.1:{port}/acp"
+    r = tee_connect(url, tmp_path / "w.jsonl", _client_frames())
+    assert r.returncode == 126
+    assert r.stderr.startswith(b"acp-tee: cannot connect to " + url.encode() + b": ")
+    recs = _lines(tmp_path / "w.jsonl")
+    assert recs[1]["event"] == "ws-open" and recs[1]["status"] is None
+    assert recs[-1]["end"] is True and recs[-1]["status"] == 126
+
+
+def test_credentials_pass_through_and_are_redacted_in_the_log(tmp_path):
+    """acpremote refuses a client without its bearer token; with --header the token
+    reaches it (the session runs), and the log holds a redaction token in its place."""
+    stdin = _client_frames()
+    with acpremote("--bearer-token", SECRET) as server:
+        refused = tee_connect(server.url, tmp_path / "no.jsonl", stdin)
+        auth = ("--header", f"Authorization: Bearer {SECRET}")
+        ok = tee_connect(server.url, tmp_path / "yes.jsonl", stdin, *auth)
+        kept = tee_connect(server.url, tmp_path / "kept.jsonl", stdin, *auth, "--keep-secrets")
+    assert refused.returncode == 126 and b"401" in refused.stderr
+    assert _events(tmp_path / "no.jsonl", "ws-open")[0]["status"] == 401
+    assert ok.returncode == 0 and ok.stdout.count(b"\n") == 36, ok.stderr
+    log = (tmp_path / "yes.jsonl").read_bytes()
+    assert SECRET.encode() not in log
+    sent = dict(_events(tmp_path / "yes.jsonl", "ws-open")[0]["request"])
+    assert sent["Authorization"].startswith("<redacted hmac-blake3:")
+    assert kept.returncode == 0
+    assert dict(_events(tmp_path / "kept.jsonl", "ws-open")[0]["request"]) == {
+        "Authorization": f"Bearer {SECRET}"}
+
+
+# -- listening: a remote client -----------------------------------------------------------
+
+
+needs_node = pytest.mark.skipif(
+    not os.environ.get("CI") and (NODE is None or not (
+        CLIENTS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir()),
+    reason="needs node and `npm ci` in tests/clients (make install)")
+
+
+def _sdk_stdio(log: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [NODE, str(CLIENTS / "sdk_client.mjs"), "3", "2", "--",
+         *tool_argv("tee", "-o", str(log), "--clock", "epoch", "--no-host", "--",
+                    *tool_argv("echo-agent"))],
+        capture_output=True, env=tool_env(), timeout=120, cwd=CLIENTS)
+
+
+def _sdk_remote(url: str, *headers: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [NODE, "--experimental-websocket", str(CLIENTS / "sdk_remote_client.mjs"), url, "3",
+         "2", *headers], capture_output=True, env=tool_env(), timeout=120, cwd=CLIENTS)
+
+
+@needs_node
+def test_the_sdk_ws_client_through_a_listener_is_the_stdio_session(tmp_path):
+    """The TypeScript SDK's WebSocket client against acp-tee --listen -- echo-agent sees
+    what its stdio client sees against acp-tee -- echo-agent, and the WebSocket
+    recording folds to the same ASR bytes as the stdio recording of the session."""
+    stdio, ws = tmp_path / "stdio.jsonl", tmp_path / "ws.jsonl"
+    local = _sdk_stdio(stdio)
+    assert local.returncode == 0, local.stderr
+    with listener(ws) as server:
+        remote = _sdk_remote(server.url)
+        status = server.stop()
+    assert remote.returncode == 0, remote.stderr
+    assert status == 0, server.stderr
+    assert remote.stdout == local.stdout
+    assert _frames(ws) == _frames(stdio)  # the same session, frame for frame
+    head = _lines(ws)[0]
+    assert head["transport"] == {"client": "ws", "listen": "ws://127.0.0.1:0/acp",
+                                 "agent": "stdio"}
+    assert head["argv"] == _lines(stdio)[0]["argv"]
+    accepted = _events(ws, "ws-accept")
+    assert len(accepted) == 1 and dict(accepted[0]["response"])["Acp-Connection-Id"]
+    for tool in ("asr", "fold", "frame"):
+        a, b = run_tool(tool, str(ws)), run_tool(tool, str(stdio))
+        assert a.returncode == 0 and a.stderr == b"", (tool, a.stderr)
+        if tool == "asr":
+            assert a.stdout == b.stdout
+        else:  # their headers name the wire header (its transport differs); not the rest
+            assert a.stdout.split(b"\n", 1)[1] == b.stdout.split(b"\n", 1)[1], tool
+    validated = run_tool("frame", "--validate", str(ws))
+    assert validated.returncode == 0, validated.stdout
+
+
+async def _bare_client(url: str, sends: list, close: tuple[int, bytes] = (1000, b""),
+                       headers: dict | None = None, wait_for: int = 0) -> list:
+    """aiohttp as a bare WebSocket client: sends each item (str: a text frame's text,
+    bytes: a binary frame), reads ``wait_for`` frames, closes with ``close``; returns
+    what it received as (type, bytes) pairs at its own socket."""
+    got: list = []
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, headers=headers or {}, max_msg_size=0) as ws:
+            for item in sends:
+                if isinstance(item, bytes):
+                    await ws.send_bytes(item)
+                else:
+                    await ws.send_frame(item.encode("utf-8"), aiohttp.WSMsgType.TEXT)
+            while len(got) < wait_for:
+                msg = await asyncio.wait_for(ws.receive(), 30)
+                if msg.type is aiohttp.WSMsgType.TEXT:
+                    got.append(("text", msg.data.encode("utf-8")))
+                elif msg.type is aiohttp.WSMsgType.BINARY:
+                    got.append(("binary", msg.data))
+                else:
+                    break
+            await ws.close(code=close[0], message=close[1])
+    return got
+
+
+INIT = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,'
+        '"info":{"name":"bare","version":"1"},"capabilities":{}}}')
+ODD = ('{ "jsonrpc" : "2.0", "id" : "é\\u00e9", "method" : "session/new", "params" : '
+       '{"cwd":"/tmp","mcpServers":[]} }')
+
+
+def test_a_chain_of_listeners_relays_every_byte_binary_and_close(tmp_path):
+    """client -> acp-tee --listen --connect -> acp-tee --listen -- echo-agent: text
+    frames with odd spacing, escapes and non-ASCII, a frame that is not JSON, and a
+    binary frame reach the inner proxy as the client sent them; the agent's frames
+    reach the client as the inner proxy logged them; the close code and reason are
+    passed on; Acp-Connection-Id passes back."""
+    outer_log, inner_log = tmp_path / "outer.jsonl", tmp_path / "inner.jsonl"
+    blob = bytes(range(256))
+    sends = [INIT, blob, ODD, "not json at all"]
+    with listener(inner_log) as inner:
+        with listener(outer_log, "--connect", inner.url) as outer:
+            got = asyncio.run(_bare_client(outer.url, sends, close=(4001, b"bye now"),
+                                           wait_for=3))
+            assert outer.stop() == 0, outer.stderr
+        assert inner.stop() == 0, inner.stderr
+    for log in (outer_log, inner_log):
+        c2a = [f[2].encode() for f in _frames(log) if f[1] == "c2a"]
+        assert c2a == [s.encode() for s in sends if isinstance(s, str)]
+        binary = _events(log, "ws-binary")
+        assert [(e["side"], base64.b64decode(e["raw_b64"])) for e in binary] == \
+            [("client", blob)]
+        assert [(e["side"], e["code"], e["reason"]) for e in _events(log, "ws-close")
+                if e["side"] == "client"] == [("client", 4001, "bye now")]
+    # what the client got at its socket is what each proxy logged from the agent
+    assert [g for g in got] == [("text", f[2].encode()) for f in _frames(inner_log)
+                                if f[1] == "a2c"][:3]
+    assert [f for f in _frames(outer_log) if f[1] == "a2c"][:3] == \
+        [f for f in _frames(inner_log) if f[1] == "a2c"][:3]
+    inner_id = dict(_events(inner_log, "ws-accept")[0]["response"])["Acp-Connection-Id"]
+    outer_resp = dict(_events(outer_log, "ws-accept")[0]["response"])
+    assert outer_resp["Acp-Connection-Id"] == inner_id  # passed through, not minted
+    # the frame that is not JSON is reported by acp-frame, and the session went on
+    framed = run_tool("frame", str(inner_log))
+    assert framed.returncode == 0
+    assert b"not JSON" in framed.stderr
+    kinds = [orjson.loads(x).get("kind") for x in framed.stdout.splitlines()[1:]]
+    assert "invalid_json" in kinds and "response" in kinds
+
+
+def test_each_connection_to_a_listener_gets_its_own_log(tmp_path):
+    log = tmp_path / "l.jsonl"
+    with listener(log) as server:
+        for _ in range(2):
+            got = asyncio.run(_bare_client(server.url, [INIT], wait_for=1))
+            assert got and b'"result"' in got[0][1]
+    assert server.proc.returncode == 0
+    for path in (log, tmp_path / "l-1.jsonl"):
+        frames = _frames(path)
+        assert [f[1] for f in frames] == ["c2a", "a2c"] and frames[0][2] == INIT
+        assert _lines(path)[-1]["end"] is True
+
+
+def test_the_agent_process_behind_a_listener_is_ended_with_the_connection(tmp_path):
+    """The client goes; its agent's stdin is closed and the agent exits; the log ends
+    with the agent's exit status."""
+    log = tmp_path / "l.jsonl"
+    script = "import sys\nfor line in sys.stdin: print(line, end='', flush=True)\nsys.exit(3)"
+    with listener(log, sys.executable, "-c", script) as server:
+        got = asyncio.run(_bare_client(server.url, ['{"x":1}'], wait_for=1))
+        assert got == [("text", b'{"x":1}')]
+        deadline = time.monotonic() + 30
+        while not _lines(log)[-1].get("end") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    end = _lines(log)[-1]
+    assert end["end"] is True and end["status"] == 3
+
+
+def test_a_log_that_cannot_be_written_never_stops_the_session(tmp_path):
+    bad = tmp_path / "missing" / "dir" / "x.jsonl"
+    (tmp_path / "missing").write_text("a file, not a directory")
+    with listener(bad) as server:
+        got = asyncio.run(_bare_client(server.url, [INIT], wait_for=1))
+        server.stop()
+    assert got and b'"result"' in got[0][1]
+    assert b"cannot write the log" in server.stderr and b"the session goes on" in server.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--connect", "ftp://x/acp"], b"expected a ws:// or wss:// or http:// or https:// URL"),
+    (["--listen", "ws://127.0.0.1:0/acp"], b"--listen needs an agent"),
+    (["--connect", "ws://127.0.0.1:9/acp", "--", "agent"], b"give it or -- AGENT, not both"),
+    (["--header", "nocolon", "--connect", "ws://127.0.0.1:9/acp"], b"--header needs"),
+    (["--header", "A: b", "--", "true"], b"--header and --protocol go with --connect"),
+])
+def test_usage_errors(args, message):
+    r = run_tool("tee", *args, input=b"")
+    assert r.returncode == 2 and message in r.stderr, r.stderr
