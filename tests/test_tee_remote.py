@@ -380,3 +380,47 @@ def test_a_log_that_cannot_be_written_never_stops_the_session(tmp_path):
 def test_usage_errors(args, message):
     r = run_tool("tee", *args, input=b"")
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+# -- acp-replay --listen ------------------------------------------------------------------
+
+
+def replay_listener(*args: str) -> Server:
+    return Server(tool_argv("replay", "--listen", "ws://127.0.0.1:0/acp", *args))
+
+
+def test_replay_of_a_trace_listens_on_websocket(tmp_path):
+    """acp-replay TRACE --listen: a remote client sending the recorded client frames
+    gets the recorded agent frames, byte for byte, on each connection."""
+    log = tmp_path / "s.jsonl"
+    stdin = _client_frames()
+    assert tee_stdio(log, stdin).returncode == 0
+    want = run_tool("replay", "--emit", "a2c", str(log)).stdout.splitlines()
+    sends = [x.decode() for x in stdin.splitlines()]
+    with replay_listener(str(log)) as server:
+        for _ in range(2):
+            got = asyncio.run(_bare_client(server.url, sends, wait_for=len(want)))
+            assert [g[1] for g in got] == want
+            assert {g[0] for g in got} == {"text"}
+
+
+@needs_node
+def test_replay_serve_listens_for_the_sdk_ws_client(tmp_path):
+    """acp-replay --serve STREAM --listen: the TypeScript SDK's WebSocket client lists,
+    resumes and closes the stored session as its stdio client does."""
+    log = tmp_path / "s.jsonl"
+    assert tee_stdio(log, _client_frames()).returncode == 0
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(run_tool("asr", str(log)).stdout)
+    local = subprocess.run([NODE, str(CLIENTS / "sdk_serve_client.mjs"), "sess-1", "--",
+                            *tool_argv("replay", "--serve", str(stream))],
+                           capture_output=True, env=tool_env(), timeout=60)
+    assert local.returncode == 0, local.stderr
+    with replay_listener("--serve", str(stream)) as server:
+        remote = subprocess.run([NODE, "--experimental-websocket",
+                                 str(CLIENTS / "sdk_serve_client.mjs"), "sess-1", "--",
+                                 server.url],
+                                capture_output=True, env=tool_env(), timeout=60)
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout
+    assert b'"step":"list"' in remote.stdout and b'"done":true' in remote.stdout

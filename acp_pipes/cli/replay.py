@@ -53,6 +53,10 @@ resends the captured bytes instead. --serve is a read-only ACP agent on stdio, o
 version the client asks for, that lists and reopens the stored sessions; --compare
 compares the context views of two streams (exit 1 when they differ).
 
+--listen URL (as the agent, or with --serve) serves remote clients over WebSocket at a
+ws:// URL instead of stdio, a replay for each connection (acp-tee's listener, without a
+log); port 0 picks a free port, said on stderr as "listening on URL".
+
 """ + f"Manual: {page('acp-replay.md')}"
 
 EXAMPLE = """\
@@ -88,7 +92,7 @@ class Mode:
 #: The six modes and their options (argparse ``dest`` names, declared in :data:`OPTIONS`).
 MODES: dict[str, Mode] = {
     "agent": Mode(None, TRACE, "TRACE", (1, 1),
-                  ("session", "match", "pace", "ignore", "remap_ids", "remap_log"),
+                  ("session", "match", "pace", "ignore", "remap_ids", "remap_log", "listen"),
                   stdin_is_the_clients=True),
     "client": Mode("client", TRACE, "TRACE -- AGENT [ARGS ...]", (1, 1),
                    ("session", "pace", "ignore", "remap_ids", "remap_log", "timeout",
@@ -96,8 +100,8 @@ MODES: dict[str, Mode] = {
     "emit": Mode("emit", TRACE, "TRACE", (1, 1), ("session",)),
     "stream": Mode(None, STREAM, "STREAM", (1, 1),
                    ("protocol", "session_id", "report", "wire", "quiet")),
-    "serve": Mode("serve", STREAM, "STREAM...", (1, None), ("session_id", "report", "quiet"),
-                  stdin_is_the_clients=True),
+    "serve": Mode("serve", STREAM, "STREAM...", (1, None),
+                  ("session_id", "report", "quiet", "listen"), stdin_is_the_clients=True),
     "compare": Mode("compare", STREAM, "STREAM STREAM2", (2, 2), ()),
 }
 #: The flags that choose a mode, in the order a conflict names them.
@@ -107,6 +111,9 @@ SELECTORS = ("serve", "compare", "emit", "client")
 #: keywords). Unset options are None (or False) so that :func:`choose` sees which were
 #: given; their defaults are in :data:`DEFAULTS`.
 OPTIONS: dict[str, tuple[str, str | None, dict]] = {
+    "listen": ("--listen", "URL", dict(
+        help="as the agent or with --serve: serve remote clients at this ws:// or http:// "
+             "URL instead of stdio (a replay for each connection; port 0 picks one)")),
     "emit": ("--emit", "a2c|c2a", dict(
         choices=("a2c", "c2a"),
         help="write the recorded bytes of one direction and exit (offline)")),
@@ -328,6 +335,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _body(args: argparse.Namespace, ctx: Context, name: str, lines, report: Reporter) -> int:
     files = [f for f in (args.files or []) if f] or [STDIN]
+    if getattr(args, "listen", None):
+        return _listen(args, ctx)
     if MODES[name].reads == TRACE:
         from acp_pipes.cli import replay_trace
 
@@ -339,6 +348,43 @@ def _body(args: argparse.Namespace, ctx: Context, name: str, lines, report: Repo
     if name == "compare":
         return replay_asr.compare(args, ctx, files, report)
     return replay_asr.replay(args, ctx, files[0], lines, report)
+
+
+def _listen(args: argparse.Namespace, ctx: Context) -> int:
+    """``--listen URL``: acp-tee's listener (:mod:`acp_pipes.tee.remote`) in front of this
+    same command without ``--listen``, one for each connection, unrecorded."""
+    from acp_pipes.tee import remote
+
+    try:
+        remote.parse_url(args.listen, listening=True)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    argv = [sys.executable, "-m", "acp_pipes.cli.replay", *without_listen(sys.argv[1:])]
+    opts = remote.Options(log_path=None, warn=ctx.note)
+    return remote.listen(args.listen, opts, argv=argv)
+
+
+def without_listen(argv: list[str]) -> list[str]:
+    """``argv`` without its ``--listen URL`` (or ``--listen=URL``, or an abbreviation
+    argparse took for it): what each connection's replay runs.
+
+    >>> without_listen(["--serve", "--lis", "ws://h:1/acp", "a.asr.jsonl"])
+    ['--serve', 'a.asr.jsonl']
+    """
+    out, skip = [], False
+    for i, word in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if word == "--":
+            out += argv[i:]
+            break
+        name, eq, _value = word.partition("=")
+        if len(name) >= 4 and "--listen".startswith(name):
+            skip = not eq
+            continue
+        out.append(word)
+    return out
 
 
 TOOL = Tool(

@@ -5,17 +5,23 @@
 // session/close. Prints one JSON line per step so a test can assert what it received.
 //
 // usage: node sdk_serve_client.mjs SESSION_ID -- AGENT [ARGS...]
+//        node --experimental-websocket sdk_serve_client.mjs SESSION_ID -- ws://HOST:PORT/PATH
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2/unstable";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
 
 const args = process.argv.slice(2);
 const cut = args.indexOf("--");
 const [sessionId] = args.slice(0, cut);
 const argv = args.slice(cut + 1);
 
-const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
-const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const remote = /^(ws|http)s?:\/\//.test(argv[0]);
+const child = remote ? null : spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
+const stream = remote
+  ? (argv[0].startsWith("ws") ? createWebSocketStream(argv[0]) : createHttpStream(argv[0]))
+  : acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 const updates = [];
 const app = acp
   .client({ name: "acp-pipes-sdk-serve-client" })
@@ -63,6 +69,7 @@ try {
 // (history, state_update, response) is checked by tests/test_serve.py on the bytes
 out({ step: "updates", updates });
 out({ done: !failed });
+if (remote) process.exit(failed ? 1 : 0);
 child.stdin.end();
 const code = await new Promise((resolve) => child.on("close", (c) => resolve(c)));
 process.exit(failed ? 1 : code === 0 ? 0 : 3);
