@@ -16,7 +16,8 @@ from tests.conftest import REPO, record_lockstep, run_tool
 VALUES = {"emit": "a2c", "match": "any", "pace": "recorded", "ignore": "/params/cwd",
           "remap_log": "ids.jsonl", "timeout": "3", "clock": "epoch", "session_id": "x",
           "session": "x",
-          "report": "r.json", "wire": "w.jsonl", "protocol": "1"}
+          "report": "r.json", "wire": "w.jsonl", "protocol": "1",
+          "listen": "ws://127.0.0.1:0/acp"}
 
 
 @pytest.fixture(scope="module")
