@@ -1,0 +1,417 @@
+"""acp-tee over Streamable HTTP (the RFD's POST/GET/DELETE profile): a stdio client to
+an agent at an ``http://`` URL (:func:`connect_stdio`), and a recording reverse proxy
+between an HTTP client and an HTTP agent (:func:`handle`, behind acp-tee's listener).
+
+What is logged (:mod:`acp_pipes.wire`, version 3): each request as an ``http-request``
+event and its status as an ``http-response`` event (headers in order, credentials as
+tokens); a POST body as a c2a frame and a response body (``initialize``'s 200) as an
+a2c frame, both on the POST's stream ``post:N`` with ``sseq`` 0 and 1; every SSE event
+that carries ``data`` as an a2c frame of its GET stream (``get``: connection-scoped,
+``get:SESSION``: session-scoped), whose ``raw`` is the event's joined ``data`` and whose
+``sse`` the event's own bytes, with its ``sseq`` in that stream. The log is in arrival
+order; order holds only within a stream, as the RFD says.
+
+The proxy relays bytes: a request's body and a response's body (an SSE stream too) are
+passed on as they came, up to the end of the last complete SSE event (the unfinished
+rest once it is complete, or at the stream's end), so an event is logged before the
+client has it, as a stdio frame is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from acp_pipes.tee.pump import _Log
+from acp_pipes.tee.remote import (
+    GRACE,
+    Closed,
+    Options,
+    StdioClient,
+    _answered,
+    _stopped_by,
+    _why,
+    logged_headers,
+    logged_url,
+    passed_headers,
+)
+from acp_pipes.wire import A2C, C2A, event_record
+
+CONNECTION, SESSION = "Acp-Connection-Id", "Acp-Session-Id"
+
+
+class SseParser:
+    """Splits an SSE byte stream into events: ``feed`` returns the complete events of
+    what it was given as ``(event bytes, joined data or None)`` and how many bytes of
+    the input those events end at (what may be forwarded)."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+
+    def feed(self, chunk: bytes) -> tuple[list[tuple[bytes, bytes | None]], bytes]:
+        self.buf += chunk
+        events: list[tuple[bytes, bytes | None]] = []
+        start = 0
+        buf = self.buf
+        while True:
+            end = _event_end(buf, start)
+            if end < 0:
+                break
+            raw = buf[start:end]
+            events.append((raw, _data(raw)))
+            start = end
+        done, self.buf = buf[:start], buf[start:]
+        return events, done
+
+    def rest(self) -> tuple[bytes, bytes | None]:
+        """What is left at the stream's end: an unfinished event, and its data."""
+        raw, self.buf = self.buf, b""
+        return raw, (_data(raw) if raw.strip() else None)
+
+
+def _event_end(buf: bytes, start: int) -> int:
+    """Where the event starting at ``start`` ends (after its blank line), or -1."""
+    best = -1
+    for sep in (b"\n\n", b"\r\n\r\n", b"\r\r"):
+        i = buf.find(sep, start)
+        if i >= 0 and (best < 0 or i + len(sep) < best):
+            best = i + len(sep)
+    return best
+
+
+def _data(event: bytes) -> bytes | None:
+    """An event's ``data`` lines joined with LF (None when it has none: a comment, a
+    keep-alive)."""
+    lines = event.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    data = [line[5:] for line in lines if line.startswith(b"data:")]
+    if not data:
+        return None
+    return b"\n".join(d[1:] if d.startswith(b" ") else d for d in data)
+
+
+def _sse_fields(raw: bytes) -> dict[str, str]:
+    try:
+        return {"sse": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        import base64
+
+        return {"sse_b64": base64.b64encode(raw).decode("ascii")}
+
+
+class Streams:
+    """Per-stream sequence numbers of one connection's log."""
+
+    def __init__(self, log: _Log):
+        self.log = log
+        self.next: dict[str, int] = {}
+        self.posts = 0
+
+    def post(self) -> str:
+        name = f"post:{self.posts}"
+        self.posts += 1
+        return name
+
+    def frame(self, direction: str, stream: str, raw: bytes, **extra: Any) -> None:
+        n = self.next.get(stream, 0)
+        self.next[stream] = n + 1
+        self.log.frames(direction, [raw], extra={"stream": stream, "sseq": n, **extra})
+
+    def event(self, name: str, side: str, **fields: Any) -> None:
+        self.log.event(event_record(0, name, side, **fields))
+
+
+def _get_stream(headers) -> str:
+    sid = headers.get(SESSION)
+    return f"get:{sid}" if sid else "get"
+
+
+# -- the reverse proxy: HTTP client, HTTP agent ------------------------------------------
+
+
+class _Conn:
+    """One ACP connection through the proxy (keyed by its Acp-Connection-Id)."""
+
+    def __init__(self, log: _Log):
+        self.log = log
+        self.streams = Streams(log)
+        self.open = 0  # requests in flight
+        self.deleted = False
+
+
+async def handle(listener, request: web.Request) -> web.StreamResponse:
+    """One Streamable HTTP request to acp-tee's listener: relayed to ``--connect``'s
+    HTTP agent and logged in its connection's log."""
+    if listener.connect is None or not listener.connect.startswith("http"):
+        return web.Response(status=501, text="acp-tee relays Streamable HTTP to an HTTP "
+                                             "agent (--connect http://...) only; WebSocket "
+                                             "upgrades are served here\n")
+    conns: dict[str, _Conn] = listener.__dict__.setdefault("http_conns", {})
+    cid = request.headers.get(CONNECTION)
+    conn = conns.get(cid) if cid else None
+    if conn is None:
+        conn = _Conn(listener.next_log("http"))
+        if cid:
+            conns[cid] = conn
+    conn.open += 1
+    try:
+        return await _relay(listener, conn, conns, request)
+    finally:
+        conn.open -= 1
+        if conn.deleted and conn.open == 0:
+            conn.log.end(0, None)
+
+
+async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
+                 ) -> web.StreamResponse:
+    log, streams = conn.log, conn.streams
+    method = request.method
+    stream = streams.post() if method == "POST" else (
+        _get_stream(request.headers) if method == "GET" else "delete")
+    body = await request.read()
+    streams.event("http-request", "client", stream=stream, method=method,
+                  url=logged_url(str(request.url), log),
+                  headers=logged_headers(request.headers, log))
+    if method == "POST" and body:
+        streams.frame(C2A, stream, body)
+    up = listener.connect
+    if request.query_string:
+        up += ("&" if "?" in up else "?") + request.query_string
+    headers = passed_headers(request.headers) + listener.opts.headers
+    try:
+        resp = await listener.http.request(method, up, headers=headers, data=body or None,
+                                           allow_redirects=False, auto_decompress=False,
+                                           timeout=aiohttp.ClientTimeout(total=None))
+    except (aiohttp.ClientError, OSError) as e:
+        streams.event("http-response", "agent", stream=stream, status=None,
+                      error=_why(e))
+        listener.opts.warn(f"cannot reach {listener.connect}: {_why(e)}")
+        return web.Response(status=502, text="the agent cannot be reached\n")
+    async with resp:
+        streams.event("http-response", "agent", stream=stream, status=resp.status,
+                      headers=logged_headers(resp.headers, log))
+        cid = resp.headers.get(CONNECTION)
+        if cid and cid not in conns:
+            conns[cid] = conn
+        out = web.StreamResponse(status=resp.status, reason=resp.reason)
+        for k, v in passed_headers(resp.headers):
+            out.headers.add(k, v)
+        sse = resp.headers.get("Content-Type", "").startswith("text/event-stream")
+        if not sse:
+            data = await resp.read()
+            if data:
+                streams.frame(A2C, stream, data)
+            out.body = data
+            if method == "DELETE" and resp.status < 300:
+                conn.deleted = True
+            return out
+        await out.prepare(request)
+        parser = SseParser()
+        try:
+            async for chunk in resp.content.iter_any():
+                events, done = parser.feed(chunk)
+                for raw, data in events:
+                    if data is not None:
+                        streams.frame(A2C, stream, data, **_sse_fields(raw))
+                if done:
+                    await out.write(done)
+            raw, data = parser.rest()
+            if data is not None:
+                streams.frame(A2C, stream, data, **_sse_fields(raw))
+            if raw:
+                await out.write(raw)
+            streams.event("http-end", "agent", stream=stream)
+        except (ConnectionError, aiohttp.ClientError, asyncio.CancelledError) as e:
+            streams.event("http-end", "client" if isinstance(e, ConnectionError) else "agent",
+                          stream=stream, error=type(e).__name__)
+            if isinstance(e, asyncio.CancelledError):
+                raise
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await out.write_eof()
+        return out
+
+
+# -- a stdio client to an HTTP agent -------------------------------------------------------
+
+
+async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) -> int:
+    """``acp-tee --connect http://...`` with the client on stdio: POST each client
+    frame (``initialize`` first: its answer is the 200's body), open the connection's
+    SSE stream and a session's stream before its first message (or once a response
+    names a new session), write every frame of every stream to stdout as it arrives,
+    and DELETE the connection once the client's input has ended and its requests are
+    answered. Returns 0, 1 when the agent refused a message, 126 when it could not be
+    reached."""
+    from acp_pipes.tee.script import Lockstep
+
+    log = opts.log([], 0, {"client": "stdio", "agent": "http", "connect": url})
+    streams = Streams(log)
+    client = StdioClient(stdin_fd, stdout_fd, opts.warn)
+    track = Lockstep()
+    state: dict[str, Any] = {"cid": None, "status": 0}
+    readers: dict[str, asyncio.Task] = {}
+    asked: dict[Any, str] = {}  # the agent's requests: which session asked
+    out_lock = asyncio.Lock()
+    base = list(opts.headers)
+
+    changed = asyncio.Event()
+
+    async def _until(test) -> None:
+        while not test():
+            changed.clear()
+            await changed.wait()
+
+    async def deliver(stream: str, raw: bytes, extra: dict) -> None:
+        streams.frame(A2C, stream, raw, **extra)
+        track.received([raw])
+        msg = _parse(raw)
+        if msg is not None:
+            if "method" in msg and "id" in msg:
+                asked[_key(msg["id"])] = _sid(msg)
+                changed.set()
+            result = msg.get("result")
+            if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+                open_session(result["sessionId"])
+        async with out_lock:
+            await client.send((raw, False))
+
+    def open_session(sid: str) -> None:
+        name = f"get:{sid}"
+        if name not in readers and state["cid"]:
+            readers[name] = asyncio.ensure_future(read_stream(name, sid))
+
+    async def read_stream(name: str, sid: str | None) -> None:
+        headers = base + [(CONNECTION, state["cid"]), ("Accept", "text/event-stream")]
+        if sid:
+            headers.append((SESSION, sid))
+        streams.event("http-request", "client", stream=name, method="GET",
+                      headers=logged_headers(_multi(headers), log))
+        try:
+            async with http.get(url, headers=headers,
+                                timeout=aiohttp.ClientTimeout(total=None)) as resp:
+                streams.event("http-response", "agent", stream=name, status=resp.status,
+                              headers=logged_headers(resp.headers, log))
+                if resp.status != 200:
+                    opts.warn(f"{url}: GET {name} answered {resp.status}")
+                    return
+                parser = SseParser()
+                async for chunk in resp.content.iter_any():
+                    events, _done = parser.feed(chunk)
+                    for raw, data in events:
+                        if data is not None:
+                            await deliver(name, data, _sse_fields(raw))
+                streams.event("http-end", "agent", stream=name)
+        except (aiohttp.ClientError, OSError) as e:
+            streams.event("http-end", "agent", stream=name, error=_why(e))
+
+    async def post(raw: bytes) -> bool:
+        msg = _parse(raw)
+        stream = streams.post()
+        headers = base + [("Content-Type", "application/json"),
+                          ("Accept", "application/json, text/event-stream")]
+        sid = _sid(msg) if msg is not None else None
+        if msg is not None and sid is None and "method" not in msg and "id" in msg:
+            # an answer goes to the session that asked: one read ahead of the question
+            # (a client's input given at once) waits for it, GRACE seconds at most
+            key = _key(msg["id"])
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_until(lambda: key in asked), GRACE)
+            sid = asked.pop(key, None)
+        if state["cid"]:
+            headers.append((CONNECTION, state["cid"]))
+            if sid:
+                headers.append((SESSION, sid))
+                open_session(sid)
+        streams.event("http-request", "client", stream=stream, method="POST",
+                      headers=logged_headers(_multi(headers), log))
+        streams.frame(C2A, stream, raw)
+        track.sending(raw)
+        try:
+            async with http.post(url, data=raw, headers=headers) as resp:
+                body = await resp.read()
+                streams.event("http-response", "agent", stream=stream, status=resp.status,
+                              headers=logged_headers(resp.headers, log))
+                if resp.status >= 300:
+                    opts.warn(f"{url}: POST {stream} answered {resp.status} "
+                              f"{body[:200].decode('utf-8', 'replace')!r}")
+                    state["status"] = 1
+                    if resp.status in (401, 403, 404, 410):
+                        return False  # the connection is unusable or gone
+                    return True
+                cid = resp.headers.get(CONNECTION)
+                if cid and not state["cid"]:
+                    state["cid"] = cid
+                    readers["get"] = asyncio.ensure_future(read_stream("get", None))
+                if body:
+                    await deliver(stream, body, {})
+        except (aiohttp.ClientError, OSError) as e:
+            streams.event("http-response", "agent", stream=stream, status=None, error=_why(e))
+            opts.warn(f"cannot reach {url}: {_why(e)}")
+            state["status"] = 126 if not state["cid"] else 1
+            return False
+        return True
+
+    status = 0
+    try:
+        async with aiohttp.ClientSession() as http:
+            try:
+                while True:
+                    item = await client.recv()
+                    if isinstance(item, Closed):
+                        break
+                    if not await post(item[0]):
+                        break
+                if state["cid"]:
+                    await _answered(track)
+                    headers = base + [(CONNECTION, state["cid"])]
+                    streams.event("http-request", "client", stream="delete", method="DELETE",
+                                  headers=logged_headers(_multi(headers), log))
+                    try:
+                        async with http.delete(url, headers=headers) as resp:
+                            streams.event("http-response", "agent", stream="delete",
+                                          status=resp.status,
+                                          headers=logged_headers(resp.headers, log))
+                    except (aiohttp.ClientError, OSError) as e:
+                        streams.event("http-response", "agent", stream="delete",
+                                      status=None, error=_why(e))
+                status = state["status"]
+            except asyncio.CancelledError:
+                status = 128 + (_stopped_by() or 2)
+                raise
+            finally:
+                for task in readers.values():
+                    task.cancel()
+                for task in readers.values():
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await asyncio.wait_for(task, GRACE)
+    finally:
+        log.end(status, None)
+    return status
+
+
+def _parse(raw: bytes) -> dict | None:
+    try:
+        msg = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+def _sid(msg: dict | None) -> str | None:
+    params = msg.get("params") if msg else None
+    sid = params.get("sessionId") if isinstance(params, dict) else None
+    return sid if isinstance(sid, str) else None
+
+
+def _key(value: object) -> tuple[bool, object]:
+    return isinstance(value, str), value
+
+
+def _multi(pairs):
+    from multidict import CIMultiDict
+
+    return CIMultiDict(pairs)

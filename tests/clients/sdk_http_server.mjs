@@ -1,0 +1,44 @@
+// The official TypeScript SDK's experimental ACP server (Streamable HTTP, the RFD's
+// transport) in front of a stdio agent: each connection starts AGENT and relays its
+// messages, so a test can put acp-tee on either side of a real RFD server.
+//
+// usage: node sdk_http_server.mjs PORT -- AGENT [ARGS...]
+//   prints "listening on http://127.0.0.1:PORT/acp" on stderr once it listens (PORT 0:
+//   a free one)
+import { spawn } from "node:child_process";
+import { createServer } from "node:http";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk/experimental/v2/unstable";
+import { AcpServer } from "@agentclientprotocol/sdk/experimental/server";
+import { createNodeHttpHandler } from "@agentclientprotocol/sdk/experimental/node";
+
+const args = process.argv.slice(2);
+const cut = args.indexOf("--");
+const port = Number(args[0]);
+const argv = args.slice(cut + 1);
+
+const children = new Set();
+const connector = {
+  connect(stream) {
+    const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
+    children.add(child);
+    child.on("close", () => children.delete(child));
+    const agent = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+    stream.readable.pipeTo(agent.writable).catch(() => {});
+    agent.readable.pipeTo(stream.writable).catch(() => {});
+    return undefined;
+  },
+};
+const server = new AcpServer({ agent: connector });
+const http = createServer(createNodeHttpHandler(server));
+http.listen(port, "127.0.0.1", () => {
+  process.stderr.write(`listening on http://127.0.0.1:${http.address().port}/acp\n`);
+});
+const stop = async () => {
+  await server.close().catch(() => {});
+  for (const child of children) child.kill("SIGTERM");
+  http.close(() => process.exit(0));
+  setTimeout(() => process.exit(0), 2000).unref();
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
