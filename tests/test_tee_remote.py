@@ -424,3 +424,89 @@ def test_replay_serve_listens_for_the_sdk_ws_client(tmp_path):
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout == local.stdout
     assert b'"step":"list"' in remote.stdout and b'"done":true' in remote.stdout
+
+
+# -- Streamable HTTP: the TypeScript SDK's own server and http-client -----------------------
+
+
+def sdk_server() -> Server:
+    """The TypeScript SDK's experimental ACP server (Streamable HTTP) in front of the
+    echo agent."""
+    return Server([NODE, str(CLIENTS / "sdk_http_server.mjs"), "0", "--",
+                   *tool_argv("echo-agent")])
+
+
+def _check_http_log(log: Path) -> None:
+    """What the RFD's transport looks like in a log: POST statuses (200 with a body for
+    initialize, 202 otherwise), SSE frames whose raw is their event's joined data and
+    whose sseq counts up within their stream, a DELETE."""
+    recs = _lines(log)[1:]
+    status = {e["stream"]: e["status"] for e in recs if e.get("event") == "http-response"}
+    posts = sorted((s for s in status if s.startswith("post:")), key=lambda s: int(s[5:]))
+    assert status[posts[0]] == 200 and {status[s] for s in posts[1:]} == {202}
+    assert status["get"] == 200 and status["delete"] == 202
+    assert any(s.startswith("get:") for s in status)  # a session-scoped stream
+    frames = [r for r in recs if "dir" in r]
+    assert frames[0]["stream"] == posts[0] and frames[0]["dir"] == "c2a"
+    assert frames[1]["stream"] == posts[0] and frames[1]["dir"] == "a2c"  # the 200's body
+    per: dict[str, list[int]] = {}
+    for f in frames:
+        per.setdefault(f["stream"], []).append(f["sseq"])
+        if f["stream"].startswith("get"):
+            assert f["sse"] == "data: " + f["raw"] + "\n\n"  # the event's own bytes
+    assert all(v == list(range(len(v))) for v in per.values())
+
+
+@needs_node
+def test_connect_http_reaches_the_sdk_server(tmp_path):
+    """A stdio client through acp-tee --connect http:// to the SDK's server: POSTs,
+    the connection's and the session's SSE streams, DELETE; the client gets every
+    frame it gets on stdio (order holds within a stream only, so compared as a set,
+    and within each stream in order)."""
+    stdin = _client_frames()
+    local = tee_stdio(tmp_path / "stdio.jsonl", stdin)
+    with sdk_server() as server:
+        r = tee_connect(server.url, tmp_path / "h.jsonl", stdin)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert sorted(r.stdout.splitlines()) == sorted(local.stdout.splitlines())
+    log = tmp_path / "h.jsonl"
+    assert _lines(log)[0]["transport"] == {"client": "stdio", "agent": "http",
+                                           "connect": server.url}
+    _check_http_log(log)
+    c2a = [f[2].encode() + b"\n" for f in _frames(log) if f[1] == "c2a"]
+    assert b"".join(c2a) == stdin
+    assert b"".join(f[2].encode() + b"\n" for f in _frames(log) if f[1] == "a2c") == r.stdout
+    for tool in ("asr", "fold", "frame"):
+        out = run_tool(tool, str(log))
+        assert out.returncode == 0 and out.stderr == b"", (tool, out.stderr)
+
+
+@needs_node
+def test_the_sdk_http_client_through_a_recording_proxy(tmp_path):
+    """The SDK's http-client -> acp-tee --listen http:// --connect http:// -> the SDK's
+    server: the client sees what its stdio twin sees, and the recording converts to the
+    ASR of the stdio recording of the same session."""
+    stdio, log = tmp_path / "stdio.jsonl", tmp_path / "p.jsonl"
+    local = _sdk_stdio(stdio)
+    assert local.returncode == 0, local.stderr
+    with sdk_server() as server:
+        proxy = Server(tool_argv("tee", "-o", str(log), "--clock", "epoch", "--no-host",
+                                 "--listen", "http://127.0.0.1:0/acp", "--connect",
+                                 server.url))
+        with proxy:
+            remote = _sdk_remote(proxy.url, '{"Authorization":"Bearer ' + SECRET + '"}')
+            assert proxy.stop() == 0, proxy.stderr
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout
+    _check_http_log(log)
+    text = log.read_bytes()
+    assert SECRET.encode() not in text and b"<redacted hmac-blake3:" in text
+    assert _lines(log)[-1]["end"] is True
+    a, b = run_tool("asr", str(log)), run_tool("asr", str(stdio))
+    assert a.returncode == 0 and a.stderr == b"", a.stderr
+    assert sorted(_frames_of(log)) == sorted(_frames_of(stdio))
+    assert a.stdout == b.stdout
+
+
+def _frames_of(log: Path) -> list[tuple]:
+    return [(f[1], f[2]) for f in _frames(log)]

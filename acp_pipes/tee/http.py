@@ -197,18 +197,18 @@ async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
         cid = resp.headers.get(CONNECTION)
         if cid and cid not in conns:
             conns[cid] = conn
-        out = web.StreamResponse(status=resp.status, reason=resp.reason)
-        for k, v in passed_headers(resp.headers):
-            out.headers.add(k, v)
         sse = resp.headers.get("Content-Type", "").startswith("text/event-stream")
         if not sse:
             data = await resp.read()
             if data:
                 streams.frame(A2C, stream, data)
-            out.body = data
             if method == "DELETE" and resp.status < 300:
                 conn.deleted = True
-            return out
+            return web.Response(status=resp.status, reason=resp.reason, body=data,
+                                headers=passed_headers(resp.headers))
+        out = web.StreamResponse(status=resp.status, reason=resp.reason)
+        for k, v in passed_headers(resp.headers):
+            out.headers.add(k, v)
         await out.prepare(request)
         parser = SseParser()
         try:

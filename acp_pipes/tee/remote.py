@@ -734,6 +734,8 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
             await asyncio.wait(list(listener.tasks), timeout=GRACE * 2 + 2)
         await listener.http.close()
         await runner.cleanup()
+        for conn in getattr(listener, "http_conns", {}).values():  # never DELETEd
+            conn.log.end(0, None)
     return 0
 
 

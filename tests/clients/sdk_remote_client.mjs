@@ -51,4 +51,5 @@ try {
   console.error(`sdk_remote_client: ${e?.stack ?? e}`);
 }
 console.log(JSON.stringify({ done: !failed, permissions }));
-process.exit(failed ? 1 : 0);
+// no process.exit: the transport's own close (the HTTP DELETE) is still under way
+process.exitCode = failed ? 1 : 0;
