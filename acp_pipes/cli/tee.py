@@ -254,8 +254,6 @@ def make_tool(early: Agent | None = None) -> Tool:
                 "logs every frame.",
         example="acp-tee -o session.jsonl -- acp-echo-agent < client.jsonl > agent.jsonl\n"
                 "acp-frame session.jsonl | head\n"
-                "acp-tee -o logs/ --listen ws://127.0.0.1:8080/acp -- acp-echo-agent\n"
-                "acp-tee -o s.jsonl --connect ws://127.0.0.1:8080/acp < client.jsonl\n"
                 "acp-tee --script client.jsonl -o s.jsonl -- acp-echo-agent > /dev/null",
         run=lambda args, ctx: _run(args, ctx, early),
         configure=configure,
