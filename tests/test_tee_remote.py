@@ -510,3 +510,44 @@ def test_the_sdk_http_client_through_a_recording_proxy(tmp_path):
 
 def _frames_of(log: Path) -> list[tuple]:
     return [(f[1], f[2]) for f in _frames(log)]
+
+
+@needs_node
+def test_the_sdk_http_client_against_a_local_agent_served_over_http(tmp_path):
+    """acp-tee --listen http:// -- echo-agent is an RFD server: the SDK's http-client
+    runs its session as over stdio, and the recording converts to the same ASR."""
+    stdio, log = tmp_path / "stdio.jsonl", tmp_path / "h.jsonl"
+    local = _sdk_stdio(stdio)
+    assert local.returncode == 0, local.stderr
+    server = Server(tool_argv("tee", "-o", str(log), "--clock", "epoch", "--no-host",
+                              "--listen", "http://127.0.0.1:0/acp", "--",
+                              *tool_argv("echo-agent")))
+    with server:
+        remote = _sdk_remote(server.url)
+        assert server.stop() == 0, server.stderr
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout
+    _check_http_log(log)
+    assert sorted(_frames_of(log)) == sorted(_frames_of(stdio))
+    a, b = run_tool("asr", str(log)), run_tool("asr", str(stdio))
+    assert a.returncode == 0 and a.stderr == b"", a.stderr
+    assert a.stdout == b.stdout
+
+
+@needs_node
+def test_replay_serve_listens_for_the_sdk_http_client(tmp_path):
+    log = tmp_path / "s.jsonl"
+    assert tee_stdio(log, _client_frames()).returncode == 0
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(run_tool("asr", str(log)).stdout)
+    local = subprocess.run([NODE, str(CLIENTS / "sdk_serve_client.mjs"), "sess-1", "--",
+                            *tool_argv("replay", "--serve", str(stream))],
+                           capture_output=True, env=tool_env(), timeout=60)
+    server = Server(tool_argv("replay", "--listen", "http://127.0.0.1:0/acp", "--serve",
+                              str(stream)))
+    with server:
+        remote = subprocess.run([NODE, str(CLIENTS / "sdk_serve_client.mjs"), "sess-1",
+                                 "--", server.url],
+                                capture_output=True, env=tool_env(), timeout=60)
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout

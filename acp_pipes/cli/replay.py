@@ -54,8 +54,9 @@ version the client asks for, that lists and reopens the stored sessions; --compa
 compares the context views of two streams (exit 1 when they differ).
 
 --listen URL (as the agent, or with --serve) serves remote clients over WebSocket at a
-ws:// URL instead of stdio, a replay for each connection (acp-tee's listener, without a
-log); port 0 picks a free port, said on stderr as "listening on URL".
+ws:// URL, or Streamable HTTP and WebSocket at an http:// URL, instead of stdio, a replay
+for each connection (acp-tee's listener, without a log); port 0 picks a free port, said
+on stderr as "listening on URL".
 
 """ + f"Manual: {page('acp-replay.md')}"
 

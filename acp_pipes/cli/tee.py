@@ -72,7 +72,8 @@ Remote sides (WebSocket, Streamable HTTP): --connect URL reaches an agent at a w
 http:// URL instead of starting one (the client stays on stdio; its input's end closes
 the connection once every request is answered); --listen URL serves clients there (one
 agent process per connection, or with --connect a recording reverse proxy); port 0
-picks a free port, said on stderr as "listening on URL". Each connection gets its own
+picks a free port, said on stderr as "listening on URL"; an http:// listener speaks
+Streamable HTTP (POST, SSE streams, DELETE) and WebSocket. Each connection gets its own
 log (-o FILE: FILE, then FILE-1, FILE-2, ...). WebSocket text frames are relayed and
 logged byte for byte, one message each; binary frames are logged as events and passed
 on between WebSockets only; handshakes and close codes are logged. Headers pass through

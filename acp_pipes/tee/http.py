@@ -1,6 +1,7 @@
 """acp-tee over Streamable HTTP (the RFD's POST/GET/DELETE profile): a stdio client to
-an agent at an ``http://`` URL (:func:`connect_stdio`), and a recording reverse proxy
-between an HTTP client and an HTTP agent (:func:`handle`, behind acp-tee's listener).
+an agent at an ``http://`` URL (:func:`connect_stdio`), a recording reverse proxy
+between an HTTP client and an HTTP agent (:func:`handle`, behind acp-tee's listener),
+and the RFD's server in front of a local stdio agent (:func:`serve`).
 
 What is logged (:mod:`acp_pipes.wire`, version 3): each request as an ``http-request``
 event and its status as an ``http-response`` event (headers in order, credentials as
@@ -146,10 +147,12 @@ class _Conn:
 async def handle(listener, request: web.Request) -> web.StreamResponse:
     """One Streamable HTTP request to acp-tee's listener: relayed to ``--connect``'s
     HTTP agent and logged in its connection's log."""
-    if listener.connect is None or not listener.connect.startswith("http"):
+    if listener.connect is None:
+        return await serve(listener, request)
+    if not listener.connect.startswith("http"):
         return web.Response(status=501, text="acp-tee relays Streamable HTTP to an HTTP "
-                                             "agent (--connect http://...) only; WebSocket "
-                                             "upgrades are served here\n")
+                                             "agent (--connect http://...) or a local one "
+                                             "(-- AGENT); WebSocket upgrades are served here\n")
     conns: dict[str, _Conn] = listener.__dict__.setdefault("http_conns", {})
     cid = request.headers.get(CONNECTION)
     conn = conns.get(cid) if cid else None
@@ -415,3 +418,166 @@ def _multi(pairs):
     from multidict import CIMultiDict
 
     return CIMultiDict(pairs)
+
+
+# -- serving a stdio agent over Streamable HTTP ---------------------------------------------
+
+
+class _Served:
+    """One ACP connection to a local agent process: its log, its streams' queues (what
+    the agent sent for a stream no client has opened yet waits there), where each
+    request came from (its answer goes back there), and the initialize in flight."""
+
+    def __init__(self, listener, cid: str):
+        from acp_pipes.tee.remote import ProcessAgent
+
+        self.cid = cid
+        self.log = listener.next_log("http")
+        self.streams = Streams(self.log)
+        self.agent = ProcessAgent(listener.argv, listener.opts.warn, listener.opts.stderr_fd)
+        self.queues: dict[str, asyncio.Queue] = {}
+        self.origin: dict[tuple[bool, object], str] = {}  # request id -> stream
+        self.waiting: dict[tuple[bool, object], asyncio.Future] = {}  # initialize
+        self.ended = False
+        self.reader = asyncio.ensure_future(self._read())
+
+    def queue(self, stream: str) -> asyncio.Queue:
+        q = self.queues.get(stream)
+        if q is None:
+            q = self.queues[stream] = asyncio.Queue()
+        return q
+
+    async def _read(self) -> None:
+        while True:
+            item = await self.agent.recv()
+            if isinstance(item, Closed):
+                break
+            raw = item[0]
+            msg = _parse(raw)
+            key = _key(msg.get("id")) if msg is not None and "method" not in msg else None
+            future = self.waiting.pop(key, None) if key is not None else None
+            if future is not None:  # initialize's answer: the body of its 200
+                future.set_result(raw)
+                continue
+            if key is not None:
+                stream = self.origin.pop(key, "get")
+            else:
+                sid = _sid(msg)
+                stream = f"get:{sid}" if sid else "get"
+            event = b"data: " + raw + b"\n\n"
+            self.streams.frame(A2C, stream, raw, **_sse_fields(event))
+            self.queue(stream).put_nowait(event)
+        for q in self.queues.values():
+            q.put_nowait(None)  # every open stream ends with the agent
+        for future in self.waiting.values():
+            if not future.done():
+                future.set_result(None)
+
+    async def end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        await self.agent.close()
+        await asyncio.shield(self.agent.end())
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(self.reader, GRACE)
+        self.log.end(self.agent.status if self.agent.status is not None else 0,
+                     self.agent.signal)
+
+
+async def serve(listener, request: web.Request) -> web.StreamResponse:
+    """The RFD's Streamable HTTP server in front of a local agent: POST (200 with the
+    body for initialize, 202 otherwise), GET (the connection's or a session's SSE
+    stream), DELETE; each request and status logged, as acp-tee logs a proxy's."""
+    import uuid
+
+    served: dict[str, _Served] = listener.__dict__.setdefault("served", {})
+    cid = request.headers.get(CONNECTION)
+    conn = served.get(cid) if cid else None
+    method = request.method
+    body = await request.read() if method == "POST" else b""
+    msg = _parse(body) if body else None
+    if method == "POST" and conn is None and cid is None and msg is not None \
+            and msg.get("method") == "initialize":
+        cid = str(uuid.uuid4())
+        try:
+            conn = served[cid] = _Served(listener, cid)
+        except (OSError, ValueError) as e:
+            listener.opts.warn(f"cannot run {listener.argv[0]}: "
+                               f"{getattr(e, 'strerror', None) or e}")
+            return web.Response(status=502, text="the agent cannot be run\n")
+    if conn is None:
+        status = 400 if not cid else 404
+        return web.Response(status=status, text=("no Acp-Connection-Id" if status == 400
+                                                 else "unknown Acp-Connection-Id") + "\n")
+    log, streams = conn.log, conn.streams
+    stream = streams.post() if method == "POST" else (
+        _get_stream(request.headers) if method == "GET" else "delete")
+    streams.event("http-request", "client", stream=stream, method=method,
+                  url=logged_url(str(request.url), log),
+                  headers=logged_headers(request.headers, log))
+
+    def answer(status: int, text: str = "", **headers: str) -> web.Response:
+        streams.event("http-response", "agent", stream=stream, status=status,
+                      headers=[[k, v] for k, v in headers.items()])
+        return web.Response(status=status, text=text or None, headers=headers or None)
+
+    if method == "POST":
+        if body:
+            streams.frame(C2A, stream, body)
+        if not request.headers.get("Content-Type", "").startswith("application/json"):
+            return answer(415, "POST needs Content-Type: application/json\n")
+        if body.lstrip()[:1] == b"[":
+            return answer(501, "ACP has no JSON-RPC batches\n")
+        if msg is not None and "id" in msg and "method" in msg:
+            params_sid = _sid(msg)
+            sid = request.headers.get(SESSION) or params_sid
+            route = f"get:{sid}" if sid else "get"
+            if msg.get("method") == "initialize":
+                future = asyncio.get_running_loop().create_future()
+                conn.waiting[_key(msg["id"])] = future
+                await conn.agent.send((body, False))
+                try:
+                    raw = await asyncio.wait_for(future, None)
+                except asyncio.CancelledError:
+                    raise
+                if raw is None:
+                    return answer(502, "the agent ended before it answered\n")
+                streams.frame(A2C, stream, raw)
+                streams.event("http-response", "agent", stream=stream, status=200,
+                              headers=[["Content-Type", "application/json"],
+                                       [CONNECTION, conn.cid]])
+                return web.Response(status=200, body=raw, headers={
+                    "Content-Type": "application/json", CONNECTION: conn.cid})
+            conn.origin[_key(msg["id"])] = route
+        if not await conn.agent.send((body, False)):
+            return answer(410, "the agent has ended\n")
+        return answer(202)
+    if method == "DELETE":
+        done = answer(202)
+        served.pop(conn.cid, None)
+        await conn.end()
+        return done
+    if method != "GET":
+        return answer(405, "POST, GET or DELETE\n")
+    if "text/event-stream" not in request.headers.get("Accept", ""):
+        return answer(406, "GET needs Accept: text/event-stream\n")
+    out = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                  "Cache-Control": "no-cache",
+                                                  CONNECTION: conn.cid})
+    streams.event("http-response", "agent", stream=stream, status=200,
+                  headers=[[k, v] for k, v in out.headers.items()])
+    await out.prepare(request)
+    q = conn.queue(stream)
+    try:
+        while True:
+            event = await q.get()
+            if event is None:
+                break
+            await out.write(event)
+        streams.event("http-end", "agent", stream=stream)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await out.write_eof()
+    except ConnectionError:
+        streams.event("http-end", "client", stream=stream)
+    return out

@@ -736,6 +736,8 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
         await runner.cleanup()
         for conn in getattr(listener, "http_conns", {}).values():  # never DELETEd
             conn.log.end(0, None)
+        for served in list(getattr(listener, "served", {}).values()):
+            await served.end()
     return 0
 
 
