@@ -1,0 +1,104 @@
+"""acp-tee's WebSocket proxy: the latency it adds to each message.
+
+Workload: N sequential JSON-RPC requests (quick: 50; else 1000) from one WebSocket
+client (aiohttp), each sent once the answer to the previous one came, against the echo
+agent served by acpremote (a real WebSocket server), directly and through
+``acp-tee --listen ws:// --connect ws://`` logging to a file, in the same run, the two
+connections interleaved request by request so a busy host slows both alike. The
+figure is the round trip per request, p50 and p99, and the difference, which is what
+the proxy adds (two WebSocket hops, and the log written before each frame goes on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import REPO, env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(port: int) -> None:
+    for _ in range(600):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def _pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+async def _drive(direct: str, proxied: str, n: int) -> tuple[list[float], list[float]]:
+    import aiohttp
+
+    times: dict[str, list[float]] = {direct: [], proxied: []}
+    init = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,'
+            '"info":{"name":"bench","version":"1"},"capabilities":{}}}')
+    async with aiohttp.ClientSession() as http:
+        sockets = {url: await http.ws_connect(url, max_msg_size=0) for url in times}
+        for ws in sockets.values():
+            await ws.send_str(init)
+            await ws.receive()
+        for i in range(1, n + 1):
+            for url, ws in sockets.items():  # interleaved: a busy host slows both alike
+                frame = f'{{"jsonrpc":"2.0","id":{i},"method":"session/list","params":{{}}}}'
+                start = time.perf_counter()
+                await ws.send_str(frame)
+                await ws.receive()
+                times[url].append(time.perf_counter() - start)
+        for ws in sockets.values():
+            await ws.close()
+    return times[direct], times[proxied]
+
+
+def main(quick: bool) -> str:
+    n = 50 if quick else 1000
+    remote = shutil.which("acpremote") or str(Path(sys.executable).parent / "acpremote")
+    port = _free_port()
+    agent = [sys.executable, "-m", "acp_pipes.cli.echo_agent"]
+    e = env()
+    served = subprocess.Popen([remote, "expose", "--host", "127.0.0.1", "--port", str(port),
+                               "--", *agent], env=e, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=REPO)
+    proxy = None
+    try:
+        _wait(port)
+        direct = f"ws://127.0.0.1:{port}/acp/ws"
+        log = Path(tempfile.mkdtemp()) / "bench-remote.jsonl"
+        proxy = subprocess.Popen([sys.executable, "-m", "acp_pipes.cli.tee", "-o", str(log),
+                                  "--listen", "ws://127.0.0.1:0/acp", "--connect", direct],
+                                 env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 cwd=REPO)
+        line = proxy.stderr.readline().decode()
+        proxied = line.split("listening on ", 1)[1].strip()
+        d, p = asyncio.run(_drive(direct, proxied, n))
+    finally:
+        for proc in (proxy, served):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=30)
+    rows = [("direct (acpremote)", d), ("through acp-tee --listen --connect", p)]
+    out = [f"## acp-tee over WebSocket: added latency per message ({n} requests)\n",
+           "| path | p50 µs | p99 µs |", "|---|---:|---:|"]
+    for name, xs in rows:
+        out.append(f"| {name} | {_pct(xs, 50) * 1e6:.0f} | {_pct(xs, 99) * 1e6:.0f} |")
+    out.append(f"| added by acp-tee | {(_pct(p, 50) - _pct(d, 50)) * 1e6:.0f} | "
+               f"{(_pct(p, 99) - _pct(d, 99)) * 1e6:.0f} |")
+    return "\n".join(out)
