@@ -40,16 +40,19 @@ fields, no ``seq`` and no ``dir``, so every reader passes over it
 (:func:`is_event`)::
 
     {"t":...,"event":"ws-open","side":"agent","url":"ws://127.0.0.1:8080/acp",
-     "status":101,"protocol":null,"request":{"Authorization":"<redacted ...>"},
-     "response":{"Acp-Connection-Id":"..."}}
+     "status":101,"protocol":null,"request":[["Authorization","<redacted ...>"]],
+     "response":[["Acp-Connection-Id","..."]]}
+    {"t":...,"event":"ws-accept","side":"client","status":101,"protocol":null,
+     "response":[["Acp-Connection-Id","..."]]}
     {"t":...,"event":"ws-close","side":"client","code":1000,"reason":""}
     {"t":...,"event":"ws-binary","side":"client","raw_b64":"..."}
     {"t":...,"event":"http-request","side":"client","stream":"post:3","method":"POST",
-     "headers":{...}}
+     "headers":[...]}
     {"t":...,"event":"http-response","side":"agent","stream":"post:3","status":202,
-     "headers":{...}}
+     "headers":[...]}
 
-``side`` is who sent it (``client`` or ``agent``). Binary WebSocket frames are no ACP
+``side`` is who sent it (``client`` or ``agent``); headers are ``[name, value]`` pairs
+in order; ``http-end`` says an SSE stream ended. Binary WebSocket frames are no ACP
 messages (the transport ignores them) and are logged as events, flagged, their bytes
 as received. Header values that carry credentials (``Authorization``, ``Cookie``,
 ``Set-Cookie``, API keys) are logged as redaction tokens unless ``--keep-secrets``.

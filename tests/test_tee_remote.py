@@ -551,3 +551,89 @@ def test_replay_serve_listens_for_the_sdk_http_client(tmp_path):
                                 capture_output=True, env=tool_env(), timeout=60)
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout == local.stdout
+
+
+# -- bad input on the network side ----------------------------------------------------------
+
+
+async def _requests(url: str) -> list[tuple[int, bytes]]:
+    """What the RFD says a server refuses, sent to acp-tee's HTTP listener."""
+    out = []
+    async with aiohttp.ClientSession() as http:
+        async def go(method, headers=None, data=None):
+            async with http.request(method, url, headers=headers or {}, data=data) as r:
+                out.append((r.status, await r.read()))
+                return r
+        await go("POST", {"Content-Type": "text/plain"}, INIT)
+        await go("POST", {"Content-Type": "application/json"}, '{"jsonrpc":"2.0","id":1,'
+                 '"method":"session/new","params":{}}')                     # no connection
+        await go("GET", {"Acp-Connection-Id": "nope", "Accept": "text/event-stream"})
+        r = await go("POST", {"Content-Type": "application/json"}, INIT)   # a real one
+        cid = r.headers["Acp-Connection-Id"]
+        await go("POST", {"Content-Type": "text/plain", "Acp-Connection-Id": cid}, "{}")
+        await go("POST", {"Content-Type": "application/json", "Acp-Connection-Id": cid},
+                 "[" + INIT + "]")
+        await go("GET", {"Acp-Connection-Id": cid, "Accept": "application/json"})
+        await go("POST", {"Content-Type": "application/json", "Acp-Connection-Id": cid},
+                 "not json")
+        await go("DELETE", {"Acp-Connection-Id": cid})
+    return out
+
+
+def test_an_http_listener_refuses_what_the_rfd_refuses_and_goes_on(tmp_path):
+    log = tmp_path / "h.jsonl"
+    server = Server(tool_argv("tee", "-o", str(log), "--clock", "epoch", "--no-host",
+                              "--listen", "http://127.0.0.1:0/acp", "--",
+                              *tool_argv("echo-agent")))
+    with server:
+        got = asyncio.run(_requests(server.url))
+        assert server.stop() == 0, server.stderr
+    assert [s for s, _ in got] == [415, 400, 404, 200, 415, 501, 406, 202, 202]
+    assert orjson.loads(got[3][1])["result"]["protocolVersion"] == 2
+    # the connection's log: every request and status, the bodies as frames, the end
+    recs = _lines(log)
+    statuses = [r["status"] for r in recs if r.get("event") == "http-response"]
+    assert statuses == [200, 415, 501, 406, 202, 202]
+    c2a = [r["raw"] for r in recs if r.get("dir") == "c2a"]
+    assert c2a == [INIT, "{}", "[" + INIT + "]", "not json"]
+    assert recs[-1]["end"] is True and recs[-1]["status"] == 0
+    framed = run_tool("frame", str(log))
+    assert framed.returncode == 0 and b"not JSON" in framed.stderr
+
+
+def test_a_log_that_fails_mid_session_never_breaks_it(tmp_path):
+    """-o /dev/full: every write fails (ENOSPC); said once, the session goes on."""
+    stdin = _client_frames()
+    local = tee_stdio(tmp_path / "stdio.jsonl", stdin)
+    with acpremote() as server:
+        r = tee_connect(server.url, Path("/dev/full"), stdin)
+    assert r.returncode == 0
+    assert r.stdout == local.stdout
+    assert r.stderr.count(b"cannot write the log /dev/full") == 1, r.stderr
+
+
+def test_a_client_that_vanishes_is_logged_and_its_agent_ended(tmp_path):
+    """A client killed mid-session sends no close frame: the log says the connection
+    went (no clean close), the agent's stdin is closed, the log gets its end record."""
+    log = tmp_path / "l.jsonl"
+    code = ("import asyncio, aiohttp, os, sys\n"
+            "async def main():\n"
+            "    s = aiohttp.ClientSession()\n"
+            "    ws = await s.ws_connect(sys.argv[1])\n"
+            f"    await ws.send_str({INIT!r})\n"
+            "    await ws.receive()\n"
+            "    print('ready', flush=True)\n"
+            "    os.kill(os.getpid(), 9)\n"
+            "asyncio.run(main())\n")
+    with listener(log) as server:
+        client = subprocess.run([sys.executable, "-c", code, server.url],
+                                capture_output=True, timeout=60)
+        assert client.stdout == b"ready\n" and client.returncode == -9
+        deadline = time.monotonic() + 30
+        while not _lines(log)[-1].get("end") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    recs = _lines(log)
+    closes = [r for r in recs if r.get("event") == "ws-close" and r["side"] == "client"]
+    assert len(closes) == 1 and closes[0]["code"] != 1000
+    assert recs[-1]["end"] is True and recs[-1]["status"] == 0  # the echo agent's, at EOF
+    assert [r["dir"] for r in recs if "dir" in r] == ["c2a", "a2c"]

@@ -497,6 +497,9 @@ async def serve(listener, request: web.Request) -> web.StreamResponse:
     method = request.method
     body = await request.read() if method == "POST" else b""
     msg = _parse(body) if body else None
+    json_body = request.headers.get("Content-Type", "").startswith("application/json")
+    if method == "POST" and conn is None and not json_body:
+        return web.Response(status=415, text="POST needs Content-Type: application/json\n")
     if method == "POST" and conn is None and cid is None and msg is not None \
             and msg.get("method") == "initialize":
         cid = str(uuid.uuid4())
@@ -525,7 +528,7 @@ async def serve(listener, request: web.Request) -> web.StreamResponse:
     if method == "POST":
         if body:
             streams.frame(C2A, stream, body)
-        if not request.headers.get("Content-Type", "").startswith("application/json"):
+        if not json_body:
             return answer(415, "POST needs Content-Type: application/json\n")
         if body.lstrip()[:1] == b"[":
             return answer(501, "ACP has no JSON-RPC batches\n")
