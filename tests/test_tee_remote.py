@@ -375,7 +375,7 @@ def test_a_log_that_cannot_be_written_never_stops_the_session(tmp_path):
     (["--listen", "ws://127.0.0.1:0/acp"], b"--listen needs an agent"),
     (["--connect", "ws://127.0.0.1:9/acp", "--", "agent"], b"give it or -- AGENT, not both"),
     (["--header", "nocolon", "--connect", "ws://127.0.0.1:9/acp"], b"--header needs"),
-    (["--header", "A: b", "--", "true"], b"--header and --protocol go with --connect"),
+    (["--header", "A: b", "--", "true"], b"--header and --protocol go with --connect or"),
 ])
 def test_usage_errors(args, message):
     r = run_tool("tee", *args, input=b"")
@@ -637,3 +637,26 @@ def test_a_client_that_vanishes_is_logged_and_its_agent_ended(tmp_path):
     assert len(closes) == 1 and closes[0]["code"] != 1000
     assert recs[-1]["end"] is True and recs[-1]["status"] == 0  # the echo agent's, at EOF
     assert [r["dir"] for r in recs if "dir" in r] == ["c2a", "a2c"]
+
+
+def test_subprotocols_pass_through_a_proxy(tmp_path):
+    """The client offers two subprotocols; the proxy offers them upstream as offered;
+    the agent's side (acp-tee --listen --protocol acp.v2 -- echo-agent) chooses one,
+    and that one is what the client gets, through the proxy."""
+    outer_log, inner_log = tmp_path / "outer.jsonl", tmp_path / "inner.jsonl"
+
+    async def offer(url: str) -> str | None:
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(url, protocols=("x-other", "acp.v2")) as ws:
+                await ws.send_str(INIT)
+                await ws.receive()
+                return ws.protocol
+
+    with listener(inner_log, extra=("--protocol", "acp.v2")) as inner:
+        with listener(outer_log, "--connect", inner.url) as outer:
+            chosen = asyncio.run(offer(outer.url))
+    assert chosen == "acp.v2"
+    assert _events(inner_log, "ws-open")[0]["protocols"] == ["x-other", "acp.v2"]
+    assert _events(outer_log, "ws-open")[1]["protocol"] == "acp.v2"  # the agent's side
+    for log in (outer_log, inner_log):
+        assert _events(log, "ws-accept")[0]["protocol"] == "acp.v2"

@@ -107,8 +107,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
                    help="send this header to the agent (--connect; repeatable)")
     p.add_argument("--protocol", action="append", default=[], metavar="NAME",
-                   help="offer this WebSocket subprotocol to the agent (--connect without "
-                        "--listen; repeatable)")
+                   help="a WebSocket subprotocol: offered to the agent (--connect from "
+                        "stdio), or accepted from clients (--listen -- AGENT); repeatable")
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "
@@ -168,7 +168,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     if args.listen is not None or args.connect is not None:
         return _run_remote(args, ctx, agent)
     if args.header or args.protocol:
-        raise UsageError("--header and --protocol go with --connect")
+        raise UsageError("--header and --protocol go with --connect or --listen")
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
     try:

@@ -674,6 +674,9 @@ class Listener:
                     status = 127 if isinstance(e, FileNotFoundError) else 126
                     return web.Response(status=502, text="the agent cannot be run\n")
                 extra = {"Acp-Connection-Id": str(uuid.uuid4())}
+                # a local agent speaks the subprotocols --protocol names: the first the
+                # client offers of them is chosen
+                chosen = next((p for p in offered if p in opts.protocols), None)
             ws = web.WebSocketResponse(protocols=[chosen] if chosen else (),
                                        max_msg_size=0, autoping=True, compress=False)
             for k, v in extra.items():
