@@ -265,7 +265,8 @@ def make_tool(early: Agent | None = None) -> Tool:
         takes_color=False,  # stdout is the client's ACP stream
         takes_command=True,
         exits="the agent's (128+N if signal N killed it; 127 if AGENT was not found, 126 if it "
-              "could not be run); 2 usage error",
+              "could not be run); --connect: 0 a clean close, 1 another, 126 unreachable; "
+              "--listen: 0 once stopped by a signal; 2 usage error",
     )
 
 
