@@ -245,8 +245,8 @@ def test_wrong_input_kind(tmp_path):
     r = frame_cli(wire_log([("c2a", msg(method="a"))]) + asr)
     assert r.returncode == 2 and len(parse_out(r.stdout)) == 2
     assert r.stderr.startswith(b"acp-frame: stdin:3: expected a wire log or ACP JSONL")
-    r = frame_cli(b'{"format":"acp-pipes/wire","version":3}\n')
-    assert r.returncode == 2 and b"version 3" in r.stderr and b"please update" in r.stderr
+    r = frame_cli(b'{"format":"acp-pipes/wire","version":4}\n')
+    assert r.returncode == 2 and b"version 4" in r.stderr and b"please update" in r.stderr
 
 
 def test_bare_stream_needs_dir_and_frames_with_it(tmp_path):
