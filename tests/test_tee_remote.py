@@ -660,3 +660,21 @@ def test_subprotocols_pass_through_a_proxy(tmp_path):
     assert _events(outer_log, "ws-open")[1]["protocol"] == "acp.v2"  # the agent's side
     for log in (outer_log, inner_log):
         assert _events(log, "ws-accept")[0]["protocol"] == "acp.v2"
+
+
+def test_a_large_frame_and_a_last_line_without_lf_cross_exactly(tmp_path):
+    """stdio -> acp-tee --connect -> acp-tee --listen -- echo-agent: a 3 MiB frame
+    arrives as its bytes; a last client line without LF is sent as a frame, logged with
+    nolf by the stdio side."""
+    big = ('{"jsonrpc":"2.0","method":"x/big","params":{"blob":"' + "é" * (3 << 19)
+           + '"}}').encode()
+    stdin = INIT.encode() + b"\n" + big + b"\n" + ODD.encode()
+    inner_log, outer_log = tmp_path / "inner.jsonl", tmp_path / "outer.jsonl"
+    with listener(inner_log) as inner:
+        r = tee_connect(inner.url, outer_log, stdin)
+    assert r.returncode == 0, r.stderr
+    for log in (outer_log, inner_log):
+        c2a = [f for f in _lines(log) if f.get("dir") == "c2a"]
+        assert [f["raw"].encode() for f in c2a] == [INIT.encode(), big, ODD.encode()]
+    assert [f.get("nolf") for f in _lines(outer_log) if f.get("dir") == "c2a"] == \
+        [None, None, True]

@@ -167,7 +167,7 @@ class _FdReader:
             pass
 
     def _run(self) -> None:
-        pending = b""
+        pending = bytearray()  # an unfinished line (a bytearray: a long one grows cheaply)
         while True:
             try:
                 chunk = os.read(self.fd, _READ)
@@ -175,14 +175,16 @@ class _FdReader:
                 chunk = b""
             if not chunk:
                 break
-            pending += chunk
-            if b"\n" not in chunk:
+            end = chunk.rfind(b"\n")
+            if end < 0:
+                pending += chunk
                 continue
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
+            pending += chunk[:end]
+            for line in bytes(pending).split(b"\n"):
                 self._put((line, False))
+            pending = bytearray(chunk[end + 1:])
         if pending:
-            self._put((pending, True))
+            self._put((bytes(pending), True))
         self._put(Closed())
 
     async def recv(self):
