@@ -173,6 +173,14 @@ def test_connect_to_acpremote_is_the_stdio_session(tmp_path):
     assert aligned.returncode == 0, aligned.stdout
     viewed = run_tool("view", str(ws), "-o", str(tmp_path / "ws.html"))
     assert viewed.returncode == 0 and viewed.stderr == b"", viewed.stderr
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for log in (ws, stdio):
+        (corpus / log.name).write_bytes(log.read_bytes())
+    batch = run_tool("batch", "asr", str(corpus), "-o", str(tmp_path / "streams"))
+    assert batch.returncode == 0, batch.stderr
+    made = {p.parent.name: p.read_bytes() for p in (tmp_path / "streams").glob("*/*.asr.jsonl")}
+    assert set(made) == {"ws", "stdio"} and made["ws"] == made["stdio"]
 
 
 def test_an_unreachable_agent_is_said_and_logged(tmp_path):
