@@ -686,3 +686,17 @@ def test_a_large_frame_and_a_last_line_without_lf_cross_exactly(tmp_path):
         assert [f["raw"].encode() for f in c2a] == [INIT.encode(), big, ODD.encode()]
     assert [f.get("nolf") for f in _lines(outer_log) if f.get("dir") == "c2a"] == \
         [None, None, True]
+
+
+def test_a_clients_view_through_the_proxy_is_its_view_without_it(tmp_path):
+    """The same frames to acpremote directly and through acp-tee --listen --connect:
+    the client receives the same bytes, and the log holds them as they crossed."""
+    sends = [x.decode() for x in _client_frames().splitlines()]
+    log = tmp_path / "p.jsonl"
+    with acpremote() as server:
+        direct = asyncio.run(_bare_client(server.url, sends, wait_for=36))
+        with listener(log, "--connect", server.url) as proxy:
+            through = asyncio.run(_bare_client(proxy.url, sends, wait_for=36))
+    assert len(direct) == 36 and through == direct
+    assert [("text", f[2].encode()) for f in _frames(log) if f[1] == "a2c"] == through
+    assert [f[2] for f in _frames(log) if f[1] == "c2a"] == sends
