@@ -269,6 +269,11 @@ def _exit_scenarios(rec: dict[str, Path], tmp: Path) -> dict[str, dict[int, dict
         "echo-agent": {0: {"argv": ["--client-session", "1"]},
                        2: {"argv": ["--client-session", "-1"]}, 130: {"interrupt": []}},
         "tee": {0: {"argv": ["-o", str(tmp / "t0.jsonl"), "--", "true"]},
+                # --connect: the agent's side refuses a message (400: no connection)
+                1: {"server": tool_argv("tee", "-o", str(tmp / "t1s.jsonl"), "--listen",
+                                        "http://127.0.0.1:0/acp", "--", "true"),
+                    "argv": ["-o", str(tmp / "t1.jsonl"), "--connect", "{url}"],
+                    "stdin": b'{"jsonrpc":"2.0","id":1,"method":"session/new"}\n'},
                 2: {"argv": ["-o", str(tmp / "t2.jsonl")]},
                 3: {"argv": ["-o", str(tmp / "t3.jsonl"), "--", "sh", "-c", "exit 3"]},
                 126: {"argv": ["-o", str(tmp / "t6.jsonl"), "--", str(tmp)]},
@@ -359,8 +364,19 @@ def test_every_documented_exit_status_happens(name, rec, tmp_path):
             assert proc.returncode == 130, (name, err)
             assert b"internal error" not in err and b"Traceback" not in err, err
             continue
-        r = run_tool(name, *(a.format(**rec) for a in how["argv"]),
-                     input=how.get("stdin", b""), timeout=120)
+        server, url = None, ""
+        if "server" in how:  # a peer to --connect to, which says where it listens
+            server = subprocess.Popen(how["server"], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      env=tool_env())
+            url = server.stderr.readline().split(b"listening on ")[1].strip().decode()
+        try:
+            r = run_tool(name, *(a.format(url=url, **rec) for a in how["argv"]),
+                         input=how.get("stdin", b""), timeout=120)
+        finally:
+            if server is not None:
+                server.terminate()
+                server.communicate(timeout=60)
         assert r.returncode == code, (name, code, r.stderr)
         assert b"internal error" not in r.stderr
 
