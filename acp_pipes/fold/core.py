@@ -232,6 +232,22 @@ class Folder:
                     finalize(ent, "turn_end")
         self.timeline.flush(sess.lane, turn_end=state == "idle")
 
+    def _keep_open(self, parent: Any) -> None:
+        """A fork of ``parent`` is made: its entities still open (a tool call left
+        running at the end of a turn) are kept in the run's states as they are now, as
+        a final one is, so the fork's copy of them is their state at the fork (ASR-718);
+        the parent's later changes keep that copy for the fork (copy on write)."""
+        sess = self.sessions.get(parent) if parent.__class__ is str else None
+        if sess is None:
+            return
+        for ent in sess.open.values():
+            if ent.dead or ent.key is None:
+                continue
+            if ent.parts is not None:
+                settle(ent)
+            self.states.put((ent.session, ent.kind, ent.key), ent, ent.replayed if (
+                ent.first_replayed is None) else ent.first_replayed, self.conn)
+
     def _finalize_all(self, sess: _Session, why: str) -> None:
         for ent in list(sess.open.values()):
             self.timeline.finalize(ent, why)
@@ -478,6 +494,7 @@ class Folder:
                    "session": sid, **_roots(params)}
             if method == "session/fork":
                 rec["from"] = params.get("sessionId")
+                self._keep_open(rec["from"])
                 self.states.forked(sid, rec["from"])  # what it copied (ASR-718)
                 if sess.window is None:
                     self._join(sess, _Window("fork"))
