@@ -473,7 +473,11 @@ def folded(blocks: list) -> list:
 def lift_tool_call(upd: dict) -> dict:
     """``tool_call`` (creation) and ``tool_call_update`` -> v2's ``tool_call_update``
     upsert (omitted fields unchanged), v1 diffs lifted to v2 diffs. The update is copied
-    only when something changes."""
+    only when something changes. v1's ``name: null`` leaves the name unchanged (v1's
+    schema: "omitting it or sending null both mean that the existing name is left
+    unchanged"), where v2's null clears it (ASR-704): it is dropped."""
+    if "name" in upd and upd["name"] is None:
+        upd = {k: v for k, v in upd.items() if k != "name"}
     content = upd.get("content")
     if content.__class__ is list:
         for item in content:
