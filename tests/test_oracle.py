@@ -1,14 +1,29 @@
 """The oracle for what acp-fold and acp-asr store: a stateful property test.
 
-The state machine *is* an ACP v2 agent: it holds the true state of every entity of
-its sessions (messages of each type, tool calls, plans, compactions, terminals,
-permissions) and emits what a real agent
-may legally send for it, over several connections: prompts, live chunks and whole
-upserts, message types sharing IDs, tool calls through every status with partial
-updates, plan snapshots, ``session/resume`` with and without a history replay (the
-replay saying what was recorded, or differing from it), live updates after a replay,
-``session/fork`` with the parent's history replayed into the fork or not (then the fork
-patches what it copied at the fork, whatever the parent did after), closes. At the end of each run the wire log is folded and converted as acp-asr does (in
+The state machine *is* an ACP agent, v2 or v1 (drawn per run): it holds the true state
+of every entity of its sessions (messages of each type, tool calls, plans, compactions,
+terminals, permissions) and emits what a real agent may legally send for it, over
+several connections: prompts, live chunks and whole upserts, message types sharing IDs,
+tool calls through every status with partial updates, plan snapshots,
+``session/resume`` with and without a history replay (the replay saying what was
+recorded, or differing from it), live updates after a replay, ``session/fork`` with
+the parent's history replayed into the fork or not (then the fork patches what it
+copied at the fork, whatever the parent did after), closes.
+
+As ACP v1 it sends what v1 has: chunks without ``messageId`` (the store derives the
+IDs from each message's role, content and occurrence, ending a message at the
+boundaries docs/asr.md "ACP v1" lists), the prompt's echo under an ID of the agent's
+own, ``tool_call`` first then ``tool_call_update`` (``name: null`` leaving the name),
+permissions asked about a tool call, the plan sent whole, the client's terminals
+(``terminal/create``, ``terminal/output``, ``terminal/wait_for_exit``), a resume
+without replay and ``session/load`` replaying the whole history (identical or
+differing). The machine derives the IDs the docs promise and, for a load, the message
+boundaries the replay gives: two messages of one kind the live turn separated only by
+a request of the agent (or a turn with nothing but its prompt) run together in the
+replay, a new message the store keeps beside the two (the declared loss
+``v1_message_boundaries``).
+
+At the end of each run the wire log is folded and converted as acp-asr does (in
 process) and checked against the machine:
 
 - for every entity, the latest stored revision is the machine's state, under the
@@ -20,8 +35,7 @@ process) and checked against the machine:
 - every stream passes ``acp-asr --validate``;
 - replaying a stream and recording the replay gives the same context view (ASR-732).
 
-Not generated yet: ACP v1 (``session/load``, derived message IDs), subagents and
-inter-session messages, elicitations.
+Not generated yet: subagents and inter-session messages, elicitations; forks in ACP v1.
 
 ``make test`` runs a short profile; ``make fuzz`` runs the long one
 (``ACP_PIPES_ORACLE=fuzz``: thousands of runs; it stops by itself).
@@ -32,12 +46,14 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import shlex
 import tempfile
 
+import blake3
 import orjson
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from acp_pipes.asr import convert
 from acp_pipes.asr.reader import AsrStream
@@ -81,6 +97,26 @@ def _append_text(content: list, text: str) -> list:
     return [*content, {"type": "text", "text": text}]
 
 
+def derived_id(role: str, content: list, k: int) -> str:
+    """The ID docs/asr.md ("ACP v1") promises a v1 message: ``v1:<role>:<digest>:<k>``,
+    the digest the first 16 hex digits of blake3 of the content's JCS form (written here
+    with sorted keys: the oracle's content has ASCII keys and no floats), k its
+    occurrence among the session's messages of that role and content."""
+    jcs = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+    return f"v1:{role}:{blake3.blake3(jcs).hexdigest()[:16]}:{k}"
+
+
+def v1_folded(blocks: list) -> list:
+    """Content blocks as a v1 message's chunks join: text onto text (ASR-704)."""
+    out: list = []
+    for b in blocks:
+        out = _append_text(out, b["text"]) if set(b) == {"type", "text"} else [*out, b]
+    return out
+
+
+V1_CHUNK = {"user": "user_message_chunk", "agent": "agent_message_chunk",
+            "thought": "agent_thought_chunk"}
+
 OPTIONS = [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
            {"optionId": "deny", "name": "Deny", "kind": "reject_once"}]
 
@@ -103,8 +139,19 @@ class Session:
         self.copied: dict[tuple, dict] = {}
         self.closed = False
         self.parent = parent  # the session it was forked from
+        # ACP v1: the agent's own history, in order: ("msg", kind, content, native ID or
+        # None) for a message (v1 gives it no ID: the store derives one), ("ent", key)
+        # for every other entity; the message being sent (its chunks held by the store
+        # until a boundary, docs/asr.md "ACP v1"); the occurrences of each (role,
+        # content) counted since the last session/load
+        self.order: list[tuple] = []
+        self.pending: list | None = None  # [kind, content]
+        self.counts: dict[tuple, int] = {}
+        self.prompted = parent is None  # a fork's updates are history until its first prompt
 
     def put(self, key: tuple, value: dict) -> None:
+        if key not in self.entities and key[0] not in V1_CHUNK:
+            self.order.append(("ent", key))
         self.entities[key] = value
 
     def get(self, key: tuple, default: dict | None = None) -> dict | None:
@@ -128,8 +175,21 @@ class Agent(RuleBasedStateMachine):
         self.turn: dict | None = None  # the open prompt turn: session, message IDs
         self.rid = 0
         self.n = 0  # a counter for fresh IDs
+        self.v = 2
+
+    @initialize(version=st.sampled_from([2, 1]))
+    def start(self, version: int) -> None:
+        """The protocol version every connection of the run negotiates; every run has a
+        session to work on from its first step."""
+        self.v = version
         self._connect()
-        self.new_session()  # every run has a session to work on from its first step
+        self.new_session()
+
+    def _v1(self) -> bool:
+        return self.v == 1
+
+    def _v2(self) -> bool:
+        return self.v == 2
 
     # -- the wire -------------------------------------------------------------------
 
@@ -150,11 +210,106 @@ class Agent(RuleBasedStateMachine):
         self.attached = set()
         self.turn = None
         self.rid = 0
+        if self.v == 1:
+            rid = self._req("initialize", {"protocolVersion": 1, "clientCapabilities": {
+                "terminal": True}, "clientInfo": {"name": "client", "version": "1"}})
+            self._send("a2c", {"id": rid, "result": {
+                "protocolVersion": 1, "agentInfo": {"name": "Oracle Agent", "version": "1"},
+                "agentCapabilities": {"loadSession": True}}})
+            return
         rid = self._req("initialize", {"protocolVersion": 2, "capabilities": {},
                                        "info": {"name": "client", "version": "1"}})
         self._send("a2c", {"id": rid, "result": {
             "protocolVersion": 2, "info": {"name": "Oracle Agent", "version": "1"},
             "capabilities": {"session": {}}}})
+
+    # -- ACP v1: messages without IDs -----------------------------------------------
+
+    def _v1_derive(self, s: Session, kind: str, content: list) -> str:
+        """The store derives a v1 message's ID when the message ends (docs/asr.md "ACP
+        v1"): its role, content and occurrence since the last session/load."""
+        n = (kind, orjson.dumps(content, option=orjson.OPT_SORT_KEYS))
+        s.counts[n] = s.counts.get(n, 0) + 1
+        mid = derived_id(kind, content, s.counts[n])
+        s.entities[(kind, mid)] = {"content": content}  # the latest state on the wire
+        return mid
+
+    def _v1_close(self, s: Session, *, live: bool = True) -> None:
+        """The message being sent ends: a chunk of another kind, a tool call, a plan, a
+        request of the agent, the turn's end (ASR-704 for v1, docs/asr.md)."""
+        if s.pending is None:
+            return
+        kind, content = s.pending
+        s.pending = None
+        self._v1_derive(s, kind, content)
+        if live:
+            s.order.append(("msg", kind, content, None))
+
+    def _v1_chunks(self, sid: str, kind: str, content: list, mid: str | None) -> None:
+        for b in content:
+            u = {"sessionUpdate": V1_CHUNK[kind], "content": b}
+            if mid is not None:
+                u["messageId"] = mid
+            self._upd(sid, u)
+
+    def _v1_tool(self, cid: str, value: dict) -> dict:
+        """A v1 tool call sent whole (``tool_call``)."""
+        u = {"sessionUpdate": "tool_call", "toolCallId": cid}
+        u.update({k: v for k, v in value.items() if k not in ("content", "_meta")})
+        u["content"] = [{"type": "content", "content": b} for b in value["content"]]
+        return u
+
+    @precondition(lambda self: self.v == 1 and self.turn is None and self._resumable())
+    @rule(data=st.data(), replay=st.sampled_from(["identical", "differing"]))
+    def load(self, data, replay: str) -> None:
+        """v1's ``session/load``: the agent replays its whole history as v1 sends it
+        (chunks without IDs, ``tool_call`` whole, the plan), then answers. The store
+        derives the replayed messages' IDs again, counting from the start: a message
+        replayed as it was is the entity already stored, a message that differs (or that
+        the replay runs together with the one before: v1 has no boundaries, the declared
+        loss ``v1_message_boundaries``) is a new one, the earlier ones staying stored.
+        Permissions and the client's terminals are not the agent's to replay."""
+        sid = data.draw(st.sampled_from(self._resumable()))
+        s = self.sessions[sid]
+        rid = self._req("session/load", {"sessionId": sid, "cwd": "/ws", "mcpServers": []})
+        items = [i for i, it in enumerate(s.order)
+                 if it[0] == "msg" or it[1][0] not in ("permission", "terminal")]
+        if replay == "differing" and items:
+            i = data.draw(st.sampled_from(items))
+            it = s.order[i]
+            if it[0] == "msg":
+                s.order[i] = ("msg", it[1], _append_text(it[2], "!"), it[3])
+            else:
+                s.entities[it[1]] = self._differ(it[1], s.entities[it[1]])
+        s.counts = {}
+        for i in items:
+            it = s.order[i]
+            if it[0] == "msg":
+                _, kind, content, mid = it
+                if mid is not None:  # the agent's own ID: folded by it, its chunks joined
+                    self._v1_close(s, live=False)
+                    s.entities[(kind, mid)] = {"content": v1_folded(content)}
+                elif s.pending is not None and s.pending[0] == kind:
+                    # runs on: one message to the store
+                    s.pending[1] = v1_folded([*s.pending[1], *content])
+                else:
+                    self._v1_close(s, live=False)
+                    s.pending = [kind, v1_folded(content)]
+                self._v1_chunks(sid, kind, content, mid)
+                continue
+            key = it[1]
+            value = s.entities[key]
+            if key[0] == "tool":
+                self._v1_close(s, live=False)
+                self._upd(sid, self._v1_tool(key[1], value))
+            elif key[0] == "plan":
+                self._v1_close(s, live=False)
+                self._upd(sid, {"sessionUpdate": "plan", "entries": value["entries"]})
+            else:  # a compaction: v2's shape; it follows a message being sent
+                self._upd(sid, self._whole(key, value))
+        self._v1_close(s, live=False)
+        self._send("a2c", {"id": rid, "result": {}})
+        self.attached.add(sid)
 
     # -- sessions and connections ---------------------------------------------------
 
@@ -181,7 +336,10 @@ class Agent(RuleBasedStateMachine):
     def resume(self, data, replay: str) -> None:
         """``session/resume``: with ``replayFrom`` the agent replays its history as whole
         upserts (ASR-725) before it answers; a differing replay says another content
-        for one entity, which is then the entity's state (ASR-717)."""
+        for one entity, which is then the entity's state (ASR-717). v1's resume has no
+        replay (its replay is ``session/load``): derived IDs count on."""
+        if self.v == 1:
+            replay = "none"
         sid = data.draw(st.sampled_from(self._resumable()))
         s = self.sessions[sid]
         params = {"sessionId": sid, "cwd": "/ws"}
@@ -246,7 +404,8 @@ class Agent(RuleBasedStateMachine):
         return {"sessionUpdate": "plan_update",
                 "plan": {"type": "items", "planId": eid, "entries": value["entries"]}}
 
-    @precondition(lambda self: self.turn is None and self.attached and len(self.sessions) < 4)
+    @precondition(lambda self: self.v == 2 and self.turn is None and self.attached
+                  and len(self.sessions) < 4)
     @rule(data=st.data(), replay=st.booleans())
     def fork(self, data, replay: bool) -> None:
         """``session/fork``: the agent may replay the parent's history into the new session
@@ -287,6 +446,11 @@ class Agent(RuleBasedStateMachine):
         message, come from one small pool: the three types share IDs (ASR-724)."""
         sid = data.draw(st.sampled_from(sorted(self.attached)))
         s = self.sessions[sid]
+        if self.v == 1:  # answered at the turn's end, without a messageId
+            rid = self._req("session/prompt", {"sessionId": sid, "prompt": prompt})
+            self.turn = {"sid": sid, "rid": rid, "prompt": prompt, "echo": None,
+                         "at": len(s.order), "tools": []}
+            return
         # IDs new in this session: the three types share the pool (ASR-724), and an ID a
         # parent first used after the fork is new in the fork (ASR-718: the copy is the
         # parent's state at the fork). The turn's agent message or thought may be one a
@@ -297,11 +461,13 @@ class Agent(RuleBasedStateMachine):
         if not all(free.values()):
             return
         uid = data.draw(st.sampled_from(free["user"]))
+        s.prompted = True
         rid = self._req("session/prompt", {"sessionId": sid, "prompt": prompt})
         self._send("a2c", {"id": rid, "result": {"messageId": uid}})
         s.put(("user", uid), {"content": prompt})
         self._upd(sid, {"sessionUpdate": "state_update", "state": "running"})
-        self.turn = {"sid": sid, "user": uid, "agent": data.draw(st.sampled_from(free["agent"])),
+        self.turn = {"sid": sid, "user": uid,
+                     "agent": data.draw(st.sampled_from(free["agent"])),
                      "thought": data.draw(st.sampled_from(free["thought"])), "tools": []}
 
     def _in_turn(self) -> bool:
@@ -312,6 +478,15 @@ class Agent(RuleBasedStateMachine):
     def chunk(self, kind: str, text: str) -> None:
         t = self.turn
         s = self.sessions[t["sid"]]
+        if self.v == 1:  # no messageId: the message runs on while the kind does
+            if s.pending is not None and s.pending[0] == kind:
+                s.pending[1] = _append_text(s.pending[1], text)
+            else:
+                self._v1_close(s)
+                s.pending = [kind, [{"type": "text", "text": text}]]
+            self._upd(t["sid"], {"sessionUpdate": V1_CHUNK[kind],
+                                 "content": {"type": "text", "text": text}})
+            return
         key = (kind, t[kind])
         cur = s.get(key, {"content": []})
         s.put(key, {**cur, "content": _append_text(cur["content"], text)})
@@ -319,7 +494,7 @@ class Agent(RuleBasedStateMachine):
                              "messageId": t[kind], "content": {"type": "text", "text": text}})
 
     def _earlier(self) -> list[tuple]:
-        if self.turn is None:
+        if self.turn is None or self.v == 1:  # v1 chunks name no message
             return []
         t = self.turn
         return [k for k in self.sessions[t["sid"]].entities
@@ -337,7 +512,7 @@ class Agent(RuleBasedStateMachine):
         self._upd(t["sid"], {"sessionUpdate": "agent_message_chunk", "messageId": key[1],
                              "content": {"type": "text", "text": text}})
 
-    @precondition(_in_turn)
+    @precondition(lambda self: self.v == 2 and self._in_turn())
     @rule(content=blocks, meta=st.one_of(st.none(), st.just(CLEAR), st.dictionaries(
         st.sampled_from("ab"), st.one_of(st.none(), st.integers(0, 2)), min_size=1)))
     def agent_upsert(self, content: list, meta) -> None:
@@ -359,7 +534,7 @@ class Agent(RuleBasedStateMachine):
         s.put(key, cur)
         self._upd(t["sid"], u)
 
-    @precondition(_in_turn)
+    @precondition(lambda self: self.v == 2 and self._in_turn())
     @rule(text=word)
     def thought_upsert(self, text: str) -> None:
         """A whole agent_thought upsert (text: a thought's other blocks are a declared
@@ -370,7 +545,19 @@ class Agent(RuleBasedStateMachine):
         self._upd(t["sid"], {"sessionUpdate": "agent_thought", "messageId": t["thought"],
                              "content": content})
 
-    @precondition(_in_turn)
+    @precondition(lambda self: self._in_turn() and self.turn.get("echo", "") is None)
+    @rule()
+    def echo_prompt_v1(self) -> None:
+        """A v1 agent echoes the prompt as user_message_chunks under an ID of its own
+        (mistral-vibe, opencode): that is the prompt's ID, stored once (ASR-713)."""
+        t = self.turn
+        s = self.sessions[t["sid"]]
+        self.n += 1
+        t["echo"] = f"e{self.n}"
+        self._v1_close(s)
+        self._v1_chunks(t["sid"], "user", t["prompt"], t["echo"])
+
+    @precondition(lambda self: self.v == 2 and self._in_turn())
     @rule()
     def echo_prompt(self) -> None:
         """The agent echoes the prompt as a user_message with the prompt's ID: the same
@@ -382,12 +569,23 @@ class Agent(RuleBasedStateMachine):
 
     @precondition(_in_turn)
     @rule(title=word, inp=st.dictionaries(st.sampled_from("ab"), st.integers(-3, 3),
-                                          max_size=2))
-    def tool_start(self, title: str, inp: dict) -> None:
+                                          max_size=2), named=st.booleans())
+    def tool_start(self, title: str, inp: dict, named: bool) -> None:
         t = self.turn
         self.n += 1
         cid = f"c{self.n}"
         t["tools"].append(cid)
+        if self.v == 1:  # first sight: tool_call, with no name (v1's is optional)
+            s = self.sessions[t["sid"]]
+            self._v1_close(s)
+            u = {"sessionUpdate": "tool_call", "toolCallId": cid, "title": title,
+                 "kind": "edit", "status": "pending", "rawInput": inp}
+            if named:
+                u["name"] = "tool"
+            s.put(("tool", cid), {**{k: v for k, v in u.items() if k not in (
+                "sessionUpdate", "toolCallId")}, "content": [], "_meta": {}})
+            self._upd(t["sid"], u)
+            return
         self.sessions[t["sid"]].put(("tool", cid), {
             "name": "tool", "title": title, "kind": "edit", "status": "pending",
             "rawInput": inp, "content": [], "_meta": {}})
@@ -411,13 +609,19 @@ class Agent(RuleBasedStateMachine):
     def tool_update(self, data, status, content, title, output, meta) -> None:
         """A partial tool_call_update: an omitted field is unchanged, null clears it, and
         ``_meta`` is patched key by key (ASR-704, ASR-708)."""
+        if self.v == 1:  # v1: no cancelled; null means unchanged (name), _meta not patched
+            status = "failed" if status == "cancelled" else status
+            title = None if title is CLEAR else title
+            meta = None
         self._tool_update(self.turn["sid"], data.draw(st.sampled_from(self._open_tools())),
                           status, content, title, output, meta)
 
     def _late_tools(self) -> list[tuple[str, str]]:
         if self.turn is not None:
             return []
-        return [(sid, k[1]) for sid in sorted(self.attached)
+        # not into a fork before its first prompt: its updates are history until then,
+        # folded from empty as a replay holds the whole (docs/acp-fold.md "Replay")
+        return [(sid, k[1]) for sid in sorted(self.attached) if self.sessions[sid].prompted
                 for k, v in self.sessions[sid].view().items()
                 if k[0] == "tool" and v["status"] not in FINAL]
 
@@ -429,12 +633,18 @@ class Agent(RuleBasedStateMachine):
         only its status (and rawOutput): it keeps everything else (ASR-704, docs/asr.md
         "One entity, every connection")."""
         sid, cid = data.draw(st.sampled_from(self._late_tools()))
+        if self.v == 1:
+            status = "failed" if status == "cancelled" else status
         self._tool_update(sid, cid, status, None, None, output, None)
 
     def _tool_update(self, sid, cid, status, content, title, output, meta) -> None:
         s = self.sessions[sid]
         cur = dict(s.get(("tool", cid)))
         u: dict = {"sessionUpdate": "tool_call_update", "toolCallId": cid}
+        if self.v == 1:
+            self._v1_close(s)
+            if title is None and content is None:
+                u["name"] = None  # v1: "omitting it or sending null ... left unchanged"
         if status is not None:
             u["status"] = cur["status"] = status
         if content is not None:
@@ -460,6 +670,11 @@ class Agent(RuleBasedStateMachine):
         """Each plan_update is a full snapshot: later ones supersede (ASR-705)."""
         t = self.turn
         s = self.sessions[t["sid"]]
+        if self.v == 1:  # the whole list, no ID: one plan per session
+            self._v1_close(s)
+            s.put(("plan", "v1:plan"), {"entries": plan})
+            self._upd(t["sid"], {"sessionUpdate": "plan", "entries": plan})
+            return
         pid = data.draw(st.sampled_from(["p1", "p2"]))
         s.put(("plan", pid), {"entries": plan})
         self._upd(t["sid"], {"sessionUpdate": "plan_update",
@@ -489,10 +704,29 @@ class Agent(RuleBasedStateMachine):
     @rule(command=st.sampled_from(["make", "ls -l"]),
           chunks=st.lists(st.binary(max_size=5), max_size=3), code=st.integers(0, 2))
     def terminal(self, command: str, chunks: list, code: int) -> None:
-        """A terminal: its command, its output in byte chunks, its exit status."""
+        """A terminal: its command, its output in byte chunks, its exit status. In v1
+        the client runs it for the agent: ``terminal/create``, ``terminal/output``
+        (each a snapshot of the whole output so far), ``terminal/wait_for_exit``."""
         t = self.turn
         self.n += 1
         tid = f"t{self.n}"
+        if self.v == 1:
+            s = self.sessions[t["sid"]]
+            self._v1_close(s)
+            cmd, *args = command.split(" ")
+            self._ask_client("terminal/create", {"sessionId": t["sid"], "command": cmd,
+                                                 "args": args, "cwd": "/ws"},
+                             {"terminalId": tid})
+            out = b""
+            for c in chunks:
+                out += c
+                self._ask_client("terminal/output", {"sessionId": t["sid"], "terminalId": tid},
+                                 {"output": out.decode("latin-1"), "truncated": False})
+            self._ask_client("terminal/wait_for_exit", {"sessionId": t["sid"],
+                                                        "terminalId": tid}, {"exitCode": code})
+            s.put(("terminal", tid), {"command": shlex.join([cmd, *args]), "exitCode": code,
+                                      "output": out.decode("latin-1").encode()})
+            return
         self._upd(t["sid"], {"sessionUpdate": "terminal_update", "terminalId": tid,
                              "command": command, "cwd": "/ws"})
         for c in chunks:
@@ -503,19 +737,36 @@ class Agent(RuleBasedStateMachine):
         self.sessions[t["sid"]].put(("terminal", tid), {"command": command, "exitCode": code,
                                                         "output": b"".join(chunks)})
 
-    @precondition(_in_turn)
-    @rule(title=word)
-    def ask_permission(self, title: str) -> None:
+    def _ask_client(self, method: str, params: dict, result: dict) -> None:
+        """A request of the agent, answered at once (a v1 client's terminal)."""
+        self.n += 1
+        rid = 100 + self.n  # the agent's own JSON-RPC ID space
+        self._send("a2c", {"id": rid, "method": method, "params": params})
+        self._send("c2a", {"id": rid, "result": result})
+
+    @precondition(lambda self: self._in_turn() and (self.v == 2 or self.turn["tools"]))
+    @rule(data=st.data(), title=word)
+    def ask_permission(self, data, title: str) -> None:
         """The agent asks the client (ASR-716); the answer comes later, other frames of
-        both directions between."""
+        both directions between. v1 asks about a tool call (``toolCall``, a v1 tool call
+        update the client applies to the call: its title here), with no title of its
+        own: the permission's title is the call's."""
         t = self.turn
+        s = self.sessions[t["sid"]]
         self.n += 1
         rid = 100 + self.n  # the agent's own JSON-RPC ID space
         req = f"{len(self.connections) - 1}:{rid}"
-        self.sessions[t["sid"]].put(("permission", req), {"title": title, "status": "pending"})
+        params = {"sessionId": t["sid"], "title": title, "options": OPTIONS}
+        if self.v == 1:
+            self._v1_close(s)
+            cid = data.draw(st.sampled_from(t["tools"]))
+            s.put(("tool", cid), {**s.entities[("tool", cid)], "title": title})
+            params = {"sessionId": t["sid"], "toolCall": {"toolCallId": cid, "title": title},
+                      "options": OPTIONS}
+        s.put(("permission", req), {"title": title, "status": "pending"})
         t.setdefault("asked", []).append((req, rid))
-        self._send("a2c", {"id": rid, "method": "session/request_permission", "params": {
-            "sessionId": t["sid"], "title": title, "options": OPTIONS}})
+        self._send("a2c", {"id": rid, "method": "session/request_permission",
+                           "params": params})
 
     @precondition(lambda self: self.turn is not None and self.turn.get("asked"))
     @rule(data=st.data(), choice=st.sampled_from(["allow", "deny", None]))
@@ -536,9 +787,24 @@ class Agent(RuleBasedStateMachine):
         t = self.turn
         while t.get("asked"):  # a client answers before the turn can end
             self.answer_permission(_First(), None)
+        if self.v == 1:  # the response ends the turn; the prompt's ID is derived then,
+            s = self.sessions[t["sid"]]  # or is the echo's (ASR-713)
+            self._v1_close(s)
+            self._send("a2c", {"id": t["rid"], "result": {"stopReason": "end_turn"}})
+            if t["echo"] is None:  # the prompt as sent; its ID from it as folded
+                n = ("user", orjson.dumps(v1_folded(t["prompt"]), option=orjson.OPT_SORT_KEYS))
+                s.counts[n] = s.counts.get(n, 0) + 1
+                mid = derived_id("user", v1_folded(t["prompt"]), s.counts[n])
+                s.entities[("user", mid)] = {"content": t["prompt"]}
+            else:  # the echo's chunks are the content
+                s.entities[("user", t["echo"])] = {"content": v1_folded(t["prompt"])}
+            s.order.insert(t["at"], ("msg", "user", t["prompt"], t["echo"]))
+            self.turn = None
+            return
         self._upd(t["sid"], {"sessionUpdate": "state_update", "state": "idle",
                              "stopReason": "end_turn"})
         self.turn = None
+
 
     # -- the oracle -----------------------------------------------------------------
 
@@ -552,7 +818,7 @@ class Agent(RuleBasedStateMachine):
         if self.turn is not None:
             self.end_turn()
         kinds = {k[0] for v in self.sessions.values() for k in v.entities}
-        event(f"connections={len(self.connections)} sessions={len(self.sessions)} "
+        event(f"v{self.v} connections={len(self.connections)} sessions={len(self.sessions)} "
               f"forks={sum(s.startswith('f') for s in self.sessions)} {sorted(kinds)}")
         check(self.connections, {k: v.entities for k, v in self.sessions.items()})
 
@@ -617,7 +883,7 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
                       "output": value["output"]}}
     if kind == "compaction":
         return {key: {"status": value["status"], "summary": value["summary"] or None}}
-    out = {("tool_call", eid): {"name": value["name"], "title": value.get("title"),
+    out = {("tool_call", eid): {"name": value.get("name"), "title": value.get("title"),
                                 "kind": value["kind"], "input": value["rawInput"],
                                 "_meta": value["_meta"] or None}}
     if value["status"] in FINAL:  # pending/in_progress are not recorded (ASR-722)
