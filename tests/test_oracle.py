@@ -23,6 +23,12 @@ a request of the agent (or a turn with nothing but its prompt) run together in t
 replay, a new message the store keeps beside the two (the declared loss
 ``v1_message_boundaries``).
 
+ACP-unstable in v2, as docs/asr.md maps it: subagents (``subagent_update`` in the
+parent, the child's messages on the same connection, its later state superseding,
+ASR-721), messages between sessions (``session_message`` and its chunks in the
+recipient, the sender's copy an audit record, ASR-735), elicitations (a form or a URL,
+answered later, ASR-734).
+
 At the end of each run the wire log is folded and converted as acp-asr does (in
 process) and checked against the machine:
 
@@ -35,7 +41,8 @@ process) and checked against the machine:
 - every stream passes ``acp-asr --validate``;
 - replaying a stream and recording the replay gives the same context view (ASR-732).
 
-Not generated yet: subagents and inter-session messages, elicitations; forks in ACP v1.
+Not generated yet: forks in ACP v1; a replay of a parent's subagents' messages; a
+session message or subagent copied into a fork.
 
 ``make test`` runs a short profile; ``make fuzz`` runs the long one
 (``ACP_PIPES_ORACLE=fuzz``: thousands of runs; it stops by itself).
@@ -148,6 +155,7 @@ class Session:
         self.pending: list | None = None  # [kind, content]
         self.counts: dict[tuple, int] = {}
         self.prompted = parent is None  # a fork's updates are history until its first prompt
+        self.spawned = False  # a subagent's session (ASR-721)
 
     def put(self, key: tuple, value: dict) -> None:
         if key not in self.entities and key[0] not in V1_CHUNK:
@@ -350,19 +358,22 @@ class Agent(RuleBasedStateMachine):
             for key, value in s.copied.items():  # the whole history: the copy too
                 s.entities.setdefault(key, value)
             s.copied.clear()
-            keys = [k for k in s.entities if k[0] != "permission"]
+            # requests (permissions, elicitations) are not replayed (ASR-726)
+            keys = [k for k in s.entities if k[0] not in ("permission", "input")]
             if replay == "differing" and keys:
                 key = data.draw(st.sampled_from(keys))
                 s.put(key, self._differ(key, s.entities[key]))
-            for key in keys:  # permissions are not replayed (ASR-726)
-                self._upd(sid, self._whole(key, s.entities[key]))
+            for key in keys:
+                self._upd(sid, self._whole(key, s.entities[key], sid))
         self._send("a2c", {"id": rid, "result": {}})
         self.attached.add(sid)
 
     @staticmethod
     def _differ(key: tuple, value: dict) -> dict:
-        if key[0] in ("user", "agent", "thought"):
+        if key[0] in ("user", "agent", "thought", "smsg"):
             return {**value, "content": _append_text(value["content"], "!")}
+        if key[0] == "subagent":
+            return {**value, "title": value["title"] + "!"}
         if key[0] == "tool":
             return {**value, "title": value.get("title", "") + "!"}  # or sets a cleared one
         if key[0] == "compaction":
@@ -373,9 +384,18 @@ class Agent(RuleBasedStateMachine):
                                                 "status": "pending"}]}
 
     @staticmethod
-    def _whole(key: tuple, value: dict) -> dict:
-        """The entity as one whole upsert, as a replay sends it."""
+    def _whole(key: tuple, value: dict, sid: str = "") -> dict:
+        """The entity as one whole upsert, as a replay sends it (into session ``sid``)."""
         kind, eid = key
+        if kind == "subagent":
+            u = {"sessionUpdate": "subagent_update", "sessionId": eid, "title": value["title"]}
+            if value["state"] is not None:
+                u["state"] = value["state"]
+            return u
+        if kind == "smsg":
+            return {"sessionUpdate": "session_message", "messageId": eid,
+                    "senderSessionId": value["from"], "recipientSessionId": sid,
+                    "content": value["content"]}
         if kind in ("user", "agent", "thought"):
             name = {"user": "user_message", "agent": "agent_message",
                     "thought": "agent_thought"}[kind]
@@ -417,7 +437,10 @@ class Agent(RuleBasedStateMachine):
         rid = self._req("session/fork", {"sessionId": parent, "cwd": "/ws"})
         child = Session(parent)
         for key, value in self.sessions[parent].view().items():
-            if key[0] == "permission":  # not replayed (ASR-726): the fork has none
+            # requests are not replayed (ASR-726): the fork has none; nor the parent's
+            # subagents and the messages other sessions sent it (the generator leaves
+            # them out: a fork ACP does not name as recipient has them as audit records)
+            if key[0] in ("permission", "input", "subagent", "smsg"):
                 continue
             if replay:
                 child.put(key, value)
@@ -768,6 +791,98 @@ class Agent(RuleBasedStateMachine):
         self._send("a2c", {"id": rid, "method": "session/request_permission",
                            "params": params})
 
+    # -- ACP-unstable in v2: subagents, session messages; elicitations -------------
+
+    @precondition(lambda self: self.v == 2 and self._in_turn()
+                  and sum(s.spawned for s in self.sessions.values()) < 2)
+    @rule(title=word, chunks=st.lists(word, min_size=1, max_size=2), ends=st.booleans())
+    def subagent(self, title: str, chunks: list, ends: bool) -> None:
+        """The agent spawns a subagent (``subagent_update`` in the parent, ASR-721): a
+        session of its own, never created by the client, whose messages come on the
+        same connection; the subagent's later updates (its state) supersede."""
+        t = self.turn
+        self.n += 1
+        kid = f"sub{self.n}"
+        child = Session()
+        child.closed = True  # not the client's to resume or prompt
+        child.spawned = True
+        self.sessions[kid] = child
+        self._upd(t["sid"], {"sessionUpdate": "subagent_update", "sessionId": kid,
+                             "title": title})
+        sub = {"title": title, "state": None}
+        self.sessions[t["sid"]].put(("subagent", kid), sub)
+        content: list = []
+        for text in chunks:
+            content = _append_text(content, text)
+            self._upd(kid, {"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                            "content": {"type": "text", "text": text}})
+        child.put(("agent", "m1"), {"content": content})
+        if ends:
+            self._upd(kid, {"sessionUpdate": "state_update", "state": "idle",
+                            "stopReason": "end_turn"})
+            state = {"state": "idle", "stopReason": "end_turn"}
+            self._upd(t["sid"], {"sessionUpdate": "subagent_update", "sessionId": kid,
+                                 "state": state})
+            self.sessions[t["sid"]].put(("subagent", kid), {**sub, "state": state})
+
+    @precondition(lambda self: self.v == 2 and self._in_turn() and len(self.attached) > 1)
+    @rule(data=st.data(), chunks=st.lists(word, min_size=1, max_size=2))
+    def session_message(self, data, chunks: list) -> None:
+        """The turn's session sends a message to another session (ASR-735): the
+        recipient receives it (``session_message`` then chunks, the receiving side's
+        ID), the sender's own copy is an audit record of its stream."""
+        t = self.turn
+        to = data.draw(st.sampled_from(sorted(self.attached - {t["sid"]})))
+        self.n += 1
+        mid = f"sm{self.n}"
+        ends = {"senderSessionId": t["sid"], "recipientSessionId": to}
+        content = [{"type": "text", "text": chunks[0]}]
+        self._upd(to, {"sessionUpdate": "session_message", "messageId": mid, **ends,
+                       "content": content})
+        for text in chunks[1:]:
+            content = _append_text(content, text)
+            self._upd(to, {"sessionUpdate": "session_message_chunk", "messageId": mid,
+                           **ends, "content": {"type": "text", "text": text}})
+        self._upd(t["sid"], {"sessionUpdate": "session_message", "messageId": f"out-{mid}",
+                             **ends, "content": content})
+        self.sessions[to].put(("smsg", mid), {"content": content, "from": t["sid"]})
+
+    @precondition(lambda self: self.v == 2 and self._in_turn())
+    @rule(message=word, url=st.booleans())
+    def elicit(self, message: str, url: bool) -> None:
+        """The agent asks the user for input (``elicitation/create``, ASR-734): a form,
+        or a URL with its own ``elicitationId``; the answer comes later."""
+        t = self.turn
+        self.n += 1
+        rid = 100 + self.n
+        params = {"sessionId": t["sid"], "mode": "form", "message": message,
+                  "requestedSchema": {"type": "object",
+                                      "properties": {"x": {"type": "string"}}}}
+        req = f"{len(self.connections) - 1}:{rid}"
+        if url:
+            req = f"el{self.n}"
+            params = {"sessionId": t["sid"], "mode": "url", "elicitationId": req,
+                      "message": message, "url": "https://auth.example/x"}
+        self.sessions[t["sid"]].put(("input", req), {"message": message, "status": "pending",
+                                                     "response": None})
+        t.setdefault("elicited", []).append((req, rid, url))
+        self._send("a2c", {"id": rid, "method": "elicitation/create", "params": params})
+
+    @precondition(lambda self: self.turn is not None and self.turn.get("elicited"))
+    @rule(data=st.data(), action=st.sampled_from(["accept", "decline", "cancel"]))
+    def answer_elicitation(self, data, action: str) -> None:
+        t = self.turn
+        req, rid, url = t["elicited"].pop(data.draw(st.integers(0, len(t["elicited"]) - 1)))
+        result: dict = {"action": action}
+        response = None
+        if action == "accept" and not url:
+            result["content"] = response = {"x": "yes"}
+        s = self.sessions[t["sid"]]
+        s.put(("input", req), {**s.entities[("input", req)], "response": response,
+                               "status": {"accept": "answered", "decline": "declined",
+                                          "cancel": "cancelled"}[action]})
+        self._send("c2a", {"id": rid, "result": result})
+
     @precondition(lambda self: self.turn is not None and self.turn.get("asked"))
     @rule(data=st.data(), choice=st.sampled_from(["allow", "deny", None]))
     def answer_permission(self, data, choice) -> None:
@@ -787,6 +902,8 @@ class Agent(RuleBasedStateMachine):
         t = self.turn
         while t.get("asked"):  # a client answers before the turn can end
             self.answer_permission(_First(), None)
+        while t.get("elicited"):
+            self.answer_elicitation(_First(), "cancel")
         if self.v == 1:  # the response ends the turn; the prompt's ID is derived then,
             s = self.sessions[t["sid"]]  # or is the echo's (ASR-713)
             self._v1_close(s)
@@ -840,6 +957,8 @@ def _key(rec: dict) -> tuple | None:
     t = rec["type"]
     if t == "message":
         content = rec.get("content") or []
+        if rec.get("origin") == "inter_session":
+            return ("smsg", rec["messageId"])
         if rec["role"] == "user":
             return ("user", rec["messageId"])
         if content and all(p.get("type") == "reasoning" for p in content):
@@ -855,6 +974,10 @@ def _key(rec: dict) -> tuple | None:
         return ("compaction", rec["compactionId"])
     if t == "terminal":
         return ("terminal", rec["terminalId"])
+    if t == "subagent":
+        return ("subagent", rec["childSession"])
+    if t == "input_request":
+        return ("input", rec["requestId"])
     return None
 
 
@@ -876,8 +999,10 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
         return {key: {"content": [{"type": "reasoning", "text": text}]}}
     if kind == "plan":
         return {key: {"entries": value["entries"]}}
-    if kind == "permission":
+    if kind in ("permission", "input", "subagent"):
         return {key: value}
+    if kind == "smsg":
+        return {key: {"content": value["content"], "from": {"session": value["from"]}}}
     if kind == "terminal":
         return {key: {"command": value["command"], "exitCode": value["exitCode"],
                       "output": value["output"]}}
