@@ -29,6 +29,12 @@ ASR-721), messages between sessions (``session_message`` and its chunks in the
 recipient, the sender's copy an audit record, ASR-735), elicitations (a form or a URL,
 answered later, ASR-734).
 
+Frames of both directions interleave as the protocol allows: a permission or
+elicitation answered after further updates; the prompt's answer (its ``messageId``)
+logged after the turn's first updates; ``session/cancel`` during the turn (the agent
+still sending, then ``stopReason: cancelled``) or racing the turn's end (logged after
+it).
+
 At the end of each run the wire log is folded and converted as acp-asr does (in
 process) and checked against the machine:
 
@@ -184,6 +190,7 @@ class Agent(RuleBasedStateMachine):
         self.rid = 0
         self.n = 0  # a counter for fresh IDs
         self.v = 2
+        self.last: str | None = None  # the session of the turn that ended last
 
     @initialize(version=st.sampled_from([2, 1]))
     def start(self, version: int) -> None:
@@ -210,6 +217,11 @@ class Agent(RuleBasedStateMachine):
         return self.rid
 
     def _upd(self, sid: str, update: dict) -> None:
+        t = self.turn
+        if t is not None and "answer" in t:  # the prompt's answer, logged after updates
+            t["answer"][0] -= 1
+            if t["answer"][0] < 0:
+                self._send("a2c", t.pop("answer")[1])
         self._send("a2c", {"method": "session/update",
                            "params": {"sessionId": sid, "update": update}})
 
@@ -463,8 +475,8 @@ class Agent(RuleBasedStateMachine):
     # -- a prompt turn --------------------------------------------------------------
 
     @precondition(lambda self: self.turn is None and self.attached)
-    @rule(data=st.data(), prompt=blocks)
-    def prompt(self, data, prompt: list) -> None:
+    @rule(data=st.data(), prompt=blocks, late=st.integers(0, 3))
+    def prompt(self, data, prompt: list, late: int = 0) -> None:
         """A prompt (ASR-713): its message ID, and the IDs of the turn's thought and agent
         message, come from one small pool: the three types share IDs (ASR-724)."""
         sid = data.draw(st.sampled_from(sorted(self.attached)))
@@ -486,10 +498,15 @@ class Agent(RuleBasedStateMachine):
         uid = data.draw(st.sampled_from(free["user"]))
         s.prompted = True
         rid = self._req("session/prompt", {"sessionId": sid, "prompt": prompt})
-        self._send("a2c", {"id": rid, "result": {"messageId": uid}})
+        answer = {"jsonrpc": "2.0", "id": rid, "result": {"messageId": uid}}
+        if not late:
+            self._send("a2c", answer)
         s.put(("user", uid), {"content": prompt})
+        # the answer may be logged after the turn's first updates (the two directions of
+        # a proxy are logged apart): after ``late`` of them
+        self.turn = {"answer": [late, answer]} if late else None
         self._upd(sid, {"sessionUpdate": "state_update", "state": "running"})
-        self.turn = {"sid": sid, "user": uid,
+        self.turn = {**(self.turn or {}), "sid": sid, "user": uid,
                      "agent": data.draw(st.sampled_from(free["agent"])),
                      "thought": data.draw(st.sampled_from(free["thought"])), "tools": []}
 
@@ -904,10 +921,14 @@ class Agent(RuleBasedStateMachine):
             self.answer_permission(_First(), None)
         while t.get("elicited"):
             self.answer_elicitation(_First(), "cancel")
+        if "answer" in t:  # answered, at the latest, before the turn ends
+            self._send("a2c", t.pop("answer")[1])
+        stop = "cancelled" if t.get("cancelled") else "end_turn"
+        self.last = t["sid"]
         if self.v == 1:  # the response ends the turn; the prompt's ID is derived then,
             s = self.sessions[t["sid"]]  # or is the echo's (ASR-713)
             self._v1_close(s)
-            self._send("a2c", {"id": t["rid"], "result": {"stopReason": "end_turn"}})
+            self._send("a2c", {"id": t["rid"], "result": {"stopReason": stop}})
             if t["echo"] is None:  # the prompt as sent; its ID from it as folded
                 n = ("user", orjson.dumps(v1_folded(t["prompt"]), option=orjson.OPT_SORT_KEYS))
                 s.counts[n] = s.counts.get(n, 0) + 1
@@ -919,9 +940,25 @@ class Agent(RuleBasedStateMachine):
             self.turn = None
             return
         self._upd(t["sid"], {"sessionUpdate": "state_update", "state": "idle",
-                             "stopReason": "end_turn"})
+                             "stopReason": stop})
         self.turn = None
 
+    @precondition(lambda self: self._in_turn() and not self.turn.get("cancelled"))
+    @rule()
+    def cancel(self) -> None:
+        """The client cancels the turn (``session/cancel``, a notification): the agent
+        may still send what it has, answers are still due, and the turn ends with
+        ``stopReason: cancelled``; nothing of it is a record."""
+        self.turn["cancelled"] = True
+        self._send("c2a", {"method": "session/cancel",
+                           "params": {"sessionId": self.turn["sid"]}})
+
+    @precondition(lambda self: self.turn is None and self.last in self.attached)
+    @rule()
+    def cancel_late(self) -> None:
+        """A cancel that raced the turn's end: logged after the agent ended the turn."""
+        self._send("c2a", {"method": "session/cancel", "params": {"sessionId": self.last}})
+        self.last = None
 
     # -- the oracle -----------------------------------------------------------------
 
