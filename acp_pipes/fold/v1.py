@@ -247,12 +247,22 @@ class V1Lift:
         the folded content and its occurrence in the session, counted across the run's
         connections and from 1 again at each ``session/load`` (whose replay starts from
         the start) (acp-pipes choice): the same message gets the same ID on every
-        connection (ASR-717)."""
+        connection (ASR-717). A message sent live counts on from the highest k the
+        session gave its stem: a load whose replay ran two messages together (v1 has no
+        boundaries) left the first's count behind, and a later message of the same
+        content must not take its ID, its chunks appended to it or its prompt lost
+        (ASR-717, ASR-722)."""
         stem = f"{role}:{content_digest(content)}"
         epoch = self.states.epochs.get(s.sid, 0)
         key = blake3.blake3(orjson.dumps((s.sid, epoch, stem))).digest(16)
+        top = blake3.blake3(orjson.dumps((s.sid, None, stem))).digest(16)
         k = (self.seen.get(key) or 0) + 1
+        high = self.seen.get(top) or 0
+        if not s.loading and k <= high:
+            k = high + 1
         self.seen.put(key, k)
+        if k > high:
+            self.seen.put(top, k)
         return f"v1:{stem}:{k}"
 
     def _declare(self, s: _Session, loss: str, seq: int, t: Any) -> None:
