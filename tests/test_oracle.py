@@ -160,6 +160,7 @@ class Session:
         self.order: list[tuple] = []
         self.pending: list | None = None  # [kind, content]
         self.counts: dict[tuple, int] = {}
+        self.high: dict[tuple, int] = {}  # the highest occurrence ever counted
         self.prompted = parent is None  # a fork's updates are history until its first prompt
         self.spawned = False  # a subagent's session (ASR-721)
 
@@ -245,13 +246,22 @@ class Agent(RuleBasedStateMachine):
 
     # -- ACP v1: messages without IDs -----------------------------------------------
 
-    def _v1_derive(self, s: Session, kind: str, content: list) -> str:
+    def _v1_derive(self, s: Session, kind: str, content: list, *, live: bool = True,
+                   value: list | None = None) -> str:
         """The store derives a v1 message's ID when the message ends (docs/asr.md "ACP
-        v1"): its role, content and occurrence since the last session/load."""
+        v1"): its role, content and occurrence since the last session/load; a message
+        sent live counts on past every earlier one of its role and content (a load's
+        replay that ran two messages together left their counts behind: a new message
+        never takes an earlier one's ID)."""
         n = (kind, orjson.dumps(content, option=orjson.OPT_SORT_KEYS))
-        s.counts[n] = s.counts.get(n, 0) + 1
-        mid = derived_id(kind, content, s.counts[n])
-        s.entities[(kind, mid)] = {"content": content}  # the latest state on the wire
+        k = s.counts.get(n, 0) + 1
+        if live:
+            k = max(k, s.high.get(n, 0) + 1)
+        s.counts[n] = k
+        s.high[n] = max(k, s.high.get(n, 0))
+        mid = derived_id(kind, content, k)
+        # the latest state on the wire
+        s.entities[(kind, mid)] = {"content": content if value is None else value}
         return mid
 
     def _v1_close(self, s: Session, *, live: bool = True) -> None:
@@ -261,7 +271,7 @@ class Agent(RuleBasedStateMachine):
             return
         kind, content = s.pending
         s.pending = None
-        self._v1_derive(s, kind, content)
+        self._v1_derive(s, kind, content, live=live)
         if live:
             s.order.append(("msg", kind, content, None))
 
@@ -930,10 +940,7 @@ class Agent(RuleBasedStateMachine):
             self._v1_close(s)
             self._send("a2c", {"id": t["rid"], "result": {"stopReason": stop}})
             if t["echo"] is None:  # the prompt as sent; its ID from it as folded
-                n = ("user", orjson.dumps(v1_folded(t["prompt"]), option=orjson.OPT_SORT_KEYS))
-                s.counts[n] = s.counts.get(n, 0) + 1
-                mid = derived_id("user", v1_folded(t["prompt"]), s.counts[n])
-                s.entities[("user", mid)] = {"content": t["prompt"]}
+                self._v1_derive(s, "user", v1_folded(t["prompt"]), value=t["prompt"])
             else:  # the echo's chunks are the content
                 s.entities[("user", t["echo"])] = {"content": v1_folded(t["prompt"])}
             s.order.insert(t["at"], ("msg", "user", t["prompt"], t["echo"]))
