@@ -31,7 +31,7 @@ answered later, ASR-734).
 
 Frames of both directions interleave as the protocol allows: a permission or
 elicitation answered after further updates; the prompt's answer (its ``messageId``)
-logged after the turn's first updates; ``session/cancel`` during the turn (the agent
+logged after the turn's first updates, a v1 agent's echo of the prompt before it; ``session/cancel`` during the turn (the agent
 still sending, then ``stopReason: cancelled``) or racing the turn's end (logged after
 it).
 
@@ -492,8 +492,13 @@ class Agent(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(sorted(self.attached)))
         s = self.sessions[sid]
         if self.v == 1:  # answered at the turn's end, without a messageId
+            echo = None
+            if late == 3:  # the agent's echo logged before the request (ASR-713)
+                self.n += 1
+                echo = f"e{self.n}"
+                self._v1_chunks(sid, "user", prompt, echo)
             rid = self._req("session/prompt", {"sessionId": sid, "prompt": prompt})
-            self.turn = {"sid": sid, "rid": rid, "prompt": prompt, "echo": None,
+            self.turn = {"sid": sid, "rid": rid, "prompt": prompt, "echo": echo,
                          "at": len(s.order), "tools": []}
             return
         # IDs new in this session: the three types share the pool (ASR-724), and an ID a
