@@ -253,17 +253,52 @@ class V1Lift:
         content must not take its ID, its chunks appended to it or its prompt lost
         (ASR-717, ASR-722)."""
         stem = f"{role}:{content_digest(content)}"
-        epoch = self.states.epochs.get(s.sid, 0)
-        key = blake3.blake3(orjson.dumps((s.sid, epoch, stem))).digest(16)
-        top = blake3.blake3(orjson.dumps((s.sid, None, stem))).digest(16)
+        sid = s.sid
+        states = self.states
+        epoch = states.epochs.get(sid, 0)
+        key = blake3.blake3(orjson.dumps((sid, epoch, stem))).digest(16)
+        top = _top(sid, stem)
         k = (self.seen.get(key) or 0) + 1
-        high = self.seen.get(top) or 0
+        high = self.seen.get(top)
+        if high is None:  # a fork's history is its parent's, at the fork (ASR-718)
+            high = self._inherited(sid, stem) if states.parents else 0
         if not s.loading and k <= high:
             k = high + 1
+        kids = states.children.get(sid) if states.children else None
+        if kids:
+            self._keep_count(stem, kids, high)
         self.seen.put(key, k)
         if k > high:
             self.seen.put(top, k)
         return f"v1:{stem}:{k}"
+
+    def _inherited(self, sid: str, stem: str) -> int:
+        """The highest occurrence of ``stem`` in what fork ``sid`` copied: its parent's
+        at the fork (kept when the parent counted it again after), else the parent's
+        now. A fork's own message then never takes the ID of a copied one (whose state
+        the fork patches: its chunks appended to the parent's message)."""
+        seen, parents = self.seen, self.states.parents
+        for _ in range(16):  # a chain of forks (and no loop forever on a cycle)
+            parent = parents.get(sid)
+            if parent is None:
+                return 0
+            kept = seen.get(_top(sid, stem, fork=True))
+            if kept is not None:
+                return kept
+            high = seen.get(_top(parent, stem))
+            if high is not None:
+                return high
+            sid = parent
+        return 0
+
+    def _keep_count(self, stem: str, kids: list[str], high: int) -> None:
+        """The session counts ``stem`` again: each fork made from it since keeps the
+        count it copied (copy on write, as the run's entity states do)."""
+        seen = self.seen
+        for child in kids:
+            ck = _top(child, stem, fork=True)
+            if seen.get(ck) is None:
+                seen.put(ck, high)
 
     def _declare(self, s: _Session, loss: str, seq: int, t: Any) -> None:
         if loss not in s.declared:
@@ -424,6 +459,12 @@ class V1Lift:
             upd["exitStatus"] = status
         if len(upd) > 2:
             self._in_order(s, seq, t, upd)
+
+
+def _top(sid: str, stem: str, fork: bool = False) -> bytes:
+    """The key of the highest occurrence counted for ``stem`` in session ``sid`` (with
+    ``fork``: the one fork ``sid`` copied, kept when its parent counted on)."""
+    return blake3.blake3(orjson.dumps((sid, "fork" if fork else None, stem))).digest(16)
 
 
 _NO_ID = object()
