@@ -45,9 +45,10 @@ process) and checked against the machine:
   says something else (ASR-706, ASR-717);
 - nothing the machine said is missing;
 - every stream passes ``acp-asr --validate``;
-- replaying a stream and recording the replay gives the same context view (ASR-732).
+- replaying a stream and recording the replay gives the same context view (ASR-732);
+  a v1 stream also loaded by a v1 client, under the losses that replay reports.
 
-Not generated yet: forks in ACP v1; a replay of a parent's subagents' messages; a
+Not generated yet: a v1 fork with a replay into it; a replay of a parent's subagents' messages; a
 session message or subagent copied into a fork.
 
 ``make test`` runs a short profile; ``make fuzz`` runs the long one
@@ -310,7 +311,7 @@ class Agent(RuleBasedStateMachine):
             if it[0] == "msg":
                 s.order[i] = ("msg", it[1], _append_text(it[2], "!"), it[3])
             else:
-                s.entities[it[1]] = self._differ(it[1], s.entities[it[1]])
+                s.entities[it[1]] = self._differ(it[1], s.get(it[1]))
         s.counts = {}
         for i in items:
             it = s.order[i]
@@ -328,7 +329,7 @@ class Agent(RuleBasedStateMachine):
                 self._v1_chunks(sid, kind, content, mid)
                 continue
             key = it[1]
-            value = s.entities[key]
+            value = s.entities[key] = s.get(key)  # a fork's copy: now on its wire
             if key[0] == "tool":
                 self._v1_close(s, live=False)
                 self._upd(sid, self._v1_tool(key[1], value))
@@ -446,18 +447,25 @@ class Agent(RuleBasedStateMachine):
         return {"sessionUpdate": "plan_update",
                 "plan": {"type": "items", "planId": eid, "entries": value["entries"]}}
 
-    @precondition(lambda self: self.v == 2 and self.turn is None and self.attached
-                  and len(self.sessions) < 4)
+    @precondition(lambda self: self.turn is None and self.attached and len(self.sessions) < 4)
     @rule(data=st.data(), replay=st.booleans())
     def fork(self, data, replay: bool) -> None:
         """``session/fork``: the agent may replay the parent's history into the new session
         before it answers; either way the fork starts from the parent's entities as they
-        are now (ASR-718)."""
+        are now (ASR-718). v1's (unstable) fork replays nothing: the fork's history is
+        the parent's (a later load replays it), and its own messages count on past those
+        it copied."""
         parent = data.draw(st.sampled_from(sorted(self.attached)))
         self.n += 1
         sid = f"f{self.n}"
-        rid = self._req("session/fork", {"sessionId": parent, "cwd": "/ws"})
+        params = {"sessionId": parent, "cwd": "/ws"}
         child = Session(parent)
+        if self.v == 1:
+            replay = False
+            params["mcpServers"] = []
+            child.order = list(self.sessions[parent].order)
+            child.high = dict(self.sessions[parent].high)
+        rid = self._req("session/fork", params)
         for key, value in self.sessions[parent].view().items():
             # requests are not replayed (ASR-726): the fork has none; nor the parent's
             # subagents and the messages other sessions sent it (the generator leaves
@@ -493,10 +501,13 @@ class Agent(RuleBasedStateMachine):
         s = self.sessions[sid]
         if self.v == 1:  # answered at the turn's end, without a messageId
             echo = None
-            if late == 3:  # the agent's echo logged before the request (ASR-713)
+            # the agent's echo logged before the request (ASR-713); not into a fork
+            # before its first prompt, where an update is history (docs/acp-fold.md)
+            if late == 3 and s.prompted:
                 self.n += 1
                 echo = f"e{self.n}"
                 self._v1_chunks(sid, "user", prompt, echo)
+            s.prompted = True
             rid = self._req("session/prompt", {"sessionId": sid, "prompt": prompt})
             self.turn = {"sid": sid, "rid": rid, "prompt": prompt, "echo": echo,
                          "at": len(s.order), "tools": []}
