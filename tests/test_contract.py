@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import REPO, run_tool, tool_argv, tool_env
 
+pytestmark = pytest.mark.process  # processes are the point: real pipes, signals, exits
+
 
 @pytest.fixture(scope="module")
 def rec(tmp_path_factory) -> dict[str, Path]:

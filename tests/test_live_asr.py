@@ -19,6 +19,8 @@ from acp_pipes.echo.client import client_session
 from tests.conftest import run_tool, tool_argv, tool_env
 from tests.test_live import TIMEOUT, Reader
 
+pytestmark = pytest.mark.process  # processes are the point: real pipes, signals, exits
+
 SESSION = "sess-1"  # the echo agent's first session
 
 

@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from tests.acp_schema import check_conversation
 from tests.conftest import REPO, record_lockstep, run_tool, tool_argv, tool_env
 
+pytestmark = pytest.mark.process  # processes are the point: real pipes, signals, exits
+
 FIXTURES = REPO / "tests" / "fixtures" / "replay"
 CLIENTS = REPO / "tests" / "clients"
 NODE = shutil.which("node")

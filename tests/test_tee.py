@@ -27,6 +27,8 @@ from acp_pipes.redact import TOKEN_HEAD, logged_hash
 from acp_pipes.wire import A2C, C2A, decode_raw, end_record, frame_record, make_clock
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 
+pytestmark = pytest.mark.process  # processes are the point: real pipes, signals, exits
+
 TIMEOUT = 60  # a deadlock fails the test instead of hanging it
 
 
