@@ -198,6 +198,20 @@ def test_context_warn_is_the_one_warn(capsys):
         ctx.warn("not JSON", "f.jsonl", 3)  # type: ignore[arg-type]
 
 
+def test_warn_is_defined_once():
+    """One ``Warn`` (acp_pipes.errors): a module that takes a warn callback imports it,
+    so the order (source, line, message) cannot drift apart in two definitions."""
+    import re
+    from pathlib import Path
+
+    import acp_pipes
+
+    root = Path(acp_pipes.__file__).parent
+    defined = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                     if re.search(r"^Warn\b[^=\n]*=", p.read_text(), re.M))
+    assert defined == ["errors.py"]
+
+
 def _library_errors():
     from acp_pipes.align.dot import DotMissing
     from acp_pipes.canonical import CanonicalError

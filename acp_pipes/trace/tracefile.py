@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import base64
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import orjson
 
+from acp_pipes.errors import Warn
 from acp_pipes.jsonl import InputError, display_name, raw_lines, unparsable
 from acp_pipes.jsonrpc import classify as classify_message
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
@@ -34,7 +35,6 @@ __all__ = ["CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
 
 #: One frame of a trace: its record and its bytes (without LF).
 Pair = tuple[dict[str, Any], bytes]
-Warn = Callable[[str, int, str], None]
 
 _DIRS = (C2A, A2C)
 
