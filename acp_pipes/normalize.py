@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
+from acp_pipes.errors import UsageError
 
 __all__ = ["IGNORED", "Normalizer", "parse_pointer"]
 
@@ -181,6 +182,16 @@ class Normalizer:
     def from_pointers(cls, pointers: Sequence[str]) -> Normalizer:
         """Compile ``--ignore`` pointers once; raises ValueError for a malformed one."""
         return cls(pointers)
+
+    @classmethod
+    def from_option(cls, pointers: Sequence[str]) -> Normalizer:
+        """The ``--ignore POINTER`` option compiled, or the UsageError every tool that
+        takes it (acp-align, acp-replay, acp-batch) says for a malformed pointer:
+        ``--ignore: JSON pointer ...``, exit 2."""
+        try:
+            return cls(pointers)
+        except ValueError as e:
+            raise UsageError(f"--ignore: {e}") from None
 
     @property
     def identity(self) -> bool:

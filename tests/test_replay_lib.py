@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+from pathlib import Path
 
 import orjson
 import pytest
@@ -12,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_pipes.canonical import canonical_hash
+from acp_pipes.errors import UsageError
 from acp_pipes.normalize import IGNORED, Normalizer, parse_pointer
 from acp_pipes.trace import ReplayOptions, Trace, emit, replay_agent
 from acp_pipes.trace.ids import id_span, splice_id
+from tests.conftest import REPO, run_tool
 
 json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8)
 json_values = st.recursive(
@@ -27,6 +30,24 @@ ids = st.integers(-10**9, 10**9) | st.text(max_size=10) | st.none()
 
 
 # -- normalize ---------------------------------------------------------------------------
+
+
+def test_a_bad_ignore_pointer_is_one_usage_error_in_every_tool(tmp_path):
+    """``--ignore`` is checked in one place (Normalizer.from_option), so acp-align,
+    acp-replay and acp-batch refuse a malformed pointer with the same words, exit 2."""
+    message = "--ignore: JSON pointer must be empty or start with '/': 'params'"
+    with pytest.raises(UsageError) as e:
+        Normalizer.from_option(["/ok", "params"])
+    assert str(e.value) == message
+    assert Normalizer.from_option(["/a~1b"]).pointers == ("/a~1b",)
+    wire = str(REPO / "tests" / "fixtures" / "formats" / "wire-v1.jsonl")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.jsonl").write_bytes(Path(wire).read_bytes())
+    for name, args in (("align", [wire, wire]), ("replay", [wire]),
+                       ("batch", ["align", str(tmp_path / "runs"), "--baseline",
+                                  str(tmp_path / "runs" / "a.jsonl"), "-o", str(tmp_path / "o")])):
+        r = run_tool(name, *args, "--ignore", "params", input=b"")
+        assert (r.returncode, r.stderr, r.stdout) == (2, f"acp-{name}: {message}\n".encode(), b"")
 
 
 def test_ignore_removes_members_masks_elements_and_wildcards_every_key():

@@ -174,10 +174,7 @@ def _align(args, ctx: Context, paths, names) -> int:
         raise UsageError(f"--session: give it once, or once per input ({len(paths)})")
     if len(sessions) == 1:
         sessions = sessions * len(paths)
-    try:
-        normalizer = Normalizer.from_pointers(args.ignore)
-    except ValueError as e:
-        raise UsageError(f"--ignore: {e}") from None
+    normalizer = Normalizer.from_option(args.ignore)
 
     table = StepTable()
     runs = [

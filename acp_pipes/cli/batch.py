@@ -143,10 +143,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.mode == "align" and args.ignore:
         from acp_pipes.normalize import Normalizer
 
-        try:
-            Normalizer.from_pointers(args.ignore)
-        except ValueError as e:
-            raise UsageError(f"--ignore: {e}") from None
+        Normalizer.from_option(args.ignore)  # refused before any job starts
     if args.mode == "export":
         if args.format == "agent-trail" and (args.endpoint or args.resource):
             raise UsageError("--endpoint and --resource are for --format otlp")

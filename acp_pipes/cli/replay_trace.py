@@ -15,14 +15,10 @@ __all__ = ["run"]
 
 
 def _options(args: argparse.Namespace, remap_log, report: Callable[[dict], None]):
-    from acp_pipes.normalize import parse_pointer
+    from acp_pipes.normalize import Normalizer
     from acp_pipes.trace import ReplayOptions
 
-    for pointer in args.ignore:
-        try:
-            parse_pointer(pointer)
-        except ValueError as e:
-            raise UsageError(f"--ignore: {e}") from None
+    Normalizer.from_option(args.ignore)  # refused before the agent starts
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
     return ReplayOptions(match=args.match, pace=args.pace, ignore=list(args.ignore),
