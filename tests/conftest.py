@@ -14,8 +14,20 @@ import traceback
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: Hypothesis profiles, chosen by ``ACP_PIPES_HYPOTHESIS``: ``ci`` runs every property
+#: as many times as its test says (what CI and ``make test`` run); ``dev`` (the default
+#: outside CI, ``make check``) at most :data:`DEV_EXAMPLES` times, to say quickly what
+#: broke. Loaded here, before any test module is imported: ``@given`` reads it then.
+DEV_EXAMPLES = 10
+settings.register_profile("ci", settings.get_profile("default"))
+settings.register_profile("dev", max_examples=DEV_EXAMPLES)
+HYPOTHESIS = os.environ.get("ACP_PIPES_HYPOTHESIS") or (
+    "ci" if os.environ.get("CI") == "true" else "dev")
+settings.load_profile(HYPOTHESIS)
 
 #: ``ACP_PIPES_TEST_PROCESS=1``: every :func:`run_tool` starts a process, as the suite
 #: did before tools ran in it (run the suite both ways: the results are the same).
@@ -205,6 +217,23 @@ def _in_process(name: str, argv: list[str], input: bytes | None, cwd=None, timeo
     if check:
         result.check_returncode()
     return result
+
+
+def pytest_report_header(config) -> str:
+    return f"hypothesis profile: {HYPOTHESIS} (ACP_PIPES_HYPOTHESIS=ci|dev)"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under ``dev``, a property whose own ``@settings`` asks for more examples runs
+    :data:`DEV_EXAMPLES` (an explicit count overrides any profile: this is the one
+    place it is lowered; Hypothesis keeps a test's settings in this attribute)."""
+    if HYPOTHESIS != "dev":
+        return
+    for item in items:
+        test = getattr(item, "obj", None)
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is not None and own.max_examples > DEV_EXAMPLES:
+            test._hypothesis_internal_use_settings = settings(own, max_examples=DEV_EXAMPLES)
 
 
 @pytest.fixture(autouse=True)
