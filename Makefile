@@ -11,7 +11,7 @@ NODE_STAMP := tests/clients/node_modules/.installed-stamp
 # Real ACP agents the tests run as peers (fast-agent), each in its own environment.
 PEERS_STAMP := .peers/.installed-stamp
 
-.PHONY: install demo test test-agents test-export fuzz bench lint clean tools
+.PHONY: install demo check test test-agents test-export fuzz bench lint clean tools
 
 install: $(STAMP) tools $(NODE_STAMP) $(PEERS_STAMP)
 
@@ -41,8 +41,15 @@ tools:
 demo: install
 	@scripts/demo
 
+# Before a commit: lint, and every test but the slow ones (a wheel built and installed,
+# Dask, the browser, the SDK peers, real agents), each property at a few examples.
+check: install
+	$(BIN)/ruff check acp_pipes tests bench
+	ACP_PIPES_HYPOTHESIS=dev $(BIN)/pytest -q -m "not slow"
+
+# Everything, as CI runs it.
 test: install
-	$(BIN)/pytest -q
+	ACP_PIPES_HYPOTHESIS=ci $(BIN)/pytest -q
 
 # Opt-in: real agents from npm (qwen-code, codex-acp) run whole turns against a canned
 # model server on 127.0.0.1, recorded through acp-tee (tests/agents/).
