@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import run_tool
 from tests.test_fast_agent import _session
 
+pytestmark = pytest.mark.slow  # the real fast-agent
+
 acp = pytest.importorskip("acp")
 
 

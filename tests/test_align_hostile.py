@@ -261,6 +261,7 @@ def test_a_session_named_like_the_node_of_those_not_drawn_keeps_its_own(tmp_path
 # -- in Chromium ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # Chromium
 @pytest.mark.parametrize("which", ["alone", "all"])
 def test_lineage_svg_in_chromium_runs_and_fetches_nothing(browser, hostile, which):
     """The SVG acp-align writes, opened from a file in Chromium as a reader would open

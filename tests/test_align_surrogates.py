@@ -146,6 +146,7 @@ def test_traces_differing_in_a_value_nested_1000_deep_align(runs, tmp_path: Path
         assert b'"b":' + deep.encode() in out
 
 
+@pytest.mark.slow  # Chromium
 def test_the_html_page_with_a_lone_surrogate_opens_in_a_browser(browser, runs, tmp_path):
     """The page's data holds the surrogate as a JSON escape: Chromium parses it and the
     page shows the changed step, with no script error."""

@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import REPO, run_tool, tool_argv, tool_env
 
+pytestmark = pytest.mark.slow  # peers on the official Python SDK
+
 SESSION = REPO / "tests" / "clients" / "v1_sdk_session.py"
 
 

@@ -19,6 +19,7 @@ NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(
     NODE is None or not (CLIENTS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir(),
     reason="needs node and `make install` (tests/clients/node_modules)")
+pytestmark = [pytestmark, pytest.mark.slow]  # the official TypeScript SDK on node
 
 
 def _req(rid, method, params):

@@ -316,6 +316,7 @@ def threads_cluster():
     cluster.close()
 
 
+@pytest.mark.slow  # Dask
 def test_a_dask_cluster_converts_from_and_to_the_memory_file_system(threads_cluster, corpus,
                                                                      capsys):
     import fsspec
@@ -355,6 +356,7 @@ def test_a_dask_cluster_converts_from_and_to_the_memory_file_system(threads_clus
     assert len(table) == len(names) + 1
 
 
+@pytest.mark.slow  # Dask
 def test_a_dask_cluster_of_worker_processes(corpus):
     """Two worker processes on loopback, and acp-batch as a process of its own."""
     distributed = pytest.importorskip("distributed")
@@ -372,6 +374,7 @@ def test_a_dask_cluster_of_worker_processes(corpus):
         == {k: (e["hash"], e["outputs"], e["status"]) for k, e in manifest(root / "local").items()}
 
 
+@pytest.mark.slow  # Dask
 def test_a_dask_worker_lost_mid_batch_costs_nothing(tmp_path):
     """A cluster worker killed mid-batch: Dask gives its tasks to the others (its nanny
     starts it again), and the batch ends as one where none was lost."""

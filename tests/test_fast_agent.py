@@ -23,6 +23,8 @@ import pytest
 from tests.conftest import REPO, run_tool, tool_argv, tool_env
 from tests.sdk_editor import Editor, seen_by_client
 
+pytestmark = pytest.mark.slow  # the real fast-agent
+
 acp = pytest.importorskip("acp")
 
 FAST_AGENT = REPO / ".peers" / "fast-agent" / "bin" / "fast-agent"

@@ -25,6 +25,8 @@ import pytest
 from tests.conftest import REPO
 from tests.test_readme import console_sessions
 
+pytestmark = pytest.mark.slow  # a wheel built and installed in fresh environments
+
 # What a fresh installation may rely on besides itself: the system's tools (sh, sed,
 # cmp, make, Graphviz's dot), never the checkout's bin/ or its virtual environment.
 SYSTEM_PATH = "/usr/bin:/bin"

@@ -149,6 +149,7 @@ def fast(tmp_path_factory) -> dict:
     return {"wire": wire, "argv": fast_agent_argv(), "tmp": tmp}
 
 
+@pytest.mark.slow  # the real fast-agent
 def test_a_fast_agent_session_with_tool_calls_redrives_with_exit_0(fast, tmp_path):
     recs = _records(fast["wire"])
     methods = {orjson.loads(r["raw"]).get("method") for r in recs if r.get("dir") == "a2c"}
@@ -167,6 +168,7 @@ def test_a_fast_agent_session_with_tool_calls_redrives_with_exit_0(fast, tmp_pat
     assert len(live) == 1 and old not in live  # every prompt carries the new session id
 
 
+@pytest.mark.slow  # the real fast-agent
 def test_a_changed_prompt_in_a_fast_agent_trace_exits_1(fast, tmp_path):
     recs = _records(fast["wire"])
     at = next(i for i, r in enumerate(recs) if r.get("dir") == "c2a" and "goodbye" in r["raw"])
@@ -181,6 +183,7 @@ def test_a_changed_prompt_in_a_fast_agent_trace_exits_1(fast, tmp_path):
             "received": "farewell"} in event["diff"]
 
 
+@pytest.mark.slow  # the real fast-agent
 def test_a_changed_agent_exits_1_at_its_first_frame(fast, tmp_path):
     """The echo agent driven with fast-agent's recording: its initialize answer is not
     fast-agent's."""

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(
     and (NODE is None or not (CLIENTS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir()),
     reason="needs node and `npm ci` in tests/clients (make install)",
 )
+pytestmark = [pytestmark, pytest.mark.slow]  # the official TypeScript SDK on node
 
 PROMPTS, PERMISSION_EVERY = 20, 5
 

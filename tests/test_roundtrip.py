@@ -613,6 +613,7 @@ def _shown(updates: list[dict]) -> dict:
     return {"messages": [m for m in messages if m[1]], "calls": calls, "plan": plan}
 
 
+@pytest.mark.slow  # peers on the official Python SDK
 def test_v1_session_from_sdk_agent_served_back_to_sdk_client(tmp_path: Path):
     """ASR-732 end to end for ACP v1: a session of the official SDK's agent and client,
     recorded by acp-tee -> acp-asr -> acp-replay --serve (recorded by acp-tee again) ->

@@ -119,6 +119,7 @@ pytestmark_sdk = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow  # the official TypeScript SDK on node
 @pytestmark_sdk
 def test_official_sdk_client_opens_a_recorded_session(tmp_path: Path):
     """Record an echo-agent session (acp-tee), convert it (acp-asr), serve it: the SDK
@@ -298,6 +299,7 @@ def test_serve_v2_client_still_gets_v2(tmp_path: Path):
     assert frames[1]["error"]["code"] == -32601
 
 
+@pytest.mark.slow  # the official Python SDK
 def test_official_v1_sdk_client_lists_and_loads_every_stored_session(tmp_path: Path):
     """The official ACP v1 Python SDK as the client: it lists every stream of every
     fixture (v1 and v2 recordings), loads each, and receives every update acp-replay

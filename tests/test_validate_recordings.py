@@ -53,6 +53,7 @@ def frames_of(log) -> list[dict]:
     return [orjson.loads(x) for x in run_tool("frame", str(log)).stdout.splitlines()[1:]]
 
 
+@pytest.mark.slow  # the official TypeScript SDK on node
 @pytest.mark.skipif(not os.environ.get("CI") and not HAVE_TS_SDK,
                     reason="needs node and `npm ci` in tests/clients (make install)")
 def test_typescript_sdk_client_against_the_echo_agent_v2(tmp_path):
@@ -81,6 +82,7 @@ def test_typescript_sdk_client_against_the_echo_agent_v2(tmp_path):
     assert {v["rule"] for v in out[1:-1]} == {"unknown-session"}
 
 
+@pytest.mark.slow  # peers on the official Python SDK
 def test_python_sdk_v1_client_and_agent(tmp_path):
     log = tmp_path / "v1.jsonl"
     script = str(CLIENTS / "v1_sdk_session.py")

@@ -16,6 +16,8 @@ from tests.view_browser import (
     open_page,
 )
 
+pytestmark = pytest.mark.slow  # Chromium
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:

@@ -28,6 +28,8 @@ from tests.view_browser import (
     open_page,
 )
 
+pytestmark = pytest.mark.slow  # Chromium
+
 
 @pytest.fixture(scope="module")
 def echo(tmp_path_factory) -> dict:
