@@ -64,9 +64,10 @@ def run_tool(
 ) -> subprocess.CompletedProcess:
     """Run ``acp-<name> ARGS`` over real pipes; returns bytes out/err and the status.
 
-    By default the tool's ``main`` runs in this process (no interpreter start: ~0.1 s a
-    call) with file descriptors 0, 1 and 2 on pipes of their own, as a process started
-    by :func:`subprocess.run` would have them. ``process=True`` (or the test's
+    By default the tool's ``main`` runs in this process (no interpreter to start and
+    no modules to import at each call) with file descriptors 0, 1 and 2 on pipes of
+    their own, as a process started by :func:`subprocess.run` would have them, and
+    what a run may change for the whole process put back after it (:class:`_State`). ``process=True`` (or the test's
     ``@pytest.mark.process``, or ``ACP_PIPES_TEST_PROCESS=1``) starts a real process:
     where processes are the point (signals, ``--serve``, ``--follow``, descriptors
     inherited, the installed entry point)."""
