@@ -48,12 +48,14 @@ def prompts_for(ws: Path) -> list[str]:
     ]
 
 
-async def _session(wire: Path, ws: Path) -> tuple[Editor, str, list[str]]:
+async def _session(wire: Path, ws: Path, *agent_side: str) -> tuple[Editor, str, list[str]]:
+    """The SDK client's session with fast-agent through acp-tee into ``wire``; the agent
+    side is ``-- fast-agent ...`` unless ``agent_side`` gives another (``--connect URL``)."""
     from acp import spawn_agent_process, text_block
     from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
     editor = Editor()
-    tee = tool_argv("tee", "-o", str(wire), "--", *fast_agent_argv())
+    tee = tool_argv("tee", "-o", str(wire), *(agent_side or ("--", *fast_agent_argv())))
     stops: list[str] = []
     async with spawn_agent_process(editor, tee[0], *tee[1:], env=tool_env(),
                                    cwd=str(ws)) as (conn, _):

@@ -10,35 +10,12 @@ import asyncio
 import orjson
 import pytest
 
-from tests.conftest import run_tool, tool_argv, tool_env
-from tests.sdk_editor import Editor, seen_by_client
-from tests.test_fast_agent import fast_agent_argv, prompts_for
+from tests.conftest import run_tool
+from tests.sdk_editor import seen_by_client
+from tests.test_fast_agent import _session, fast_agent_argv, prompts_for
 from tests.test_tee_remote import ACPREMOTE, Server, _events, _free_port, _lines
 
 acp = pytest.importorskip("acp")
-
-
-async def _session(url: str, wire, ws) -> tuple[Editor, str, list[str]]:
-    from acp import spawn_agent_process, text_block
-    from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
-
-    editor = Editor()
-    tee = tool_argv("tee", "-o", str(wire), "--connect", url)
-    stops: list[str] = []
-    async with spawn_agent_process(editor, tee[0], *tee[1:], env=tool_env(),
-                                   cwd=str(ws)) as (conn, _):
-        init = await conn.initialize(
-            protocol_version=1, client_info=Implementation(name="sdk", version="1"),
-            client_capabilities=ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                terminal=True))
-        assert init.protocol_version == 1
-        sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
-        for text in prompts_for(ws):
-            got = await conn.prompt(session_id=sid, prompt=[text_block(text)])
-            stops.append(got.stop_reason)
-            editor.updates.append({"sessionUpdate": "turn_end"})
-    return editor, sid, stops
 
 
 def test_fast_agent_over_websocket_is_recorded_as_on_stdio(tmp_path):
@@ -50,7 +27,7 @@ def test_fast_agent_over_websocket_is_recorded_as_on_stdio(tmp_path):
                      "--cwd", str(ws), "--", *fast_agent_argv()], port)
     with server:
         editor, sid, stops = asyncio.run(asyncio.wait_for(
-            _session(server.url, wire, ws), 180))
+            _session(wire, ws, "--connect", server.url), 180))
     # the real agent ran every tool through the client, over the network
     assert editor.files == {str(ws / "notes.txt"): "first line\n"}
     assert editor.terminals == ["echo hi"]

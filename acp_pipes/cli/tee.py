@@ -33,7 +33,7 @@ from acp_pipes.wire import make_clock
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from acp_pipes.cli.runner import Context, Tool
 
@@ -162,7 +162,7 @@ def plain_command(argv: Sequence[str]) -> tuple[list[str], str] | None:
 
 def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> int:
     from acp_pipes.cli.runner import UsageError
-    from acp_pipes.tee.logfile import DEFAULT, check
+    from acp_pipes.tee.logfile import check
 
     agent = list(args.command)  # everything after the first '--' (the runner splits it)
     if args.listen is not None or args.connect is not None:
@@ -185,12 +185,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         check(args.output)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    log_path, on_log = args.output, None
-    if not log_path:
-        log_path = DEFAULT
-
-        def on_log(path: str) -> None:
-            ctx.note(f"no -o given: recording to {path}")
+    log_path, on_log = _log_target(args, ctx)
     return record(
         agent,
         log_path,
@@ -205,10 +200,24 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     )
 
 
+def _log_target(args: argparse.Namespace,
+                ctx: Context) -> tuple[str, Callable[[str], None] | None]:
+    """Where the log goes (``-o``, or the default name, said once it is chosen)."""
+    from acp_pipes.tee.logfile import DEFAULT
+
+    if args.output:
+        return args.output, None
+
+    def on_log(path: str) -> None:
+        ctx.note(f"no -o given: recording to {path}")
+
+    return DEFAULT, on_log
+
+
 def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int:
     """--listen and --connect: the remote sides (:mod:`acp_pipes.tee.remote`)."""
     from acp_pipes.cli.runner import UsageError
-    from acp_pipes.tee.logfile import DEFAULT, check
+    from acp_pipes.tee.logfile import check
 
     if args.connect is not None and agent:
         raise UsageError("--connect URL is the agent: give it or -- AGENT, not both")
@@ -228,12 +237,7 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
                 remote.parse_url(url, listening=listening)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    log_path, on_log = args.output, None
-    if not log_path:
-        log_path = DEFAULT
-
-        def on_log(path: str) -> None:
-            ctx.note(f"no -o given: recording to {path}")
+    log_path, on_log = _log_target(args, ctx)
     opts = remote.Options(
         log_path=log_path, clock=args.clock, host=not args.no_host,
         env={name: os.environ.get(name) for name in args.capture_env},
