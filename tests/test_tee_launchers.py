@@ -116,3 +116,23 @@ def test_sigterm_to_acp_tee_reaches_the_launchers_child(tmp_path):
     _end(log)
     proc.stdin.close()
     proc.stdout.close()
+
+
+def test_a_stopped_acp_tee_ends_an_agent_that_ignores_sigterm(tmp_path):
+    """An editor stopping acp-tee (SIGTERM, its input still open: the official Python
+    SDK kills what has not ended 2 s later) must not wait on an agent that traps
+    SIGTERM: STOP_GRACE after the signal, the agent's group gets SIGKILL and the log its
+    end record."""
+    script = "trap '' TERM; read line; echo \"$line\"; while :; do sleep 1; done"
+    log = tmp_path / "wire.jsonl"
+    proc = subprocess.Popen(tool_argv("tee", "-o", str(log), "--", "sh", "-c", script),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=tool_env())
+    proc.stdin.write(HELLO)
+    proc.stdin.flush()
+    assert proc.stdout.readline() == HELLO
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=BOUND)  # before: forever (the input never ended)
+    assert proc.returncode == 128 + signal.SIGKILL
+    assert _end(log)["signal"] == signal.SIGKILL
+    proc.stdin.close()
+    proc.stdout.close()

@@ -132,6 +132,7 @@ class Agent:
         self.started_ns = self.tick()
         self.taken = False
         self.reaped = False
+        self.stopped: float | None = None  # when a signal told this process to stop
         self._saved: dict[int, object] = {}
         _occupy_stdio()
         if not forward_signals:
@@ -147,6 +148,10 @@ class Agent:
     def send_signal(self, signum: int, _frame: object = None) -> None:
         """Pass ``signum`` on to the agent and its process group (a signal handler),
         unless it has been reaped: its pid may then belong to another process."""
+        if self.stopped is None:
+            import time
+
+            self.stopped = time.monotonic()
         if not self.reaped:
             self.signal_group(signum)
 
@@ -288,11 +293,12 @@ def record(
         code = os.waitstatus_to_exitcode(wait_status)
         status = 128 - code if code < 0 else code
         # drain what the agent wrote before it ended; the log's end record says how
-        if not session.drain(GRACE):  # a child of the agent still holds its stdout
+        grace = GRACE if agent.stopped is None else STOP_GRACE
+        if not session.drain(grace):  # a child of the agent still holds its stdout
             agent.signal_group(signal.SIGTERM)
-            if not session.drain(GRACE):
+            if not session.drain(grace):
                 agent.signal_group(signal.SIGKILL)
-                session.drain(GRACE)
+                session.drain(grace)
         session.finish(status, -code if code < 0 else None)
     finally:
         agent.restore_signals()
@@ -304,13 +310,20 @@ def record(
 #: to the agent's process group, and SIGKILL as long again later); and after the agent
 #: has exited, for a child of it that still holds its stdout (the same two steps).
 GRACE = 5.0
+#: Seconds acp-tee gives its agent once a signal told acp-tee itself to stop (passed on
+#: to the agent's group): then SIGKILL, and the end record. Editors allow a stopped
+#: agent little time before they kill it (the official Python SDK: 2 s), and a log
+#: without its end record reads as a recording cut short.
+STOP_GRACE = 0.5
 
 
 def end_agent(agent: Agent, session: Session) -> int:
     """Wait for the agent to exit and return its wait status; an agent that outlives
     the client's input (codex-acp, for one, does not end at EOF), silent for ``GRACE``
-    seconds, is ended: SIGTERM to its process group, then SIGKILL. Waiting is a blocking
-    ``waitpid`` in a thread, so an agent that exits is seen at once."""
+    seconds, is ended: SIGTERM to its process group, then SIGKILL; after a signal told
+    acp-tee to stop (passed on to the agent), SIGKILL once ``STOP_GRACE`` has passed.
+    Waiting is a blocking ``waitpid`` in a thread, so an agent that exits is seen at
+    once."""
     import threading
     import time
 
@@ -325,7 +338,12 @@ def end_agent(agent: Agent, session: Session) -> int:
 
     threading.Thread(target=reap, name="acp-tee wait", daemon=True).start()
     step, since, seen = 0, 0.0, -1
-    while not done.wait(0.25):
+    killed = False
+    while not done.wait(0.1 if agent.stopped is not None else 0.25):
+        if agent.stopped is not None and not killed and (
+                time.monotonic() - agent.stopped >= STOP_GRACE):
+            agent.signal_group(signal.SIGKILL)  # told to stop, and the agent did not
+            killed = True
         ended = session.input_ended
         if ended is None:
             continue
