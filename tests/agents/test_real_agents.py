@@ -110,6 +110,9 @@ async def _connection(wire: Path, argv: list[str], env: dict, ws: Path,
             await asyncio.wait_for(session.__aexit__(None, None, None), 30)
         except TimeoutError:
             pass
+        if _proc.returncode is None:  # the SDK never got to stop acp-tee: as an editor
+            _proc.terminate()  # would, SIGTERM (acp-tee ends the agent, writes its end)
+            await asyncio.wait_for(_proc.wait(), 30)
     return editor, sid
 
 
