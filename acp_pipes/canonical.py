@@ -65,6 +65,7 @@ __all__ = [
     "parse_json",
     "reference_bytes",
     "without_surrogates",
+    "writable",
 ]
 
 HASH_PREFIX = "blake3:"
@@ -174,6 +175,19 @@ def without_surrogates(value: Any) -> tuple[Any, bool]:
         else:
             dst.extend(clean(v) for v in src)
     return out, changed[0]
+
+
+def writable(value: Any) -> tuple[Any, bool]:
+    """``value`` as a UTF-8 store can hold it, and whether lone surrogates were replaced
+    (by U+FFFD, :func:`without_surrogates`) to get there; ``orjson.JSONEncodeError`` if
+    even that cannot be written (an integer beyond 64 bits)."""
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        value, replaced = without_surrogates(value)
+        orjson.dumps(value)  # what is left, if anything, raises
+        return value, replaced
+    return value, False
 
 
 def parse_json(raw: bytes | bytearray | memoryview | str) -> Any:

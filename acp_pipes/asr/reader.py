@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from acp_pipes.canonical import ParseError, parse_json, without_surrogates
+from acp_pipes.canonical import ParseError, parse_json, writable
 from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
 from acp_pipes.streams import ASR, describe, header_format, judge
@@ -39,17 +39,10 @@ def record_without_surrogates(raw: bytes) -> dict | None:
     """A record line orjson refuses that is still JSON for its lone surrogates alone:
     the record with each replaced by U+FFFD, as acp-asr stores such a frame; else None."""
     try:
-        value = parse_json(raw)
-    except ParseError:
+        value, replaced = writable(parse_json(raw))
+    except (ParseError, orjson.JSONEncodeError):
         return None
-    value, replaced = without_surrogates(value)
-    if not replaced:  # a number orjson cannot hold: no record acp-pipes can write
-        return None
-    try:
-        orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return None
-    return value
+    return value if replaced else None  # else a number orjson refuses: no such record
 
 
 def _not_a_string_id(rec: dict) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.canonical import ParseError, parse_json, without_surrogates
+from acp_pipes.canonical import ParseError, parse_json, writable
 from acp_pipes.errors import Note, Warn
 from acp_pipes.fold.core import Folder
 from acp_pipes.fold.state import States
@@ -75,17 +75,10 @@ def parse_frame(rec: dict) -> tuple[Any, str | None]:
         except ParseError:
             return None, "frame is not JSON"
         try:
-            orjson.dumps(msg)
-        except orjson.JSONEncodeError as e:
-            msg, replaced = without_surrogates(msg)
-            if not replaced:  # an integer beyond 64 bits
-                return msg, f"frame cannot be folded ({e})"
-            try:
-                orjson.dumps(msg)
-            except orjson.JSONEncodeError as e2:
-                return msg, f"frame cannot be folded ({e2})"
-            return msg, SURROGATES
-        return msg, None
+            msg, replaced = writable(msg)
+        except orjson.JSONEncodeError as e:  # an integer beyond 64 bits
+            return msg, f"frame cannot be folded ({e})"
+        return msg, SURROGATES if replaced else None
     return msg, too_deep(msg, raw)
 
 
