@@ -17,22 +17,7 @@ import pytest
 
 from acp_pipes.echo.client import client_session
 from tests.conftest import record_lockstep, run_tool
-
-
-def summary(*args) -> tuple[int, dict]:
-    p = run_tool("align", *map(str, args), "--format", "json")
-    assert p.returncode in (0, 1), p.stderr
-    return p.returncode, orjson.loads(p.stdout)
-
-
-def records(wire: Path) -> tuple[bytes, list[dict]]:
-    head, *rest = wire.read_bytes().splitlines()
-    return head, [r for r in map(orjson.loads, rest) if "dir" in r]
-
-
-def write(path: Path, head: bytes, recs: list[dict]) -> Path:
-    path.write_bytes(head + b"\n" + b"".join(orjson.dumps(r) + b"\n" for r in recs))
-    return path
+from tests.test_align_order import records, summary, write
 
 
 def renamed(recs: list[dict], old: str, new: str, only: int | None = None) -> list[dict]:
