@@ -9,7 +9,7 @@ from acp_pipes.frame import read_frames
 from acp_pipes.spec import reports
 from tests.conftest import run_tool
 from tests.test_frame import echo_wire, wire_log
-from tests.test_validate import m
+from tests.test_validate import m, v1, v2
 from tests.ttys import run_tool_tty
 
 
@@ -74,6 +74,33 @@ def test_bad_input_lines_are_reported_on_stderr_and_as_violations(tmp_path):
     assert b"not JSON" in r.stderr and str(p).encode() in r.stderr
     v = orjson.loads(r.stdout.splitlines()[0])
     assert (v["rule"], v["seq"]) == ("not-json", len(echo_wire(1)))
+
+
+def test_an_error_with_id_null_answers_what_could_not_be_read(tmp_path):
+    """JSON-RPC 2.0 answers a request whose id could not be detected (a parse error, an
+    invalid request) with id null: no unknown response, in each revision (v1 and
+    alpha.9 take a null RequestId, SDK 2.4.0's error response id takes null alone). The
+    frame it answers need not be one the wire shows unreadable; a result with id null
+    still answers nothing."""
+    p = tmp_path / "wire.jsonl"
+    parse = orjson.dumps(m(id=None, error={"code": -32700, "message": "Parse error"}))
+    invalid = orjson.dumps(m(id=None, error={"code": -32600, "message": "Invalid Request"}))
+    for convo, schema in ((v1(), "v1"), (v2(), "v2.0.0-alpha.9"), (v2(), "v2-sdk-2.4.0")):
+        base = [(d, orjson.dumps(x)) for d, x in convo]
+        seq = len(base)
+
+        def rules(extra, schema=schema, base=base):
+            p.write_bytes(wire_log([*base, *extra]))
+            r = run_tool("frame", "--validate", "--schema", schema, str(p))
+            return [(x["rule"], x["seq"]) for x in map(orjson.loads, r.stdout.splitlines())
+                    if x["type"] == "violation"]
+
+        assert rules([("c2a", b"{torn"), ("a2c", parse),
+                      ("c2a", b'{"id":5,"method":"session/prompt"}'), ("a2c", invalid)]) \
+            == [("not-json", seq), ("not-jsonrpc", seq + 2)], schema
+        assert rules([("a2c", invalid), ("a2c", invalid)]) == [], schema
+        assert ("unknown-response", seq) in rules(
+            [("a2c", orjson.dumps(m(id=None, result={})))]), schema
 
 
 def test_protocol_and_stable_options(tmp_path):

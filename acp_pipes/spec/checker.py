@@ -401,7 +401,14 @@ class Checker:
                 self.pending[asked][key] = req[4]
             if req is None:
                 first = self.answered[asked].get(key)
-                if first is not None:
+                if rid is None and kind == "error":
+                    # it answers what its receiver could not read the id of (JSON-RPC
+                    # 2.0: "If there was an error in detecting the id in the Request
+                    # object (e.g. Parse error/Invalid Request), it MUST be Null"); the
+                    # wire need not show which frame: the receiver's parser may refuse
+                    # what this one reads
+                    pass
+                elif first is not None:
                     out.append(self._v(f, "duplicate-response", "/id",
                                        f"id {_show_id(rid)} was already answered (seq {first})",
                                        related=first))
