@@ -204,6 +204,38 @@ def test_a_rerun_skips_what_is_done_and_redoes_what_changed(corpus):
     assert (root / "out" / "ASR-701-one-stream-per-session" / "s-a.asr.jsonl").is_file()
 
 
+def test_the_line_limit_is_part_of_the_options(corpus):
+    """--max-line-bytes changes what a mode makes of an input (a longer line fails it),
+    so a rerun under another limit redoes what an earlier limit made."""
+    root, names = corpus
+    assert batch(root, "asr", "runs", "-o", "out").returncode == 0
+    name = "runs/ASR-718-fork-lineage.jsonl"
+    longest = max(map(len, (root / name).read_bytes().splitlines()))
+    under = [n for n in names if n.endswith(".jsonl")
+             and max(map(len, (root / n).read_bytes().splitlines())) < longest]
+    assert under, "an input every line of which the limit takes"
+    r = batch(root, "--max-line-bytes", str(longest - 1), "asr", "runs", "-o", "out")
+    assert r.returncode == 1
+    entries = manifest(root / "out")
+    assert entries[name]["status"] == "failed"
+    assert entries[name]["error"] == (f"{name}:{_line_of(root / name, longest)}: cannot "
+                                      f"read: line of more than {longest - 1} bytes (limit "
+                                      f"--max-line-bytes {longest - 1})")
+    assert all(entries[n]["status"] == "ok" for n in under)
+    assert " done, 0 skipped (done before), " in r.stderr.decode()  # every input redone
+    # the default again: redone as before, then skipped
+    again = batch(root, "asr", "runs", "-o", "out")
+    assert again.returncode == 0 and manifest(root / "out")[name]["status"] == "ok"
+    r = batch(root, "--max-line-bytes", "64M", "asr", "runs", "-o", "out")
+    assert f"0 done, {len(names)} skipped" in r.stderr.decode()
+
+
+def _line_of(path: Path, length: int) -> int:
+    """The number of the first line of ``length`` bytes."""
+    lines = path.read_bytes().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if len(line) == length)
+
+
 def _copies(root: Path, n: int) -> None:
     wire = (FIXTURES / "ASR-718-fork-lineage" / "wire.jsonl").read_bytes()
     runs = root / "many"

@@ -24,6 +24,7 @@ from acp_pipes.batch.places import (
 )
 from acp_pipes.batch.workers import LocalWorkers, chunked
 from acp_pipes.errors import UsageError
+from acp_pipes.jsonl import MAX_LINE_BYTES, RUN
 from acp_pipes.terminal import printable
 
 __all__ = ["ALIGN_TABLE", "Batch", "Tally"]
@@ -77,6 +78,11 @@ class Batch:
                                                exclude=None if is_url(dest) else dest)
         wanted = MODES[mode].options
         self.options = {k: v for k, v in options.items() if k in wanted}
+        # every mode's reader stops at a longer line (the input fails), so the limit
+        # makes outputs too; at the default it is left out, where no batch put it before
+        limit = options.get("max_line_bytes") or RUN.max_line_bytes
+        if limit != MAX_LINE_BYTES:
+            self.options["max_line_bytes"] = limit
         if mode == "align":
             baseline = self.options.get("baseline")
             if not baseline:
