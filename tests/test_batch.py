@@ -390,13 +390,17 @@ def test_a_dask_cluster_converts_from_and_to_the_memory_file_system(threads_clus
 
 @pytest.mark.slow  # Dask
 def test_a_dask_cluster_of_worker_processes(corpus):
-    """Two worker processes on loopback, and acp-batch as a process of its own."""
+    """Two worker processes on loopback, and acp-batch as a process of its own; its
+    --max-line-bytes holds in those workers as in local ones."""
     distributed = pytest.importorskip("distributed")
     root, names = corpus
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as cluster:
         r = batch(root, "validate", "runs", "-o", "out", "--scheduler",
                   cluster.scheduler_address)
+        # the driver's line limit holds in workers that are not its children
+        cut = batch(root, "--max-line-bytes", "300", "asr", "runs", "-o", "cut", "--scheduler",
+                    cluster.scheduler_address)
     local = batch(root, "validate", "runs", "-o", "local", "-j", "2")
     assert r.returncode == local.returncode, r.stderr.decode()
     assert "failed" not in r.stderr.decode()
@@ -404,6 +408,11 @@ def test_a_dask_cluster_of_worker_processes(corpus):
     assert len(tree(root / "out")) == len(names)
     assert {k: (e["hash"], e["outputs"], e["status"]) for k, e in manifest(root / "out").items()} \
         == {k: (e["hash"], e["outputs"], e["status"]) for k, e in manifest(root / "local").items()}
+    assert cut.returncode == 1 and "line of more than 300 bytes" in cut.stderr.decode()
+    assert batch(root, "--max-line-bytes", "300", "asr", "runs", "-o", "local_cut").returncode == 1
+    assert tree(root / "cut") == tree(root / "local_cut")
+    assert {k: (e["error"], e["status"]) for k, e in manifest(root / "cut").items()} \
+        == {k: (e["error"], e["status"]) for k, e in manifest(root / "local_cut").items()}
 
 
 @pytest.mark.slow  # Dask

@@ -20,7 +20,7 @@ from acp_pipes.batch.modes import MODES, input_error
 from acp_pipes.batch.places import Dest, fetch, local_copy
 from acp_pipes.errors import AcpPipesError, InputError
 from acp_pipes.filenames import fold
-from acp_pipes.jsonl import made_from
+from acp_pipes.jsonl import MAX_LINE_BYTES, RUN, made_from
 
 __all__ = ["Job", "run_job", "run_jobs"]
 
@@ -107,6 +107,8 @@ def run_job(job: Job) -> dict[str, Any]:
     warnings: list[str] = []
     count = [0]
     dest = _dest(job.dest)
+    # the driver's --max-line-bytes, in a worker that did not fork from it (Dask)
+    RUN.max_line_bytes = job.options.get("max_line_bytes", MAX_LINE_BYTES)
     try:
         with local_copy(job.location) as (path, digest):
             entry["hash"] = digest
