@@ -171,9 +171,10 @@ class Steps:
         redacted; for an ASR record, the record without its bookkeeping fields; both
         after ``--ignore``."""
         norm = self.normalizer or Normalizer.from_pointers([])
+        preset = self.preset
         for got, raw in self.read(indices):
-            if self.preset is not None:
-                value = self._named(got[0], raw, norm)
+            if preset is not None:
+                value = self._named(preset, raw, norm)
                 for i in got:
                     yield i, value
                 continue
@@ -182,7 +183,7 @@ class Steps:
                 yield i, value
 
 
-    def _named(self, i: int, raw: bytes, norm: Normalizer) -> Any:
+    def _named(self, preset: Minted, raw: bytes, norm: Normalizer) -> Any:
         """A trace step's value under the preset: clocks removed, each identifier named by
         its kind and ordinal in this run."""
         try:
@@ -195,8 +196,6 @@ class Steps:
         if isinstance(msg, dict):
             kind = ("request" if "id" in msg else "notification") if "method" in msg \
                 else "error" if "error" in msg else "response"
-        preset = self.preset
-        assert preset is not None
         try:
             named, _ = preset.mask(msg, d or self.direction, kind, named=True)
         except RecursionError:  # nested too deep: hashed as sent (Minted.hash_frame)

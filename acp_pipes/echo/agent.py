@@ -401,7 +401,7 @@ class EchoAgent:
             qid, _ = s.queue.popleft()
             out.append(_error(qid, REQUEST_CANCELLED, "Request cancelled: session closed"))
         if s.turn is not None:
-            self._end_waiting(s, out)
+            self._end_waiting(s, s.turn, out)
         s.closed = True
         replies.append(_response(rid, {}))
 
@@ -620,12 +620,11 @@ class EchoAgent:
     def _cancel(self, sid: Any, out: list[bytes]) -> None:
         s = self.sessions.get(sid) if isinstance(sid, str) else None
         if s is not None and s.turn is not None:
-            self._end_waiting(s, out)
+            self._end_waiting(s, s.turn, out)
 
-    def _end_waiting(self, s: _Session, out: list[bytes]) -> None:
-        """End a waiting turn as cancelled: close its tool call, then report idle."""
-        turn = s.turn
-        assert turn is not None
+    def _end_waiting(self, s: _Session, turn: _Turn, out: list[bytes]) -> None:
+        """End ``turn``, the session's waiting one, as cancelled: close its tool call,
+        then report idle."""
         self.waiting.pop(turn.request_id, None)
         if turn.tool is not None:
             final = _tool_patch(f"call-{turn.n}", "cancelled")

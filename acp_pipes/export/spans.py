@@ -336,7 +336,7 @@ class _Session:
 
     # -- turns -----------------------------------------------------------------------
 
-    def open_turn(self, t: int, rec: dict, prompt: dict | None) -> None:
+    def open_turn(self, t: int, rec: dict, prompt: dict | None) -> Span:
         self.turns += 1
         attrs = {**self.common, "gen_ai.operation.name": "invoke_agent",
                  "acp.turn.number": self.turns}
@@ -346,15 +346,15 @@ class _Session:
             if isinstance(prompt.get("messageId"), str):
                 attrs["acp.prompt.message_id"] = prompt["messageId"]
             attrs["acp.prompt.size"] = _text_size(prompt.get("content"))
-        self.turn = Span(
+        self.turn = turn = Span(
             name=f"invoke_agent {self.agent}", trace_id=self.trace,
             span_id=self.ids.span(self.sid, "turn:" + str(rec.get("id"))),
             parent_id=self.root.span_id, start=t, end=t, attributes=attrs, kind="client")
         self.turn_tools = []
+        return turn
 
-    def close_turn(self, t: int | None) -> list[Span]:
-        turn = self.turn
-        assert turn is not None
+    def close_turn(self, turn: Span, t: int | None) -> list[Span]:
+        """End ``turn``, the open one (``self.turn``), at ``t`` (None: cut off)."""
         if t is not None:
             turn.end = max(turn.start, t)
         else:  # cut off: the turn ends at the last time the stream holds
@@ -464,19 +464,17 @@ class _Session:
                 self.turn.attributes["acp.turn.running"] = True
             return
         if state == "idle":
-            if self.turn is None:  # no prompt record: a subagent's turn, or a prompt
+            turn = self.turn
+            if turn is None:  # no prompt record: a subagent's turn, or a prompt
                 # answered with an error; it started with the first record since the
                 # last turn (or, with none, is known only by its end)
-                self.open_turn(self.idle_since if self.idle_since is not None else t,
-                               rec, None)
-                assert self.turn is not None
-                self.turn.attributes["acp.turn.prompted"] = False
+                turn = self.open_turn(self.idle_since if self.idle_since is not None
+                                      else t, rec, None)
+                turn.attributes["acp.turn.prompted"] = False
                 for o in self.orphans:
-                    o.parent_id = self.turn.span_id
+                    o.parent_id = turn.span_id
                     self.loose.remove(o)
                     self.turn_tools.append(o)
-            turn = self.turn
-            assert turn is not None
             a = turn.attributes
             stop = rec.get("stopReason")
             if isinstance(stop, str):
@@ -495,7 +493,7 @@ class _Session:
             elif turn.status == "unset":
                 turn.status = "ok"
             a.update(_tokens(rec.get("usage")))
-            yield self.close_turn(t)
+            yield self.close_turn(turn, t)
             return
         if state in ("resumed", "ended"):
             self.root.events.append(Event(f"acp.session.{state}", t))
@@ -516,7 +514,7 @@ class _Session:
         if typ == "message":
             if rec.get("role") == "user" and rec.get("origin") == "prompt":
                 if self.turn is not None:  # the last prompt was never answered
-                    yield self.close_turn(None)
+                    yield self.close_turn(self.turn, None)
                 self.open_turn(t, rec, rec)
             elif self.turn is not None and rec.get("role") == "assistant":
                 a = self.turn.attributes
@@ -590,7 +588,7 @@ class _Session:
     def finish(self) -> list[Span]:
         out: list[Span] = []
         if self.turn is not None:
-            out.extend(self.close_turn(None))
+            out.extend(self.close_turn(self.turn, None))
         for s in self.loose:
             if s._until is not None or not s._result:
                 s.end = max(s.start, self.last or s.start)

@@ -114,9 +114,8 @@ def _tool(rec: dict, cap: int) -> tuple[str, dict, dict]:
         return "file_read", {"path": data["path"]}, {}
     args: dict[str, Any] = {"name": str(name)}
     extras: dict[str, Any] = {}
-    if data is not None:
-        got = capped(data, cap)
-        assert got is not None
+    got = capped(data, cap)  # None for no input
+    if got is not None:
         text, size = got
         if size > cap:
             args["args"] = {_X + "excerpt": text}
