@@ -289,6 +289,31 @@ def test_serve_v1_conversation_is_valid_acp_v1(tmp_path: Path):
     assert b'"protocol":1' in r.stderr  # the load's loss report
 
 
+def test_serve_sends_compactions_to_a_v1_client_that_declared_session_compaction():
+    """ACP v1 has compaction_update, and an agent "MUST only send this update when the
+    Client advertised the `session.compaction` Client capability" (v1 schema): a client
+    that declares it gets each compaction as one whole upsert (ASR-725), valid v1; one
+    that does not gets none, and the loss report counts them (ASR-731)."""
+    stream = REPO / "tests" / "fixtures" / "asr" / "ASR-719-compaction" / "expected.asr.jsonl"
+    compactions = [
+        {"sessionUpdate": "compaction_update", "compactionId": "k1", "status": "completed",
+         "summary": [{"type": "text", "text": "User asked; agent answered."}]},
+        {"sessionUpdate": "compaction_update", "compactionId": "k2", "status": "failed",
+         "error": "model refused"}]
+    for caps, sent in (({"session": {"compaction": {}}}, compactions),
+                       ({}, []), ({"session": {"compaction": None}}, [])):
+        client = [req(0, "initialize", {"protocolVersion": 1, "clientCapabilities": caps}),
+                  req(1, "session/load", {"sessionId": "s", "cwd": "/ws/app",
+                                          "mcpServers": []})]
+        frames, r = converse(client, stream)
+        assert r.returncode == 0, r.stderr
+        check_conversation([orjson.loads(c) for c in client], frames, "v1", unstable=False)
+        updates = [f["params"]["update"] for f in frames if f.get("method") == "session/update"]
+        assert [u for u in updates if u["sessionUpdate"].startswith("compaction")] == sent
+        (report,) = [orjson.loads(x) for x in r.stderr.splitlines()]
+        assert report["losses"].get("compaction") == (None if sent else 2), caps
+
+
 def test_serve_v2_client_still_gets_v2(tmp_path: Path):
     """session/load is v1's: a v2 client is told it does not exist."""
     a = FIXTURES / "ASR-724-725-path-order-latest-revision" / "stream.asr.jsonl"
