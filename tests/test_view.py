@@ -176,6 +176,37 @@ def test_cli_writes_one_page_from_stdin_too(tmp_path):
     assert da == db
 
 
+def test_a_session_resumed_in_a_second_wire_log_is_one_session_as_acp_asr_makes_it(tmp_path):
+    """A recording whose second connection went to a file of its own (a resume recorded
+    to a second wire log): the two files make the page the one file makes, with the
+    transcript acp-asr writes for the two files (one entity state per session across
+    connections, ASR-704, ASR-717)."""
+    for fixture in ("ASR-704-entity-across-connections", "ASR-717-resume-no-duplicates",
+                    "ASR-717-live-after-replay"):
+        whole = FIXTURES / fixture / "wire.jsonl"
+        parts: list[list[bytes]] = []
+        for line in whole.read_bytes().splitlines(keepends=True):
+            if line.startswith(b'{"format"'):
+                parts.append([])
+            parts[-1].append(line)
+        assert len(parts) == 2, fixture
+        files = []
+        for i, lines in enumerate(parts):
+            files.append(tmp_path / f"{fixture}.{i}.jsonl")
+            files[-1].write_bytes(b"".join(lines))
+        one = page_parts(run_tool("view", str(whole)).stdout)
+        two = page_parts(run_tool("view", *map(str, files)).stdout)
+        assert [k for k in two if k.startswith("acp-s-")] == ["acp-s-0"], fixture
+        assert two["acp-s-0"] == one["acp-s-0"], fixture
+        assert two["acp-data"]["sessions"] == one["acp-data"]["sessions"], fixture
+        out = tmp_path / fixture
+        assert run_tool("asr", "-o", str(out), *map(str, files)).returncode == 0
+        (stream,) = out.iterdir()
+        header, *records = [orjson.loads(x) for x in stream.read_bytes().splitlines()]
+        assert two["acp-data"]["sessions"][0]["header"] == header, fixture
+        assert two["acp-s-0"] == items(records), fixture
+
+
 def test_the_page_is_a_pure_function_of_the_input():
     wire = str(FIXTURES / "ASR-718-fork-lineage" / "wire.jsonl")
     assert session_page(load([wire])) == session_page(load([wire]))

@@ -185,24 +185,30 @@ def _renamed(warn: Warn, path: str, name: str) -> Warn:
 
 def _convert(rec: Recording, inputs: list[tuple[str, str]], warn: Warn,
              headers: dict[str, dict], records: dict[str, list[dict]]) -> None:
-    """Fold and map each input as acp-asr does (one connection per wire log)."""
+    """Fold and map each input as acp-asr does: one connection per wire log, and one
+    entity state per session across all of them (ASR-704), so a session resumed on a
+    connection recorded to another file goes on from where the first left it."""
     from acp_pipes.asr.mapping import Converter
     from acp_pipes.fold import ProtocolVersionError, fold_paths
+    from acp_pipes.fold.state import States
 
     conv = Converter()
+    states = States()
     try:
         for i, (path, name) in enumerate(inputs):
             feed = conv.feed
             for r in fold_paths([path], warn=_renamed(warn, path, name),
-                                connection=conv.conn + (1 if i else 0)):
+                                connection=conv.conn + (1 if i else 0), states=states):
                 feed(r)
     except ProtocolVersionError as e:
         rec.notes.append(f"no transcript: {e}")
+        states.close()
         conv.close()
         return
     except InputError as e:  # cut short: the transcript of what was read
         if not any(c.source == e.source for c in rec.cut):
             rec.cut.append(e)
+    states.close()
     conv.close()
     for sid, head in conv.headers().items():
         headers[sid] = head
