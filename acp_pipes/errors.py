@@ -50,6 +50,13 @@ class UsageError(AcpPipesError):
     """Wrong arguments, or input of the wrong kind for this tool."""
 
 
+class OptionError(UsageError, ValueError):
+    """A value an option does not take (``--clock``, acp-tee's ``-o`` template,
+    ``--header``, a URL), raised by the library function that reads it: the runner says
+    it as the usage error it is, no tool translating; a library caller may still catch
+    the ValueError it was."""
+
+
 def say(line: str) -> None:
     """One line on stderr, for diagnostics; never raises, and never lands on stdout: with
     stderr closed (``2>&-``: ``sys.stderr`` is None, and ``print(file=None)`` would write
@@ -64,4 +71,4 @@ def say(line: str) -> None:
         pass
 
 
-__all__ = ["AcpPipesError", "InputError", "Note", "UsageError", "Warn", "say"]
+__all__ = ["AcpPipesError", "InputError", "Note", "OptionError", "UsageError", "Warn", "say"]

@@ -65,6 +65,7 @@ import os
 import time
 
 from acp_pipes import __version__
+from acp_pipes.errors import OptionError
 from acp_pipes.streams import VERSIONS, WIRE
 
 TYPE_CHECKING = False
@@ -91,11 +92,11 @@ def make_clock(spec: str) -> Callable[[], int]:
         try:
             fixed = int(spec[6:])
         except ValueError:
-            raise ValueError(f"--clock nanos:N needs an integer, got {spec!r}") from None
+            raise OptionError(f"--clock nanos:N needs an integer, got {spec!r}") from None
         if not 0 <= fixed < 1 << 63:  # a JSON integer every reader holds exactly
-            raise ValueError("--clock nanos:N needs 0 <= N < 2^63")
+            raise OptionError("--clock nanos:N needs 0 <= N < 2^63")
         return lambda: fixed
-    raise ValueError(f"--clock must be system, epoch or nanos:N, got {spec!r}")
+    raise OptionError(f"--clock must be system, epoch or nanos:N, got {spec!r}")
 
 
 def iso_time(ns: int) -> str:

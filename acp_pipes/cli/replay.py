@@ -356,10 +356,7 @@ def _listen(args: argparse.Namespace, ctx: Context) -> int:
     same command without ``--listen``, one for each connection, unrecorded."""
     from acp_pipes.tee import remote
 
-    try:
-        remote.parse_url(args.listen, listening=True)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    remote.parse_url(args.listen, listening=True)  # an OptionError for a bad URL
     argv = [sys.executable, "-m", "acp_pipes.cli.replay", *without_listen(sys.argv[1:])]
     opts = remote.Options(log_path=None, warn=ctx.note)
     return remote.listen(args.listen, opts, argv=argv)

@@ -48,10 +48,7 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
         options = _options(args, remap_log, report)
         if mode == "client":
             agent = list(args.command)
-            try:
-                make_clock(args.clock)
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+            make_clock(args.clock)  # an OptionError, before the agent starts
             try:
                 result = drive_agent(trace, agent, ctx.out, options, clock=args.clock,
                                      host=not args.no_host)

@@ -171,20 +171,14 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         raise UsageError("--header and --protocol go with --connect or --listen")
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
-    try:
-        make_clock(args.clock)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    make_clock(args.clock)  # an OptionError, before the agent starts
     script = None
     if args.script is not None:
         try:
             script = open(args.script, "rb")  # noqa: SIM115 - read to its end by the session
         except OSError as e:
             raise UsageError(f"cannot read the script {args.script}: {e.strerror or e}") from None
-    try:
-        check(args.output)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    check(args.output)
     log_path, on_log = _log_target(args, ctx)
     return record(
         agent,
@@ -228,15 +222,12 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
                          "--connect")
     from acp_pipes.tee import remote
 
-    try:
-        make_clock(args.clock)
-        check(args.output)
-        headers = remote.headers_from(args.header)
-        for url, listening in ((args.listen, True), (args.connect, False)):
-            if url is not None:
-                remote.parse_url(url, listening=listening)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    make_clock(args.clock)  # each an OptionError for a value it does not take
+    check(args.output)
+    headers = remote.headers_from(args.header)
+    for url, listening in ((args.listen, True), (args.connect, False)):
+        if url is not None:
+            remote.parse_url(url, listening=listening)
     log_path, on_log = _log_target(args, ctx)
     opts = remote.Options(
         log_path=log_path, clock=args.clock, host=not args.no_host,

@@ -34,6 +34,8 @@ import os
 import stat
 import time
 
+from acp_pipes.errors import OptionError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -53,18 +55,18 @@ _TRIES = 1000
 
 
 def check(spec: str | None) -> None:
-    """Raise ValueError if ``-o`` ``spec`` is a template that names an unknown field or
-    has an unmatched brace."""
+    """Raise OptionError (a ValueError) if ``-o`` ``spec`` is a template that names an
+    unknown field or has an unmatched brace."""
     if spec is None or ("{" not in spec and "}" not in spec):
         return
     try:
         spec.format_map(dict.fromkeys(_FIELDS, "x"))
     except KeyError as e:
-        raise ValueError(f"-o {spec}: no field {{{e.args[0]}}} (there are {{agent}}, "
-                         "{start} and {pid})") from None
+        raise OptionError(f"-o {spec}: no field {{{e.args[0]}}} (there are {{agent}}, "
+                          "{start} and {pid})") from None
     except (ValueError, IndexError, AttributeError) as e:
-        raise ValueError(f"-o {spec}: not a name template ({e}); write {{{{ and }}}} for "
-                         "braces") from None
+        raise OptionError(f"-o {spec}: not a name template ({e}); write {{{{ and }}}} for "
+                          "braces") from None
 
 
 def agent_name(argv: Sequence[str]) -> str:

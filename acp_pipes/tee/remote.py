@@ -52,7 +52,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import aiohttp
 from aiohttp import WSMsgType, web
 
-from acp_pipes.errors import Note
+from acp_pipes.errors import Note, OptionError
 from acp_pipes.tee.logfile import open_sink, write_all
 from acp_pipes.tee.pump import _Log
 from acp_pipes.wire import A2C, C2A, event_record, header, make_clock
@@ -78,7 +78,7 @@ _SECRET_NAMES = frozenset({"authorization", "proxy-authorization", "cookie", "se
 _SECRET_PARTS = ("token", "secret", "api-key", "api_key", "apikey", "password")
 
 
-class UrlError(ValueError):
+class UrlError(OptionError):
     """A --listen or --connect URL acp-tee cannot use."""
 
 
@@ -747,12 +747,12 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
 
 
 def headers_from(values: Sequence[str]) -> list[tuple[str, str]]:
-    """``--header 'Name: value'`` options as pairs; ValueError for one without a colon."""
+    """``--header 'Name: value'`` options as pairs; OptionError for one without a colon."""
     out = []
     for v in values:
         name, colon, value = v.partition(":")
         if not colon or not name.strip():
-            raise ValueError(f"--header needs 'Name: value', got {v!r}")
+            raise OptionError(f"--header needs 'Name: value', got {v!r}")
         out.append((name.strip(), value.strip()))
     return out
 
