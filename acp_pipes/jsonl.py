@@ -646,6 +646,22 @@ def stdout_sink() -> BinaryIO:
     return sys.stdout.buffer if fd is None else _sink(fd, "stdout", closefd=False)
 
 
+def create(path: str) -> BinaryIO:
+    """``path`` created (or truncated) for a file a tool writes besides ``-o`` (a report,
+    a remap log), written in place and as private as the run's inputs; ``cannot write
+    PATH: reason`` when it cannot be opened or written, as ``-o`` says (exit 2)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    try:
+        keep_private(fd)
+    except OSError as e:
+        os.close(fd)
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    return _sink(fd, path, closefd=True)
+
+
 def stdout_fd() -> int | None:
     """The descriptor of standard output, None where it has none."""
     return _fileno(sys.stdout)

@@ -38,11 +38,11 @@ from urllib.parse import quote, unquote
 import blake3
 import orjson
 
-from acp_pipes.errors import AcpPipesError
+from acp_pipes.errors import AcpPipesError, UsageError
 from acp_pipes.filenames import distinct, fold, is_device
 from acp_pipes.jsonl import Output, keep_private
 
-__all__ = ["SUFFIX", "Spool", "file_name", "is_provisional", "provisional_header",
+__all__ = ["SUFFIX", "Spool", "file_name", "is_provisional", "make_dir", "provisional_header",
            "session_from_name", "session_names"]
 
 SUFFIX = ".asr.jsonl"
@@ -221,9 +221,9 @@ class Spool:
         """Each stream to ``directory/<file_name>`` as ``-o FILE`` writes (beside it,
         then renamed over it, and over the live file if there is one: atomically);
         returns the paths written and, for each session that could not be, ``(session
-        ID, why)``: one that fails does not stop the others. Raises OSError when
-        ``directory`` cannot be made."""
-        os.makedirs(directory, exist_ok=True)
+        ID, why)``: one that fails does not stop the others. Raises a UsageError when
+        ``directory`` cannot be made (:func:`make_dir`)."""
+        make_dir(directory)
         written: list[str] = []
         failed: list[tuple[str, str]] = []
         names = {sid: self.name(sid) for sid in headers}  # every one, before any is written
@@ -243,6 +243,15 @@ class Spool:
             else:
                 written.append(path)
         return written, failed
+
+
+def make_dir(directory: str) -> None:
+    """``directory`` and its parents made where missing; ``cannot write DIR: reason``, the
+    UsageError ``-o`` says for a file, when it cannot be."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot write {directory}: {e.strerror or e}") from None
 
 
 def provisional_header(header: dict) -> dict:

@@ -87,10 +87,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     # between collections; memory stays bounded)
     if args.output is not None:
         _check_output_dir(args.output, ctx.files)
-        try:
-            os.makedirs(args.output, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
+        from acp_pipes.asr.output import make_dir
+
+        make_dir(args.output)  # before converting: an -o that cannot be is said first
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     progress = ctx.term.err_tty and len(ctx.files) > 1
@@ -117,10 +116,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             why = f"{names}: {why}"
         ctx.note(why)  # read correctly, holding nothing to write: exit 0
     if args.output:
-        try:
-            written, failed = spool.write_dir(args.output, headers)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
+        written, failed = spool.write_dir(args.output, headers)
         for sid, why in failed:
             ctx.note(f"session {sid!r} not written: {why}")
         if failed:

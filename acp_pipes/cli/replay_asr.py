@@ -13,7 +13,7 @@ from itertools import islice
 from acp_pipes.asr.reader import UntilCut, read_streams
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.jsondiff import dumps  # lone surrogates stay escapes
-from acp_pipes.jsonl import InputError, display_name, keep_private, raw_lines
+from acp_pipes.jsonl import InputError, create, display_name, raw_lines
 from acp_pipes.replay.updates import Replay, read_indexed
 from acp_pipes.replay.v1 import V1Replay
 
@@ -38,13 +38,9 @@ class _Reports:
     def close(self) -> None:
         if not self.path:
             return
-        try:
-            with open(self.path, "wb") as f:
-                keep_private(f.fileno())  # as private as the streams it reports on
-                for event in self.items:
-                    f.write(dumps(event) + b"\n")
-        except OSError as e:
-            raise UsageError(f"cannot write {self.path}: {e.strerror or e}") from None
+        with create(self.path) as f:  # as private as the streams it reports on
+            for event in self.items:
+                f.write(dumps(event) + b"\n")
 
 
 def _load(path: str, ctx, lines: Iterable[bytes] | None = None, *, keep: bool = True,
@@ -125,14 +121,7 @@ def _keep_until_exit(obj) -> None:
 def _resend(stream, wire: list[str], out) -> None:
     from acp_pipes.replay.capture import captured_frames
 
-    frames = captured_frames(stream, wire)
-    while True:
-        try:
-            frame = next(frames, None)
-        except OSError as e:  # reading the wire log; a closed stdout is the runner's
-            raise UsageError(f"cannot read the wire log: {e.strerror or e}") from None
-        if frame is None:
-            break
+    for frame in captured_frames(stream, wire):  # an unreadable log: the reader's InputError
         out.write(frame + b"\n")
     out.flush()
 

@@ -8,8 +8,7 @@ import argparse
 from collections.abc import Callable, Iterable
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, UsageError
-from acp_pipes.jsonl import keep_private
-from acp_pipes.wire import make_clock
+from acp_pipes.jsonl import create
 
 __all__ = ["run"]
 
@@ -39,21 +38,13 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
         return EXIT_OK
     remap_log = None
     if args.remap_log:
-        try:
-            remap_log = open(args.remap_log, "wb")  # noqa: SIM115 - closed below
-            keep_private(remap_log.fileno())  # as private as the trace
-        except OSError as e:
-            raise UsageError(f"cannot write {args.remap_log}: {e.strerror or e}") from None
+        remap_log = create(args.remap_log)  # as private as the trace; closed below
     try:
         options = _options(args, remap_log, report)
         if mode == "client":
             agent = list(args.command)
-            make_clock(args.clock)  # an OptionError, before the agent starts
-            try:
-                result = drive_agent(trace, agent, ctx.out, options, clock=args.clock,
-                                     host=not args.no_host)
-            except OSError as e:
-                raise UsageError(f"cannot start {agent[0]}: {e.strerror or e}") from None
+            result = drive_agent(trace, agent, ctx.out, options, clock=args.clock,
+                                 host=not args.no_host)
             return EXIT_OK if result.ok else EXIT_DIFFERENT  # 1 at the first divergence
         result = replay_agent(trace, ctx.stdin(), ctx.out, options)
         return EXIT_OK if result.ok else EXIT_DIFFERENT

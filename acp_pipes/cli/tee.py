@@ -163,6 +163,7 @@ def plain_command(argv: Sequence[str]) -> tuple[list[str], str] | None:
 def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> int:
     from acp_pipes.cli.runner import UsageError
     from acp_pipes.tee.logfile import check
+    from acp_pipes.tee.script import open_script
 
     agent = list(args.command)  # everything after the first '--' (the runner splits it)
     if args.listen is not None or args.connect is not None:
@@ -172,12 +173,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
     make_clock(args.clock)  # an OptionError, before the agent starts
-    script = None
-    if args.script is not None:
-        try:
-            script = open(args.script, "rb")  # noqa: SIM115 - read to its end by the session
-        except OSError as e:
-            raise UsageError(f"cannot read the script {args.script}: {e.strerror or e}") from None
+    script = None if args.script is None else open_script(args.script)
     check(args.output)
     log_path, on_log = _log_target(args, ctx)
     return record(

@@ -26,14 +26,26 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
 import orjson
 
-__all__ = ["QUIET", "Lockstep", "script_frames"]
+from acp_pipes.errors import UsageError
+
+__all__ = ["QUIET", "Lockstep", "open_script", "script_frames"]
 
 #: Seconds without a frame from an ACP v2 agent after which its request is answered
 #: although it did not report ``requires_action``.
 QUIET = 0.5
+
+
+def open_script(path: str) -> BinaryIO:
+    """``--script FILE`` opened to be read to its end by the session; ``cannot read the
+    script FILE: reason`` (a UsageError, exit 2) when it cannot be, before the session."""
+    try:
+        return open(path, "rb")  # noqa: SIM115 - read to its end by the session
+    except OSError as e:
+        raise UsageError(f"cannot read the script {path}: {e.strerror or e}") from None
 
 
 def script_frames(lines: Iterable[bytes]) -> Iterator[bytes]:

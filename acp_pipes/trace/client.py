@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from acp_pipes.errors import UsageError
 from acp_pipes.jsondiff import dumps
 from acp_pipes.minted import drop_clocks, learn, rename
 from acp_pipes.redact import Redactor, logged_hash
@@ -372,7 +373,8 @@ def drive_agent(
     host: bool = True,
 ) -> DriveResult:
     """Start ``argv`` (the agent under test), replay the recorded client frames to it and
-    write the run's wire log to ``out``. Raises OSError when the agent cannot be started.
+    write the run's wire log to ``out``. Raises an OptionError for a bad ``clock`` and a
+    UsageError when the agent cannot be started, both before anything is sent.
     ``trace`` is read as the run goes when it is a :class:`TraceReader`.
 
     Recording a session with the echo agent in memory, then driving a live echo agent
@@ -404,7 +406,11 @@ def drive_agent(
     opt = options or ReplayOptions()
     if not argv:
         raise ValueError("no agent command")
-    proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    make_clock(clock)  # refused before the agent starts
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    except OSError as e:
+        raise UsageError(f"cannot start {argv[0]}: {e.strerror or e}") from None
     log = _Log(out, clock, argv, host)
     driver = _Driver(tr, proc, log, opt)
     driver.reader = threading.Thread(target=driver.read, name="acp-replay-agent-out",
