@@ -71,10 +71,7 @@ def run_echo_agent(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out.write(b"".join(frame + b"\n" for frame in script))
         return 0
 
-    def warn(line: int, message: str) -> None:
-        ctx.warn("stdin", line, message)
-
-    serve(ctx.stdin(), ctx.out, warn)
+    serve(ctx.stdin(), ctx.out, ctx.warn)  # the agent says its source: stdin
     return 0
 
 

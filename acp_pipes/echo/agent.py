@@ -58,7 +58,8 @@ answered with its own id so the client is not left waiting; an unknown method -3
 (unknown notifications are ignored); bad params -32602; an unknown session -32002.
 Batches (JSON arrays) are answered with one array of responses, after the updates they
 caused. Blank lines are skipped. Responses to requests the agent did not send (or no
-longer waits for) are ignored and reported to the optional ``warn`` callback.
+longer waits for) are ignored and reported to the optional ``warn`` callback (a
+:data:`~acp_pipes.errors.Warn`: ``source``, by default ``stdin``, and the line).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes import __version__
+from acp_pipes.errors import Warn
 from acp_pipes.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -236,12 +238,13 @@ class EchoAgent:
     """The agent's state for one connection. ``feed`` takes one input line and returns
     the frames to send (bytes, no LF), in order."""
 
-    def __init__(self, warn: Callable[[int, str], None] | None = None):
+    def __init__(self, warn: Warn | None = None, source: str = "stdin"):
         self.sessions: dict[str, _Session] = {}
         self.session_count = 0
         self.request_count = 0
         self.waiting: dict[Any, _Session] = {}  # agent request id -> session whose turn waits
         self.warn = warn
+        self.source = source
         self.line = 0
 
     # -- input ------------------------------------------------------------------------
@@ -293,7 +296,7 @@ class EchoAgent:
         if "method" not in msg or "id" not in msg:
             if self.warn:
                 what = "notification" if "method" in msg else "response"
-                self.warn(self.line, f"{what} with {why}, ignored")
+                self.warn(self.source, self.line, f"{what} with {why}, ignored")
             return None
         rid = msg["id"]
         if not _usable_id(rid):
@@ -589,9 +592,8 @@ class EchoAgent:
         s = self.waiting.pop(rid, None) if type(rid) in (str, int) else None
         if s is None or s.turn is None or s.turn.request_id != rid:
             if self.warn:
-                self.warn(
-                    self.line, f"response to unknown request id {_dumps(rid).decode()}, ignored"
-                )
+                self.warn(self.source, self.line,
+                          f"response to unknown request id {_dumps(rid).decode()}, ignored")
             return
         turn = s.turn
         result = msg.get("result")
@@ -634,18 +636,18 @@ class EchoAgent:
 
 
 def echo_agent(
-    lines: Iterable[bytes], warn: Callable[[int, str], None] | None = None
+    lines: Iterable[bytes], warn: Warn | None = None, source: str = "stdin"
 ) -> Iterator[bytes]:
     """The agent as a pure iterator: client lines (bytes, LF optional) in, agent frames
     (bytes without LF) out. Lazy: a line is read only after the frames of the previous
     one were taken, so a live client can answer the agent's requests."""
-    agent = EchoAgent(warn)
+    agent = EchoAgent(warn, source)
     feed = agent.feed
     for line in lines:
         yield from feed(line)
 
 
-def serve(inp: BinaryIO, out: BinaryIO, warn: Callable[[int, str], None] | None = None) -> None:
+def serve(inp: BinaryIO, out: BinaryIO, warn: Warn | None = None) -> None:
     """Serve one connection: read client lines from ``inp``, write each agent frame to
     ``out`` with one write and a flush, so a proxy in between sees whole frames."""
     write = out.write
