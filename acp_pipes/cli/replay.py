@@ -358,7 +358,7 @@ def _listen(args: argparse.Namespace, ctx: Context) -> int:
 
     remote.parse_url(args.listen, listening=True)  # an OptionError for a bad URL
     argv = [sys.executable, "-m", "acp_pipes.cli.replay", *without_listen(sys.argv[1:])]
-    opts = remote.Options(log_path=None, warn=ctx.note)
+    opts = remote.Options(log_path=None, note=ctx.note)
     return remote.listen(args.listen, opts, argv=argv)
 
 

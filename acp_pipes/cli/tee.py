@@ -183,7 +183,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         host=not args.no_host,
         capture_env=args.capture_env,
         keep_secrets=args.keep_secrets,
-        warn=ctx.note,
+        note=ctx.note,
         agent=early,
         script=script,
         on_log=on_log,
@@ -228,7 +228,7 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
     opts = remote.Options(
         log_path=log_path, clock=args.clock, host=not args.no_host,
         env={name: os.environ.get(name) for name in args.capture_env},
-        keep_secrets=args.keep_secrets, warn=ctx.note, on_log=on_log, headers=headers,
+        keep_secrets=args.keep_secrets, note=ctx.note, on_log=on_log, headers=headers,
         protocols=args.protocol)
     if args.listen is not None:
         return remote.listen(args.listen, opts, connect=args.connect, argv=agent)

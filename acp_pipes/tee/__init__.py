@@ -20,7 +20,7 @@ Design choices, and why:
 - The bytes forwarded are never changed; secrets are redacted only in the log
   (:mod:`acp_pipes.redact`).
 - The log never stops the session: if it cannot be opened or written (bad path, disk
-  full), the proxy says so once through ``warn`` and goes on forwarding.
+  full), the proxy says so once through ``note`` and goes on forwarding.
 - SIGINT, SIGTERM and SIGHUP sent to the proxy are passed on to the agent (when
   ``record`` runs in the main thread); the proxy then waits for the agent as usual. The
   exit status is the agent's (128+N when a signal N killed it).
@@ -35,12 +35,12 @@ try:  # the C module under signal.py, whose enums (~3 ms) need not delay the age
 except ImportError:  # pragma: no cover - an interpreter without it
     import signal
 
-from acp_pipes.errors import say
+from acp_pipes.errors import Note, say
 from acp_pipes.wire import make_clock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Iterable, Sequence
 
     from acp_pipes.tee.pump import Session
 
@@ -49,7 +49,7 @@ __all__ = ["Agent", "record", "start_agent"]
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _stderr_warn(message: str) -> None:
+def _stderr_note(message: str) -> None:
     say(f"acp-tee: {message}")
 
 
@@ -230,11 +230,11 @@ def record(
     stdin_fd: int = 0,
     stdout_fd: int = 1,
     stderr_fd: int | None = None,
-    warn: Callable[[str], None] | None = None,
+    note: Note | None = None,
     forward_signals: bool = True,
     agent: Agent | None = None,
     script: Iterable[bytes] | None = None,
-    on_log: Callable[[str], None] | None = None,
+    on_log: Note | None = None,
 ) -> int:
     """Run ``argv`` as the agent between ``stdin_fd``/``stdout_fd`` and log to ``log_path``.
 
@@ -255,7 +255,7 @@ def record(
     """
     from acp_pipes.tee.logfile import check
 
-    warn = warn or _stderr_warn
+    note = note or _stderr_note
     if not argv:
         raise ValueError("no agent command given")
     make_clock(clock)  # a bad clock is the caller's ValueError, not the agent's failure
@@ -267,10 +267,10 @@ def record(
             agent = start_agent(argv, clock=clock, stderr_fd=stderr_fd,
                                 forward_signals=forward_signals)
         except OSError as e:
-            warn(f"cannot run {argv[0]}: {e.strerror or e}")
+            note(f"cannot run {argv[0]}: {e.strerror or e}")
             return 127 if isinstance(e, FileNotFoundError) else 126
         except ValueError as e:  # an empty name (`-- "$AGENT"` unset), a NUL in argv
-            warn(f"cannot run {argv[0]!r}: {e}")
+            note(f"cannot run {argv[0]!r}: {e}")
             return 127
     agent.taken = True
     if forward_signals:
@@ -279,7 +279,7 @@ def record(
         from acp_pipes.tee.pump import Session  # while the agent starts (see above)
 
         session = Session(agent.stdin, agent.stdout, stdin_fd=stdin_fd, stdout_fd=stdout_fd,
-                          warn=warn, script=script)
+                          note=note, script=script)
         session.open_log(log_path, argv, agent.tick, redact=not keep_secrets, on_open=on_log)
         env = {name: os.environ.get(name) for name in capture_env}
         session.write_header(argv, started_ns=agent.started_ns, clock=clock, host=host,

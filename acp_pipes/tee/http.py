@@ -192,7 +192,7 @@ async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
     except (aiohttp.ClientError, OSError) as e:
         streams.event("http-response", "agent", stream=stream, status=None,
                       error=_why(e))
-        listener.opts.warn(f"cannot reach {listener.connect}: {_why(e)}")
+        listener.opts.note(f"cannot reach {listener.connect}: {_why(e)}")
         return web.Response(status=502, text="the agent cannot be reached\n")
     async with resp:
         streams.event("http-response", "agent", stream=stream, status=resp.status,
@@ -253,7 +253,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
 
     log = opts.log([], 0, {"client": "stdio", "agent": "http", "connect": url})
     streams = Streams(log)
-    client = StdioClient(stdin_fd, stdout_fd, opts.warn)
+    client = StdioClient(stdin_fd, stdout_fd, opts.note)
     track = Lockstep()
     state: dict[str, Any] = {"cid": None, "status": 0}
     readers: dict[str, asyncio.Task] = {}
@@ -299,7 +299,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                 streams.event("http-response", "agent", stream=name, status=resp.status,
                               headers=logged_headers(resp.headers, log))
                 if resp.status != 200:
-                    opts.warn(f"{url}: GET {name} answered {resp.status}")
+                    opts.note(f"{url}: GET {name} answered {resp.status}")
                     return
                 parser = SseParser()
                 async for chunk in resp.content.iter_any():
@@ -339,7 +339,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                 streams.event("http-response", "agent", stream=stream, status=resp.status,
                               headers=logged_headers(resp.headers, log))
                 if resp.status >= 300:
-                    opts.warn(f"{url}: POST {stream} answered {resp.status} "
+                    opts.note(f"{url}: POST {stream} answered {resp.status} "
                               f"{body[:200].decode('utf-8', 'replace')!r}")
                     state["status"] = 1
                     if resp.status in (401, 403, 404, 410):
@@ -353,7 +353,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                     await deliver(stream, body, {})
         except (aiohttp.ClientError, OSError) as e:
             streams.event("http-response", "agent", stream=stream, status=None, error=_why(e))
-            opts.warn(f"cannot reach {url}: {_why(e)}")
+            opts.note(f"cannot reach {url}: {_why(e)}")
             state["status"] = 126 if not state["cid"] else 1
             return False
         return True
@@ -434,7 +434,7 @@ class _Served:
         self.cid = cid
         self.log = listener.next_log("http")
         self.streams = Streams(self.log)
-        self.agent = ProcessAgent(listener.argv, listener.opts.warn, listener.opts.stderr_fd)
+        self.agent = ProcessAgent(listener.argv, listener.opts.note, listener.opts.stderr_fd)
         self.queues: dict[str, asyncio.Queue] = {}
         self.origin: dict[tuple[bool, object], str] = {}  # request id -> stream
         self.waiting: dict[tuple[bool, object], asyncio.Future] = {}  # initialize
@@ -506,7 +506,7 @@ async def serve(listener, request: web.Request) -> web.StreamResponse:
         try:
             conn = served[cid] = _Served(listener, cid)
         except (OSError, ValueError) as e:
-            listener.opts.warn(f"cannot run {listener.argv[0]}: "
+            listener.opts.note(f"cannot run {listener.argv[0]}: "
                                f"{getattr(e, 'strerror', None) or e}")
             return web.Response(status=502, text="the agent cannot be run\n")
     if conn is None:

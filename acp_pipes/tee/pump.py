@@ -43,16 +43,16 @@ _READ = 65536  # a pipe's default capacity; larger reads only allocate more per 
 class _Log:
     """The wire log writer shared by both directions: seq, clock, redaction, one write
     per read chunk into ``sink`` (:mod:`acp_pipes.tee.logfile`; None: no log). Never
-    raises: a write error disables it with one warning."""
+    raises: a write error disables it with one note."""
 
     def __init__(self, sink: Sink | None, clock: Callable[[], int], redact: bool,
-                 warn: Note):
+                 note: Note):
         self.sink = sink
         self.path = sink.path if sink is not None else ""
         self.clock = clock
         self.redact = redact
         self.redactor = None  # acp_pipes.redact.Redactor: made on the first frame
-        self.warn = warn
+        self.note = note
         # reentrant: a failed write closes the log from inside frames(), under the lock
         self.lock = threading.RLock()
         self.seq = 0
@@ -149,7 +149,7 @@ class _Log:
             self.failed(e)
 
     def failed(self, e: OSError) -> None:
-        self.warn(f"cannot write the log {self.path}: {e.strerror or e}; "
+        self.note(f"cannot write the log {self.path}: {e.strerror or e}; "
                   "the session goes on, no longer recorded")
         self.close()
 
@@ -244,13 +244,13 @@ class Session:
     ``finish`` (the caller owns the agent process and waits for it in between)."""
 
     def __init__(self, agent_in: int, agent_out: int, *, stdin_fd: int, stdout_fd: int,
-                 warn: Note, script: Iterable[bytes] | None = None):
+                 note: Note, script: Iterable[bytes] | None = None):
         self.agent_in = agent_in
         self.agent_out = agent_out
         self.stdin_fd = stdin_fd
         self.stdout_fd = stdout_fd
-        self.warn = warn
-        self.log = _Log(None, lambda: 0, False, warn)
+        self.note = note
+        self.log = _Log(None, lambda: 0, False, note)
         self._open = {agent_in, agent_out}
         self._wake_r, self._wake_w = os.pipe()
         self.script = script
@@ -277,12 +277,12 @@ class Session:
             try:
                 sink = open_sink(spec, argv)
             except OSError as e:
-                self.warn(f"cannot write the log {e.filename or spec}: {e.strerror or e}; "
+                self.note(f"cannot write the log {e.filename or spec}: {e.strerror or e}; "
                           "the session goes on unrecorded")
             else:
                 if on_open is not None:
                     on_open(sink.path)
-        self.log = _Log(sink, clock, redact, self.warn)
+        self.log = _Log(sink, clock, redact, self.note)
 
     def write_header(self, argv: Sequence[str], **fields: object) -> None:
         self.log.write_header(header(argv, **fields))  # type: ignore[arg-type]
@@ -331,7 +331,7 @@ class Session:
         try:
             _pump(self.stdin_fd, self.agent_in, C2A, self.log, wake=self._wake_r)
         except Exception as e:  # a bug: say so, and let the agent see EOF rather than hang
-            self.warn(f"internal error forwarding to the agent: {type(e).__name__}: {e}")
+            self.note(f"internal error forwarding to the agent: {type(e).__name__}: {e}")
         self._close(self.agent_in)  # client EOF (or shutdown): the agent sees EOF too
         self.input_ended = time.monotonic()
 
@@ -358,14 +358,14 @@ class Session:
             else:
                 lockstep.wait()  # the last frame answered too, as an editor ends a session
         except OSError as e:
-            self.warn(f"cannot read the script: {e.strerror or e}; sent {sent} frames")
+            self.note(f"cannot read the script: {e.strerror or e}; sent {sent} frames")
         except Exception as e:
-            self.warn(f"internal error sending the script: {type(e).__name__}: {e}")
+            self.note(f"internal error sending the script: {type(e).__name__}: {e}")
         self._close(self.agent_in)  # the script is over: the agent sees EOF
         self.input_ended = time.monotonic()
 
     def _unsent(self, count: int, sent: int) -> None:
-        self.warn(f"the agent ended before the script did: {sent} of its {sent + count} "
+        self.note(f"the agent ended before the script did: {sent} of its {sent + count} "
                   "frames were sent")
 
     def _agent_to_client(self) -> None:
@@ -375,7 +375,7 @@ class Session:
                   on_dst_gone=self._client_gone,
                   observe=lockstep.received if lockstep is not None else None)
         except Exception as e:
-            self.warn(f"internal error forwarding to the client: {type(e).__name__}: {e}")
+            self.note(f"internal error forwarding to the client: {type(e).__name__}: {e}")
             self._client_gone()
         if lockstep is not None:
             lockstep.close()  # nothing more will answer the script

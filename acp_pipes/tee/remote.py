@@ -196,10 +196,10 @@ class StdioClient:
 
     kind = "stdio"
 
-    def __init__(self, in_fd: int, out_fd: int, warn: Note):
+    def __init__(self, in_fd: int, out_fd: int, note: Note):
         self.reader = _FdReader(in_fd, asyncio.get_running_loop())
         self.out_fd = out_fd
-        self.warn = warn
+        self.note = note
         self.gone = False
         self._binary_said = False
 
@@ -210,7 +210,7 @@ class StdioClient:
         if isinstance(item, Binary):
             if not self._binary_said:
                 self._binary_said = True
-                self.warn("the agent sent a binary WebSocket frame: stdio cannot carry it "
+                self.note("the agent sent a binary WebSocket frame: stdio cannot carry it "
                           "(logged, not passed on)")
             return False
         if self.gone:
@@ -233,12 +233,12 @@ class ProcessAgent:
 
     kind = "stdio"
 
-    def __init__(self, argv: Sequence[str], warn: Note, stderr_fd: int | None = None):
+    def __init__(self, argv: Sequence[str], note: Note, stderr_fd: int | None = None):
         from acp_pipes.tee import spawn
 
         self.pid, self.stdin, self.stdout = spawn(argv, stderr_fd)
         self.reader = _FdReader(self.stdout, asyncio.get_running_loop())
-        self.warn = warn
+        self.note = note
         self.status: int | None = None
         self.signal: int | None = None
         self._stdin_open = True
@@ -291,10 +291,10 @@ class WsSide:
 
     kind = "ws"
 
-    def __init__(self, ws, side: str, warn: Note):
+    def __init__(self, ws, side: str, note: Note):
         self.ws = ws
         self.side = side  # who is at the other end: "client" or "agent"
-        self.warn = warn
+        self.note = note
         self._closing: asyncio.Event | None = None  # set once acp-tee's close is done
 
     async def recv(self):
@@ -327,7 +327,7 @@ class WsSide:
             try:
                 data.decode("utf-8")
             except UnicodeDecodeError:
-                self.warn(f"a frame for the {self.side} is not UTF-8: a WebSocket text "
+                self.note(f"a frame for the {self.side} is not UTF-8: a WebSocket text "
                           "frame cannot carry it (logged, not passed on)")
                 return False
             await self.ws.send_frame(data, WSMsgType.TEXT)
@@ -351,7 +351,7 @@ class WsSide:
 # -- a session: two sides and the log ---------------------------------------------------
 
 
-def open_log(spec: str | None, name: Sequence[str], nth: int, warn: Note, tick,
+def open_log(spec: str | None, name: Sequence[str], nth: int, note: Note, tick,
              redact: bool, on_open: Note | None):
     """The log of a listener's ``nth`` connection (see the module's docstring)."""
     sink = None
@@ -359,12 +359,12 @@ def open_log(spec: str | None, name: Sequence[str], nth: int, warn: Note, tick,
         try:
             sink = open_sink(spec, name, nth=nth)
         except OSError as e:
-            warn(f"cannot write the log {e.filename or spec}: {e.strerror or e}; "
+            note(f"cannot write the log {e.filename or spec}: {e.strerror or e}; "
                  "the session goes on unrecorded")
         else:
             if on_open is not None:
                 on_open(sink.path)
-    return _Log(sink, tick, redact, warn)
+    return _Log(sink, tick, redact, note)
 
 
 async def relay(client, agent, log: _Log, *, input_ends_session: bool) -> Closed:
@@ -454,7 +454,7 @@ class Options:
 
     def __init__(self, *, log_path: str | None, clock: str = "system", host: bool = True,
                  env: dict | None = None, keep_secrets: bool = False,
-                 warn: Note | None = None, on_log: Note | None = None,
+                 note: Note | None = None, on_log: Note | None = None,
                  headers: Sequence[tuple[str, str]] = (), protocols: Sequence[str] = (),
                  stderr_fd: int | None = None, on_listen: Note | None = None):
         self.log_path = log_path
@@ -463,7 +463,7 @@ class Options:
         self.host = host
         self.env = env or {}
         self.keep_secrets = keep_secrets
-        self.warn = warn or (lambda m: print(f"acp-tee: {m}", file=sys.stderr))
+        self.note = note or (lambda m: print(f"acp-tee: {m}", file=sys.stderr))
         self.on_log = on_log
         self.headers = list(headers)
         self.protocols = list(protocols)
@@ -471,7 +471,7 @@ class Options:
         self.on_listen = on_listen
 
     def log(self, argv: Sequence[str], nth: int, transport: dict) -> _Log:
-        log = open_log(self.log_path, argv or ["remote"], nth, self.warn, self.tick,
+        log = open_log(self.log_path, argv or ["remote"], nth, self.note, self.tick,
                        not self.keep_secrets, self.on_log)
         log.write_header(header(argv, started_ns=self.tick(), clock=self.clock,
                                 host=self.host, env=self.env,
@@ -530,10 +530,10 @@ async def _connect_ws_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: i
     status = 126
     try:
         async with aiohttp.ClientSession() as http:
-            agent = await _open_ws(http, url, opts.headers, opts.protocols, log, opts.warn)
+            agent = await _open_ws(http, url, opts.headers, opts.protocols, log, opts.note)
             if agent is None:
                 return status
-            client = StdioClient(stdin_fd, stdout_fd, opts.warn)
+            client = StdioClient(stdin_fd, stdout_fd, opts.note)
             try:
                 closed = await relay(client, agent, log, input_ends_session=True)
             except asyncio.CancelledError:
@@ -547,7 +547,7 @@ async def _connect_ws_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: i
 
 
 async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, log: _Log,
-                   warn: Note) -> WsSide | None:
+                   note: Note) -> WsSide | None:
     """Connect to the agent's WebSocket, logging the handshake (``ws-open``, or the
     status it was refused with); None, said, when it cannot be reached."""
     shown = logged_url(url, log)
@@ -558,18 +558,18 @@ async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, lo
         log.event(event_record(0, "ws-open", "agent", url=shown, status=e.status,
                                request=logged_headers(_headers(headers), log),
                                response=logged_headers(e.headers or {}, log)))
-        warn(f"cannot connect to {shown}: the agent answered {e.status} {e.message}")
+        note(f"cannot connect to {shown}: the agent answered {e.status} {e.message}")
         return None
     except (aiohttp.ClientError, OSError, TimeoutError) as e:
         log.event(event_record(0, "ws-open", "agent", url=shown, status=None,
                                error=str(e) or type(e).__name__))
-        warn(f"cannot connect to {shown}: {_why(e)}")
+        note(f"cannot connect to {shown}: {_why(e)}")
         return None
     log.event(event_record(0, "ws-open", "agent", url=shown, status=101,
                            protocol=ws.protocol,
                            request=logged_headers(_headers(headers), log),
                            response=logged_headers(ws._response.headers, log)))
-    return WsSide(ws, "agent", warn)
+    return WsSide(ws, "agent", note)
 
 
 def _headers(pairs):
@@ -661,7 +661,7 @@ class Listener:
                     up += ("&" if "?" in up else "?") + request.query_string
                 agent = await _open_ws(self.http, up, passed_headers(request.headers)
                                        + opts.headers, offered or opts.protocols, log,
-                                       opts.warn)
+                                       opts.note)
                 if agent is None:
                     status = 126
                     return web.Response(status=502, text="the agent cannot be reached\n")
@@ -670,9 +670,9 @@ class Listener:
                          if k.lower().startswith("acp-") or k.lower() == "set-cookie"}
             else:
                 try:
-                    agent = ProcessAgent(self.argv, opts.warn, opts.stderr_fd)
+                    agent = ProcessAgent(self.argv, opts.note, opts.stderr_fd)
                 except (OSError, ValueError) as e:
-                    opts.warn(f"cannot run {self.argv[0]}: {getattr(e, 'strerror', None) or e}")
+                    opts.note(f"cannot run {self.argv[0]}: {getattr(e, 'strerror', None) or e}")
                     status = 127 if isinstance(e, FileNotFoundError) else 126
                     return web.Response(status=502, text="the agent cannot be run\n")
                 extra = {"Acp-Connection-Id": str(uuid.uuid4())}
@@ -687,7 +687,7 @@ class Listener:
             log.event(event_record(0, "ws-accept", "client", status=101,
                                    protocol=ws.ws_protocol,
                                    response=logged_headers(ws.headers, log)))
-            client = WsSide(ws, "client", opts.warn)
+            client = WsSide(ws, "client", opts.note)
             self.live.add(client)
             try:
                 closed = await relay(client, agent, log, input_ends_session=False)
@@ -720,12 +720,12 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
     try:
         await site.start()
     except OSError as e:
-        opts.warn(f"cannot listen on {url}: {e.strerror or e}")
+        opts.note(f"cannot listen on {url}: {e.strerror or e}")
         await runner.cleanup()
         return 2
     real = site._server.sockets[0].getsockname()[1]  # port 0: the one the system chose
     shown = urlunsplit((_scheme, f"{host}:{real}", path, "", ""))
-    (opts.on_listen or opts.warn)(f"listening on {shown}")
+    (opts.on_listen or opts.note)(f"listening on {shown}")
     listener.http = aiohttp.ClientSession()
     try:
         await asyncio.Event().wait()  # until a signal cancels it: the listener's end
