@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any
 
-from acp_pipes.errors import AcpPipesError, Note
+from acp_pipes.errors import AcpPipesError, Warn
 from acp_pipes.fold.entities import FOLDS, Entity, keep_trace, settle, trace_of
 from acp_pipes.fold.patch import patch_fields
 from acp_pipes.fold.state import States
@@ -110,12 +110,15 @@ class Folder:
     other connections (:mod:`acp_pipes.fold.state`); by default the fold's own."""
 
     def __init__(self, connection: int = 0, *, snapshots: bool = False,
-                 warn: Note | None = None, states: States | None = None):
+                 warn: Warn | None = None, states: States | None = None, source: str = "-"):
         self.timeline = Timeline(states=states, connection=connection)
         self.states = self.timeline.states
         self.conn = connection
         self.snapshots = snapshots
-        self.warn = warn or (lambda msg: None)
+        # the Warn for this fold's source; a Folder knows no lines (0): its reader's Warn
+        # says the frame's (fold_paths)
+        said = warn or (lambda s, n, m: None)
+        self.warn = lambda msg: said(source, 0, msg)
         self.sessions: dict[str, _Session] = {}
         self.c2a: dict[tuple[type, Any], tuple[str, dict, int, int | None, Any]] = {}
         self.a2c: dict[tuple[type, Any], tuple[str, Any]] = {}

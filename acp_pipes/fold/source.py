@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json, writable
-from acp_pipes.errors import Note, Warn
+from acp_pipes.errors import Warn
 from acp_pipes.fold.core import Folder
 from acp_pipes.fold.state import States
 from acp_pipes.jsonl import (
@@ -106,12 +106,14 @@ _DEEP = 2 * MAX_DEPTH
 
 
 def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False,
-         warn: Note | None = None, states: States | None = None) -> Iterator[dict]:
+         warn: Warn | None = None, states: States | None = None, source: str = "-"
+         ) -> Iterator[dict]:
     """The pure core: frame (or wire) records of one connection -> fold records.
     A record may carry the parsed message as ``msg`` to skip parsing ``raw``.
     ``states``: the entity states shared with the run's other connections (the caller
-    closes them); by default the connection's own."""
-    folder = Folder(connection, snapshots=snapshots, warn=warn, states=states)
+    closes them); by default the connection's own. ``warn`` is told of a frame skipped
+    as from ``source``, line 0 (frames here have no lines)."""
+    folder = Folder(connection, snapshots=snapshots, warn=warn, states=states, source=source)
     feed = folder.feed
     for fr in frames:
         problem = None
@@ -121,7 +123,7 @@ def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False
             msg, problem = parse_frame(fr)
             if problem is not None:
                 if warn is not None:
-                    warn(problem if problem is SURROGATES else f"{problem}, skipped")
+                    warn(source, 0, problem if problem is SURROGATES else f"{problem}, skipped")
                 if problem is not SURROGATES:
                     continue
         yield from feed(fr["seq"], fr.get("t"), fr["dir"], msg)
@@ -230,8 +232,8 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
         mode: str | None = None
         number = last = 0
 
-        def fwarn(msg: str, _s=source) -> None:
-            warn(_s, last, msg)  # noqa: B023 - late binding: the line of the frame being folded
+        def fwarn(s: str, _line: int, msg: str) -> None:
+            warn(s, last, msg)  # noqa: B023 - late binding: the line of the frame being folded
 
         stream = open_source(path, live)
         try:
@@ -300,7 +302,8 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                         continue
                     source_header = rec.get("source") if fmt == FRAMES else rec
                     yield fold_header(conn, source_header, snapshots)
-                    folder = Folder(conn, snapshots=snapshots, warn=fwarn, states=states)
+                    folder = Folder(conn, snapshots=snapshots, warn=fwarn, states=states,
+                                    source=source)
                     feed = folder.feed
                     conn += 1
                     continue
