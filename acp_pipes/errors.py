@@ -5,10 +5,15 @@
   a missing program). The CLI runner catches it once and prints ``prog: message``, exit
   2; anything else escaping a tool is a bug, said as "internal error". A library error
   that is also a ``ValueError`` (a refused protocol version, a value with no canonical
-  form) inherits from both, so ``except ValueError`` around it keeps working.
+  form, an option's value: :class:`OptionError`) inherits from both, so ``except
+  ValueError`` around it keeps working. A file that cannot be opened is said where it is
+  opened, naming it (``FILE: cannot open: ...``, ``cannot write FILE: ...``).
 - :data:`Warn` is the one callback for a problem in the input that a reader reports and
   skips: ``warn(source, line, message)``, said as ``prog: SOURCE:LINE: message`` (line 0:
-  the whole source). :data:`Note` is a line about the run itself (where a log goes).
+  the whole source); a reader that knows no lines says 0. A parameter of that type is
+  named ``warn``, and one of type :data:`Note` ``note``: a line about the run itself
+  (where a log goes, a log acp-tee cannot write), said as ``prog: message``, not counted
+  as a problem of the input.
 - :func:`say` is the one way a diagnostic line reaches stderr.
 
 This module imports nothing but sys (and ``_collections_abc``, which the interpreter has
@@ -20,8 +25,7 @@ from _collections_abc import Callable  # collections.abc's own, without collecti
 
 #: A problem in the input, reported and skipped: ``warn(source, line, message)``.
 Warn = Callable[[str, int, str], None]
-#: A message with no place of its own: about the run itself (where a log goes), or said
-#: by code that does not know the line (the Folder: its caller adds where).
+#: A line about the run itself, no problem of the input: ``note(message)``.
 Note = Callable[[str], None]
 
 

@@ -28,7 +28,7 @@ from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
 from acp_pipes.asr.records import BUILDERS, Ctx, Unmappable, audit, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
-from acp_pipes.errors import Note
+from acp_pipes.errors import Note, Warn
 from acp_pipes.fold import v1
 from acp_pipes.fold.core import ProtocolVersionError
 from acp_pipes.fold.entities import TRACE_KEYS
@@ -398,7 +398,7 @@ class Converted:
                 f"with error {what}{more}; nothing written")
 
 
-def convert_paths(paths: Iterable[str], *, warn: Any, agent_name: str | None = None,
+def convert_paths(paths: Iterable[str], *, warn: Warn, agent_name: str | None = None,
                   secret_fields: Iterable[str] = (), keep_fields: Iterable[str] = (),
                   snapshots: bool = False, only: str | None = None,
                   on_file: Any = None, note: Note | None = None,

@@ -19,7 +19,7 @@ from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
 from acp_pipes.streams import ASR, describe, header_format, judge
 
-__all__ = ["AsrStream", "UntilCut", "Warn", "iter_streams", "read_streams"]
+__all__ = ["AsrStream", "UntilCut", "iter_streams", "read_streams"]
 
 #: The native ID each record type is filed under by every reader of streams (replay,
 #: --compare): ASR identifiers are strings (ASR-702), and one that is not (an array, an

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from acp_pipes.errors import Warn
+from acp_pipes.errors import Note, Warn
 from acp_pipes.export.spans import DEFAULT_CAP, Ids, Span, session_spans
 
 __all__ = ["BATCH_SPANS", "DEFAULT_CAP", "Exported", "export_otlp", "resource_of"]
@@ -45,7 +45,7 @@ def resource_of(header: dict) -> dict[str, Any]:
 
 
 def export_otlp(paths: list[str], deliver: Callable[[list[Any]], None], *, warn: Warn,
-                cap: int = DEFAULT_CAP, note: Callable[[str], None] | None = None,
+                cap: int = DEFAULT_CAP, note: Note | None = None,
                 encoder: Any = None, resource: dict[str, Any] | None = None,
                 namespace: str = "") -> Exported:
     """Read ``paths`` (any stage), map every session and hand ``deliver`` the SDK's

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import orjson
 
 from acp_pipes.asr.reader import UntilCut, iter_streams
-from acp_pipes.errors import InputError, Warn
+from acp_pipes.errors import InputError, Note, Warn
 from acp_pipes.export.spans import parse_traceparent
 from acp_pipes.jsonl import STDIN, display_name, read_lines
 from acp_pipes.streams import ASR, describe
@@ -91,7 +91,8 @@ def _kind(path: str, name: str) -> str | None:
 
 
 @contextmanager
-def asr_sources(paths: list[str], *, warn: Warn, note=None) -> Iterator[Sources]:
+def asr_sources(paths: list[str], *, warn: Warn, note: Note | None = None
+                ) -> Iterator[Sources]:
     """The inputs as ASR files; temporary files (stdin spooled, conversions) are removed
     when the block ends."""
     temps: list[str] = []
@@ -125,7 +126,7 @@ def asr_sources(paths: list[str], *, warn: Warn, note=None) -> Iterator[Sources]
                 pass
 
 
-def _converted(inputs: list[tuple[str, str]], warn: Warn, note, temps: list[str],
+def _converted(inputs: list[tuple[str, str]], warn: Warn, note: Note | None, temps: list[str],
                sources: Sources) -> tuple[str, str]:
     from acp_pipes.asr.mapping import convert_paths
 

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from blake3 import blake3
 
-from acp_pipes.errors import Warn
+from acp_pipes.errors import Note, Warn
 from acp_pipes.export.spans import DEFAULT_CAP, capped, ts_ns
 
 __all__ = ["LOSSES", "SCHEMA_VERSION", "Written", "export_trail", "trail_files", "trail_lines"]
@@ -361,7 +361,8 @@ class Written:
         return len(self.files)
 
 
-def trail_files(paths: list[str], *, warn: Warn, cap: int = DEFAULT_CAP, note: Any = None,
+def trail_files(paths: list[str], *, warn: Warn, cap: int = DEFAULT_CAP,
+                note: Note | None = None,
                 done: Written | None = None) -> Iterator[tuple[str, Iterator[dict]]]:
     """Read ``paths`` (any stage): each session's file name (``<sessionId>.trail.jsonl``,
     the session ID percent-encoded as acp-asr names its streams) and its lines. ``done``
@@ -380,7 +381,7 @@ def trail_files(paths: list[str], *, warn: Warn, cap: int = DEFAULT_CAP, note: A
 
 
 def export_trail(paths: list[str], directory: str, *, warn: Warn,
-                 cap: int = DEFAULT_CAP, note: Any = None) -> Written:
+                 cap: int = DEFAULT_CAP, note: Note | None = None) -> Written:
     """Read ``paths`` (any stage) and write ``directory/<session>.trail.jsonl`` for every
     session, each written aside and renamed into place."""
     from acp_pipes.errors import UsageError

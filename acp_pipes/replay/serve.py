@@ -43,7 +43,8 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes import __version__
-from acp_pipes.asr.reader import AsrStream, Warn
+from acp_pipes.asr.reader import AsrStream
+from acp_pipes.errors import Warn
 from acp_pipes.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,

@@ -33,7 +33,8 @@ import orjson
 
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import resolve
-from acp_pipes.asr.reader import AsrStream, Warn, iter_streams
+from acp_pipes.asr.reader import AsrStream, iter_streams
+from acp_pipes.errors import Warn
 from acp_pipes.jsonl import display_name
 
 __all__ = ["ACP_STATES", "Replay", "STATUS", "current_state", "message_space", "notification",
