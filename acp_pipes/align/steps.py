@@ -402,7 +402,8 @@ def _json_hash(content: Any) -> str | None:
     return raw_hash(text.encode())
 
 
-def _asr_steps(lines, path, source, table, normalizer, session, warn=None) -> Steps:
+def _asr_steps(lines, path, source, table, normalizer, session,
+               warn: Warn | None = None) -> Steps:
     ids, add = table.ids, table.add
     seq: list[int] = []
     at = array("L")
