@@ -198,6 +198,70 @@ def test_context_warn_is_the_one_warn(capsys):
         ctx.warn("not JSON", "f.jsonl", 3)  # type: ignore[arg-type]
 
 
+def test_a_note_is_no_problem_of_the_input(capsys):
+    """``ctx.note`` (a :data:`acp_pipes.errors.Note`) says a line about the run as
+    ``prog: message`` and leaves the count of problems alone."""
+    ctx = Context(prog="acp-t", files=[], out=sys.stdout.buffer)
+    ctx.note("no -o given: recording to x.jsonl")
+    assert capsys.readouterr().err == "acp-t: no -o given: recording to x.jsonl\n"
+    assert ctx.warnings == 0
+
+
+def _parameters(names: tuple[str, ...]):
+    """``(module, function, parameter, annotation)`` for every parameter named in
+    ``names`` of every function in the package (lambdas take none annotated)."""
+    import ast
+    from pathlib import Path
+
+    import acp_pipes
+
+    root = Path(acp_pipes.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                for arg in a.posonlyargs + a.args + a.kwonlyargs:
+                    if arg.arg in names:
+                        yield (str(path.relative_to(root)), node.name, arg.arg,
+                               ast.unparse(arg.annotation) if arg.annotation else None)
+
+
+def test_a_warn_parameter_is_a_warn_and_a_note_parameter_a_note():
+    """One signature each: a parameter named ``warn`` is the Warn ``(source, line,
+    message)``, one named ``note`` the Note ``(message)``, so what a reader reports and
+    what a tool says about its run cannot be passed for each other unseen."""
+    found = list(_parameters(("warn", "note")))
+    assert {p for _, _, p, _ in found} == {"warn", "note"}
+    wrong = [f for f in found
+             if f[3] not in {"warn": ("Warn", "Warn | None"), "note": ("Note", "Note | None")}[f[2]]]
+    assert wrong == []
+
+
+def test_no_tool_translates_a_library_error():
+    """cli/ catches no ValueError or OSError to raise a UsageError of it: the library
+    raises its own (OptionError, a file's error naming the file), said once by the
+    runner. What cli/ still catches is a probe (is this a plain command?), not a
+    translation."""
+    import ast
+    from pathlib import Path
+
+    import acp_pipes.cli
+
+    translating = []
+    for path in sorted(Path(acp_pipes.cli.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ExceptHandler) or node.type is None:
+                continue
+            caught = ast.unparse(node.type)
+            if "ValueError" not in caught and "OSError" not in caught:
+                continue
+            raised = [ast.unparse(n.exc) for b in node.body for n in ast.walk(b)
+                      if isinstance(n, ast.Raise) and n.exc is not None]
+            if any("Error(" in r for r in raised):
+                translating.append((path.name, node.lineno, caught, raised))
+    assert translating == []
+
+
 def test_warn_is_defined_once():
     """One ``Warn`` (acp_pipes.errors): a module that takes a warn callback imports it,
     so the order (source, line, message) cannot drift apart in two definitions."""
@@ -215,11 +279,12 @@ def test_warn_is_defined_once():
 def _library_errors():
     from acp_pipes.align.dot import DotMissing
     from acp_pipes.canonical import CanonicalError
+    from acp_pipes.errors import OptionError
     from acp_pipes.fold import ProtocolVersionError
     from acp_pipes.replay.capture import NoCapture
 
     return [DotMissing, CanonicalError, ProtocolVersionError, NoCapture,
-            InputError, UsageError]
+            InputError, UsageError, OptionError]
 
 
 @pytest.mark.parametrize("error", _library_errors(), ids=lambda e: e.__name__)
