@@ -251,7 +251,9 @@ def record(
     editor waits (:mod:`acp_pipes.tee.script`), and the agent's stdin is closed after the
     last. Returns the agent's exit status (128+N if signal N killed it; 127/126 if
     it could not be started, as a shell would). Raises ValueError for a bad ``clock``, a
-    bad ``log_path`` template or an empty ``argv``.
+    bad ``log_path`` template (both an OptionError, said by the CLI as a usage error) or
+    an empty ``argv``. ``note`` gets what the proxy says about the run (a log it cannot
+    write, an agent it cannot run).
     """
     from acp_pipes.tee.logfile import check
 
