@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from acp_pipes.asr.mapping import convert
-from acp_pipes.asr.validate import Note, validate_streams
+from acp_pipes.asr.validate import NoteLine, validate_streams
 from acp_pipes.fold import fold
 
 T0 = 1_764_000_000_000_000_000
@@ -218,7 +218,7 @@ def _problems(frames: list[tuple[str, dict]]) -> list[str]:
              for i, rec in enumerate(recs, 1)]
     # a note (a relative path kept as sent, ASR-711) says what the agent broke, not
     # what acp-asr did: the stream is valid
-    return [p for p in validate_streams(lines) if not isinstance(p, Note)]
+    return [p for p in validate_streams(lines) if not isinstance(p, NoteLine)]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

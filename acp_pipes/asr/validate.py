@@ -11,7 +11,7 @@ for what the stream holds are declared in ``producer.lossy`` (and, in a stream o
 v1, the lost message boundaries when a message ID was derived); every line ends with LF
 alone (the stream contract: a CR LF line is a problem). A PathRef holding a path that is
 not absolute is no problem of the stream (the recorder kept what the agent sent) but a
-:class:`Note` saying the agent broke ACP's schema; a stream with one marked ``relative``
+:class:`NoteLine` saying the agent broke ACP's schema; a stream with one marked ``relative``
 declares ``_org.agent-session.acp/relative_paths``. A file
 with no line at all has no header: a problem of the whole file (``FILE: : ...``).
 
@@ -36,10 +36,10 @@ from acp_pipes.fold import v1
 from acp_pipes.jsonl import display_name, read_lines
 from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
-__all__ = ["Note", "validate_paths", "validate_streams"]
+__all__ = ["NoteLine", "validate_paths", "validate_streams"]
 
 
-class Note(str):
+class NoteLine(str):
     """A line of the output that is not a problem: the stream is valid (exit status 0)."""
 
 _ASR = (ASR,)
@@ -210,7 +210,7 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
                     st.relative = True
                 older = "" if "relative" in ref else (
                     " (an older acp-asr stored it unmarked, as if absolute)")
-                yield Note(f"{where}: {ptr}/path: note: {ref['path']!r} is not absolute: "
+                yield NoteLine(f"{where}: {ptr}/path: note: {ref['path']!r} is not absolute: "
                            "the agent broke ACP's schema, whose paths are absolute; kept as "
                            f"the agent sent it, resolved against no directory{older} "
                            "(ASR-711)")

@@ -61,12 +61,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.validate and args.follow:
         raise UsageError("--follow converts a growing log: not with --validate")
     if args.validate:
-        from acp_pipes.asr.validate import Note, validate_paths
+        from acp_pipes.asr.validate import NoteLine, validate_paths
 
         problems = 0
         quiet = False
         for line in validate_paths(ctx.files):
-            note = isinstance(line, Note)
+            note = isinstance(line, NoteLine)
             problems += not note
             if quiet:
                 if problems:  # `2>&1 | head` has read enough: invalid
