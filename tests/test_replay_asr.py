@@ -383,6 +383,35 @@ def test_wire_skips_a_reference_whose_connection_is_no_number(tmp_path: Path):
     assert r.stdout and len(r.stdout.splitlines()) < len(whole.stdout.splitlines())
 
 
+@pytest.mark.parametrize("bent", [{"root": "root0"}, {"root": "root0", "path": 5},
+                                   {"root": None, "path": ["f.txt"]}],
+                         ids=["no-path", "number-path", "array-path"])
+def test_a_path_ref_without_a_string_path_is_a_lost_location(tmp_path: Path, bent):
+    """ASR-729/711: a PathRef whose ``path`` is missing or not a string names no path.
+    The location is left out and counted lost, as one under a redacted root is; the rest
+    of the session replays (it was an internal error: str + None), and --serve and
+    --compare read it the same way."""
+    fx = REPO / "tests/fixtures/asr/ASR-704-entity-across-connections/expected.asr.jsonl"
+    good = b'{"path":{"root":"root0","path":"f.txt"}}'
+    assert fx.read_bytes().count(good) == 1
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(fx.read_bytes().replace(good, b'{"path":' + orjson.dumps(bent) + b"}"))
+    whole = run_tool("replay", str(fx))
+    r = run_tool("replay", str(stream))
+    assert r.returncode == 0, r.stderr
+    assert b"internal error" not in r.stderr
+    before, after = whole.stdout.splitlines(), r.stdout.splitlines()
+    assert len(before) == len(after)
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert changed == [(changed[0][0], changed[0][0].replace(b'[{"path":"/ws/app/f.txt"}]',
+                                                             b"[]"))]
+    losses = orjson.loads(r.stderr.splitlines()[-1])["losses"]
+    assert losses["location"] == 1 and "location" not in orjson.loads(
+        whole.stderr.splitlines()[-1])["losses"]
+    cmp = run_tool("replay", "--compare", str(stream), str(fx))
+    assert cmp.returncode in (0, 1) and b"internal error" not in cmp.stderr, cmp.stderr
+
+
 def test_wire_into_head_ends_quietly(tmp_path: Path):
     """`acp-replay S --wire W | head -2`: the closed pipe ends the replay quietly, exit 0
     (it said "cannot read the wire log: Broken pipe", exit 2)."""

@@ -68,12 +68,16 @@ def is_relative(ref: Any) -> bool:
 
 
 def resolve(ref: dict, roots: list[dict]) -> str | None:
-    """The absolute path a PathRef names (None when its root is unknown or redacted)."""
+    """The absolute path a PathRef names; None when it names none: its root unknown or
+    redacted, or its ``path`` not a string (a broken or hostile stream, which is read on
+    rather than ending the replay)."""
+    rel = ref.get("path")
+    if not isinstance(rel, str):
+        return None
     if ref.get("root") is None:
-        return ref.get("path")
+        return rel
     for root in roots:
         if root.get("id") == ref["root"] and isinstance(root.get("path"), str):
-            rel = ref.get("path")
             base = root["path"].rstrip("/") or ""
             if rel == "./":
                 return base + "/"
