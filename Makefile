@@ -43,8 +43,7 @@ demo: install
 
 # Before a commit: lint, and every test but the slow ones (a wheel built and installed,
 # Dask, the browser, the SDK peers, real agents), each property at a few examples.
-check: install
-	$(BIN)/ruff check acp_pipes tests bench
+check: lint
 	ACP_PIPES_HYPOTHESIS=dev $(BIN)/pytest -q -m "not slow"
 
 # Everything, as CI runs it.
@@ -83,9 +82,11 @@ bench: install
 	$(BIN)/python -m bench
 
 # The pages' own scripts (acp_pipes/view/static) are parsed by node, as the browser would.
+# mypy checks acp_pipes as [tool.mypy] in pyproject.toml says (its cache in .mypy_cache).
 lint: install
 	$(BIN)/ruff check acp_pipes tests bench
 	for f in acp_pipes/view/static/*.js; do node --check "$$f" || exit 1; done
+	$(BIN)/mypy
 
 clean:
-	rm -rf $(OUT) .pytest_cache .hypothesis .peers
+	rm -rf $(OUT) .pytest_cache .hypothesis .peers .mypy_cache
