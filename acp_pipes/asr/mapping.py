@@ -18,7 +18,7 @@ when the same entity comes again, from the stored record.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import blake3
@@ -26,7 +26,7 @@ import orjson
 
 from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
-from acp_pipes.asr.records import BUILDERS, Ctx, Unmappable, audit, event_bodies
+from acp_pipes.asr.records import BUILDERS, Ctx, Key, Unmappable, audit, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
 from acp_pipes.errors import Note, Warn
 from acp_pipes.fold import v1
@@ -54,7 +54,7 @@ class _Stream:
         self.sid = sid
         self.seq = 0
         self.ctx = Ctx(sid=sid, roots=[], losses=set(ALWAYS_LOST), conn=conn)
-        self.agent: dict | None = None
+        self.agent: dict[str, Any] | None = None
         self.lineage: dict[str, Any] = {}
         self.connections: list[int] = [conn]
         self.parent: str | None = None
@@ -63,7 +63,7 @@ class _Stream:
         self.declared = False
 
 
-def _content(body: dict) -> dict:
+def _content(body: dict[str, Any]) -> dict[str, Any]:
     """What a record says (ASR-717's "same content"): the record without its envelope
     (model.ENVELOPE), without how its content was assembled anywhere (a terminal's
     ``output.assembly``: bytes streamed live and replayed whole are the same bytes), and
@@ -83,7 +83,7 @@ def _content(body: dict) -> dict:
     return core
 
 
-def _hash(body: dict) -> bytes:
+def _hash(body: dict[str, Any]) -> bytes:
     """Identity of a record's content (:func:`_content`), for "already recorded, same
     content" (ASR-717). Internal only (never written): blake3 of orjson's key-sorted
     form, which is deterministic for the values a fold produces; canonical_hash where
@@ -98,7 +98,7 @@ def _hash(body: dict) -> bytes:
             return repr(core).encode()
 
 
-def _key(sid: str, key: tuple) -> bytes:
+def _key(sid: str, key: tuple[Any, ...]) -> bytes:
     return _blake3(_dumps((sid, key))).digest(16)
 
 
@@ -106,16 +106,16 @@ class _Lists:
     """The default store: each session's records in a list (small inputs, tests)."""
 
     def __init__(self) -> None:
-        self.lists: dict[str, list[dict]] = {}
+        self.lists: dict[str, list[dict[str, Any]]] = {}
 
-    def put(self, sid: str, rec: dict) -> int:
+    def put(self, sid: str, rec: dict[str, Any]) -> int:
         recs = self.lists.get(sid)
         if recs is None:
             recs = self.lists[sid] = []
         recs.append(rec)
         return len(recs) - 1
 
-    def get(self, sid: str, pos: int) -> dict:
+    def get(self, sid: str, pos: int) -> dict[str, Any]:
         return self.lists[sid][pos]
 
 
@@ -124,7 +124,8 @@ class Converter:
     ``put(sid, rec) -> pos`` and ``get(sid, pos) -> rec``, e.g. a Spool; default: lists
     in memory, :attr:`records`), headers at the end (:meth:`headers`)."""
 
-    def __init__(self, *, agent_name: str | None = None, secret_fields=(), keep_fields=(),
+    def __init__(self, *, agent_name: str | None = None,
+                 secret_fields: Iterable[str] = (), keep_fields: Iterable[str] = (),
                  store: Any = None, note: Note | None = None):
         self.configured_name = agent_name
         self.note = note
@@ -133,27 +134,27 @@ class Converter:
         self.keep = frozenset(keep_fields)
         self.streams: dict[str, _Stream] = {}
         self.conn = 0
-        self.agents: dict[int, dict] = {}
+        self.agents: dict[int, dict[str, Any]] = {}
         self.v1: set[int] = set()  # connections that negotiated ACP v1
         self.store = _Lists() if store is None else store
         self._put = self.store.put
         self.index = DigestIndex()
         #: (connection, fold record) of each session/new or session/fork the agent
         #: refused: why a recording holds no session (acp-asr says it on stderr)
-        self.refused: list[tuple[int, dict]] = []
+        self.refused: list[tuple[int, dict[str, Any]]] = []
 
     def close(self) -> None:
         """Release the index's temporary database (if it spilled to one)."""
         self.index.close()
 
     @property
-    def records(self) -> dict[str, list[dict]]:
+    def records(self) -> dict[str, list[dict[str, Any]]]:
         """Each session's records, with the default (in-memory) store."""
         return self.store.lists
 
     # -- input ----------------------------------------------------------------------------
 
-    def feed(self, rec: dict) -> None:
+    def feed(self, rec: dict[str, Any]) -> None:
         """Map one fold record; what it makes goes to the store."""
         ev = rec.get("ev")
         if ev == "entity":
@@ -178,15 +179,17 @@ class Converter:
                 raise ProtocolVersionError(
                     f"this recording negotiated ACP protocol version {version!r}; acp-pipes "
                     "reads ACP v1 and v2 (protocol version 2)")
-            info = rec.get("agent") if isinstance(rec.get("agent"), dict) else {}
+            info = rec.get("agent")
+            if not isinstance(info, dict):
+                info = {}
             self.agents[self.conn] = {"name": agent_name(info.get("name"), self.configured_name),
                                       "version": info.get("version")}
 
-    def headers(self) -> dict[str, dict]:
+    def headers(self) -> dict[str, dict[str, Any]]:
         """Each stream's header, in the order the sessions were first seen."""
         return {sid: self.header(sid) for sid in self.streams}
 
-    def header(self, sid: str) -> dict:
+    def header(self, sid: str) -> dict[str, Any]:
         """The header of session ``sid``'s stream as known so far (final once the input
         is done)."""
         st = self.streams[sid]
@@ -216,20 +219,20 @@ class Converter:
         st.ctx.conn = self.conn
         return st
 
-    def _write(self, st: _Stream, key: Any, body: dict, rec: dict, replayed: bool) -> None:
+    def _write(self, st: _Stream, key: Key, body: dict[str, Any], rec: dict[str, Any],
+               replayed: bool) -> None:
         """Envelope and store one record, unless it repeats what the stream holds.
         Per entity the index keeps a 16-byte key digest -> seq and store position; the
         content digest of the earlier record is computed from the store only when the
         same entity comes again (ASR-706/717), so a new entity costs no content hash."""
         prev_id = None
         sid = st.sid
-        body_key = key
         index = self.index
         if key is not None:
-            key = _blake3(_dumps((sid, key))).digest(16)  # _key, inlined
-            prev = index.mem.get(key)
+            digest = _blake3(_dumps((sid, key))).digest(16)  # _key, inlined
+            prev = index.mem.get(digest)
             if prev is None and index.db is not None:
-                prev = index.get(key)
+                prev = index.get(digest)
             if prev is not None:
                 if _hash(body) == _hash(self.store.get(sid, prev >> 32)):
                     return  # ASR-717: already recorded, same content
@@ -248,7 +251,7 @@ class Converter:
         if prev_id is not None:
             out["supersedes"] = prev_id  # ASR-706 / ASR-717
         elif replayed and st.copying and st.parent is not None and key is not None:
-            src = index.get(_key(st.parent, body_key))
+            src = index.get(_key(st.parent, key))
             if src is not None:  # ASR-718: history copied into the fork
                 out["copiedFrom"] = {"session": st.parent, "id": f"r{src & 0xFFFFFFFF}",
                                      "proof": "native_id"}
@@ -264,7 +267,7 @@ class Converter:
         pos = self._put(sid, out)
         if key is not None:
             mem = index.mem
-            mem[key] = pos << 32 | seq  # index.put, inlined
+            mem[digest] = pos << 32 | seq  # index.put, inlined
             if len(mem) > index.limit:
                 index.spill()
         if out["type"] in CONTEXT_TYPES and out.get("origin") != "notice":
@@ -275,7 +278,7 @@ class Converter:
                 seen = max(frames) if out["type"] == "tool_result" and frames else rec.get("pos")
                 ctx.recent.append((rid, self.conn, seen))
 
-    def _entity(self, rec: dict) -> None:
+    def _entity(self, rec: dict[str, Any]) -> None:
         sid = rec.get("session")
         if sid.__class__ is not str or not sid:
             self._no_stream(sid)
@@ -286,8 +289,8 @@ class Converter:
         kind = rec.get("entity")
         build = BUILDERS.get(kind)  # entity_bodies, inlined
         try:
-            bodies = build(rec, st.ctx) if build is not None else (
-                (None, audit(str(kind), rec.get("value"))),)
+            bodies: Sequence[tuple[Key, dict[str, Any]]] = build(rec, st.ctx) if (
+                build is not None) else ((None, audit(str(kind), rec.get("value"))),)
         except Unmappable as e:  # never write what the validator rejects (ASR-710)
             self._unmappable(str(kind), sid, rec.get("id"), e)
             bodies = ((("audit", kind, rec.get("id")), audit(str(kind), rec.get("value"))),)
@@ -298,7 +301,7 @@ class Converter:
             child = self._stream(rec["id"])
             child.lineage.setdefault("spawnedBy", {"session": sid, "evidence": "native_field"})
 
-    def _event(self, rec: dict) -> None:
+    def _event(self, rec: dict[str, Any]) -> None:
         sid = rec.get("session")
         if sid.__class__ is not str or not sid:
             self._no_stream(sid)
@@ -337,7 +340,7 @@ class Converter:
         self.note(f"{which} in session {sid!r}: {problem}: kept as an audit record "
                   "(ASR-710); said once a run")
 
-    def _session(self, rec: dict) -> None:
+    def _session(self, rec: dict[str, Any]) -> None:
         sid = rec.get("session")
         if sid.__class__ is not str or not sid:
             self._no_stream(sid)
@@ -371,8 +374,9 @@ class Converted:
 
     __slots__ = ("headers", "interrupted", "refused", "spool", "unreadable")
 
-    def __init__(self, spool: Any, headers: dict[str, dict], unreadable: Any,
-                 interrupted: bool = False, refused: list | None = None):
+    def __init__(self, spool: Any, headers: dict[str, dict[str, Any]], unreadable: Any,
+                 interrupted: bool = False,
+                 refused: list[tuple[str, int, dict[str, Any]]] | None = None):
         self.spool = spool
         self.headers = headers
         self.unreadable = unreadable
@@ -428,7 +432,7 @@ def convert_paths(paths: Iterable[str], *, warn: Warn, agent_name: str | None = 
     unreadable = None
     interrupted = False
     states = States()  # one entity state per session, for every connection (ASR-704)
-    refused: list = []
+    refused: list[tuple[str, int, dict[str, Any]]] = []
     try:
         for i, path in enumerate(paths):
             if on_file is not None:
@@ -452,7 +456,7 @@ def convert_paths(paths: Iterable[str], *, warn: Warn, agent_name: str | None = 
     return Converted(spool, conv.headers(), unreadable, interrupted, refused)
 
 
-def convert(records: Iterable[dict], **options: Any) -> dict[str, list[dict]]:
+def convert(records: Iterable[dict[str, Any]], **options: Any) -> dict[str, list[dict[str, Any]]]:
     """In memory: fold records -> {sessionId: [header, records...]} (tests, small inputs)."""
     conv = Converter(**options)
     for rec in records:

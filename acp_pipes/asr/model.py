@@ -62,22 +62,21 @@ def record_id(seq: int) -> str:
     return f"r{seq}"
 
 
-_last_second: list = [None, ""]
-_last_t: list = [None, ""]
+_last_second: tuple[int | None, str] = (None, "")
+_last_t: tuple[int | None, str] = (None, "")
 
 
 def iso(t: int) -> str:
     """:func:`acp_pipes.wire.iso_time`, cached: the last time given (an entity's records
     share its receipt time) and the seconds part, ``.`` included (the hot path)."""
+    global _last_second, _last_t
     if t == _last_t[0]:
         return _last_t[1]
     sec = t // 1_000_000_000
     if sec != _last_second[0]:
-        _last_second[0] = sec
-        _last_second[1] = iso_time(sec * 1_000_000_000)[:-7]
+        _last_second = (sec, iso_time(sec * 1_000_000_000)[:-7])
     s = _last_second[1] + "%06dZ" % (t % 1_000_000_000 // 1000)  # noqa: UP031 (faster)
-    _last_t[0] = t
-    _last_t[1] = s
+    _last_t = (t, s)
     return s
 
 
@@ -91,8 +90,9 @@ def ts_fields(t: int | None, replayed: bool) -> dict[str, str]:
     return {"ts": iso(t), "tsSource": "recorder"}
 
 
-def header(sid: str, *, agent: dict, roots: list[dict], losses: set[str],
-           lineage: dict | None, connections: list[int], source: dict | None = None) -> dict:
+def header(sid: str, *, agent: dict[str, Any], roots: list[dict[str, Any]], losses: set[str],
+           lineage: dict[str, Any] | None, connections: list[int],
+           source: dict[str, Any] | None = None) -> dict[str, Any]:
     """The stream's header; ``source`` is ASR-700's ``producer.source`` (default: the
     v2 revision the mapping is pinned to). Losses ASR-722 does not list (those of ACP v1)
     follow its own, sorted."""

@@ -32,7 +32,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import quote, unquote
 
 import blake3
@@ -88,7 +88,7 @@ def file_name(sid: str, caseless: bool = False) -> str:
 _CAPITAL = re.compile(r"%[0-9A-F]{2}|[A-Z]")
 
 
-def _escape_capital(m: re.Match) -> str:
+def _escape_capital(m: re.Match[str]) -> str:
     got = m.group()
     return got if got[0] == "%" else f"%{ord(got):02X}"
 
@@ -121,7 +121,7 @@ class Spool:
     by the recording."""
 
     def __init__(self, only: str | None = None, directory: str | None = None,
-                 provisional: Callable[[str], dict] | None = None):
+                 provisional: Callable[[str], dict[str, Any]] | None = None):
         self.only = only
         self.files: dict[str, _SessionSpool] = {}
         self.directory = directory  # made by the caller
@@ -166,7 +166,7 @@ class Spool:
             if f.live is not None and f.buf:
                 f.spill()
 
-    def add(self, pairs: Iterable[tuple[str, dict]]) -> None:
+    def add(self, pairs: Iterable[tuple[str, dict[str, Any]]]) -> None:
         files = self.files
         only = self.only
         dumps = orjson.dumps
@@ -184,7 +184,7 @@ class Spool:
             if len(buf) > SPOOL_MEMORY:
                 f.spill()
 
-    def put(self, sid: str, rec: dict) -> int:
+    def put(self, sid: str, rec: dict[str, Any]) -> int:
         """Spool one record of every session (``only`` applies when writing, so a
         record stays readable by :meth:`get`); returns its offset in its session."""
         f = self.files.get(sid)
@@ -197,17 +197,18 @@ class Spool:
             f.spill()
         return pos
 
-    def get(self, sid: str, pos: int) -> dict:
+    def get(self, sid: str, pos: int) -> dict[str, Any]:
         """The record :meth:`put` spooled at ``pos`` (read back from memory or disk)."""
-        return orjson.loads(self.files[sid].line_at(pos))
+        rec: dict[str, Any] = orjson.loads(self.files[sid].line_at(pos))
+        return rec
 
-    def _emit(self, out: BinaryIO, sid: str, header: dict) -> None:
+    def _emit(self, out: BinaryIO, sid: str, header: dict[str, Any]) -> None:
         out.write(orjson.dumps(header) + b"\n")
         f = self.files.get(sid)
         if f is not None:
             f.copy_to(out)
 
-    def write_to(self, out: BinaryIO, headers: dict[str, dict]) -> int:
+    def write_to(self, out: BinaryIO, headers: dict[str, dict[str, Any]]) -> int:
         n = 0
         for sid, h in headers.items():
             if self.only is not None and sid != self.only:
@@ -216,7 +217,7 @@ class Spool:
             n += 1
         return n
 
-    def write_dir(self, directory: str, headers: dict[str, dict]
+    def write_dir(self, directory: str, headers: dict[str, dict[str, Any]]
                   ) -> tuple[list[str], list[tuple[str, str]]]:
         """Each stream to ``directory/<file_name>`` as ``-o FILE`` writes (beside it,
         then renamed over it, and over the live file if there is one: atomically);
@@ -254,7 +255,7 @@ def make_dir(directory: str) -> None:
         raise UsageError(f"cannot write {directory}: {e.strerror or e}") from None
 
 
-def provisional_header(header: dict) -> dict:
+def provisional_header(header: dict[str, Any]) -> dict[str, Any]:
     """A stream's header as known before its input is done: ``native.provisional``
     says a later header replaces it (acp-pipes choice, docs/asr.md)."""
     native = header.get("native")
@@ -262,7 +263,7 @@ def provisional_header(header: dict) -> dict:
                                  "provisional": True}}
 
 
-def is_provisional(header: dict) -> bool:
+def is_provisional(header: dict[str, Any]) -> bool:
     native = header.get("native")
     return isinstance(native, dict) and native.get("provisional") is True
 
@@ -279,7 +280,7 @@ class _SessionSpool:
         self.fd: int | None = None
         self.spilled = 0  # bytes of records in the file
         self.base = 0  # bytes before them (the provisional header)
-        self.live: tuple[str, str, Callable[[str], dict] | None] | None = None
+        self.live: tuple[str, str, Callable[[str], dict[str, Any]] | None] | None = None
 
     def spill(self) -> None:
         """Append the memory tail to the file, whole lines in one write."""

@@ -23,7 +23,7 @@ __all__ = ["LOSS_RELATIVE", "declare_roots", "is_relative", "path_ref", "resolve
 LOSS_RELATIVE = "_org.agent-session.acp/relative_paths"
 
 
-def declare_roots(cwd: Any, additional: list) -> list[dict]:
+def declare_roots(cwd: Any, additional: list[Any]) -> list[dict[str, Any]]:
     """``root0`` for cwd, ``root1..`` for additionalDirectories in order (ASR-711)."""
     roots = []
     if isinstance(cwd, str):
@@ -38,7 +38,7 @@ def _segments(p: str) -> list[str]:
     return [s for s in p.split("/") if s]
 
 
-def path_ref(path: Any, roots: list[dict]) -> dict | Any:
+def path_ref(path: Any, roots: list[dict[str, Any]]) -> dict[str, Any] | Any:
     """The PathRef for an absolute ACP path; a non-string is returned unchanged."""
     if not isinstance(path, str):
         return path
@@ -67,7 +67,7 @@ def is_relative(ref: Any) -> bool:
             and (ref.get("relative") is True or not ref["path"].startswith("/")))
 
 
-def resolve(ref: dict, roots: list[dict]) -> str | None:
+def resolve(ref: dict[str, Any], roots: list[dict[str, Any]]) -> str | None:
     """The absolute path a PathRef names; None when it names none: its root unknown or
     redacted, or its ``path`` not a string (a broken or hostile stream, which is read on
     rather than ending the replay)."""
@@ -81,5 +81,5 @@ def resolve(ref: dict, roots: list[dict]) -> str | None:
             base = root["path"].rstrip("/") or ""
             if rel == "./":
                 return base + "/"
-            return base + "/" + rel if rel not in (".", "") else (root["path"])
+            return base + "/" + rel if rel not in (".", "") else root["path"]
     return None

@@ -19,6 +19,10 @@ from acp_pipes.errors import Warn
 from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
 from acp_pipes.streams import ASR, describe, header_format, judge
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["AsrStream", "UntilCut", "iter_streams", "read_streams"]
 
 #: The native ID each record type is filed under by every reader of streams (replay,
@@ -35,7 +39,7 @@ _ASR = (ASR,)
 LONE_SURROGATE = "a string holds a lone surrogate (no UTF-8 form)"
 
 
-def record_without_surrogates(raw: bytes) -> dict | None:
+def record_without_surrogates(raw: bytes) -> dict[str, Any] | None:
     """A record line orjson refuses that is still JSON for its lone surrogates alone:
     the record with each replaced by U+FFFD, as acp-asr stores such a frame; else None."""
     try:
@@ -45,7 +49,7 @@ def record_without_surrogates(raw: bytes) -> dict | None:
     return value if replaced else None  # else a number orjson refuses: no such record
 
 
-def _not_a_string_id(rec: dict) -> str | None:
+def _not_a_string_id(rec: dict[str, Any]) -> str | None:
     """The identifier of ``rec`` that is present but not a string, if any (its name)."""
     v = rec.get("id")
     if v is not None and type(v) is not str:
@@ -73,19 +77,20 @@ class AsrStream:
     """One ASR stream: its header and records (parsed), and where it came from. A stream
     from :func:`read_indexed` keeps only its replay index, not its records."""
 
-    header: dict
-    records: list[dict] = field(default_factory=list)
+    header: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
     source: str = "-"
     line: int = 1  # the header's line number
     index: object | None = None  # acp_pipes.replay.updates' replay index
 
     @property
     def session_id(self) -> str:
-        return self.header.get("sessionId")
+        sid: str = self.header["sessionId"]  # iter_streams refuses a header without one
+        return sid
 
 
 def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
-                 ) -> Iterator[tuple[dict, int, Iterator[dict]]]:
+                 ) -> Iterator[tuple[dict[str, Any], int, Iterator[dict[str, Any]]]]:
     """Each ASR stream in raw lines (bytes, LF optional) as (header, its line number, its
     records parsed as they are asked for), a header starting each; a stream's records are
     skipped if left unread when the next stream is asked for.
@@ -100,7 +105,8 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
     native_id = _NATIVE_ID.get
     ok = _STR_OR_NONE
     numbered = enumerate(lines, 1)
-    nxt: list = []  # the header that ended the last run of records, and its line
+    #: the header that ended the last run of records, and its line
+    nxt: list[tuple[dict[str, Any], int]] = []
     had_lf = [True]  # whether the previous line ended with LF (a torn line has none)
 
     def bad(n: int, what: str, reason: object = None) -> None:
@@ -108,7 +114,7 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
             raise InputError(source, n, f"{what}: {reason}" if reason else what)
         warn(source, n, f"{what}, skipped: {reason}" if reason else f"{what}, skipped")
 
-    def records(headed: bool) -> Iterator[dict]:
+    def records(headed: bool) -> Iterator[dict[str, Any]]:
         for n, raw in numbered:
             lf = raw.endswith(b"\n")
             torn, had_lf[0] = not lf and had_lf[0], lf
@@ -197,7 +203,7 @@ def _kind_of_value(t: object) -> str:
     return t if isinstance(t, str) else "a"
 
 
-def _kind_of(rec: dict) -> str:
+def _kind_of(rec: dict[str, Any]) -> str:
     """What a first line that is no ASR header says the input is (for the refusal)."""
     fmt = header_format(rec)
     if fmt is not None or "jsonrpc" in rec:

@@ -15,6 +15,7 @@ nothing invented and nothing dropped.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,11 @@ TOOL_OPEN = frozenset({"pending", "in_progress"})
 _TURN_END = frozenset({"turn_end", "replay"})
 REDACTED = "<redacted>"
 
+#: An ASR entity's identity, (kind, native ID[, ordinal]): None for an event.
+Key = tuple[Any, ...] | None
+#: What a builder returns: each record body with its key.
+Bodies = list[tuple[Key, dict[str, Any]]]
+
 
 class Unmappable(Exception):
     """A value the ASR record cannot hold; ``str()`` says which (ASR-710)."""
@@ -42,7 +48,7 @@ def _str(v: Any, what: str) -> Any:
     return v
 
 
-def _blocks(v: Any, what: str) -> list:
+def _blocks(v: Any, what: str) -> list[dict[str, Any]]:
     """A list of content blocks (objects with a string ``type``); None is none."""
     if v is None:
         return []
@@ -54,7 +60,8 @@ def _blocks(v: Any, what: str) -> list:
     return v
 
 
-def _copy_str(body: dict, v: dict, fields: tuple, what: str, null: bool = False) -> None:
+def _copy_str(body: dict[str, Any], v: dict[str, Any], fields: tuple[str, ...], what: str,
+              null: bool = False) -> None:
     """Copy ``fields`` of ``v`` that are present (and not null, unless ``null``: then
     null is copied as null); each must be a string."""
     for f in fields:
@@ -87,16 +94,16 @@ class Ctx:
     """What a builder needs from its stream and the options."""
 
     sid: str
-    roots: list
-    losses: set
+    roots: list[dict[str, Any]]
+    losses: set[str]
     conn: int = 0
-    secret_fields: frozenset = frozenset()
-    keep_fields: frozenset = frozenset()
-    compaction_through: dict = field(default_factory=dict)
+    secret_fields: frozenset[str] = frozenset()
+    keep_fields: frozenset[str] = frozenset()
+    compaction_through: dict[str, str | None] = field(default_factory=dict)
     last_context: str | None = None
     #: the latest context-participating records: (id, connection, the frame that made
     #: it: a message's or call's first, a result's final status), for ASR-719's extent
-    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+    recent: deque[tuple[str, int, object]] = field(default_factory=lambda: deque(maxlen=RECENT))
 
     def through(self, pos: Any) -> str | None:
         """ASR-719: the last context-participating record when a compaction first seen
@@ -115,14 +122,14 @@ class Ctx:
 RECENT = 64
 
 
-def _meta(body: dict, value: dict) -> dict:
+def _meta(body: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
     m = value.get("_meta")
     if isinstance(m, dict) and m:
         body["_meta"] = m  # ASR-708: folded key by key by the fold
     return body
 
 
-def _partial(body: dict, final: bool, has_status: bool) -> dict:
+def _partial(body: dict[str, Any], final: bool, has_status: bool) -> dict[str, Any]:
     """ASR-705 snapshots: ``status: partial`` where the type has a status, else a
     capture state saying the record is partial (acp-pipes choice)."""
     if not final:
@@ -136,7 +143,7 @@ def _partial(body: dict, final: bool, has_status: bool) -> dict:
 # -- messages -------------------------------------------------------------------------
 
 
-def _message(rec: dict, ctx: Ctx) -> list:
+def _message(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     kind = rec["entity"]
     v = rec["value"]
     mid = rec["id"]
@@ -187,7 +194,7 @@ def _message(rec: dict, ctx: Ctx) -> list:
 # -- tool calls ------------------------------------------------------------------------
 
 
-def _tool(rec: dict, ctx: Ctx) -> list:
+def _tool(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     v = rec["value"]
     cid = rec["id"]
     final = rec["final"]
@@ -216,7 +223,7 @@ def _tool(rec: dict, ctx: Ctx) -> list:
         call["locations"] = locs
     content = _tool_content(v.get("content"))
     ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
-    out = [(("tool_call", cid), _meta(call, v))]
+    out: Bodies = [(("tool_call", cid), _meta(call, v))]
     status = v.get("status")
     if status is not None and (status.__class__ is not str or not status):
         status = "other"  # a status of another JSON type, or "": one ACP does not define
@@ -243,7 +250,7 @@ def _tool(rec: dict, ctx: Ctx) -> list:
     return out
 
 
-def _tool_content(content: Any) -> list:
+def _tool_content(content: Any) -> list[Any]:
     """A call's content items, checked for what the records copy from them."""
     if content is None:
         return []
@@ -275,7 +282,7 @@ def _tool_content(content: Any) -> list:
     return content
 
 
-def _result(cid: str, status: Any, v: dict, content: list) -> dict:
+def _result(cid: str, status: Any, v: dict[str, Any], content: list[Any]) -> dict[str, Any]:
     """ASR-714: display content from {type: content}, raw from rawOutput, no content."""
     st = "unknown" if status == "other" else status  # table: other -> unknown, vendor kept
     body: dict[str, Any] = {"type": "tool_result", "callId": cid, "status": st,
@@ -298,7 +305,7 @@ def _result(cid: str, status: Any, v: dict, content: list) -> dict:
     return body
 
 
-def _file_change(cid: str, diff: dict, status: str, ctx: Ctx) -> dict:
+def _file_change(cid: str, diff: dict[str, Any], status: str, ctx: Ctx) -> dict[str, Any]:
     changes = []
     chs = diff.get("changes")
     for ch in chs if isinstance(chs, list) else ():
@@ -326,7 +333,7 @@ def _file_change(cid: str, diff: dict, status: str, ctx: Ctx) -> dict:
 # -- requests ---------------------------------------------------------------------------
 
 
-def _permission(rec: dict, ctx: Ctx) -> list:
+def _permission(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     """ASR-716."""
     v = rec["value"]
     body: dict[str, Any] = {"type": "permission", "requestId": rec["id"], "idSource": "derived"}
@@ -372,7 +379,7 @@ def _permission(rec: dict, ctx: Ctx) -> list:
 _ACTION = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
 
 
-def _elicitation(rec: dict, ctx: Ctx) -> list:
+def _elicitation(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     """ASR-734 (secret form answers are not recorded); the elicitationId is the
     requestId verbatim (ASR-702)."""
     v = rec["value"]
@@ -406,7 +413,8 @@ def _elicitation(rec: dict, ctx: Ctx) -> list:
     return [(("input_request", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
 
 
-def redact_answer(content: dict, schema: Any, ctx: Ctx) -> tuple[dict, list[str]]:
+def redact_answer(content: dict[str, Any], schema: Any,
+                  ctx: Ctx) -> tuple[dict[str, Any], list[str]]:
     """ASR-734: the answer with its secret fields (:func:`acp_pipes.redact.secret_fields`,
     the rule acp-tee redacts the same answers by) replaced by REDACTED."""
     hide = (set(secret_fields(schema)) | set(ctx.secret_fields)) - set(ctx.keep_fields)
@@ -419,7 +427,7 @@ def redact_answer(content: dict, schema: Any, ctx: Ctx) -> tuple[dict, list[str]
 # -- plans, terminals, compactions, subagents --------------------------------------------
 
 
-def _plan(rec: dict, ctx: Ctx) -> list:
+def _plan(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     v = rec["value"]
     body: dict[str, Any] = {"type": "plan", "planId": rec["id"],  # ASR-702: verbatim
                             "planType": _str(v.get("type"), "the plan's type")}
@@ -434,7 +442,7 @@ def _plan(rec: dict, ctx: Ctx) -> list:
     return [(("plan", rec["id"]), _partial(_meta(body, v), rec["final"], False))]
 
 
-def _terminal(rec: dict, ctx: Ctx) -> list:
+def _terminal(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     v = rec["value"]
     body: dict[str, Any] = {"type": "terminal", "terminalId": rec["id"]}  # ASR-702
     _copy_str(body, v, ("command",), "the terminal's")
@@ -460,7 +468,7 @@ def _terminal(rec: dict, ctx: Ctx) -> list:
     return [(("terminal", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
 
 
-def _compaction(rec: dict, ctx: Ctx) -> list:
+def _compaction(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     """ASR-719; replaces.throughId by this mapping's convention: the last
     context-participating record written before the compaction was first seen."""
     v = rec["value"]
@@ -488,7 +496,7 @@ def _compaction(rec: dict, ctx: Ctx) -> list:
     return [(("compaction", cid), _partial(_meta(body, v), rec["final"], True))]
 
 
-def _subagent(rec: dict, ctx: Ctx) -> list:
+def _subagent(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     """ASR-721: the association, in the parent's stream."""
     v = rec["value"]
     body: dict[str, Any] = {"type": "subagent", "childSession": rec["id"]}
@@ -499,7 +507,8 @@ def _subagent(rec: dict, ctx: Ctx) -> list:
     return [(("subagent", rec["id"]), _meta(body, v))]
 
 
-BUILDERS = {
+#: The builder of each fold entity kind (keyed by whatever JSON the record's entity is).
+BUILDERS: dict[object, Callable[[dict[str, Any], Ctx], Bodies]] = {
     "user_message": _message, "agent_message": _message, "agent_thought": _message,
     "session_message": _message, "tool_call": _tool, "permission": _permission,
     "elicitation": _elicitation, "plan": _plan, "terminal": _terminal,
@@ -507,7 +516,7 @@ BUILDERS = {
 }
 
 
-def entity_bodies(rec: dict, ctx: Ctx) -> list:
+def entity_bodies(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     build = BUILDERS.get(rec.get("entity"))
     if build is None:
         return [(None, audit(str(rec.get("entity")), rec.get("value")))]
@@ -517,7 +526,7 @@ def entity_bodies(rec: dict, ctx: Ctx) -> list:
 # -- events -----------------------------------------------------------------------------
 
 
-def audit(kind: str, payload: Any) -> dict:
+def audit(kind: str, payload: Any) -> dict[str, Any]:
     """ASR-710: an audit-only record with the update in native.record; its type names
     the ``sessionUpdate`` kind, or ``unknown`` for one that is empty or spans lines (no
     record type can: acp-pipes choice)."""
@@ -526,9 +535,11 @@ def audit(kind: str, payload: Any) -> dict:
     return {"type": AUDIT_PREFIX + kind, "native": {"record": payload}}
 
 
-def event_bodies(rec: dict, ctx: Ctx) -> list:
+def event_bodies(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     kind = rec.get("kind")
-    u = rec.get("update") if isinstance(rec.get("update"), dict) else {}
+    u = rec.get("update")
+    if not isinstance(u, dict):
+        u = {}
     if kind == "state_update":
         body: dict[str, Any] = {"type": "state", "state": _str(u.get("state"), "state")}
         _copy_str(body, u, ("stopReason",), "the update's")

@@ -31,7 +31,7 @@ def _validators() -> dict[str, Any]:
     return {name: Draft202012Validator(doc, registry=registry) for name, doc in docs.items()}
 
 
-def validator_for(record: dict, first: bool) -> Any | None:
+def validator_for(record: dict[str, Any], first: bool) -> Any | None:
     """The validator for a record (the header's for a stream's first line); None when
     the type is not one this version knows."""
     vs = _validators()

@@ -50,23 +50,23 @@ def _ptr(path: Iterable[Any]) -> str:
 
 
 class _Stream:
-    def __init__(self, header: dict, source: str, line: int):
+    def __init__(self, header: dict[str, Any], source: str, line: int):
         self.header = header
         self.source = source
         self.line = line
         self.sid = header.get("sessionId")
-        self.ids: dict[str, str] = {}  # id -> type
+        self.ids: dict[str, object] = {}  # id -> type
         self.seq = 0
         self.types: set[str] = set()
         self.derived_message = False  # a message whose ID the recorder derived
         self.relative = False  # a PathRef marked relative (ASR-711, acp-pipes choice)
         roots = (header.get("workspace") or {}).get("roots") or []
         self.roots = {r.get("id") for r in roots if isinstance(r, dict)}
-        self.copied: list[tuple[int, dict]] = []
+        self.copied: list[tuple[int, dict[str, Any]]] = []
         self.later: list[tuple[int, str, str]] = []  # (line, pointer, id) to check at end
 
 
-def _pathrefs(rec: dict) -> Iterator[tuple[str, Any]]:
+def _pathrefs(rec: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     t = rec.get("type")
     if t == "tool_call":
         for i, loc in enumerate(rec.get("locations") or ()):
