@@ -23,6 +23,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from acp_pipes.replay.updates import _Index
+
 __all__ = ["AsrStream", "UntilCut", "iter_streams", "read_streams"]
 
 #: The native ID each record type is filed under by every reader of streams (replay,
@@ -81,7 +83,7 @@ class AsrStream:
     records: list[dict[str, Any]] = field(default_factory=list)
     source: str = "-"
     line: int = 1  # the header's line number
-    index: object | None = None  # acp_pipes.replay.updates' replay index
+    index: _Index | None = None  # acp_pipes.replay.updates' replay index
 
     @property
     def session_id(self) -> str:

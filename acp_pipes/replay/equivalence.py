@@ -41,6 +41,10 @@ __all__ = ["compare_streams", "compare_views", "context_view", "load_stream"]
 
 #: A replayed status as it comes back through a recorder: ASR-728, then the recording
 #: table (other -> unknown).
+#: An entity of the context view while it is built: (kind, ID), a message (kind, ID
+#: space, ID).
+_Entity = tuple[str, Any] | tuple[str, str, Any]
+
 _ROUND = {"denied": "failed", "interrupted": "cancelled", "other": "unknown"}
 
 
@@ -48,7 +52,7 @@ def _status(s: Any) -> Any:
     return _ROUND.get(s, s) if isinstance(s, str) else s
 
 
-def _blocks(parts: list) -> list:
+def _blocks(parts: list[Any]) -> list[Any]:
     out = []
     for p in parts:
         if not isinstance(p, dict) or p.get("type") == "reasoning":
@@ -61,14 +65,15 @@ def _blocks(parts: list) -> list:
     return out
 
 
-def context_view(stream: AsrStream) -> list[dict]:
+def context_view(stream: AsrStream) -> list[dict[str, Any]]:
     """The stream's context view: one normalised dict per entity, in path order."""
     roots = (stream.header.get("workspace") or {}).get("roots") or []
-    order: list[tuple[str, Any]] = []
-    latest: dict[tuple[str, Any], dict] = {}
-    by_rid: dict[str, tuple[str, Any]] = {}
-    results: dict[Any, dict] = {}
-    changes: dict[Any, list[tuple[str, Any]]] = {}
+    order: list[_Entity] = []
+    latest: dict[_Entity, dict[str, Any]] = {}
+    by_rid: dict[str, _Entity] = {}
+    results: dict[Any, dict[str, Any]] = {}
+    changes: dict[Any, list[_Entity]] = {}
+    key: _Entity | None
     for rec in stream.records:
         t = rec.get("type")
         if t == "message":
@@ -93,7 +98,9 @@ def context_view(stream: AsrStream) -> list[dict]:
             key = by_rid.get(sup) if sup is not None else None
             if key is None:
                 key = ("file_change", rec.get("id") or len(latest))
-                cause = rec.get("cause") if isinstance(rec.get("cause"), dict) else {}
+                cause = rec.get("cause")
+                if not isinstance(cause, dict):
+                    cause = {}
                 cid = cause.get("callId")
                 changes.setdefault(cid, []).append(key)
                 call = ("tool_call", cid)
@@ -119,12 +126,14 @@ def context_view(stream: AsrStream) -> list[dict]:
         if rec.get("id") is not None:
             by_rid[rec["id"]] = key
 
-    view: list[dict] = []
+    view: list[dict[str, Any]] = []
     for key in order:
         rec = latest[key]
         kind = key[0]
         if kind == "message":
-            parts = rec.get("content") if isinstance(rec.get("content"), list) else []
+            parts = rec.get("content")
+            if not isinstance(parts, list):
+                parts = []
             mid = rec.get("messageId")
             # a thought of opaque reasoning only has no text: never sent, declared
             texts = [thought_text(p) for p in parts
@@ -145,10 +154,10 @@ def context_view(stream: AsrStream) -> list[dict]:
         elif kind == "tool_call":
             cid = rec.get("callId")
             res = results.get(cid)
-            entry: dict = {"entity": "tool_call", "id": cid, "name": rec.get("name"),
-                           "title": rec.get("title"), "kind": rec.get("kind"),
-                           "input": rec.get("input"),
-                           "status": _status(res.get("status")) if res else None}
+            entry: dict[str, Any] = {"entity": "tool_call", "id": cid, "name": rec.get("name"),
+                                     "title": rec.get("title"), "kind": rec.get("kind"),
+                                     "input": rec.get("input"),
+                                     "status": _status(res.get("status")) if res else None}
             shown = None
             if res is not None:
                 shown = res.get("displayContent")
@@ -173,14 +182,14 @@ def context_view(stream: AsrStream) -> list[dict]:
     return view
 
 
-def _operations(fc: dict, roots: list) -> dict | None:
+def _operations(fc: dict[str, Any], roots: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A file change's operations with absolute paths; None when a root is redacted
     (ASR-729: the replay omits that diff and says so)."""
     ops = []
     for ch in fc.get("changes") or ():
         if not isinstance(ch, dict):
             continue
-        op: dict = {"op": ch.get("op")}
+        op: dict[str, Any] = {"op": ch.get("op")}
         for f in ("path", "oldPath"):
             if f in ch:
                 ref = ch[f]
@@ -194,14 +203,14 @@ def _operations(fc: dict, roots: list) -> dict | None:
     return {"changes": ops, "patch": text}
 
 
-def _key(e: dict) -> tuple:
+def _key(e: dict[str, Any]) -> tuple[Any, Any, str | None]:
     """What an entity is known by: its kind (a message by its role too, each message
     type having its own ID space) and its ID."""
     i = e.get("id")
     return (e["entity"], e.get("role"), i if isinstance(i, str) or i is None else repr(i))
 
 
-def _who(e: dict) -> dict:
+def _who(e: dict[str, Any]) -> dict[str, Any]:
     """An entity as a difference names it: kind, ID, and a message's role."""
     out = {"entity": e["entity"], "id": e.get("id")}
     if e["entity"] == "message":
@@ -209,7 +218,7 @@ def _who(e: dict) -> dict:
     return out
 
 
-def compare_views(a: list[dict], b: list[dict]) -> list[dict]:
+def compare_views(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Differences between two context views: the views aligned by what each entity is
     known by (:func:`_key`, a longest common subsequence), then, in A's order:
 
@@ -241,14 +250,14 @@ def compare_views(a: list[dict], b: list[dict]) -> list[dict]:
         new.extend(range(j1 + n, j2))
     # an entity both have, at other places: moved (compared as well), not missing + extra
     where_new = {kb[j]: j for j in new}
-    moved = {}
+    moved: dict[int, int] = {}
     for i in gone:
-        j = where_new.pop(ka[i], None)
-        if j is not None:
-            moved[i] = j
+        to = where_new.pop(ka[i], None)
+        if to is not None:
+            moved[i] = to
     gone = [i for i in gone if i not in moved]
     new = sorted(where_new.values())
-    items: list[tuple[int, int, dict]] = []  # (place in A, order, difference)
+    items: list[tuple[int, int, dict[str, Any]]] = []  # (place in A, order, difference)
     for i, j in [*pairs, *moved.items()]:
         x, y = a[i], b[j]
         if i in moved:
@@ -275,7 +284,7 @@ def compare_views(a: list[dict], b: list[dict]) -> list[dict]:
     return [d for _, _, d in items]
 
 
-def compare_streams(a: AsrStream, b: AsrStream) -> list[dict]:
+def compare_streams(a: AsrStream, b: AsrStream) -> list[dict[str, Any]]:
     """ASR-732: the differences between two streams' context views (empty: equivalent)."""
     return compare_views(context_view(a), context_view(b))
 

@@ -116,7 +116,7 @@ def _parse(line: bytes) -> Any:
         raise _TooDeep from None
 
 
-def _top_level(line: bytes) -> dict | None:
+def _top_level(line: bytes) -> dict[str, Any] | None:
     """:func:`acp_pipes.jsonrpc.top_level_members` of a line too deep to parse."""
     return top_level_members(line, _parse, (ValueError, _TooDeep))
 
@@ -146,7 +146,7 @@ class Server:
     """Stored sessions by ID; :meth:`feed` answers one client line."""
 
     def __init__(self, streams: Iterable[AsrStream], *,
-                 report: Callable[[dict], None] | None = None, warn: Warn | None = None):
+                 report: Callable[[dict[str, Any]], None] | None = None, warn: Warn | None = None):
         self.sessions: dict[str, AsrStream] = {}
         for s in streams:
             seen = self.sessions.get(s.session_id)
@@ -207,7 +207,9 @@ class Server:
             yield _error(rid, INVALID_REQUEST, "Invalid request: nested deeper than "
                          "acp-replay reads")
             return
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        params = msg.get("params")
+        if not isinstance(params, dict):
+            params = {}
         if method not in _KNOWN[self.protocol]:
             yield _error(rid, METHOD_NOT_FOUND, f"Method not found: {method}")
             return
@@ -217,11 +219,11 @@ class Server:
         if method == "session/list":
             want = params.get("cwd")
             sessions = []
-            for sid, s in self.sessions.items():
+            for listed, s in self.sessions.items():
                 cwd, more = self._cwd(s)
                 if isinstance(want, str) and want != cwd:
                     continue
-                info: dict = {"sessionId": sid, "cwd": cwd}
+                info: dict[str, Any] = {"sessionId": listed, "cwd": cwd}
                 if more:
                     info["additionalDirectories"] = more
                 title = self._title(s)
@@ -253,7 +255,7 @@ class Server:
                          f"replayed by acp-replay: {method} is not accepted",
                          {"readOnly": True})
 
-    def _initialize(self, params: dict) -> dict:
+    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         """The version the client asks for: 1, or else 2 (ACP: an agent answers the
         client's version when it speaks it, else the latest it speaks)."""
         asked = params.get("protocolVersion")
@@ -272,14 +274,15 @@ class Server:
         """v1: the history as v1 updates, then the response."""
         rep = V1Replay(stream, compaction=self.compaction)
         yield from rep.notifications()
-        result: dict = {}
+        result: dict[str, Any] = {}
         if rep.config_options is not None:
             result["configOptions"] = rep.config_options
         yield _response(rid, result)
         if self.report is not None:
             self.report(rep.report())
 
-    def _resume(self, rid: Any, sid: str, stream: AsrStream, params: dict) -> Iterator[bytes]:
+    def _resume(self, rid: Any, sid: str, stream: AsrStream,
+                params: dict[str, Any]) -> Iterator[bytes]:
         if self.protocol == 1:  # v1's resume restores without history
             rep = Replay(stream)
             for _ in rep.updates():
@@ -298,7 +301,7 @@ class Server:
         frames = list(rep.notifications())
         # without replayFrom: no history, only the current state before the response
         yield from frames if cursor is not None else frames[-1:]
-        result: dict = {}
+        result: dict[str, Any] = {}
         if rep.config_options is not None:
             result["configOptions"] = config_options(rep.config_options, 2)
         yield _response(rid, result)
@@ -307,7 +310,7 @@ class Server:
 
 
 def serve_lines(streams: Iterable[AsrStream], lines: Iterable[bytes], *,
-                report: Callable[[dict], None] | None = None,
+                report: Callable[[dict[str, Any]], None] | None = None,
                 warn: Warn | None = None) -> Iterator[bytes]:
     """Client lines in, agent frames (bytes without LF) out, lazily."""
     server = Server(streams, report=report, warn=warn)
@@ -316,7 +319,7 @@ def serve_lines(streams: Iterable[AsrStream], lines: Iterable[bytes], *,
 
 
 def serve(streams: Iterable[AsrStream], inp: BinaryIO, out: BinaryIO, *,
-          report: Callable[[dict], None] | None = None, warn: Warn | None = None) -> None:
+          report: Callable[[dict[str, Any]], None] | None = None, warn: Warn | None = None) -> None:
     """One connection on ``inp``/``out``: each answer written whole, then flushed."""
     server = Server(streams, report=report, warn=warn)
     for line in inp:

@@ -64,8 +64,9 @@ LOSS_ORDER = (
     "usage_history", "revisions", "reasoning_opaque", "opaque_thought", "content_parts",
     "orphan",
 )
-#: Record types that are not replayed, by the category they are reported under.
-_TYPE_LOSS = {
+#: Record types that are not replayed, by the category they are reported under (looked
+#: up by whatever JSON a record's type is).
+_TYPE_LOSS: dict[object, str] = {
     "inference": "inference", "vcs": "vcs", "commit": "vcs",
     "workspace_state": "workspace_state", "checkpoint": "checkpoint", "gap": "gap",
     "tombstone": "tombstone", "declaration": "declarations", "instruction": "instructions",
@@ -76,7 +77,7 @@ _TYPE_LOSS = {
 }
 
 
-def message_space(rec: dict) -> str:
+def message_space(rec: dict[str, Any]) -> str:
     """The ACP message type a message record replays as, which is its ID space (ACP's
     MessageId: "messages of different types may share an ID and remain distinct
     messages"): ``user``, ``thought`` (an assistant message of reasoning parts only,
@@ -93,7 +94,7 @@ def message_space(rec: dict) -> str:
     return "thought" if thought else "agent"
 
 
-def thought_text(part: dict) -> str | None:
+def thought_text(part: dict[str, Any]) -> str | None:
     """A reasoning part's text as a thought (the replay table): ``text``, else the
     ``summary`` segments joined by a blank line; None when it has neither (opaque
     reasoning only, never sent)."""
@@ -125,34 +126,37 @@ def read_indexed(lines: Iterable[bytes], source: str, warn: Warn | None = None
 class _Index(NamedTuple):
     """What :class:`Replay` sends, found in one pass over a stream's records."""
 
-    slots: list  # [kind, latest record] per entity, in path order
-    results: dict  # callId -> latest tool_result
-    changes: dict  # callId -> slots of its file changes
-    state: dict | None
-    usage: dict | None
-    info: dict | None
-    losses: Counter
-    config_options: list | None
-    count: int  # records read
+    slots: list[list[Any]]  # [kind, latest record] per entity, in path order
+    results: dict[Any, dict[str, Any]]  # callId -> latest tool_result
+    changes: dict[Any, list[int]]  # callId -> slots of its file changes
+    state: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    info: dict[str, Any] | None
+    losses: Counter[str]
+    config_options: list[Any] | None
+    read: int  # records read
 
 
-def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
+def _index(header: dict[str, Any], records: Iterable[dict[str, Any]],
+           slim: bool = False) -> _Index:
     """Entities at their first record with their latest revision (ASR-724), the latest
     state, usage and title, and the losses the records show (ASR-731). ``slim``: the
     records are the index's own, fields no update reads are dropped from them."""
-    losses: Counter = Counter()
+    losses: Counter[str] = Counter()
     config_options = None
     count = 0
-    slots: list[list] = []  # [kind, latest record]
+    slots: list[list[Any]] = []  # [kind, latest record]
     by_rid: dict[str, int] = {}
     # native ID -> slot, one table per kind (no key tuple to build and hash per record)
-    by_msg: dict[str, dict] = {"user": {}, "agent": {}, "thought": {}}
-    by_call: dict = {}
-    by_result: dict = {}
-    by_plan: dict = {}
-    by_term: dict = {}
-    by_comp: dict = {}
-    results: dict[Any, dict] = {}
+    # (the reader drops a record whose native ID is no string; one without is None's)
+    by_msg: dict[str, dict[str | None, int]] = {"user": {}, "agent": {}, "thought": {}}
+    by_call: dict[str | None, int] = {}
+    by_result: dict[str | None, int] = {}
+    by_plan: dict[str | None, int] = {}
+    by_term: dict[str | None, int] = {}
+    by_comp: dict[str | None, int] = {}
+    keys: dict[str | None, int] | None
+    results: dict[Any, dict[str, Any]] = {}
     changes: dict[Any, list[int]] = {}
     state = usage = info = None
     if header.get("lineage"):
@@ -249,7 +253,9 @@ def _index(header: dict, records: Iterable[dict], slim: bool = False) -> _Index:
             if keys is not None:
                 keys[key] = slot
             if t == "file_change":
-                cause = rec.get("cause") if isinstance(rec.get("cause"), dict) else {}
+                cause = rec.get("cause")
+                if not isinstance(cause, dict):
+                    cause = {}
                 changes.setdefault(cause.get("callId"), []).append(slot)
         else:
             losses["revisions"] += 1
@@ -273,14 +279,14 @@ def envelope(session_id: str) -> bytes:
             + orjson.dumps(session_id) + b',"update":')
 
 
-def notification(session_id: str, update: dict) -> bytes:
+def notification(session_id: str, update: dict[str, Any]) -> bytes:
     """One ``session/update`` notification, JSON-RPC, without LF."""
     return envelope(session_id) + orjson.dumps(update) + b"}}"
 
 
-def _meta(update: dict, *records: dict | None) -> dict:
+def _meta(update: dict[str, Any], *records: dict[str, Any] | None) -> dict[str, Any]:
     """``_meta`` on replayed entities (ASR-708's fold, played back)."""
-    meta: dict = {}
+    meta: dict[str, Any] = {}
     for r in records:
         if r is not None and "_meta" in r and isinstance(r["_meta"], dict):
             meta.update(r["_meta"])
@@ -296,16 +302,17 @@ class Replay:
     def __init__(self, stream: AsrStream, session_id: str | None = None):
         self.stream = stream
         self.session_id = session_id or stream.session_id
-        self.losses: Counter = Counter()
-        self.roots = (stream.header.get("workspace") or {}).get("roots") or []
+        self.losses: Counter[str] = Counter()
+        self.roots: list[dict[str, Any]] = (
+            stream.header.get("workspace") or {}).get("roots") or []
         self.count = 0
-        self.config_options: list | None = None  # the current config (for --serve)
+        self.config_options: list[Any] | None = None  # the current config (for --serve)
         self.title: Any = None
         self.records: int | None = None  # how many the stream held (known once indexed)
 
     # -- updates ----------------------------------------------------------------------
 
-    def updates(self) -> Iterator[dict]:
+    def updates(self) -> Iterator[dict[str, Any]]:
         """The ``session/update`` payloads, in order: history, title, usage, state. Each
         entity is one whole upsert built from its latest revision (ASR-725: never its
         chunks)."""
@@ -316,9 +323,10 @@ class Replay:
         if ix.config_options is not None:
             self.config_options = ix.config_options
         slots, results, changes, state, usage, info = ix[:6]
-        self.records = ix.count
-        done_calls: set = set()
-        calls: dict | None = None  # callId -> tool_call, once a call is due before its own
+        self.records = ix.read
+        done_calls: set[Any] = set()
+        # callId -> tool_call, once a call is due before its own
+        calls: dict[str, Any] | None = None
         for kind, rec in slots:
             if kind == "message":
                 yield from self._message(rec)  # a list: cheaper than a generator
@@ -355,8 +363,8 @@ class Replay:
                         info)
         if usage is not None:
             cw = usage["contextWindow"]
-            u: dict = {"sessionUpdate": "usage_update", "used": cw.get("used"),
-                       "size": cw.get("size")}
+            u: dict[str, Any] = {"sessionUpdate": "usage_update", "used": cw.get("used"),
+                                 "size": cw.get("size")}
             cost = usage.get("cost")
             if isinstance(cost, dict) and cost.get("amount") is not None:
                 u["cost"] = {"amount": cost["amount"], "currency": cost.get("currency")}
@@ -370,7 +378,7 @@ class Replay:
             self.count += 1
             yield head + dumps(u) + b"}}"
 
-    def _message(self, rec: dict) -> list[dict]:
+    def _message(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
         """Messages (table), reasoning as thoughts (ASR-727), refusals as text."""
         mid = rec.get("messageId")
         parts = rec.get("content")
@@ -413,7 +421,7 @@ class Replay:
                           "content": blocks}, rec))
         return out
 
-    def _thought(self, part: dict) -> dict | None:
+    def _thought(self, part: dict[str, Any]) -> dict[str, Any] | None:
         """Text from ``reasoning.text``, else the summary segments joined by a blank line;
         opaque reasoning and signatures are never sent. None: the part has neither text
         nor summary (opaque content only), so it has no thought to send."""
@@ -428,10 +436,10 @@ class Replay:
             return resolve(ref, self.roots)
         return ref if isinstance(ref, str) else None
 
-    def _tool(self, cid: Any, call: dict | None, result: dict | None, change_slots,
-              slots) -> dict:
+    def _tool(self, cid: Any, call: dict[str, Any] | None, result: dict[str, Any] | None,
+              change_slots: Iterable[int], slots: list[list[Any]]) -> dict[str, Any]:
         """``tool_call`` + paired ``tool_result`` (+ its file changes) as one upsert."""
-        u: dict = {"sessionUpdate": "tool_call_update", "toolCallId": cid}
+        u: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": cid}
         if call is not None:
             for f in ("name", "title", "kind"):
                 if f in call:
@@ -449,7 +457,7 @@ class Replay:
                 u["locations"] = locs
             if "input" in call:
                 u["rawInput"] = call["input"]
-        content: list = []
+        content: list[Any] = []
         if result is not None:
             u["status"] = replay_status(result.get("status"))  # ASR-728
             shown = result.get("displayContent")
@@ -474,14 +482,14 @@ class Replay:
         # a dangling call (no result): no status at all, never a terminal one
         return _meta(u, call, result)
 
-    def _diff(self, fc: dict) -> dict | None:
+    def _diff(self, fc: dict[str, Any]) -> dict[str, Any] | None:
         """ASR-729: a file change as diff content with absolute paths, or None (and the
         loss counted) when a path's root is redacted."""
         out = []
         for ch in fc.get("changes") or ():
             if not isinstance(ch, dict):
                 continue
-            c: dict = {"operation": ch.get("op")}
+            c: dict[str, Any] = {"operation": ch.get("op")}
             for f in ("path", "oldPath"):
                 if f in ch:
                     p = self._abs(ch[f])
@@ -493,13 +501,13 @@ class Replay:
                 if ch.get(f) is not None:
                     c[f] = ch[f]
             out.append(c)
-        d: dict = {"type": "diff", "changes": out}
+        d: dict[str, Any] = {"type": "diff", "changes": out}
         patch = fc.get("patch")
         if isinstance(patch, dict) and isinstance(patch.get("text"), str):
             d["patch"] = {"format": patch.get("format", "git_patch"), "text": patch["text"]}
         return _meta(d, fc)
 
-    def _plan(self, rec: dict) -> dict:
+    def _plan(self, rec: dict[str, Any]) -> dict[str, Any]:
         plan = {"type": rec.get("planType"), "planId": rec.get("planId")}
         for k, v in rec.items():
             if k not in _PLAN_SKIP:
@@ -508,9 +516,10 @@ class Replay:
         # fold keeps it; the update's (PlanUpdate._meta) was patched into it
         return {"sessionUpdate": "plan_update", "plan": _meta(plan, rec)}
 
-    def _terminal(self, rec: dict) -> dict:
+    def _terminal(self, rec: dict[str, Any]) -> dict[str, Any]:
         """ASR-726: a display-only snapshot; nothing is started."""
-        u: dict = {"sessionUpdate": "terminal_update", "terminalId": rec.get("terminalId")}
+        u: dict[str, Any] = {"sessionUpdate": "terminal_update",
+                             "terminalId": rec.get("terminalId")}
         if "command" in rec:
             u["command"] = rec["command"]
         if "cwd" in rec:
@@ -531,20 +540,21 @@ class Replay:
             u["exitStatus"] = ex
         return _meta(u, rec)
 
-    def _compaction(self, rec: dict) -> dict:
-        u: dict = {"sessionUpdate": "compaction_update", "compactionId": rec.get("compactionId"),
-                   "status": rec.get("status") or "completed"}
+    def _compaction(self, rec: dict[str, Any]) -> dict[str, Any]:
+        u: dict[str, Any] = {"sessionUpdate": "compaction_update",
+                             "compactionId": rec.get("compactionId"),
+                             "status": rec.get("status") or "completed"}
         if isinstance(rec.get("summary"), list):
             u["summary"] = [b for b in rec["summary"] if isinstance(b, dict)]
         if rec.get("error") is not None:
             u["error"] = rec["error"]
         return _meta(u, rec)
 
-    def _state(self, rec: dict | None) -> dict:
+    def _state(self, rec: dict[str, Any] | None) -> dict[str, Any]:
         """The current state only (table); ``unknown`` when the stream recorded none."""
         if rec is None:
             return {"sessionUpdate": "state_update", "state": "unknown"}
-        u: dict = {"sessionUpdate": "state_update", "state": rec["state"]}
+        u: dict[str, Any] = {"sessionUpdate": "state_update", "state": rec["state"]}
         for f in ("stopReason", "error", "usage"):
             if rec.get(f) is not None:
                 u[f] = rec[f]
@@ -552,7 +562,7 @@ class Replay:
 
     # -- the report ---------------------------------------------------------------------
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         """ASR-731: what the stream held that the replay does not carry. Never complete:
         even a stream with no listed loss went through a lossy recording (ASR-617)."""
         order = {k: i for i, k in enumerate(LOSS_ORDER)}
@@ -563,7 +573,7 @@ class Replay:
         if self.session_id != self.stream.session_id:
             out["replayedAs"] = self.session_id
         out["records"] = self.records if self.records is not None else (
-            self.stream.index.count if self.stream.index is not None
+            self.stream.index.read if self.stream.index is not None
             else len(self.stream.records))
         out["updates"] = self.count
         out["losses"] = losses

@@ -65,7 +65,8 @@ _CHUNK = {"user_message": "user_message_chunk", "agent_message": "agent_message_
           "agent_thought": "agent_thought_chunk"}
 
 
-def config_options(options: list, protocol: int, losses: Counter | None = None) -> list:
+def config_options(options: list[Any], protocol: int,
+                   losses: Counter[str] | None = None) -> list[Any]:
     """Recorded session config options in the shape of ``protocol``: v1 names an option
     ``id`` where v2 says ``configId``, and knows the ``select`` and ``boolean`` types
     only (others are counted in ``losses``). A stream holds them as its recording's
@@ -88,7 +89,7 @@ def config_options(options: list, protocol: int, losses: Counter | None = None) 
     return out
 
 
-def _whole_texts(header: dict) -> bool:
+def _whole_texts(header: dict[str, Any]) -> bool:
     """Whether the stream's patches hold both texts whole: acp-pipes recorded it from
     ACP v1 (whose diffs it keeps as full-context patches)."""
     prod = header.get("producer")
@@ -109,17 +110,17 @@ class V1Replay:
         self.session_id = self.v2.session_id
         self.compaction = compaction
         self.whole_texts = _whole_texts(stream.header)
-        self.losses: Counter = Counter()
+        self.losses: Counter[str] = Counter()
         self.count = 0
-        self.plans: set = set()  # the plan IDs sent (v1 has one plan a session)
+        self.plans: set[Any] = set()  # the plan IDs sent (v1 has one plan a session)
 
     @property
-    def config_options(self) -> list | None:
+    def config_options(self) -> list[Any] | None:
         """The current config options in v1's shape (known once the updates are out)."""
         opts = self.v2.config_options
         return None if opts is None else config_options(opts, 1, self.losses)
 
-    def updates(self) -> Iterator[dict]:
+    def updates(self) -> Iterator[dict[str, Any]]:
         for u in self.v2.updates():
             yield from self._down(u)
 
@@ -130,7 +131,7 @@ class V1Replay:
             self.count += 1
             yield head + dumps(u) + b"}}"
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         """The v2 report (ASR-731) with v1's own losses after the v2 ones, and
         ``protocol: 1``."""
         out = self.v2.report()
@@ -144,7 +145,7 @@ class V1Replay:
 
     # -- one v2 update down to v1 -------------------------------------------------------
 
-    def _down(self, u: dict) -> list[dict]:
+    def _down(self, u: dict[str, Any]) -> list[dict[str, Any]]:
         kind = u["sessionUpdate"]
         if kind in _CHUNK:
             return self._chunks(_CHUNK[kind], u)
@@ -171,10 +172,10 @@ class V1Replay:
             self.losses["content_types"] += 1
         return []
 
-    def _chunks(self, kind: str, u: dict) -> list[dict]:
+    def _chunks(self, kind: str, u: dict[str, Any]) -> list[dict[str, Any]]:
         """A whole message as v1 streams one: a chunk per block, in order (a client
         joins them by ``messageId``)."""
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         prev_text = False
         for block in u.get("content") or ():
             if not isinstance(block, dict) or block.get("type") not in BLOCK_TYPES:
@@ -192,7 +193,7 @@ class V1Replay:
             out[0]["_meta"] = u["_meta"]
         return out
 
-    def _tool_call(self, u: dict) -> dict:
+    def _tool_call(self, u: dict[str, Any]) -> dict[str, Any]:
         """v2's upsert of a whole call as v1's ``tool_call`` (creation: every field)."""
         title = u.get("title")
         if not isinstance(title, str):
@@ -219,12 +220,13 @@ class V1Replay:
                 out[f] = u[f]
         return out
 
-    def _content(self, item: Any) -> dict | None:
+    def _content(self, item: Any) -> dict[str, Any] | None:
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == "content":
             block = item.get("content")
             if isinstance(block, dict) and block.get("type") in BLOCK_TYPES:
-                return item
+                content: dict[str, Any] = item  # an object: its type is "content"
+                return content
         elif kind == "diff":
             return self._diff(item)
         elif kind == "terminal":
@@ -233,7 +235,7 @@ class V1Replay:
         self.losses["content_types"] += 1
         return None
 
-    def _diff(self, item: dict) -> dict | None:
+    def _diff(self, item: dict[str, Any]) -> dict[str, Any] | None:
         """v2's diff (changes and a patch) as v1's (one path, both texts whole), when the
         patch holds the texts whole (see the module's text); else counted."""
         from acp_pipes.fold.v1 import texts_from_patch
@@ -260,7 +262,7 @@ class V1Replay:
             out["_meta"] = item["_meta"]
         return out
 
-    def _plan(self, u: dict) -> list[dict]:
+    def _plan(self, u: dict[str, Any]) -> list[dict[str, Any]]:
         """v1 has one plan, its entries sent whole each time: a plan of items is sent
         with the entries v1 has values for."""
         plan = u.get("plan") or {}
@@ -287,7 +289,7 @@ class V1Replay:
         return [out]
 
 
-def _pick(u: dict, kind: str, fields: tuple[str, ...]) -> dict:
+def _pick(u: dict[str, Any], kind: str, fields: tuple[str, ...]) -> dict[str, Any]:
     out = {"sessionUpdate": kind}
     for f in fields:
         if f in u:
