@@ -264,7 +264,7 @@ class _AgentReplay:
         return d
 
     def miss(self, expected: Pair | None, raw: bytes, value: Any, h: str,
-             candidates: list[Pair], total: int) -> dict:
+             candidates: list[Pair], total: int) -> dict[str, Any]:
         event: dict[str, Any] = {"event": "miss", "tool": "acp-replay"}
         if expected is not None:
             event["expected"] = _describe_frame(*expected, self.hash_of(expected))

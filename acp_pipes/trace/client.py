@@ -87,8 +87,8 @@ class _Log:
             if self.out is not None:
                 logged = self.redactor.frame(direction, raw) if self.redactor.wants(
                     direction, raw) else None
-                extra = {} if logged is None else {"redacted": logged,
-                                                   "logged_hash": logged_hash(logged)}
+                extra: dict[str, Any] = {} if logged is None else {
+                    "redacted": logged, "logged_hash": logged_hash(logged)}
                 self.out.write(orjson.dumps(frame_record(seq, self.clock(), direction, raw,
                                                          nolf=nolf, **extra)) + b"\n")
                 self.out.flush()
@@ -112,7 +112,9 @@ class _Driver:
     read on a thread of its own and queued. The trace is read as the run needs it, so
     memory holds the frames in flight, not the session."""
 
-    def __init__(self, trace: Iterable[Pair], proc: subprocess.Popen, log: _Log,
+    reader: threading.Thread  # the agent's output read and queued (set by drive_agent)
+
+    def __init__(self, trace: Iterable[Pair], proc: subprocess.Popen[bytes], log: _Log,
                  opt: ReplayOptions):
         self.it = iter(trace)
         self.proc = proc

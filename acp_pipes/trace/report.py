@@ -18,11 +18,12 @@ __all__ = ["MAX_DIFF", "escape", "nearest", "pointer_diff"]
 MAX_CANDIDATES = 2000
 
 
-def nearest(received: Any, candidates: Iterable[tuple[int, Any]]) -> tuple[int, list] | None:
+def nearest(received: Any,
+            candidates: Iterable[tuple[int, Any]]) -> tuple[int, list[dict[str, Any]]] | None:
     """The candidate ``(index, value)`` whose diff to ``received`` is smallest, as
     ``(index, diff)``; the first of equals wins, so the expected frame (given first) is
     preferred. None when there are no candidates."""
-    best: tuple[int, list] | None = None
+    best: tuple[int, list[dict[str, Any]]] | None = None
     for n, (index, value) in enumerate(candidates):
         if n >= MAX_CANDIDATES:
             break

@@ -35,6 +35,8 @@ __all__ = ["CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
 
 #: One frame of a trace: its record and its bytes (without LF).
 Pair = tuple[dict[str, Any], bytes]
+#: A request as an answer names it: (the direction it was sent in, its ID's type, its ID).
+_Asked = tuple[str, type, Any]
 
 _DIRS = (C2A, A2C)
 
@@ -96,8 +98,9 @@ class CutWatch:
 
     def __init__(self) -> None:
         # counted, not paired in order: a scripted client may answer before it is asked
-        self.asked: dict[tuple, list[tuple[int, Any, str]]] = {}  # still unanswered
-        self.credit: dict[tuple, int] = {}  # answers that came before their request
+        # still unanswered: (seq, method, dir) as the frame held them
+        self.asked: dict[_Asked, list[tuple[Any, Any, str]]] = {}
+        self.credit: dict[_Asked, int] = {}  # answers that came before their request
         self.sessions: set[str] = set()  # named by requests and responses
         self.states: dict[str, str] = {}  # session -> its last state_update's state
         self.last_nolf = False  # the recording's last frame has no LF
@@ -260,8 +263,9 @@ def of_session(pairs: Iterable[Pair], sid: str, source: str = "-") -> Iterator[P
     with the frames after it, until its answer says whose it is: memory holds what is in
     flight. One never answered is kept. InputError at the end when no frame names
     ``sid``."""
-    held: deque[list] = deque()  # [pair, "keep" | "drop" | "open" (not answered yet)]
-    waiting: dict[tuple, list[list]] = {}  # (dir, id type, id) -> its held requests
+    # [pair, "keep" | "drop" | "open" (not answered yet)], the state set when answered
+    held: deque[list[Any]] = deque()
+    waiting: dict[_Asked, list[list[Any]]] = {}  # (dir, id type, id) -> its held requests
     found = False
     for pair in pairs:
         rec, raw = pair
@@ -279,7 +283,7 @@ def of_session(pairs: Iterable[Pair], sid: str, source: str = "-") -> Iterator[P
             found = found or s is not None
             if kind == "request" and s is None:
                 rid = rec.get("id")
-                entry = [pair, "open"]
+                entry: list[Any] = [pair, "open"]
                 waiting.setdefault((rec["dir"], rid.__class__, rid), []).append(entry)
                 held.append(entry)
             elif held:
@@ -409,7 +413,7 @@ def emit(trace: Iterable[Pair], direction: str, out: BinaryIO) -> int:
     >>> buf = io.BytesIO(); emit(t, "a2c", buf), buf.getvalue()
     (1, b'{"b":2}')
     """
-    chunks = []
+    chunks: list[bytes] = []
     add = chunks.append
     n = 0
     for rec, raw in trace:
