@@ -36,7 +36,9 @@ class Exported:
 
 def resource_of(header: dict) -> dict[str, Any]:
     """The OpenTelemetry resource of a session: the agent (service.* from ASR-703)."""
-    agent = header.get("agent") if type(header.get("agent")) is dict else {}
+    agent = header.get("agent")
+    if type(agent) is not dict:
+        agent = {}
     out: dict[str, Any] = {"service.name": agent.get("name") if isinstance(
         agent.get("name"), str) else "agent"}
     if isinstance(agent.get("version"), str):

@@ -255,11 +255,13 @@ class _Session:
     """The state of one session's mapping while its records go by."""
 
     def __init__(self, header: dict, ids: Ids, cap: int):
-        self.sid = sid = header.get("sessionId")
+        self.sid = sid = header["sessionId"]  # a string: iter_streams refuses another
         self.ids = ids
         self.cap = cap
         self.trace = ids.trace(sid)
-        agent = header.get("agent") if type(header.get("agent")) is dict else {}
+        agent = header.get("agent")
+        if type(agent) is not dict:
+            agent = {}
         self.agent = agent.get("name") if isinstance(agent.get("name"), str) else "agent"
         self.common = {"gen_ai.conversation.id": sid, "gen_ai.agent.name": self.agent}
         if isinstance(agent.get("version"), str):
@@ -313,7 +315,7 @@ class _Session:
                 conn, first, _ = where
                 keep = []
                 for s in self.waiting:
-                    c, until = s._until  # type: ignore[misc]
+                    c, until = s._until  # type: ignore[misc]  # a waiting span has one
                     if c == conn and first >= until:
                         s.end = max(s.start, t)
                         s._until = None
@@ -369,7 +371,7 @@ class _Session:
                         and s not in self.turn_tools]
         for s in self.turn_tools:  # given out: a later record of the call starts anew
             call_id = s.attributes.get("gen_ai.tool.call.id")
-            if self.calls.get(call_id) is s:
+            if call_id is not None and self.calls.get(call_id) is s:  # (no key is None)
                 del self.calls[call_id]
         out = [turn, *self.turn_tools]
         self.turn = None
@@ -442,7 +444,7 @@ class _Session:
                 span.status = "ok"
         out: Any = rec.get("raw")
         if out is None and rec.get("displayContent") is not None:
-            texts = [b.get("text") for b in rec["displayContent"]
+            texts = [b["text"] for b in rec["displayContent"]
                      if type(b) is dict and isinstance(b.get("text"), str)]
             out = "\n".join(texts) if texts else rec["displayContent"]
         got = capped(out, self.cap)
@@ -541,7 +543,9 @@ class _Session:
                             ("selectedOptionId", "acp.permission.selected_option_id")):
                 if isinstance(rec.get(k), str):
                     attrs[name] = rec[k]
-            subject = rec.get("subject") if type(rec.get("subject")) is dict else {}
+            subject = rec.get("subject")
+            if type(subject) is not dict:
+                subject = {}
             if isinstance(subject.get("callId"), str):
                 attrs["gen_ai.tool.call.id"] = subject["callId"]
             if isinstance(subject.get("command"), str):

@@ -72,8 +72,12 @@ def _ms(t: int) -> str:
 
 
 def _agent_name(header: dict) -> str:
-    agent = header.get("agent") if type(header.get("agent")) is dict else {}
-    name = agent.get("name") if isinstance(agent.get("name"), str) else ""
+    agent = header.get("agent")
+    if type(agent) is not dict:
+        agent = {}
+    name = agent.get("name")
+    if not isinstance(name, str):
+        name = ""
     label = name.removeprefix("org.agent-session.acp.")
     if label in REGISTRY:
         return label
@@ -300,7 +304,9 @@ class _Trail:
     def head(self) -> dict:
         h = self.header
         agent: dict[str, Any] = {"name": _agent_name(h)}
-        src_agent = h.get("agent") if type(h.get("agent")) is dict else {}
+        src_agent = h.get("agent")
+        if type(src_agent) is not dict:
+            src_agent = {}
         if isinstance(src_agent.get("version"), str):
             agent["version"] = src_agent["version"]
         out: dict[str, Any] = {"type": "session", "schema_version": SCHEMA_VERSION,
@@ -313,11 +319,15 @@ class _Trail:
         if type(roots) is list and roots and type(roots[0]) is dict \
                 and isinstance(roots[0].get("path"), str):
             out["cwd"] = roots[0]["path"]
-        lineage = h.get("lineage") if type(h.get("lineage")) is dict else {}
+        lineage = h.get("lineage")
+        if type(lineage) is not dict:
+            lineage = {}
         fork = lineage.get("forkedFrom")
         if type(fork) is dict and isinstance(fork.get("session"), str):
             out["fork_from"] = {"session_id": _uid("session", fork["session"])}
-        producer = h.get("producer") if type(h.get("producer")) is dict else {}
+        producer = h.get("producer")
+        if type(producer) is not dict:
+            producer = {}
         losses = list(LOSSES)
         meta: dict[str, Any] = {
             _X + "acp_session_id": self.sid,
