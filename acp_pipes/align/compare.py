@@ -110,7 +110,7 @@ class Comparison:
     def ob(self) -> array:
         if self._ob is None:
             self._oa, self._ob = self._build()
-        return self._ob  # type: ignore[return-value]
+        return self._ob
 
     @property
     def n(self) -> int:
@@ -228,7 +228,7 @@ def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -
     coarse = table.coarse
     for pa, pb in pairs:
         if pb is None:
-            only_a.extend(pa)  # type: ignore[arg-type]
+            only_a.extend(pa)  # type: ignore[arg-type]  # no pair is (None, None)
     for pa, pb, blocks in aligned:
         last = pa[0] - 1  # B's steps before the chain's first A step go right before it
         i = j = 0
@@ -256,6 +256,7 @@ def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -
                 last = pa[a0 + size - 1]
             i, j = a0 + size, b0 + size
 
+    # no pair is (None, None)
     orphans = sorted(j for pa, pb in pairs if pa is None for j in pb)  # type: ignore[union-attr]
     if orphans:  # chains A does not have: after the last matched step before them in B
         bmate = _mates(m, aligned, changed, reverse=True)
@@ -289,7 +290,8 @@ def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -
     return cmp
 
 
-def _renaming(a: Steps, b: Steps, aligned) -> tuple[list[tuple[int, int]],
+def _renaming(a: Steps, b: Steps, aligned: list[tuple[array, array, list[tuple[int, int, int]]]]
+              ) -> tuple[list[tuple[int, int]],
                                                     dict[str, dict[Any, Any]]]:
     """The renaming of minted identifiers (:mod:`acp_pipes.align.minted`): the equal
     steps in A's order, each pairing its identifiers with the other run's at the same
@@ -307,10 +309,10 @@ def _renaming(a: Steps, b: Steps, aligned) -> tuple[list[tuple[int, int]],
     back: dict[tuple[str, int], int] = {}
     broken: list[tuple[int, int]] = []
     for i, j in pairs:
-        ta = ma[i]  # type: ignore[index]
+        ta = ma[i]  # type: ignore[index]  # called when both runs minted
         if ta is None:
             continue
-        tb = mb[j]  # type: ignore[index]
+        tb = mb[j]  # type: ignore[index]  # (as ma)
         if tb is None or len(ta) != len(tb):  # cannot be: the masked steps are equal
             broken.append((i, j))
             continue
@@ -433,8 +435,8 @@ def _pair_chains(a: Steps, b: Steps) -> list[tuple[array | None, array | None]]:
     b_index = {name: c for c, name in enumerate(b.chains)}
     out: list[tuple[array | None, array | None]] = []
     taken: set[int] = set()
-    for c, (d, s) in enumerate(a.chains):
-        cb = b_index.get((d, to_b[s])) if s in to_b else None
+    for c, (d, sid) in enumerate(a.chains):
+        cb = b_index.get((d, to_b[sid])) if sid in to_b else None
         if cb is None:
             out.append((a.chain_pos[c], None))
         else:

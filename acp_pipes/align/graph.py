@@ -22,7 +22,7 @@ The third graph acp-align draws, of ASR streams' sessions, is :mod:`.lineage`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import networkx as nx
 
@@ -162,7 +162,7 @@ def pair_graph(cmp: Comparison, max_places: int = MAX_PLACES) -> nx.DiGraph:
             continue
         base = pending[0][0]
         new: list[tuple[str, dict[str, str]]] = []
-        branches = []
+        branches: list[tuple[str | None, str, str, str, str | None]] = []
         pos = _positions(runs, "changed")
         has_changed = bool(pos)
         if pos:
@@ -181,19 +181,19 @@ def pair_graph(cmp: Comparison, max_places: int = MAX_PLACES) -> nx.DiGraph:
             branches.append((f"n{n}{name}", f"only {name} ({len(pos)})\n"
                              + _lines(steps, table, _shown(idx), texts, len(idx)), name,
                              run_colour(side), run_light(side)))
-        for node, label, who, colour, fill in branches:
+        for branch, label, who, colour, fill in branches:
             edge = {"color": colour, "label": who, "fontcolor": colour}
-            if node is None:  # this side goes on without steps of its own
+            if branch is None:  # this side goes on without steps of its own
                 new.append((base, {**edge, "style": "dashed"}))
                 continue
-            g.add_node(node, label=label, fillcolor=fill, color=colour)
+            g.add_node(branch, label=label, fillcolor=fill, color=colour)
             if first:  # said once, as an edge label: dot keeps those clear of every node
-                g.nodes[node].update(penwidth="3", color=HIGHLIGHT)
+                g.nodes[branch].update(penwidth="3", color=HIGHLIGHT)
                 edge.update(penwidth="3", label=f"first divergence\n{who}",
                             fontcolor=HIGHLIGHT)
                 first = False
-            g.add_edge(base, node, **edge)
-            new.append((node, {"color": colour}))
+            g.add_edge(base, branch, **edge)
+            new.append((branch, {"color": colour}))
         pending = new
     if rest:
         counts = {"changed": 0, "only-a": 0, "only-b": 0}
@@ -255,7 +255,17 @@ def _changed_lines(cmp: Comparison, pos: list[int], ta: dict[int, str], tb: dict
 # -- N-way: a compressed prefix tree -----------------------------------------------------
 
 
-def build_tree(runs: Sequence[Steps]) -> dict[str, Any]:
+class TreeNode(TypedDict):
+    """A node of :func:`build_tree`'s tree."""
+
+    runs: list[int]
+    start: int
+    length: int
+    children: list[TreeNode]
+    ended: list[int]
+
+
+def build_tree(runs: Sequence[Steps]) -> TreeNode:
     """The prefix tree of the runs' step sequences, shared runs of steps compressed.
 
     Each node: ``runs`` (indices of the inputs walking it), ``start`` (position of its
@@ -264,8 +274,8 @@ def build_tree(runs: Sequence[Steps]) -> dict[str, Any]:
     node is listed in its ``ended``.
     """
     seqs = [r.seq for r in runs]
-    root = {"runs": list(range(len(runs))), "start": 0, "length": 0, "children": [],
-            "ended": []}
+    root: TreeNode = {"runs": list(range(len(runs))), "start": 0, "length": 0,
+                      "children": [], "ended": []}
     stack = [root]
     while stack:
         node = stack.pop()
@@ -291,14 +301,14 @@ def build_tree(runs: Sequence[Steps]) -> dict[str, Any]:
         if len(groups) == 1 and not node["ended"]:  # pragma: no cover - loop ran to end
             continue
         for members_c in groups.values():
-            child = {"runs": members_c, "start": p, "length": 0, "children": [],
-                     "ended": []}
+            child: TreeNode = {"runs": members_c, "start": p, "length": 0, "children": [],
+                               "ended": []}
             node["children"].append(child)
             stack.append(child)
     return root
 
 
-def tree_graph(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) -> nx.DiGraph:
+def tree_graph(runs: Sequence[Steps], table: StepTable, tree: TreeNode) -> nx.DiGraph:
     """The N-way divergence tree as a graph (see :func:`build_tree`)."""
     g = nx.DiGraph(name="divergence_tree")
     legend = "   ".join(f"{_run_name(i)} = {printable(r.source)}"
@@ -311,8 +321,8 @@ def tree_graph(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) ->
     g.graph["edge"] = {"fontname": "Helvetica", "fontsize": "9"}
     # which steps need words: a node's shown steps, described from its first run
     want: dict[int, list[int]] = {}
-    nodes: list[tuple[str, dict, str | None]] = []
-    stack: list[tuple[dict, str | None]] = [(tree, None)]
+    nodes: list[tuple[str, TreeNode, str | None]] = []
+    stack: list[tuple[TreeNode, str | None]] = [(tree, None)]
     counter = 0
     while stack:
         node, parent = stack.pop()
@@ -358,7 +368,7 @@ def tree_graph(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) ->
     return g
 
 
-def _first_branch(tree: dict[str, Any]) -> dict[str, Any] | None:
+def _first_branch(tree: TreeNode) -> TreeNode | None:
     """The node where the runs first part ways: two or more children, or a run that ends
     while others go on."""
     node = tree
@@ -375,11 +385,11 @@ def _run_name(i: int) -> str:
     return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
 
 
-def tree_json(runs: Sequence[Steps], table: StepTable, tree: dict[str, Any]) -> dict[str, Any]:
+def tree_json(runs: Sequence[Steps], table: StepTable, tree: TreeNode) -> dict[str, Any]:
     """The N-way tree as JSON: runs, the nested tree, and the first divergence."""
     first = _first_branch(tree)
 
-    def conv(node: dict[str, Any]) -> dict[str, Any]:
+    def conv(node: TreeNode) -> dict[str, Any]:
         out: dict[str, Any] = {
             "runs": [_run_name(r) for r in node["runs"]],
             "start": node["start"],

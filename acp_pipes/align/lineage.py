@@ -76,7 +76,7 @@ def lineage_graph(streams: Sequence[dict[str, Any]]) -> nx.DiGraph:
             g.add_edge(fork, sid, label="fork", color="#2ca02c", penwidth="2", kind="fork")
         inh = lin.get("inherits")
         src = _session_of(inh.get("from")) if isinstance(inh, dict) else None
-        if src and src != fork:
+        if src and src != fork and isinstance(inh, dict):  # (a source: inh is one)
             ensure(src)
             g.add_edge(src, sid, label=f"inherits ({printable(str(inh.get('mode', '?')))})",
                        style="dashed", color="#2ca02c", kind="inherits")

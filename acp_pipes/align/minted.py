@@ -59,19 +59,19 @@ class Minted:
     __slots__ = ("ordinals", "values")
 
     def __init__(self) -> None:
-        self.ordinals: dict[tuple[str, Any], int] = {}
+        self.ordinals: dict[tuple[str, str, Any], int] = {}  # (kind, its type, value)
         self.values: dict[str, list[Any]] = {}
 
     def _ordinal(self, kind: str, value: Any) -> int:
         key = (kind, value.__class__.__name__, value)
-        got = self.ordinals.get(key)  # type: ignore[arg-type]
+        got = self.ordinals.get(key)
         if got is None:
             seen = self.values.setdefault(kind, [])
-            got = self.ordinals[key] = len(seen)  # type: ignore[index]
+            got = self.ordinals[key] = len(seen)
             seen.append(value)
         return got
 
-    def mask(self, msg: Any, d: str, kind: str | None, *, named: bool = False,
+    def mask(self, msg: Any, d: str | None, kind: str | None, *, named: bool = False,
              raw: str | None = None) -> tuple[Any, tuple[tuple[str, int], ...] | None]:
         """``msg`` with its clocks removed and its identifiers masked (with ``named``,
         replaced by ``kind#ordinal``), and the ``(kind, ordinal)`` of each identifier in

@@ -92,7 +92,7 @@ def align(a: Sequence[int], b: Sequence[int], max_cost: int | None = None) -> Al
         fa, fb = list(a), list(b)
     del in_a, in_b
     raw, approximate = _lcs_blocks(fa, fb, max_cost)
-    if ia is not None:
+    if ia is not None and ib is not None:  # (both or neither)
         raw = _unmap(raw, ia, ib)
     return Alignment(_merge(raw), n, m, approximate)
 

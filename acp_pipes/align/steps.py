@@ -32,7 +32,7 @@ import os
 import shutil
 import tempfile
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +104,7 @@ class Steps:
     #: before it, as if the recording stopped there; the caller reports it after its
     #: output (``FILE:LINE: cannot read: ...``, exit 2)
     cut: InputError | None = None
-    chains: list[tuple[str | None, str | None]] = field(default_factory=list)
+    chains: Sequence[tuple[str | None, str | None]] = field(default_factory=list)
     chain_pos: list[array] = field(default_factory=list)
     normalizer: Normalizer | None = None
     #: a trace's request latency per method (:meth:`acp_pipes.latency.Latency.methods`)
@@ -437,6 +437,7 @@ def _asr_steps(lines, path, source, table, normalizer, session,
             continue
         content = {k: v for k, v in rec.items() if k not in ASR_BOOKKEEPING}
         content = normalizer.apply(content)
+        h: str | None
         try:
             h = canonical_hash(content)
         except CanonicalError as e:

@@ -14,7 +14,7 @@ time their columns are taken).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -96,7 +96,7 @@ class _Builder:
             kind = rec.get("kind")
             if preset is not None:
                 h, found = preset.hash_frame(rec, normalizer)
-                minted.append(found)  # type: ignore[union-attr]
+                minted.append(found)  # type: ignore[union-attr]  # a list with a preset
                 if kind == "request" and waiting:
                     early = waiting.pop((d, _id_key(rec.get("id"))), None)
                     if early is not None:
@@ -230,7 +230,7 @@ def causal_order(b: _Builder) -> None:
 
 
 def until_cut(stream: Iterable[bytes], number: int, source: str, cuts: list[InputError]
-               ) -> Iterator[bytes]:
+               ) -> Generator[bytes, None, None]:
     """The lines of ``stream`` (line ``number`` was the last read) up to where it stops
     being readable (a .gz cut short, a bad disk): the read error, naming ``source`` and
     the first line not read, is appended to ``cuts`` and the lines end there, as if the
@@ -320,7 +320,7 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
                     if sid != last_sid or d != last_d:
                         last_d, last_sid = d, sid
                         at = b.chain_pos[b._chain((d, sid))].append
-                    at(len(seq))
+                    at(len(seq))  # type: ignore[misc]  # set at the first frame (d is a str)
                     push(step)
                     mark(n)
                     continue
