@@ -113,7 +113,7 @@ def run_job(job: Job) -> dict[str, Any]:
         with local_copy(job.location) as (path, digest):
             entry["hash"] = digest
             if job.reusable(digest, dest):
-                return {**job.prev, "skipped": True}  # type: ignore[dict-item]
+                return {**job.prev, "skipped": True}  # type: ignore[dict-item]  # reusable: a prev
 
             def warn(source: str, line: int, message: str) -> None:
                 count[0] += 1

@@ -56,7 +56,8 @@ class Manifest:
         if self._whole:
             self._lines = [data if not data or data.endswith(b"\n") else data + b"\n"]
         elif data and not data.endswith(b"\n"):
-            os.write(self._fd, b"\n")  # the torn line ends here; the next starts clean
+            # the torn line ends here; the next starts clean (not whole: _fd is open)
+            os.write(self._fd, b"\n")  # type: ignore[arg-type]
 
     def add(self, entry: dict[str, Any]) -> None:
         self.entries[entry["input"]] = entry

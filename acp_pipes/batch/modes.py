@@ -21,7 +21,7 @@ acp-view: the page as read) is written too.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -164,6 +164,16 @@ def _align(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -
     return Done([rel], "ok" if cmp.equal else "differs", None, info)
 
 
+class _ExportOptions(TypedDict):
+    """What both of :func:`_export`'s OTLP paths give :func:`acp_pipes.export.export_otlp`."""
+
+    warn: Warn
+    cap: int
+    encoder: Any
+    resource: dict[str, Any]
+    namespace: str
+
+
 def _export(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
     from acp_pipes.export import DEFAULT_CAP
 
@@ -172,7 +182,7 @@ def _export(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) 
         from acp_pipes.export.trail import Written, trail_files
 
         done = Written()
-        outputs = []
+        outputs: list[str] = []
         for file, lines in trail_files([path], warn=warn, cap=cap, done=done):
             rel = f"{stem}/{file}"
             with dest.create(rel) as f:
@@ -185,7 +195,7 @@ def _export(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) 
 
     encoder = Encoder()
     resource = dict(pair.split("=", 1) for pair in opts.get("resource") or ())
-    common = {"warn": warn, "cap": cap, "encoder": encoder, "resource": resource,
+    common: _ExportOptions = {"warn": warn, "cap": cap, "encoder": encoder, "resource": resource,
               "namespace": opts.get("id_namespace") or ""}
     if opts.get("endpoint"):  # a corpus to a collector: nothing written but the manifest
         sender = Sender(opts["endpoint"])
@@ -193,7 +203,7 @@ def _export(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) 
             got = export_otlp([path], sender.send, **common)
         finally:
             sender.close()
-        outputs: list[str] = []
+        outputs = []
     else:
         chunks: list[bytes] = []
         got = export_otlp([path], lambda spans: chunks.append(encoder.json_line(spans)),

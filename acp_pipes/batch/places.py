@@ -297,7 +297,7 @@ class Dest:
         return {"root": self.root}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["root"])  # type: ignore[misc]
+        self.__init__(state["root"])  # type: ignore[misc]  # unpickled: this class's own
 
     def where(self, rel: str) -> str:
         """The path or URL of output ``rel``, for messages."""
@@ -389,7 +389,7 @@ class Dest:
         try:
             os.fchmod(fd, output_mode(0o666 & ~_umask()))  # as private as the input
             with os.fdopen(fd, "wb") as f:
-                yield f  # type: ignore[misc]
+                yield f
             os.makedirs(os.path.dirname(final), exist_ok=True)
             os.replace(tmp, final)
         except BaseException:

@@ -46,7 +46,7 @@ def resource_of(header: dict) -> dict[str, Any]:
     return out
 
 
-def export_otlp(paths: list[str], deliver: Callable[[list[Any]], None], *, warn: Warn,
+def export_otlp(paths: list[str], deliver: Callable[[list[Any]], object], *, warn: Warn,
                 cap: int = DEFAULT_CAP, note: Note | None = None,
                 encoder: Any = None, resource: dict[str, Any] | None = None,
                 namespace: str = "") -> Exported:
