@@ -155,7 +155,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             require_sdk()  # before any worker starts
     batch = Batch(args.mode, args.sources, args.output, vars(args))
     if args.scheduler:
-        workers = DaskWorkers(args.scheduler)
+        workers: DaskWorkers | LocalWorkers = DaskWorkers(args.scheduler)
     else:
         workers = LocalWorkers(args.jobs if args.jobs is not None else default_jobs(),
                                note=ctx.note)

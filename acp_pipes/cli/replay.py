@@ -213,7 +213,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.usage = usage()
     for dest, (flag, value, kw) in OPTIONS.items():
         flags = ("-q", flag) if dest == "quiet" else (flag,)
-        p.add_argument(*flags, **({"metavar": value} if value else {}), **kw)
+        # (the first mapping holds a metavar only: a str)
+        p.add_argument(*flags, **({"metavar": value} if value else {}), **kw)  # type: ignore[arg-type]
 
 
 def _given(args: argparse.Namespace, dest: str) -> bool:
@@ -234,6 +235,7 @@ def choose(args: argparse.Namespace, sniff) -> tuple[str, str | None, object]:
         raise UsageError("an agent command is only used with --client")
     fmt = lines = None
     unnamed = False
+    name: str | None
     if picked in (["serve"], ["compare"]):
         name = picked[0]
     else:

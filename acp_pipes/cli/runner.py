@@ -267,7 +267,8 @@ class Tool:
         finally:
             if sink is not None:
                 sink.discard()  # nothing left to drop once committed
-            RUN.__init__()  # a run in-process leaves the library's defaults behind it
+            # a run in-process leaves the library's defaults behind it (RUN is a RunSettings)
+            RUN.__init__()  # type: ignore[misc]
 
 
 def run(tool: Tool, argv: Sequence[str] | None = None,

@@ -61,7 +61,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         paths = [spooled if f == STDIN else f for f in files]
         names = ["stdin" if f == STDIN else f for f in files]
 
-        recording = load(paths, names, direction=args.direction, warn=ctx.warn,
+        # (paths: no None, as spooled is set when STDIN is among the files)
+        recording = load(paths, names,  # type: ignore[arg-type]
+                         direction=args.direction, warn=ctx.warn,
                          validate=args.validate)
     finally:
         if spooled:
