@@ -30,19 +30,20 @@ from __future__ import annotations
 
 import os
 
-try:  # the C module under signal.py, whose enums (~3 ms) need not delay the agent's start
-    import _signal as signal
-except ImportError:  # pragma: no cover - an interpreter without it
-    import signal
-
 from acp_pipes.errors import Note, say
 from acp_pipes.wire import make_clock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    import signal  # typeshed has no _signal: its names are typed in signal
+    from collections.abc import Callable, Iterable, Sequence
 
     from acp_pipes.tee.pump import Session
+else:
+    try:  # the C module under signal.py, whose enums (~3 ms) need not delay the agent's start
+        import _signal as signal
+    except ImportError:  # pragma: no cover - an interpreter without it
+        import signal
 
 __all__ = ["Agent", "record", "start_agent"]
 
@@ -186,7 +187,7 @@ class Agent:
         saved, self._saved = self._saved, {}
         for sig, handler in saved.items():
             try:
-                signal.signal(sig, handler)  # type: ignore[arg-type]
+                signal.signal(sig, handler)  # type: ignore[arg-type]  # what signal.signal gave
             except (OSError, ValueError):
                 pass
 

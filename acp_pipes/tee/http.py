@@ -257,7 +257,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
     track = Lockstep()
     state: dict[str, Any] = {"cid": None, "status": 0}
     readers: dict[str, asyncio.Task] = {}
-    asked: dict[Any, str] = {}  # the agent's requests: which session asked
+    asked: dict[Any, str | None] = {}  # the agent's requests: which session asked
     out_lock = asyncio.Lock()
     base = list(opts.headers)
 

@@ -118,7 +118,7 @@ def _open(path: str, new: bool) -> tuple[int, str]:
     raise OSError(errno.EEXIST, f"{path} and {_TRIES - 1} numbered names are taken")
 
 
-def write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes | bytearray) -> None:
     """Write all of ``data`` to a blocking ``fd``."""
     n = os.write(fd, data)
     if n < len(data):  # a pipe or a nearly full disk may take less
@@ -135,7 +135,7 @@ class Sink:
         self.fd = fd
         self.path = path
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         write_all(self.fd, data)
 
     def close(self) -> None:
@@ -159,7 +159,7 @@ class _FifoSink(Sink):
         self._poller = select.poll()
         self._poller.register(fd, select.POLLOUT)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         view = memoryview(data)
         while view:
             try:
@@ -182,7 +182,7 @@ class _GzipSink(Sink):
         self._z = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: gzip header and trailer
         self._sync = zlib.Z_SYNC_FLUSH
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         z = self._z
         self._inner.write(z.compress(data) + z.flush(self._sync))
 

@@ -35,6 +35,10 @@ from acp_pipes.tee.logfile import Sink, open_sink
 from acp_pipes.tee.logfile import write_all as _write_all
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from acp_pipes.redact import Redactor
+
 __all__ = ["Session"]
 
 _READ = 65536  # a pipe's default capacity; larger reads only allocate more per read
@@ -51,7 +55,7 @@ class _Log:
         self.path = sink.path if sink is not None else ""
         self.clock = clock
         self.redact = redact
-        self.redactor = None  # acp_pipes.redact.Redactor: made on the first frame
+        self.redactor: Redactor | None = None  # made on the first frame
         self.note = note
         # reentrant: a failed write closes the log from inside frames(), under the lock
         self.lock = threading.RLock()
@@ -88,7 +92,7 @@ class _Log:
                     from acp_pipes.redact import UNCHECKED, logged_hash
 
                     try:
-                        logged = redactor.frame(direction, raw)
+                        logged = redactor.frame(direction, raw)  # type: ignore[union-attr]  # wants
                     except Exception:  # a bug: never log what could not be checked
                         logged = UNCHECKED
                     if logged is not None:
@@ -116,7 +120,7 @@ class _Log:
             self.seq = seq
             self._write(out)
 
-    def _redactor(self):  # -> acp_pipes.redact.Redactor, made once (call under the lock)
+    def _redactor(self) -> Redactor:  # made once (call under the lock)
         if self.redactor is None:
             from acp_pipes.redact import Redactor  # light: its heavy parts load on use
 
@@ -140,7 +144,7 @@ class _Log:
             record["t"] = self.clock()
             self._write(orjson.dumps(record) + b"\n")
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | bytearray) -> None:
         if self.sink is None:
             return
         try:
@@ -285,7 +289,7 @@ class Session:
         self.log = _Log(sink, clock, redact, self.note)
 
     def write_header(self, argv: Sequence[str], **fields: object) -> None:
-        self.log.write_header(header(argv, **fields))  # type: ignore[arg-type]
+        self.log.write_header(header(argv, **fields))  # type: ignore[arg-type]  # header's own
 
     def start(self) -> None:
         self._c2a.start()
@@ -342,6 +346,7 @@ class Session:
 
         lockstep, frames, sent = self.lockstep, None, 0
         try:
+            assert lockstep is not None and self.script is not None  # (run for a script)
             frames = script_frames(self.script)
             for frame in frames:
                 if not lockstep.wait():

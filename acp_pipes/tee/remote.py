@@ -635,7 +635,7 @@ class Listener:
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         task = asyncio.current_task()
-        self.tasks.add(task)
+        self.tasks.add(task)  # type: ignore[arg-type]  # (a handler runs in a task)
         try:
             return await self._websocket(request)
         finally:
@@ -651,6 +651,7 @@ class Listener:
         log.event(event_record(0, "ws-open", "client", url=logged_url(here, log),
                                status=None, protocols=offered,
                                request=logged_headers(request.headers, log)))
+        agent: WsSide | ProcessAgent | None
         agent, chosen, extra = None, None, {}
         status: int = 0
         sig = None
@@ -659,7 +660,9 @@ class Listener:
                 up = self.connect
                 if request.query_string:
                     up += ("&" if "?" in up else "?") + request.query_string
-                agent = await _open_ws(self.http, up, passed_headers(request.headers)
+                # (self.http: opened with --connect)
+                agent = await _open_ws(self.http,  # type: ignore[arg-type]
+                                       up, passed_headers(request.headers)
                                        + opts.headers, offered or opts.protocols, log,
                                        opts.note)
                 if agent is None:
@@ -723,7 +726,8 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
         opts.note(f"cannot listen on {url}: {e.strerror or e}")
         await runner.cleanup()
         return 2
-    real = site._server.sockets[0].getsockname()[1]  # port 0: the one the system chose
+    # port 0: the one the system chose (a started TCPSite has a server with sockets)
+    real = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     shown = urlunsplit((_scheme, f"{host}:{real}", path, "", ""))
     (opts.on_listen or opts.note)(f"listening on {shown}")
     listener.http = aiohttp.ClientSession()
