@@ -164,7 +164,7 @@ class Checker:
         try:
             msg = _loads(raw) if raw is not None else None
         except orjson.JSONDecodeError:  # JSON orjson refuses: lone surrogates, 1e400
-            msg = parse_json(raw)
+            msg = parse_json(raw)  # type: ignore[arg-type]  # (raw: it was parsed)
         if kind == "not_jsonrpc":
             self._ensure_version()
             sender = "client" if f["dir"] == C2A else "agent"
@@ -176,13 +176,16 @@ class Checker:
                     why += f": ACP {self.revision} has no batches"
                 out.append(self._v(f, "not-jsonrpc", "", why))
             else:  # v2 has batches: checked as a whole, their calls not paired
-                self._check(f, [(s, s.batch(sender)) for s in self._chain], msg, "", out)
+                # (every schema of a revision with batches names its own)
+                self._check(f, [(s, s.batch(sender))  # type: ignore[misc]
+                                for s in self._chain], msg, "", out)
             return self._count(out)
         d = f["dir"]
+        # (a frame of these kinds is a JSON-RPC object: msg is a dict)
         if kind == "request" or kind == "notification":
-            self._call(f, msg, d, kind, out)
+            self._call(f, msg, d, kind, out)  # type: ignore[arg-type]
         else:
-            self._answer(f, msg, d, kind, out)
+            self._answer(f, msg, d, kind, out)  # type: ignore[arg-type]
         return self._count(out) if out else out
 
     def _count(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -293,8 +296,8 @@ class Checker:
         if tid.__class__ is not str or tid in self._announced.get(sid, ()):
             return
         rid = msg.get("id")
-        key = (sid, tid)
-        was = self._unannounced.get(key)
+        call_key = (sid, tid)
+        was = self._unannounced.get(call_key)
         if was is not None and was[1]:
             out.append(self._v(f, "tool-call-id-reused", pointer,
                                f"tool call {_show_id(tid)} was never announced and already "
@@ -306,8 +309,8 @@ class Checker:
                                f"session/request_permission names tool call {_show_id(tid)}, "
                                "which no tool_call update of the session announced",
                                *_tool_call_id_source(self.revision), level="warning"))
-        self._unannounced[key] = [f["seq"], False]
-        self._perm_keys[(rid.__class__, rid)] = key
+        self._unannounced[call_key] = [f["seq"], False]
+        self._perm_keys[(rid.__class__, rid)] = call_key
         if len(self._unannounced) > MAX_PENDING:
             del self._unannounced[next(iter(self._unannounced))]
 
@@ -628,9 +631,9 @@ class Checker:
             init = self.client_init if holder == "client" else self.agent_init
             if init is None or advertised(init, path):
                 continue
-            location, words = capability_source(self.version, holder, path, feature)  # type: ignore[arg-type]
+            location, words = capability_source(self.version, holder, path, feature)
             return (f"{feature} needs the {holder} capability {'.'.join(path)}, which it "
-                    "did not advertise", _cap_schema(self.version), location, words)  # type: ignore[arg-type]
+                    "did not advertise", _cap_schema(self.version), location, words)  # type: ignore[arg-type]  # (negotiated)
         return None
 
     # -- the end -------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jsonschema_rs
@@ -778,7 +778,7 @@ def escape(part: str) -> str:
     return part.replace("~", "~0").replace("/", "~1")
 
 
-def _at(root: Any, path: list[Any]) -> Any:
+def _at(root: Any, path: Sequence[Any]) -> Any:
     node = root
     for p in path:
         try:
