@@ -515,7 +515,7 @@ class EchoAgent:
     @staticmethod
     def _settle_tool(s: _Session, turn: _Turn, final: dict) -> None:
         """Fold the tool call's final patch into its history entry (a whole upsert)."""
-        tool = dict(turn.tool)  # type: ignore[arg-type]
+        tool = dict(turn.tool)  # type: ignore[arg-type]  # settled: a turn with a tool call
         tool.update(final)
         s.history[turn.tool_at] = tool
 
@@ -570,7 +570,9 @@ class EchoAgent:
         s.turn = turn
         self.waiting[rid] = s
         if stage == "permission":
-            call = {k: v for k, v in turn.tool.items() if k != "sessionUpdate"}  # type: ignore[union-attr]
+            # (a permission is asked about the turn's tool call)
+            call = {k: v for k, v in turn.tool.items()  # type: ignore[union-attr]
+                    if k != "sessionUpdate"}
             params = {
                 "sessionId": s.sid,
                 "title": "Run the echo tool?",

@@ -43,15 +43,16 @@ def client_session(
     info = {"name": "acp-pipes-client", "version": __version__}
     # what the agent will use: form elicitation, when a prompt asks for it (a client that
     # never advertised it must not be asked: acp-frame --validate says so)
-    capabilities = {"elicitation": {"form": {}}} if elicit_every else {}
+    capabilities: dict[str, object] = {"elicitation": {"form": {}}} if elicit_every else {}
     init = {"protocolVersion": PROTOCOL_VERSION, "info": info, "capabilities": capabilities}
     yield _request(0, "initialize", init)
     yield _request(1, "session/new", {"cwd": cwd, "mcpServers": []})
     sid = "sess-1"
     agent_requests = 0
     for i in range(1, prompts + 1):
+        # (bool() is true of neither None nor 0)
         elicit = bool(elicit_every) and i % elicit_every == 0  # type: ignore[operator]
-        permission = bool(permission_every) and i % permission_every == 0  # type: ignore[operator]
+        permission = bool(permission_every) and i % permission_every == 0  # type: ignore[operator]  # (as above)
         body = f"{text} {i}"
         if permission:
             body = f"/permission {body}"

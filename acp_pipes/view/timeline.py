@@ -23,7 +23,7 @@ __all__ = ["KIND_NAMES", "Timeline"]
 #: The kind column's codes: an index into this tuple (the page has the same list).
 KIND_NAMES = KINDS
 
-_KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+_KIND_CODE: dict[object, int] = {k: i for i, k in enumerate(KINDS)}  # (any JSON looks up)
 _OTHER_DIR = {"c2a": "a2c", "a2c": "c2a"}
 
 
@@ -68,7 +68,7 @@ class Timeline:
         self.lat: list[int | None] = []
         self.violations: dict[int, list[dict[str, Any]]] = {}
         self._pending: dict[tuple[str, type, Any], int] = {}
-        self._at: dict[tuple[int, int], int] = {}  # (connection, seq) -> index
+        self._at: dict[tuple[int, Any], int] = {}  # (connection, seq) -> index
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -147,7 +147,8 @@ class Timeline:
             "n": len(self.seq),
             "t0": None if t0 is None else str(t0),
             "seq": self.seq,
-            "t": [None if t is None else t - t0 for t in self.t],
+            "t": [None if t is None else t - t0  # type: ignore[operator]  # t0: a t, if any
+                  for t in self.t],
             "conn": self.conn,
             "dir": self.dir,
             "kind": self.kind,

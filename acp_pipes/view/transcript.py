@@ -92,7 +92,7 @@ def items(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             cause = rec.get("cause")
             call_id = cause.get("callId") if isinstance(cause, dict) else None
             if call_id is None:
-                item = {"k": "changes", "changes": [rec]}
+                item: dict[str, Any] = {"k": "changes", "changes": [rec]}
                 out.append(item)
                 place(rec, item, "changes", 0)
                 continue
@@ -175,7 +175,7 @@ class SessionView:
     def first_prompt(self, width: int = 80) -> str:
         """The start of the session's first user message (how the session list names it)."""
         for it in self.items:
-            r = it.get("r")
+            r: Any = it.get("r")  # the record (every item but a changes item has one)
             if it["k"] == "message" and r.get("role") == "user" and isinstance(
                     r.get("content"), list):
                 text = "".join(b.get("text", "") for b in r["content"]
