@@ -188,6 +188,7 @@ class Framer:
         if seq.__class__ is not int or not (t is None or t.__class__ is int) or d not in _OTHER:
             self.warn(self.source, line, "not a wire record (needs seq, t, dir), skipped")
             return None
+        b: str | bytes  # the frame's text (when it is ASCII) or its bytes
         if r.__class__ is str:
             if r.isascii():
                 b = r
@@ -200,7 +201,7 @@ class Framer:
         else:
             r = rec.get("raw_b64")
             try:
-                b = base64.b64decode(r, validate=True)
+                b = base64.b64decode(r, validate=True)  # type: ignore[arg-type]  # None: TypeError
             except (TypeError, ValueError):
                 self.warn(self.source, line, "wire record has no raw or valid raw_b64, skipped")
                 return None
@@ -219,7 +220,8 @@ class Framer:
             self.warn(self.source, line, f"not JSON: {why}")
             out["kind"] = "invalid_json"
             out["size"] = size
-            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
+            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
+                                   if b.__class__ is str else b)  # (b: exactly str or bytes)
             return out
         # kind, method, id, sessionId: acp_pipes.jsonrpc.classify, spelt out inline with
         # the pairing of responses to requests (a call per frame costs more than the test;
@@ -284,7 +286,8 @@ class Framer:
             out["sessionId"] = sid
         out["size"] = size
         if h is None:
-            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass") if b.__class__ is str else b)
+            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
+                                   if b.__class__ is str else b)  # (b: exactly str or bytes)
         else:
             out["hash"] = h
         return out
@@ -394,7 +397,7 @@ def _framed(
     number = first_line - 1
     stream = None
     if chunks is None:
-        stream = chunks = open_source(path, live)
+        stream = chunks = open_source(path, live)  # type: ignore[arg-type]  # chunks or a path
     try:
         chunks = iter(chunks)
         while True:
@@ -466,7 +469,8 @@ def _framed(
             frame = framer.frame
             mode = WIRE  # frame records are wire records plus fields: both frame the same way
             if headers:
-                src = head if fmt == WIRE else head.get("source")
+                # (a header: judge returns it)
+                src = head if fmt == WIRE else head.get("source")  # type: ignore[union-attr]
                 yield frames_header(src if isinstance(src, dict) else None)
     finally:
         if stream is not None and path != STDIN:

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -104,7 +104,8 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
             raw = open(path, "rb")  # noqa: SIM115 - the caller closes it
         except OSError as e:
             raise InputError(path, 0, f"cannot open: {e.strerror or e}") from None
-    reader = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
+    # (a BinaryIO without peek is a raw stream: what BufferedReader wraps)
+    reader = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[type-var]
     try:
         head = reader.peek(2)[:2]
     except OSError as e:
@@ -114,13 +115,15 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
         import gzip  # only for .gz input: kept off every tool's start-up path
 
         if isinstance(getattr(reader, "raw", None), _LiveRaw):  # still being written
-            reader = _GzipLines(reader, limit)  # type: ignore[assignment]
+            reader = _GzipLines(reader, limit)  # type: ignore[assignment]  # read for its lines
         else:
-            reader = _capped(gzip.GzipFile(fileobj=reader, mode="rb"), limit)
+            # (_Capped needs read1, fileno and close of it, which a GzipFile has)
+            reader = _capped(gzip.GzipFile(fileobj=reader, mode="rb"),  # type: ignore[arg-type]
+                             limit)
     else:
         reader = _capped(reader, limit)
     if live is not None and live.follow and path != STDIN:
-        return _Followed(reader)  # type: ignore[return-value]
+        return _Followed(reader)  # type: ignore[return-value]  # read for its lines
     return reader
 
 
@@ -178,7 +181,7 @@ class _Capped(io.RawIOBase):
         self.inner = inner
         # read1, not readinto1: with bytes buffered (a peek), readinto1 of a buffer
         # bigger than its own reads the raw stream for more, and a pipe waits there
-        self.read1 = inner.read1  # type: ignore[attr-defined]
+        self.read1 = inner.read1  # type: ignore[attr-defined]  # buffered: BinaryIO has no read1
         self.limit = limit
         self.chunk = min(1 << 16, limit + 1)  # no line of more than limit within a chunk
         self.run = 0  # bytes of the line being read, before this chunk
@@ -188,7 +191,7 @@ class _Capped(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buf) -> int:  # type: ignore[override]
+    def readinto(self, buf) -> int:
         data = self.read1(min(len(buf), self.chunk))
         n = len(data)
         if not n:
@@ -223,7 +226,7 @@ class _Capped(io.RawIOBase):
 
 
 def _capped(inner: BinaryIO, limit: int, source: str | None = None) -> BinaryIO:
-    return io.BufferedReader(_Capped(inner, limit, source), 1 << 16)  # type: ignore[return-value]
+    return io.BufferedReader(_Capped(inner, limit, source), 1 << 16)
 
 
 def stdin_stream() -> BinaryIO:
@@ -254,7 +257,7 @@ def _live(raw: BinaryIO | None, fd: int, path: str | None, live: Live, closefd: 
     if regular and not live.follow:
         return raw if raw is not None else open(fd, "rb", closefd=closefd)  # noqa: SIM115
     return io.BufferedReader(_LiveRaw(fd, live, path if regular else None, closefd),
-                             1 << 16)  # type: ignore[return-value]
+                             1 << 16)
 
 
 def iter_lines(stream: BinaryIO, source: str) -> Iterator[Line]:
@@ -271,7 +274,7 @@ def iter_lines(stream: BinaryIO, source: str) -> Iterator[Line]:
         raise InputError(source, number + 1, f"cannot read: {e}") from None
 
 
-def read_lines(path: str) -> Iterator[Line]:
+def read_lines(path: str) -> Generator[Line, None, None]:
     """Open ``path`` and yield its lines; the file is closed when the iterator ends."""
     source = display_name(path)
     stream = open_source(path)
@@ -440,7 +443,7 @@ class _LiveRaw(io.RawIOBase):
             except BrokenPipeError:
                 pass
 
-    def readinto(self, buf) -> int:  # type: ignore[override]
+    def readinto(self, buf) -> int:
         if not self.follow:
             if not select.select((self.fd,), (), (), 0)[0]:
                 self.idle()  # nothing ready: what was made of the input so far goes out
@@ -487,7 +490,7 @@ class _LiveRaw(io.RawIOBase):
         mine = os.fstat(self.fd)
         if replaced:
             try:
-                st = os.stat(self.path)  # type: ignore[arg-type]
+                st = os.stat(self.path)  # type: ignore[arg-type]  # followed: a path
             except OSError:
                 return False  # gone for now (being replaced): keep waiting
             if (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
@@ -506,13 +509,13 @@ class _LiveRaw(io.RawIOBase):
         """Read the new file under the name from its start; returns what goes on."""
         st = None
         try:
-            st = os.stat(self.path)  # type: ignore[arg-type]
+            st = os.stat(self.path)  # type: ignore[arg-type]  # followed: a path
         except OSError:
             pass
         mine = os.fstat(self.fd)
         if st is not None and (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
             try:
-                fd = os.open(self.path, os.O_RDONLY)  # type: ignore[arg-type]
+                fd = os.open(self.path, os.O_RDONLY)  # type: ignore[arg-type]  # (as above)
             except OSError:
                 fd = None
             if fd is not None:
@@ -548,7 +551,7 @@ class _GzipLines:
         self.limit = limit
 
     def __iter__(self) -> Iterator[bytes]:
-        read1 = self.reader.read1  # type: ignore[attr-defined]
+        read1 = self.reader.read1  # type: ignore[attr-defined]  # buffered (peeked at)
         member = zlib.decompressobj(wbits=31)
         begun = False  # a member has begun and not ended
         rest = b""
@@ -623,7 +626,7 @@ class _Sink(io.FileIO):
 
     name_for_errors = "stdout"
 
-    def write(self, b):  # type: ignore[override]
+    def write(self, b):
         try:
             return super().write(b)
         except BrokenPipeError:
@@ -636,7 +639,7 @@ class _Sink(io.FileIO):
 def _sink(fd: int, name: str, closefd: bool) -> BinaryIO:
     raw = _Sink(fd, "wb", closefd=closefd)
     raw.name_for_errors = name
-    return io.BufferedWriter(raw)  # type: ignore[return-value]
+    return io.BufferedWriter(raw)
 
 
 def stdout_sink() -> BinaryIO:

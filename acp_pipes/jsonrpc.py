@@ -123,6 +123,8 @@ def why_not_jsonrpc(value: Any) -> str:
 # -- the top level of a JSON object, in its bytes ------------------------------------------
 
 _WS = re.compile(rb"[ \t\r\n]*")
+#: _WS.match: it matches the empty string, so it is never None
+_ws: Callable[[bytes, int], re.Match[bytes]] = _WS.match  # type: ignore[assignment]
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 # inside a nested value: the next byte that matters (a string start or a bracket)
 _NESTED = re.compile(rb'["{}\[\]]')
@@ -212,10 +214,10 @@ def member_spans(raw: bytes) -> dict[str, tuple[int, int]] | None:
     b'"a\\\\"b"'
     """
     try:
-        i = _WS.match(raw, 0).end()
+        i = _ws(raw, 0).end()
         if raw[i : i + 1] != b"{":
             return None
-        i = _WS.match(raw, i + 1).end()
+        i = _ws(raw, i + 1).end()
         found: dict[str, tuple[int, int]] = {}
         if raw[i : i + 1] == b"}":
             return found
@@ -226,16 +228,16 @@ def member_spans(raw: bytes) -> dict[str, tuple[int, int]] | None:
                 return None
             key = m.group()
             name = key[1:-1].decode("utf-8") if b"\\" not in key else _key(key)
-            i = _WS.match(raw, m.end()).end()
+            i = _ws(raw, m.end()).end()
             if raw[i : i + 1] != b":":
                 return None
-            i = _WS.match(raw, i + 1).end()
+            i = _ws(raw, i + 1).end()
             end = _skip_value(raw, i)
             found[name] = (i, end)
-            i = _WS.match(raw, end).end()
+            i = _ws(raw, end).end()
             c = raw[i : i + 1]
             if c == b",":
-                i = _WS.match(raw, i + 1).end()
+                i = _ws(raw, i + 1).end()
                 continue
             if c == b"}":
                 return found
@@ -253,10 +255,10 @@ def element_spans(raw: bytes) -> list[tuple[int, int]] | None:
     [(2, 10), (12, 17)]
     """
     try:
-        i = _WS.match(raw, 0).end()
+        i = _ws(raw, 0).end()
         if raw[i : i + 1] != b"[":
             return None
-        i = _WS.match(raw, i + 1).end()
+        i = _ws(raw, i + 1).end()
         found: list[tuple[int, int]] = []
         if raw[i : i + 1] == b"]":
             return found
@@ -264,10 +266,10 @@ def element_spans(raw: bytes) -> list[tuple[int, int]] | None:
         while i < n:
             end = _skip_value(raw, i)
             found.append((i, end))
-            i = _WS.match(raw, end).end()
+            i = _ws(raw, end).end()
             c = raw[i : i + 1]
             if c == b",":
-                i = _WS.match(raw, i + 1).end()
+                i = _ws(raw, i + 1).end()
                 continue
             if c == b"]":
                 return found

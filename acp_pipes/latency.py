@@ -76,7 +76,7 @@ def _r(x: float) -> float:
 class _Turn:
     __slots__ = ("first", "id", "seq", "sid", "start", "stop", "stop_reason")
 
-    def __init__(self, seq: int, rid: Any, sid: str, start: int):
+    def __init__(self, seq: int | None, rid: Any, sid: str, start: int):
         self.seq, self.id, self.sid, self.start = seq, rid, sid, start
         self.first: int | None = None
         self.stop: int | None = None
@@ -125,6 +125,7 @@ class Latency:
         d = f.get("dir")
         if kind == "notification":
             if self.track_turns and d == "a2c" and f.get("method") == "session/update":
+                # (a sessionId of another type, or none, finds no turn)
                 turn = self.open.get(f.get("sessionId"))  # type: ignore[arg-type]
                 if turn is not None:
                     self._update(turn, f, t)

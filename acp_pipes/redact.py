@@ -101,7 +101,7 @@ def may_hold_secrets(raw: bytes | str) -> bool:
     :func:`conceal` looks at: then its own hash is its matching hash."""
     marks = _ANY_TEXT_MARKS if raw.__class__ is str else _ANY_MARKS
     for m in marks:
-        if m in raw:
+        if m in raw:  # type: ignore[operator]  # (marks of raw's own type)
             return True
     return False
 
@@ -146,7 +146,9 @@ def secret_fields(schema: Any) -> list[str]:
     for name, p in props.items():
         if not isinstance(p, dict):
             continue
-        meta = p.get("_meta") if isinstance(p.get("_meta"), dict) else {}
+        meta = p.get("_meta")
+        if not isinstance(meta, dict):
+            meta = {}
         marked = p.get("format") == "password" or p.get("writeOnly") is True or any(
             v is True and k.replace(".", "/").rsplit("/", 1)[-1].lower()
             in ("secret", "password", "sensitive") for k, v in meta.items())
@@ -426,7 +428,7 @@ def repeats_a_key(raw: bytes) -> bool:
     import json
     import re
 
-    stack: list[set | None] = []  # per open container: its keys so far (None: an array)
+    stack: list[set[str] | None] = []  # per open container: its keys so far (None: an array)
     expect_key = False
     for m in re.finditer(_TOKENS, raw):
         tok = m.group()
@@ -434,7 +436,7 @@ def repeats_a_key(raw: bytes) -> bool:
         if c == 0x22:  # a string
             if expect_key:
                 key = json.loads(tok) if b"\\" in tok else tok[1:-1].decode()
-                keys = stack[-1]
+                keys: set[str] = stack[-1]  # type: ignore[assignment]  # a key: in an object
                 if key in keys:
                     return True
                 keys.add(key)

@@ -129,15 +129,15 @@ def judge(record: object, source: str, line: int, accept: Collection[str],
     this acp-pipes reads ("please update acp-pipes"), a version no acp-pipes wrote.
     """
     fmt = header_format(record)
-    if fmt is None:
+    if fmt is None or not isinstance(record, dict):  # (a header is a dict)
         return None
     if fmt not in accept:
         want = expected or " or ".join(describe(f) for f in accept)
         raise InputError(source, line, f"expected {want}, got {describe(fmt)}")
     if fmt == ASR:
-        _judge_asr(record, source, line)  # type: ignore[arg-type]
-        return record  # type: ignore[return-value]
-    version = record.get("version")  # type: ignore[union-attr]
+        _judge_asr(record, source, line)
+        return record
+    version = record.get("version")
     current = VERSIONS.get(fmt)
     if current is None:  # an acp-pipes format this version does not know at all
         raise InputError(source, line, f"{describe(fmt)} is not a format this acp-pipes "
@@ -148,7 +148,7 @@ def judge(record: object, source: str, line: int, accept: Collection[str],
     if version > current:
         raise InputError(source, line, f"{describe(fmt)} of version {version}, newer than "
                          f"this acp-pipes reads (up to {current}): please update acp-pipes")
-    return migrate(record)  # type: ignore[arg-type]
+    return migrate(record)
 
 
 def asr_major(header: dict) -> int | None:

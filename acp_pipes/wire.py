@@ -148,8 +148,8 @@ def event_record(t: int, event: str, side: str, **fields: Any) -> dict[str, Any]
 
 def is_event(record: object) -> bool:
     """Is ``record`` a wire log's event record (no frame, no end: readers pass over it)?"""
-    return (record.__class__ is dict and "event" in record  # type: ignore[operator]
-            and "dir" not in record and "seq" not in record)  # type: ignore[operator]
+    return (record.__class__ is dict and "event" in record
+            and "dir" not in record and "seq" not in record)
 
 
 def end_record(t: int, status: int, frames: int, signal: int | None = None
@@ -166,7 +166,7 @@ def end_record(t: int, status: int, frames: int, signal: int | None = None
 
 def is_end(record: object) -> bool:
     """Is ``record`` a wire log's (or frames stream's) end record?"""
-    return record.__class__ is dict and record.get("end") is True  # type: ignore[union-attr]
+    return record.__class__ is dict and record.get("end") is True
 
 
 def frame_record(
