@@ -166,11 +166,11 @@ def summaries(
                 if state["cur"] is not None:
                     yield state["cur"].as_dict()
                 state["cur"] = Summary(source, rec)
-            elif "dir" not in rec:  # the recorder's end record
+            elif "dir" not in rec:  # the recorder's end record (cur: the header came first)
                 state["cur"].end = {k: rec[k] for k in _END_KEYS  # type: ignore[union-attr]
                                     if k in rec}
             else:
-                state["cur"].add(rec)  # type: ignore[union-attr]
+                state["cur"].add(rec)  # type: ignore[union-attr]  # (as above)
         if state["cur"] is not None:
             yield state["cur"].as_dict()
 

@@ -70,6 +70,7 @@ class Terminal:
         width = 80
         if tty:
             try:
+                # (a tty: out is one)
                 width = os.get_terminal_size(out.fileno()).columns or 80  # type: ignore[union-attr]
             except (OSError, ValueError):
                 pass

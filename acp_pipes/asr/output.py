@@ -145,6 +145,7 @@ class Spool:
             f = self.files.get(first)
             if f is not None and f.live is not None:
                 path, _, provisional = f.live
+                # (a live file is in the directory)
                 f.live = (os.path.join(self.directory, renamed), first,  # type: ignore[arg-type]
                           provisional)
                 if f.fd is not None:
@@ -314,6 +315,7 @@ class _SessionSpool:
         at = self.base + pos
         end = self.base + self.spilled
         while at < end:
+            # (spilled: the file is open)
             chunk = os.pread(self.fd, min(1 << 16, end - at), at)  # type: ignore[arg-type]
             cut = chunk.find(b"\n")
             if cut >= 0:

@@ -30,8 +30,9 @@ __all__ = ["AsrStream", "UntilCut", "iter_streams", "read_streams"]
 #: The native ID each record type is filed under by every reader of streams (replay,
 #: --compare): ASR identifiers are strings (ASR-702), and one that is not (an array, an
 #: object) cannot key anything, so its record is reported and skipped.
-_NATIVE_ID = {"message": "messageId", "tool_call": "callId", "tool_result": "callId",
-              "plan": "planId", "terminal": "terminalId", "compaction": "compactionId"}
+_NATIVE_ID: dict[object, str] = {  # (looked up by whatever JSON a record's type is)
+    "message": "messageId", "tool_call": "callId", "tool_result": "callId",
+    "plan": "planId", "terminal": "terminalId", "compaction": "compactionId"}
 
 
 _STR_OR_NONE = frozenset({str, type(None)})
@@ -60,7 +61,7 @@ def _not_a_string_id(rec: dict[str, Any]) -> str | None:
     if v is not None and type(v) is not str:
         return "supersedes"
     t = rec.get("type")
-    name = _NATIVE_ID.get(t)  # type: ignore[arg-type]
+    name = _NATIVE_ID.get(t)
     if name is not None:
         v = rec.get(name)
         if v is not None and type(v) is not str:
@@ -147,7 +148,7 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
                 return
             if not headed:
                 raise InputError(source, n, f"expected an ASR stream, got {_kind_of(rec)}")
-            key = native_id(t)  # type: ignore[arg-type]
+            key = native_id(t)
             if (get("id").__class__ not in ok or get("supersedes").__class__ not in ok
                     or (get(key).__class__ not in ok if key is not None
                         else t == "file_change")):
