@@ -36,7 +36,7 @@ from acp_pipes.wire import make_clock
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal  # typeshed has no _signal: its names are typed in signal
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Iterable, Sequence
 
     from acp_pipes.tee.pump import Session
 else:

@@ -38,6 +38,7 @@ from acp_pipes.wire import A2C, C2A, end_record, frame_record, header
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from acp_pipes.redact import Redactor
+    from acp_pipes.tee.script import Lockstep
 
 __all__ = ["Session"]
 
@@ -257,17 +258,19 @@ class Session:
         self.log = _Log(None, lambda: 0, False, note)
         self._open = {agent_in, agent_out}
         self._wake_r, self._wake_w = os.pipe()
-        self.script = script
         #: when the client's input ended (time.monotonic()), None while it goes on
         self.input_ended: float | None = None
         self.lockstep = None
-        if script is not None:
+        if script is None:
+            self._c2a = threading.Thread(target=self._client_to_agent, name="acp-tee c2a",
+                                         daemon=True)
+        else:
             from acp_pipes.tee.script import Lockstep
 
             self.lockstep = Lockstep()
-        self._c2a = threading.Thread(
-            target=self._client_to_agent if script is None else self._script_to_agent,
-            name="acp-tee c2a", daemon=True)
+            self._c2a = threading.Thread(target=self._script_to_agent,
+                                         args=(script, self.lockstep), name="acp-tee c2a",
+                                         daemon=True)
         self._a2c = threading.Thread(target=self._agent_to_client, name="acp-tee a2c",
                                      daemon=True)
 
@@ -339,15 +342,14 @@ class Session:
         self._close(self.agent_in)  # client EOF (or shutdown): the agent sees EOF too
         self.input_ended = time.monotonic()
 
-    def _script_to_agent(self) -> None:
+    def _script_to_agent(self, script: Iterable[bytes], lockstep: Lockstep) -> None:
         """The client side from the script, each frame once the agent is done with the
         previous one (:mod:`acp_pipes.tee.script`)."""
         from acp_pipes.tee.script import script_frames
 
-        lockstep, frames, sent = self.lockstep, None, 0
+        frames, sent = None, 0
         try:
-            assert lockstep is not None and self.script is not None  # (run for a script)
-            frames = script_frames(self.script)
+            frames = script_frames(script)
             for frame in frames:
                 if not lockstep.wait():
                     self._unsent(1 + sum(1 for _ in frames), sent)
