@@ -43,9 +43,12 @@ def echo(tmp_path_factory) -> Path:
     return wire
 
 
-def _redrive(trace: Path, out: Path, *agent: str, timeout: str = "20"):
+def _redrive(trace: Path, out: Path, *agent: str, timeout: str = "20",
+             limit: float | None = None):
+    """``limit``: a process of its own, failed (not waited on for ever) after so many s."""
+    kw = {} if limit is None else {"process": True, "timeout": limit}
     return run_tool("replay", "--client", str(trace), "-o", str(out), "--timeout", timeout,
-                    "--", *(agent or tool_argv("echo-agent")))
+                    "--", *(agent or tool_argv("echo-agent")), **kw)
 
 
 def test_a_recorded_echo_session_redrives_with_exit_0(echo, tmp_path):
@@ -192,3 +195,110 @@ def test_a_changed_agent_exits_1_at_its_first_frame(fast, tmp_path):
     (event,) = _events(p)
     assert event["event"] == "diverged" and event["seq"] == 1
     assert event["method"] is None and event["diff"]
+
+
+# the pipes: one thread writes the agent's input and reads its output
+
+#: An agent that answers initialize, then writes FLOOD notifications (its stdout pipe
+#: fills) before it reads the prompt that was sent meanwhile (bigger than the pipe holds),
+#: then answers that; it says hello on stderr. With a driver that writes while nothing
+#: reads the agent, both sides would wait on each other for ever.
+_FLOODING_AGENT = r"""
+import sys
+out, inp = sys.stdout.buffer, sys.stdin.buffer
+sys.stderr.write("agent says hi\n"); sys.stderr.flush()
+first = inp.readline()
+out.write(b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}\n'); out.flush()
+for i in range(FLOOD):
+    out.write(NOTE % i + b"\n")
+out.write(b'{"jsonrpc":"2.0","method":"x/odd","params":{"b":"\xff\xfe"}}\n')
+out.flush()
+prompt = inp.readline()
+assert len(prompt) > (1 << 20), len(prompt)
+out.write(b'{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn","n":%d}}\n'
+          % len(prompt))
+out.flush()
+inp.read()
+"""
+
+#: a notification with what the log must escape (a quote, a backslash, non-ASCII), ~1 KB
+_NOTE = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s",'
+         b'"update":{"text":"%d \\"quoted\\" back\\\\slash \xc3\xa9 ' + b"x" * 900 + b'"}}}')
+_FLOOD = 600  # ~600 KB: several times what a pipe holds
+
+
+def _flooding_agent(tmp_path: Path) -> list[str]:
+    import sys
+
+    script = tmp_path / "flood_agent.py"
+    script.write_text(_FLOODING_AGENT.replace("FLOOD", str(_FLOOD))
+                      .replace("NOTE", repr(_NOTE)))
+    return [sys.executable, str(script)]
+
+
+def _flood_trace(tmp_path: Path, prompt: bytes) -> Path:
+    from acp_pipes.wire import encode_raw
+
+    frames = [("c2a", b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'),
+              ("a2c", b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}'),
+              ("c2a", prompt)]
+    frames += [("a2c", _NOTE % i) for i in range(_FLOOD)]
+    frames.append(("a2c", b'{"jsonrpc":"2.0","method":"x/odd","params":{"b":"\xff\xfe"}}'))
+    frames.append(("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn","n":%d}}'
+                   % (len(prompt) + 1)))
+    head = {"format": "acp-pipes/wire", "version": 1, "recorder": "test", "argv": [],
+            "started": "1970-01-01T00:00:00.000000Z", "clock": "epoch", "env": {}}
+    recs = [head]
+    for i, (d, raw) in enumerate(frames):
+        key, value = encode_raw(raw)
+        recs.append({"seq": i, "t": 0, "dir": d, key: value})
+    return _write(tmp_path / "flood.wire.jsonl", recs)
+
+
+def _big_prompt(size: int) -> bytes:
+    return (b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s",'
+            b'"prompt":[{"type":"text","text":"' + b"y" * size + b'"}]}}')
+
+
+def test_a_big_prompt_goes_while_the_agent_floods_its_output(tmp_path):
+    """The prompt (2 MB) is sent while the agent writes 600 KB without reading: neither
+    pipe can hold its side, so the prompt goes in pieces as the agent reads, its output
+    read meanwhile. The run passes, its log holds every frame (the one that is not
+    UTF-8 too) as orjson writes a record, and the agent's stderr is passed through."""
+    prompt = _big_prompt(2 << 20)
+    trace = _flood_trace(tmp_path, prompt)
+    out = tmp_path / "rerun.jsonl"
+    p = _redrive(trace, out, *_flooding_agent(tmp_path), limit=60)  # a deadlock fails
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    assert p.stderr == b"agent says hi\n"
+    assert _frames(out, "c2a") == _frames(trace, "c2a")
+    assert _frames(out, "a2c") == _frames(trace, "a2c")
+    lines = out.read_bytes().splitlines()
+    assert all(line == orjson.dumps(orjson.loads(line)) for line in lines)
+    assert [r["seq"] for r in _records(out)[1:-1]] == list(range(len(lines) - 2))
+
+
+#: An agent that answers initialize and then neither reads nor writes again.
+_DEAF_AGENT = r"""
+import sys, time
+sys.stdin.buffer.readline()
+sys.stdout.buffer.write(b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}\n')
+sys.stdout.flush()
+time.sleep(60)
+"""
+
+
+def test_an_agent_that_stops_reading_is_a_timeout_not_a_hang(tmp_path):
+    """The prompt is bigger than the agent's input pipe holds and the agent never reads
+    it: the run does not wait for ever on the write, it stops at --timeout (exit 1)."""
+    import sys
+
+    script = tmp_path / "deaf_agent.py"
+    script.write_text(_DEAF_AGENT)
+    trace = _flood_trace(tmp_path, _big_prompt(1 << 20))
+    p = _redrive(trace, tmp_path / "o.jsonl", sys.executable, str(script), timeout="1",
+                 limit=60)
+    assert p.returncode == 1
+    (event,) = _events(p)
+    assert event["event"] == "timeout" and event["received"] == 1
+    assert _records(tmp_path / "o.jsonl")[-1].get("end")  # the agent ended, and said so

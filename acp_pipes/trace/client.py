@@ -22,11 +22,14 @@ run, both directions, goes to a new wire log (:mod:`acp_pipes.wire`, acp-tee's f
 
 from __future__ import annotations
 
+import os
+import select
+import stat
 import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -43,6 +46,10 @@ from acp_pipes.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, classi
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
 
 __all__ = ["DriveResult", "drive_agent"]
+
+_READ = 65536  # a pipe's default capacity: one read takes what the agent has written
+_AHEAD = 256  # recorded frames read ahead of the run from a trace that can block (a pipe)
+_LOOKAHEAD = 64  # recorded frames read ahead from a file while the agent works
 
 
 @dataclass
@@ -64,66 +71,189 @@ class DriveResult:
 
 
 class _Log:
-    """The run's wire log: one lock hands out seq and t and writes the record."""
+    """The run's wire log. A frame gets its seq and ``t`` when it is read from the agent
+    or sent to it (:meth:`note`); its record is written when the run would otherwise
+    wait (:meth:`flush`: before every wait on the agent or the trace, and at the end), so
+    the comparing and sending between the agent's last frame and the next prompt is all
+    that stands in the agent's way. Whoever reads the log as it grows has every frame by
+    the time the run waits for the next, in seq order (an answer after its request)."""
 
     def __init__(self, out: BinaryIO | None, clock_spec: str, argv: Sequence[str], host: bool):
         self.out = out
         self.clock = make_clock(clock_spec)
-        self.lock = threading.Lock()
         self.seq = 0
         self.redactor = Redactor()
+        self.noted: list[tuple[str, int, int, Sequence[bytes], bool]] = []  # not written
         if out is not None:
             head = header(argv, started_ns=self.clock(), clock=clock_spec, host=host,
                           recorder="acp-replay --client")
             out.write(orjson.dumps(head) + b"\n")
             out.flush()
 
-    def frame(self, direction: str, raw: bytes, nolf: bool) -> int:
-        """Log one frame, its secrets redacted as acp-tee redacts them (a key of the run's
-        own): the agent's frames are live, and a run's log is shared as a recording is."""
-        with self.lock:
-            seq = self.seq
-            self.seq += 1
-            if self.out is not None:
-                logged = self.redactor.frame(direction, raw) if self.redactor.wants(
-                    direction, raw) else None
-                extra: dict[str, Any] = {} if logged is None else {
-                    "redacted": logged, "logged_hash": logged_hash(logged)}
-                self.out.write(orjson.dumps(frame_record(seq, self.clock(), direction, raw,
-                                                         nolf=nolf, **extra)) + b"\n")
-                self.out.flush()
-            return seq
+    def note(self, direction: str, raws: Sequence[bytes], nolf: bool = False) -> int:
+        """Give frames received (or sent) together their seqs and one ``t``; returns the
+        first seq."""
+        seq = self.seq
+        self.seq += len(raws)
+        if self.out is not None:
+            self.noted.append((direction, seq, self.clock(), raws, nolf))
+        return seq
+
+    def flush(self) -> None:
+        """Write the records of the frames noted, their secrets redacted as acp-tee
+        redacts them (a key of the run's own: the agent's frames are live, and a run's
+        log is shared as a recording is), and flush."""
+        if not self.noted:
+            return
+        noted, self.noted = self.noted, []
+        redactor = self.redactor
+        out = bytearray()
+        dumps = orjson.dumps
+        for direction, at, t, raws, nolf in noted:
+            wants = redactor.wants_c2a if direction == C2A else redactor.wants_a2c
+            head = b'{"seq":%d,"t":%d,"dir":"' + direction.encode() + b'","raw":'
+            tail = b',"nolf":true}\n' if nolf else b"}\n"
+            for raw in raws:
+                logged = redactor.frame(direction, raw) if wants(raw) else None
+                text = None
+                if logged is None:
+                    try:  # the bytes orjson writes for frame_record's dict, spelt out
+                        text = raw.decode()
+                    except UnicodeDecodeError:
+                        pass
+                if text is not None:
+                    out += head % (at, t)
+                    out += dumps(text)
+                    out += tail
+                else:
+                    extra = {} if logged is None else {"redacted": logged,
+                                                       "logged_hash": logged_hash(logged)}
+                    out += dumps(frame_record(at, t, direction, raw, nolf=nolf, **extra))
+                    out += b"\n"
+                at += 1
+        self.out.write(out)
+        self.out.flush()
 
     def end(self, returncode: int | None) -> None:
         """The log's end record: the agent's exit status (128+N, ``signal`` N, when a
         signal ended it)."""
+        self.flush()
         if self.out is None or returncode is None:
             return
         signal = -returncode if returncode < 0 else None
         status = 128 + signal if signal is not None else returncode
+        self.out.write(orjson.dumps(end_record(self.clock(), status, self.seq, signal))
+                       + b"\n")
+        self.out.flush()
+
+
+class _Ahead:
+    """A trace that can block (a pipe, a FIFO, a terminal), read on a thread of its own
+    at most :data:`_AHEAD` frames ahead, so the run keeps reading the agent while the
+    recording is still to come; a byte on :attr:`fd` says something was read."""
+
+    END = object()
+
+    def __init__(self, pairs: Iterable[Pair]) -> None:
+        self.queue: deque[Pair] = deque()
+        self.room = threading.Semaphore(_AHEAD)
+        self.lock = threading.Lock()  # done and closed: the pipe is closed once, by the last
+        self.done = False
+        self.closed = False
+        self.error: BaseException | None = None
+        self.fd, self._wake = os.pipe()
+        os.set_blocking(self.fd, False)
+        os.set_blocking(self._wake, False)
+        threading.Thread(target=self._read, args=(iter(pairs),), name="acp-replay-trace",
+                         daemon=True).start()
+
+    def _read(self, it: Iterator[Pair]) -> None:
+        try:
+            for pair in it:
+                self.room.acquire()
+                self.queue.append(pair)
+                self._signal()
+        except BaseException as e:  # raised where the run reads the trace
+            self.error = e
+        finally:
+            with self.lock:
+                self.done = True
+                if self.closed:
+                    self._close()
+                else:
+                    self._signal()
+
+    def _signal(self) -> None:
+        try:
+            os.write(self._wake, b"\0")
+        except BlockingIOError:  # full: a wake-up is pending already
+            pass
+
+    def get(self) -> Pair | None | object:
+        """The next pair; None when none is read yet, :attr:`END` after the last."""
+        if self.queue:
+            self.room.release()
+            return self.queue.popleft()
+        if self.done:
+            if self.queue:  # appended just before done was set
+                return self.get()
+            if self.error is not None:
+                raise self.error
+            return self.END
+        return None
+
+    def drained(self) -> None:
+        try:
+            while os.read(self.fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        """Done with the trace; its pipe is closed once the thread is done too (closed
+        before, its number could be another file's when the thread writes to it)."""
         with self.lock:
-            self.out.write(orjson.dumps(end_record(self.clock(), status, self.seq, signal))
-                           + b"\n")
-            self.out.flush()
+            self.closed = True
+            if self.done:
+                self._close()
+
+    def _close(self) -> None:
+        os.close(self.fd)
+        os.close(self._wake)
+
+
+def _may_block(trace: Trace | TraceReader) -> bool:
+    """Whether reading ``trace`` can wait (a pipe, a FIFO, a terminal, not a file)."""
+    if not isinstance(trace, TraceReader):
+        return False  # in memory
+    try:
+        st = os.fstat(0) if trace.source == "stdin" else os.stat(trace.source)
+    except (OSError, ValueError):
+        return True
+    return not stat.S_ISREG(st.st_mode)
 
 
 class _Driver:
-    """One run (see :func:`drive_agent`), on the calling thread; the agent's output is
-    read on a thread of its own and queued. The trace is read as the run needs it, so
-    memory holds the frames in flight, not the session."""
+    """One run (see :func:`drive_agent`), on the calling thread alone: the agent's
+    output is read, and its input written, as :func:`select.poll` says they are ready,
+    between the comparisons (a thread reading the agent cost more in handing the
+    interpreter lock back and forth than the comparisons themselves). A frame too big for
+    the pipe goes in pieces while the agent's output is still read, so an agent writing
+    while it is sent one never waits on the driver. The trace is read as the run needs
+    it, so memory holds the frames in flight, not the session."""
 
-    reader: threading.Thread  # the agent's output read and queued (set by drive_agent)
-
-    def __init__(self, trace: Iterable[Pair], proc: subprocess.Popen[bytes], log: _Log,
+    def __init__(self, trace: Trace | TraceReader, proc: subprocess.Popen[bytes], log: _Log,
                  opt: ReplayOptions):
-        self.it = iter(trace)
+        self.ahead = _Ahead(trace) if _may_block(trace) else None
+        self.it = iter(trace) if self.ahead is None else iter(())
+        self.look: deque[Pair] = deque()  # read ahead from a file (:meth:`idle`)
+        self.trace_error: Exception | None = None  # met reading ahead, raised in its place
         self.proc = proc
         self.log = log
         self.opt = opt
         self.norm = opt.normalizer()
         self.live: deque[tuple[int, bytes]] = deque()  # (seq, raw), not yet compared
         self.arrived = 0
-        self.cond = threading.Condition()
         self.eof = False
         self.reports: list[dict[str, Any]] = []
         self.differences = 0
@@ -131,13 +261,29 @@ class _Driver:
         self.recorded: deque[Pair] = deque()  # recorded agent frames not yet compared
         self.seen_a2c = 0  # recorded agent frames read
         self.pending: deque[tuple[dict[str, Any], bytes, int]] = deque()  # to send
-        self.answers: dict[bytes, Pair] = {}  # recorded request id -> recorded answer
+        # recorded request id -> its recorded answers, in order (an id can come again once
+        # answered, and the trace is read ahead)
+        self.answers: dict[bytes, deque[Pair]] = {}
         self.trace_done = False
         self.names: dict[str, str] = {}  # minted values: recorded -> live
         self.back: dict[str, str] = {}
         self.renamed = False  # some learned name differs (else equal bytes are equal)
         self.sent = 0
         self.last_sent: dict[str, Any] | None = None
+        # the pipes
+        self.rfd = proc.stdout.fileno()
+        self.wfd: int | None = proc.stdin.fileno()
+        os.set_blocking(self.rfd, False)
+        os.set_blocking(self.wfd, False)
+        self.poll = select.poll()
+        self.poll.register(self.rfd, select.POLLIN)
+        self.tail: list[bytes] = []  # the agent's frame still without its LF
+        self.out = bytearray()  # bytes for the agent not written yet
+        self.written = 0  # bytes written to the agent since out was last empty
+        self.ends: deque[int] = deque()  # where each frame in out ends (as written counts)
+        self.broken = False  # the agent's input is closed
+        self.moved = False  # the last wait read or wrote something
+        self.ending = False  # the run is over: no more reading ahead
 
     def say(self, event: dict[str, Any]) -> None:
         event = {"event": event.pop("event"), "tool": "acp-replay", **event}
@@ -145,42 +291,188 @@ class _Driver:
         if self.opt.report is not None:
             self.opt.report(event)
 
-    # the agent's output, on its own thread
+    # the pipes
+
+    def wait(self, timeout: float | None, trace: bool = False) -> None:
+        """Take what the agent's pipes have ready; when nothing is, write the log and
+        read the trace ahead (:meth:`idle`), then wait up to ``timeout`` s (None: no
+        limit) for the agent's output, room in its input when bytes wait to go, or
+        (``trace``) the trace read ahead. :attr:`moved` says whether bytes went either
+        way."""
+        self.moved = False
+        ready = self.poll.poll(0)
+        if not ready:
+            self.log.flush()  # all of it before the run waits
+            if not trace and self.idle():
+                return
+            if trace:
+                self.poll.register(self.ahead.fd, select.POLLIN)
+            try:
+                ready = self.poll.poll(None if timeout is None
+                                       else max(0, int(timeout * 1000) + 1))
+            finally:
+                if trace:
+                    self.poll.unregister(self.ahead.fd)
+        self.ready(ready)
+
+    def ready(self, events: list[tuple[int, int]]) -> None:
+        for fd, _ in events:
+            if fd == self.rfd:
+                self.read()
+            elif fd == self.wfd:
+                self.write()
+            else:
+                self.ahead.drained()
+
+    def idle(self) -> bool:
+        """Read the trace ahead (up to :data:`_LOOKAHEAD` frames) while the agent has
+        nothing ready, so its parsing is done while the agent works, not after; True
+        when the agent's pipes were ready (and taken)."""
+        if self.ahead is not None or self.trace_error is not None or self.ending:
+            return False
+        it, look = self.it, self.look
+        while len(look) < _LOOKAHEAD:
+            events = self.poll.poll(0)
+            if events:
+                self.ready(events)
+                return True
+            try:
+                for _ in range(16):
+                    pair = next(it, None)
+                    if pair is None:
+                        self.it = iter(())
+                        return False
+                    if pair[0]["dir"] != A2C:
+                        classify(*pair)
+                    look.append(pair)
+            except Exception as e:  # raised when the run reaches it, as without reading ahead
+                self.trace_error = e
+                return False
+        return False
+
     def read(self) -> None:
+        """Read what the agent has written and give its frames their seqs as they
+        come."""
         try:
-            for line in self.proc.stdout:
-                nolf = not line.endswith(b"\n")
-                raw = line if nolf else line[:-1]
-                seq = self.log.frame(A2C, raw, nolf)
-                with self.cond:
-                    self.live.append((seq, raw))
-                    self.arrived += 1
-                    self.cond.notify_all()
+            chunk = os.read(self.rfd, _READ)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        self.moved = True
+        if not chunk:
+            self.eof = True
+            self.poll.unregister(self.rfd)
+            if self.tail:  # the last frame, without LF
+                raw = b"".join(self.tail)
+                self.tail = []
+                self.live.append((self.log.note(A2C, [raw], nolf=True), raw))
+                self.arrived += 1
+            return
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            self.tail.append(chunk)
+            return
+        if self.tail:
+            self.tail.append(chunk[:end])
+            raws = b"".join(self.tail).split(b"\n")
+        else:
+            raws = chunk[:end].split(b"\n")
+        self.tail = [chunk[end + 1:]] if end + 1 < len(chunk) else []
+        seq = self.log.note(A2C, raws)
+        self.live.extend(zip(range(seq, seq + len(raws)), raws, strict=True))
+        self.arrived += len(raws)
+
+    def write(self) -> None:
+        """Write what the agent's input pipe has room for."""
+        try:
+            n = os.write(self.wfd, self.out)
+        except BlockingIOError:
+            return
         except (OSError, ValueError):
+            self.close_input(broken=True)
+            return
+        self.moved = True
+        del self.out[:n]
+        self.written += n
+        while self.ends and self.ends[0] <= self.written:
+            self.ends.popleft()
+            self.sent += 1
+        if not self.out:
+            self.written = 0
+            self.poll.unregister(self.wfd)
+
+    def close_input(self, broken: bool = False) -> None:
+        if self.wfd is None:
+            return
+        if self.out:
+            self.poll.unregister(self.wfd)
+            self.out.clear()
+            self.ends.clear()
+        self.wfd = None
+        self.broken = broken
+        try:
+            self.proc.stdin.close()
+        except OSError:
             pass
-        finally:
-            with self.cond:
-                self.eof = True
-                self.cond.notify_all()
+
+    def pause(self, seconds: float) -> None:
+        """``--pace recorded``: wait ``seconds``, the agent's output read meanwhile; a
+        sleep of the caller's own is called as it is."""
+        if self.opt.sleep is not time.sleep:
+            self.log.flush()
+            self.opt.sleep(seconds)
+            return
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0 and not self.broken:
+            if self.eof and not self.out:
+                self.log.flush()
+                time.sleep(left)
+                break
+            self.wait(left)
+
+    # the trace
+
+    def next_pair(self) -> Pair | None:
+        """The next recorded frame, None after the last; from a trace that can block,
+        the agent's output is read while it comes."""
+        if self.look:
+            return self.look.popleft()
+        if self.trace_error is not None:
+            raise self.trace_error
+        if self.ahead is None:
+            return next(self.it, None)
+        while (got := self.ahead.get()) is None:
+            self.wait(None, trace=True)
+        return None if got is _Ahead.END else got
 
     def read_trace(self) -> None:
-        """Read one more recorded frame: an agent frame is queued for comparison, a
-        client answer (to an agent request) kept by the request's id, any other client
-        frame queued to be sent once the agent frames recorded before it have come."""
-        pair = next(self.it, None)
-        if pair is None:
-            self.trace_done = True
-            return
-        f, raw = pair
-        if f["dir"] == A2C:
-            self.recorded.append(pair)
-            self.seen_a2c += 1
-            return
-        c = classify(f, raw)
-        if c.get("kind") in ("response", "error"):
-            self.answers[id_key(c.get("id"))] = pair
-        else:
-            self.pending.append((f, raw, self.seen_a2c))
+        """Read more of the recording (what was read ahead, else one frame): an agent
+        frame is queued for comparison, a client answer (to an agent request) kept by the
+        request's id, any other client frame queued to be sent once the agent frames
+        recorded before it have come."""
+        look = self.look
+        while True:
+            pair = look.popleft() if look else self.next_pair()
+            if pair is None:
+                self.trace_done = True
+                return
+            f, raw = pair
+            if f["dir"] == A2C:
+                self.recorded.append(pair)
+                self.seen_a2c += 1
+            else:
+                c = classify(f, raw)
+                if c.get("kind") in ("response", "error"):
+                    key = id_key(c.get("id"))
+                    if key in self.answers:
+                        self.answers[key].append(pair)
+                    else:
+                        self.answers[key] = deque((pair,))
+                else:
+                    self.pending.append((f, raw, self.seen_a2c))
+            if not look:
+                return
 
     def diverge(self, event: dict[str, Any]) -> None:
         self.differences += 1
@@ -201,28 +493,34 @@ class _Driver:
                           "was recorded"})
             return False
         rec, rraw = self.recorded.popleft()
+        if raw == rraw and not self.renamed and not rec.get("redacted"):
+            # the same bytes: only a request needs more (its answer), and bytes with
+            # neither "method" nor "id" (nor an escape that could spell them) are none
+            if "kind" not in rec and not (b'"id"' in rraw and b'"method"' in rraw) and (
+                    b"\\u" not in rraw):
+                return True
+            f = classify(rec, rraw)
+            return self.answer(f, raw) if f.get("kind") == "request" else True
         f = classify(rec, rraw)
         request = f.get("kind") == "request"
-        if raw != rraw or self.renamed or rec.get("redacted"):
-            value = _value(raw)
-            recorded = _value(rraw)
-            bad = learn(recorded, value, self.names, self.back)
-            if not self.renamed:
-                self.renamed = any(k != v for k, v in self.names.items())
-            expected = self.norm.view(drop_clocks(rename(recorded, self.names)),
-                                      drop_id=request)
-            received = self.norm.view(drop_clocks(value), drop_id=request)
-            diff = pointer_diff(expected, received)
-            if bad or diff:
-                where = ", ".join([d["path"] or "/" for d in diff] + bad)
-                self.diverge({
-                    "event": "diverged", "seq": f.get("seq"), "live_seq": seq,
-                    "method": f.get("method"), "expected": expected, "received": received,
-                    "diff": diff, "renaming_broken": bad,
-                    "message": f"agent frame seq {f.get('seq')}"
-                    f"{' (' + f['method'] + ')' if f.get('method') else ''} differs from "
-                    f"the recording at {where}"})
-                return False
+        value = _value(raw)
+        recorded = _value(rraw)
+        bad = learn(recorded, value, self.names, self.back)
+        if not self.renamed:
+            self.renamed = any(k != v for k, v in self.names.items())
+        expected = self.norm.view(drop_clocks(rename(recorded, self.names)), drop_id=request)
+        received = self.norm.view(drop_clocks(value), drop_id=request)
+        diff = pointer_diff(expected, received)
+        if bad or diff:
+            where = ", ".join([d["path"] or "/" for d in diff] + bad)
+            self.diverge({
+                "event": "diverged", "seq": f.get("seq"), "live_seq": seq,
+                "method": f.get("method"), "expected": expected, "received": received,
+                "diff": diff, "renaming_broken": bad,
+                "message": f"agent frame seq {f.get('seq')}"
+                f"{' (' + f['method'] + ')' if f.get('method') else ''} differs from "
+                f"the recording at {where}"})
+            return False
         if request:
             return self.answer(f, raw)
         return True
@@ -233,7 +531,12 @@ class _Driver:
         key = id_key(f.get("id"))
         while key not in self.answers and not self.trace_done:
             self.read_trace()
-        got = self.answers.pop(key, None)
+        got = None
+        if key in self.answers:
+            queued = self.answers[key]
+            got = queued.popleft()
+            if not queued:
+                del self.answers[key]
         span = id_span(raw)
         if got is None or span is None:
             self.diverge({"event": "unanswerable", "seq": f.get("seq"),
@@ -259,47 +562,52 @@ class _Driver:
         return raw if new is value else orjson.dumps(new)
 
     def send(self, f: dict[str, Any], raw: bytes) -> bool:
-        nolf = bool(f.get("nolf"))
-        self.log.frame(C2A, raw, nolf)  # logged before it is sent: the answer follows it
-        try:
-            self.proc.stdin.write(raw if nolf else raw + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
+        """Log a frame, then send it: written at once as far as the pipe has room, the
+        rest as the agent reads (:meth:`wait`). False when the agent's input is closed."""
+        if self.wfd is None:
             return False
-        self.sent += 1
+        nolf = bool(f.get("nolf"))
+        self.log.note(C2A, [raw], nolf)  # its seq before it is sent: the answer follows it
+        data = raw if nolf else raw + b"\n"
+        if not self.out:
+            try:
+                n = os.write(self.wfd, data)
+            except BlockingIOError:
+                n = 0
+            except (OSError, ValueError):
+                self.close_input(broken=True)
+                return False
+            if n == len(data):
+                self.sent += 1
+                return True
+            self.poll.register(self.wfd, select.POLLOUT)
+            self.written = n
+            self.out += memoryview(data)[n:]
+        else:
+            self.out += data
+        self.ends.append(self.written + len(self.out))
         return True
-
-    def next_live(self, deadline: float) -> tuple[int, bytes] | None | bool:
-        """The next live agent frame; None at the deadline, False at the agent's EOF."""
-        with self.cond:
-            while not self.live:
-                if self.eof:
-                    return False
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self.cond.wait(left)
-            return self.live.popleft()
 
     def run(self) -> DriveResult:
         timeout = self.opt.timeout
         deadline = time.monotonic() + timeout
         prev_t = None
         status = None
+        live, check = self.live, self.check
         while status is None:
-            with self.cond:
-                live = self.live.popleft() if self.live else None
-            if live is not None:
+            if live:
+                while live:
+                    if not check(*live.popleft()):
+                        status = "stopped"
+                        break
                 deadline = time.monotonic() + timeout
-                if not self.check(*live):
-                    status = "stopped"
                 continue
             if self.pending and self.checked >= self.pending[0][2]:
                 f, raw, _ = self.pending.popleft()
                 t = f.get("t")
                 if self.opt.pace == "recorded" and t is not None and prev_t is not None:
                     if (t - prev_t) > 0:
-                        self.opt.sleep((t - prev_t) / 1e9)
+                        self.pause((t - prev_t) / 1e9)
                 prev_t = t
                 if not self.send(f, self._renamed(raw)):
                     status = "agent_exited"
@@ -311,39 +619,71 @@ class _Driver:
                 continue
             if self.trace_done and not self.pending and self.checked >= self.seen_a2c:
                 break  # the whole recording happened
-            got = self.next_live(deadline)
-            if got is None:
-                self.diverge({"event": "timeout", "waiting_for": self.seen_a2c
-                              if not self.pending else self.pending[0][2],
-                              "received": self.checked, "timeout": timeout,
-                              "message": f"the agent sent nothing for {timeout:g} s; it "
-                              f"had sent {self.checked} of the recorded agent frames"})
-                status = "stopped"
-            elif got is False:
+            if self.broken or (self.eof and not self.out):
                 status = "agent_exited"
-            else:
-                with self.cond:
-                    self.live.appendleft(got)
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.silence(timeout)
+                status = "stopped"
+                continue
+            self.wait(left)
+            if self.moved:
+                deadline = time.monotonic() + timeout
+        if status is None:  # the client frames still in the pipe, then its end
+            status = self.finish(timeout)
         return self.end(status)
+
+    def silence(self, timeout: float) -> None:
+        self.diverge({"event": "timeout", "waiting_for": self.seen_a2c
+                      if not self.pending else self.pending[0][2],
+                      "received": self.checked, "timeout": timeout,
+                      "message": f"the agent sent nothing for {timeout:g} s; it "
+                      f"had sent {self.checked} of the recorded agent frames"})
+
+    def finish(self, timeout: float) -> str | None:
+        """Write what is left for the agent, reading it meanwhile (None when it all
+        went)."""
+        deadline = time.monotonic() + timeout
+        while self.out:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.silence(timeout)
+                return "stopped"
+            self.wait(left)
+            if self.moved:
+                deadline = time.monotonic() + timeout
+        return "agent_exited" if self.broken else None
+
+    def drain(self, seconds: float) -> None:
+        """Read the agent's output, up to its EOF or for ``seconds``."""
+        until = time.monotonic() + seconds
+        while not self.eof and (left := until - time.monotonic()) > 0:
+            self.wait(left)
 
     def end(self, status: str | None) -> DriveResult:
         proc = self.proc
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
+        self.ending = True
+        self.close_input()
         if status == "stopped":
             proc.terminate()
+        until = time.monotonic() + self.opt.timeout
+        self.drain(self.opt.timeout)  # the agent ends once its input does
+        self.log.flush()
         try:
-            proc.wait(timeout=self.opt.timeout)
+            proc.wait(timeout=max(0.0, until - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.terminate()
+            self.drain(2)
             try:
-                proc.wait(timeout=2)
+                proc.wait(timeout=max(0.0, until + 2 - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        self.reader.join()
+        self.drain(2)  # what it wrote last (bounded: a child of its own may hold the pipe)
+        self.log.flush()
+        if self.ahead is not None:
+            self.ahead.close()
         if status is None:  # anything the agent sent after the recorded session
             while self.live and status is None:
                 if not self.check(*self.live.popleft()):
@@ -415,12 +755,13 @@ def drive_agent(
         raise UsageError(f"cannot start {argv[0]}: {e.strerror or e}") from None
     log = _Log(out, clock, argv, host)
     driver = _Driver(tr, proc, log, opt)
-    driver.reader = threading.Thread(target=driver.read, name="acp-replay-agent-out",
-                                     daemon=True)
-    driver.reader.start()
     try:
         result = driver.run()
     except BaseException:
+        try:
+            log.flush()  # the frames so far, as they went
+        except (OSError, ValueError):
+            pass
         proc.kill()
         proc.wait()
         raise
