@@ -21,6 +21,7 @@ agent bytes.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,7 +87,9 @@ def main(quick: bool) -> str:
         "redrive": lambda: run_cmd(tool("replay", "--client", wire, "-o", str(log), "--",
                                         *agent)),
     }
+    load = os.getloadavg()[0]
     runs = side_by_side(subjects, repeat=repeat)
+    load = (load + os.getloadavg()[0]) / 2  # the host's, before and after: read ratios
     # a fast wrong re-drive is no result: it must pass, with the recorded agent bytes
     check = subprocess.run(tool("replay", "--client", wire, "-o", str(log), "--", *agent),
                            stdin=subprocess.DEVNULL, capture_output=True, env=env())
@@ -103,7 +106,8 @@ def main(quick: bool) -> str:
                      f"{cpu:.3f}", f"{cpu / base_cpu:.2f}", f"{cpu / step_cpu:.2f}"])
     return (f"## acp-replay --client, re-driving the echo agent: `python -m bench redrive`\n\n"
             f"{case['prompts']} prompts, {case['frames']:,} frames; medians of {repeat} "
-            "interleaved runs; CPU: user + system of the process tree.\n\n") + table(
+            f"interleaved runs; CPU: user + system of the process tree; host load average "
+            f"~{load:.1f} on {os.cpu_count()} cores.\n\n") + table(
         ["run", "median s", "vs agent alone", "vs turn by turn", "CPU s",
          "CPU vs agent alone", "CPU vs turn by turn"], rows) + "\n"
 
