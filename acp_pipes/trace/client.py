@@ -104,7 +104,8 @@ class _Log:
         """Write the records of the frames noted, their secrets redacted as acp-tee
         redacts them (a key of the run's own: the agent's frames are live, and a run's
         log is shared as a recording is), and flush."""
-        if not self.noted:
+        sink = self.out
+        if not self.noted or sink is None:
             return
         noted, self.noted = self.noted, []
         redactor = self.redactor
@@ -127,13 +128,13 @@ class _Log:
                     out += dumps(text)
                     out += tail
                 else:
-                    extra = {} if logged is None else {"redacted": logged,
+                    extra: dict[str, Any] = {} if logged is None else {"redacted": logged,
                                                        "logged_hash": logged_hash(logged)}
                     out += dumps(frame_record(at, t, direction, raw, nolf=nolf, **extra))
                     out += b"\n"
                 at += 1
-        self.out.write(out)
-        self.out.flush()
+        sink.write(out)
+        sink.flush()
 
     def end(self, returncode: int | None) -> None:
         """The log's end record: the agent's exit status (128+N, ``signal`` N, when a
@@ -272,6 +273,8 @@ class _Driver:
         self.sent = 0
         self.last_sent: dict[str, Any] | None = None
         # the pipes
+        if proc.stdout is None or proc.stdin is None:
+            raise ValueError("the agent must be started with stdin and stdout on pipes")
         self.rfd = proc.stdout.fileno()
         self.wfd: int | None = proc.stdin.fileno()
         os.set_blocking(self.rfd, False)
@@ -306,14 +309,15 @@ class _Driver:
             self.log.flush()  # all of it before the run waits
             if not trace and self.idle():
                 return
-            if trace:
-                self.poll.register(self.ahead.fd, select.POLLIN)
+            ahead = self.ahead if trace else None
+            if ahead is not None:
+                self.poll.register(ahead.fd, select.POLLIN)
             try:
                 ready = self.poll.poll(None if timeout is None
                                        else max(0, int(timeout * 1000) + 1))
             finally:
-                if trace:
-                    self.poll.unregister(self.ahead.fd)
+                if ahead is not None:
+                    self.poll.unregister(ahead.fd)
         self.ready(ready)
 
     def ready(self, events: list[tuple[int, int]]) -> None:
@@ -322,7 +326,7 @@ class _Driver:
                 self.read()
             elif fd == self.wfd:
                 self.write()
-            else:
+            elif self.ahead is not None:
                 self.ahead.drained()
 
     def idle(self) -> bool:
@@ -394,8 +398,11 @@ class _Driver:
 
     def write(self) -> None:
         """Write what the agent's input pipe has room for."""
+        wfd = self.wfd
+        if wfd is None:
+            return
         try:
-            n = os.write(self.wfd, self.out)
+            n = os.write(wfd, self.out)
         except BlockingIOError:
             return
         except (OSError, ValueError):
@@ -409,19 +416,21 @@ class _Driver:
             self.sent += 1
         if not self.out:
             self.written = 0
-            self.poll.unregister(self.wfd)
+            self.poll.unregister(wfd)
 
     def close_input(self, broken: bool = False) -> None:
-        if self.wfd is None:
+        wfd = self.wfd
+        if wfd is None:
             return
         if self.out:
-            self.poll.unregister(self.wfd)
+            self.poll.unregister(wfd)
             self.out.clear()
             self.ends.clear()
         self.wfd = None
         self.broken = broken
         try:
-            self.proc.stdin.close()
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
         except OSError:
             pass
 
@@ -453,7 +462,7 @@ class _Driver:
             return next(self.it, None)
         while (got := self.ahead.get()) is None:
             self.wait(None, trace=True)
-        return None if got is _Ahead.END else got
+        return got if isinstance(got, tuple) else None  # else _Ahead.END
 
     def read_trace(self) -> None:
         """Read more of the recording (what was read ahead, else a few frames of a file,
