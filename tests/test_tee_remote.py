@@ -700,3 +700,115 @@ def test_a_clients_view_through_the_proxy_is_its_view_without_it(tmp_path):
     assert len(direct) == 36 and through == direct
     assert [("text", f[2].encode()) for f in _frames(log) if f[1] == "a2c"] == through
     assert [f[2] for f in _frames(log) if f[1] == "c2a"] == sends
+
+
+# -- a close acp-tee starts: the peer's frames until its answering close ---------------------
+
+
+LATE_PEER = r'''
+import asyncio, json, sys
+from aiohttp import WSMsgType, web
+
+async def handle(request):
+    """Answers each request; at acp-tee's close frame it sends three notifications
+    first (frames in flight as the close happens), then its own close frame; or, with
+    the argument silent, nothing at all."""
+    ws = web.WebSocketResponse(autoclose=False)
+    await ws.prepare(request)
+    while True:
+        msg = await ws.receive()
+        if msg.type is WSMsgType.TEXT:
+            req = json.loads(msg.data)
+            await ws.send_str(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": {}}))
+        elif msg.type is WSMsgType.CLOSE:
+            if sys.argv[1:] == ["silent"]:  # never answers it
+                await asyncio.Event().wait()
+            for n in range(3):
+                await ws.send_str(json.dumps({"jsonrpc": "2.0", "method": "late",
+                                              "params": {"n": n}}))
+            await ws.close(code=4000, message=b"after the late ones")
+            break
+        else:
+            break
+    return ws
+
+async def main():
+    app = web.Application()
+    app.router.add_get("/acp", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    print("listening on ws://127.0.0.1:%d/acp" % site._server.sockets[0].getsockname()[1],
+          file=sys.stderr, flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+'''
+
+LATE = ['{"jsonrpc": "2.0", "method": "late", "params": {"n": ' + str(n) + "}}"
+        for n in range(3)]
+
+
+def test_agent_frames_sent_as_acp_tee_closes_are_logged_and_forwarded(tmp_path):
+    """The stdio client's input ends; acp-tee closes the agent's WebSocket; the agent's
+    frames that arrive before its answering close frame are logged and reach the
+    client, and the close logged is the agent's answer (its code and reason)."""
+    log = tmp_path / "late.jsonl"
+    with Server([sys.executable, "-c", LATE_PEER]) as peer:
+        r = tee_connect(peer.url, log, INIT.encode() + b"\n")
+    assert r.returncode == 1, r.stderr  # the agent's side closed with 4000, not cleanly
+    a2c = [f[2] for f in _frames(log) if f[1] == "a2c"]
+    assert a2c == ['{"jsonrpc": "2.0", "id": 0, "result": {}}', *LATE]
+    assert r.stdout == b"".join(f.encode() + b"\n" for f in a2c)
+    assert [(e["side"], e["code"], e["reason"]) for e in _events(log, "ws-close")] == \
+        [("agent", 4000, "after the late ones")]
+    assert _lines(log)[-1]["frames"] == 5  # INIT and the four answers
+
+
+def test_an_agent_that_never_answers_the_close_is_dropped(tmp_path):
+    """The wait for the agent's answering close frame is bounded (GRACE, 5 s): then
+    acp-tee drops the connection, logs 1006 and ends."""
+    log = tmp_path / "silent.jsonl"
+    with Server([sys.executable, "-c", LATE_PEER, "silent"]) as peer:
+        start = time.monotonic()
+        r = tee_connect(peer.url, log, INIT.encode() + b"\n")
+        took = time.monotonic() - start
+    assert r.returncode == 1, r.stderr
+    assert 4 < took < 30
+    assert r.stdout == b'{"jsonrpc": "2.0", "id": 0, "result": {}}\n'
+    assert [(e["side"], e["code"]) for e in _events(log, "ws-close")] == [("agent", 1006)]
+    assert _lines(log)[-1]["end"] is True and _lines(log)[-1]["status"] == 1
+
+
+def test_client_frames_sent_as_acp_tee_closes_are_logged(tmp_path):
+    """The agent behind a listener exits; acp-tee closes the client's WebSocket; what
+    the client sends before its answering close frame is logged (there is no agent
+    left to take it)."""
+    log = tmp_path / "l.jsonl"
+    script = "import sys\nprint(sys.stdin.readline(), end='', flush=True)\n"
+    code = ("import asyncio, aiohttp, sys\n"
+            "async def main():\n"
+            "    async with aiohttp.ClientSession() as s:\n"
+            "        ws = await s.ws_connect(sys.argv[1], autoclose=False)\n"
+            "        await ws.send_str('{\"x\":1}')\n"
+            "        while (msg := await ws.receive()).type is aiohttp.WSMsgType.TEXT:\n"
+            "            print(msg.data, flush=True)\n"
+            "        print(msg.type.name, msg.data, flush=True)\n"
+            "        for n in range(2):\n"
+            "            await ws.send_str('{\"after\":%d}' % n)\n"
+            "        await ws.close(code=1000)\n"
+            "asyncio.run(main())\n")
+    with listener(log, sys.executable, "-c", script) as server:
+        client = subprocess.run([sys.executable, "-c", code, server.url],
+                                capture_output=True, timeout=60)
+        deadline = time.monotonic() + 30
+        while not _lines(log)[-1].get("end") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert client.returncode == 0, client.stderr
+    assert client.stdout == b'{"x":1}\nCLOSE 1000\n'
+    assert [(f[1], f[2]) for f in _frames(log)] == [
+        ("c2a", '{"x":1}'), ("a2c", '{"x":1}'), ("c2a", '{"after":0}'),
+        ("c2a", '{"after":1}')]
+    assert [(e["side"], e["code"]) for e in _events(log, "ws-close")] == [("client", 1000)]
+    assert _lines(log)[-1]["end"] is True and _lines(log)[-1]["status"] == 0

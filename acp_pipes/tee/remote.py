@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import struct
 import sys
 import threading
 import uuid
@@ -287,7 +288,16 @@ class ProcessAgent:
 
 
 class WsSide:
-    """One WebSocket, either end (aiohttp's client and server sockets share the API)."""
+    """One WebSocket, either end (aiohttp's client and server sockets share the API).
+
+    A close acp-tee starts while the relay reads this side is its own handshake, not
+    aiohttp's ``close()``: that one reads on to the peer's close frame and drops every
+    frame before it, and a proxy must log and pass on every frame it received. So the
+    close frame is sent, the relay's reader takes the peer's frames up to its answering
+    close frame (GRACE seconds at most, then the connection is dropped), and the socket
+    is let go without a second close frame (sockets are made with ``autoclose=False``;
+    :meth:`recv` answers a peer's close as aiohttp would).
+    """
 
     kind = "ws"
 
@@ -296,17 +306,39 @@ class WsSide:
         self.side = side  # who is at the other end: "client" or "agent"
         self.note = note
         self._closing: asyncio.Event | None = None  # set once acp-tee's close is done
+        self._reading = False  # a relay's recv takes this side's frames
+        self._sent_close = False  # acp-tee's close frame is out
+        self._dropped = False  # no answer to it came in time: the connection was dropped
+        self._ended = asyncio.Event()  # recv has returned the side's end
 
     async def recv(self):
-        msg = await self.ws.receive()
+        self._reading = True
+        try:
+            msg = await self.ws.receive()
+        except BaseException:
+            self._reading = False
+            raise
         if msg.type is WSMsgType.TEXT:
             return msg.data.encode("utf-8"), False
         if msg.type is WSMsgType.BINARY:
             return Binary(msg.data)
+        self._reading = False
+        try:
+            return await self._end(msg)
+        finally:
+            self._ended.set()
+
+    async def _end(self, msg) -> Closed:
         if msg.type is WSMsgType.CLOSE:  # code null: a close frame that carried none
+            if self._sent_close:
+                _let_go(self.ws)  # the answer to acp-tee's close: the handshake is done
+            else:
+                await self._answer()
             return Closed(msg.data or None, msg.extra or "", "close")
         if msg.type is WSMsgType.ERROR:
             return Closed(1006, f"{type(msg.data).__name__}: {msg.data}", "error")
+        if self._dropped:
+            return Closed(1006, "no close frame came in answer", "closed")
         # CLOSING/CLOSED: acp-tee closed it (the peer's answering close frame is read
         # by that close: its code once it is done), or the transport went away
         if self._closing is not None:
@@ -316,8 +348,18 @@ class WsSide:
                 pass
         return Closed(self.ws.close_code, "", "closed")
 
+    async def _answer(self) -> None:
+        """Answer the peer's close frame as aiohttp's autoclose does (code 1000)."""
+        try:
+            if isinstance(self.ws, web.WebSocketResponse):
+                await self.ws.close(drain=False)  # the peer is about to go
+            else:
+                await self.ws.close()
+        except (ConnectionError, RuntimeError, aiohttp.ClientError):
+            pass
+
     async def send(self, item) -> bool:
-        if self.ws.closed:
+        if self.ws.closed or self._sent_close:
             return False
         try:
             if isinstance(item, Binary):
@@ -338,14 +380,49 @@ class WsSide:
     async def close(self, code: int | None = None, reason: str = "") -> None:
         if code in (None, 1005, 1006, 1015) or not (1000 <= code < 5000):
             code = 1000  # not to be sent in a close frame: the end was not a clean close
+        message = reason.encode("utf-8")[:123]
+        if self.ws.closed or self._sent_close:
+            return
+        if self._reading:
+            await self._handshake(code, message)
+            return
+        # nobody reads this side any more (acp-tee is shutting down): aiohttp's close
         if self._closing is None:
             self._closing = asyncio.Event()
         try:
-            await self.ws.close(code=code, message=reason.encode("utf-8")[:123])
+            await self.ws.close(code=code, message=message)
         except (ConnectionError, RuntimeError, aiohttp.ClientError):
             pass
         finally:
             self._closing.set()
+
+    async def _handshake(self, code: int, message: bytes) -> None:
+        """Send the close frame; the relay's reader logs and passes on what the peer
+        still sends, up to its close frame; no answer in GRACE seconds drops it."""
+        self._sent_close = True
+        try:
+            await self.ws.send_frame(struct.pack("!H", code) + message, WSMsgType.CLOSE)
+        except (ConnectionError, RuntimeError, aiohttp.ClientError):
+            pass
+        else:
+            try:
+                await asyncio.wait_for(self._ended.wait(), GRACE)
+                return
+            except TimeoutError:
+                pass
+        if not self._ended.is_set():
+            self._dropped = True
+            _let_go(self.ws)
+
+
+def _let_go(ws) -> None:
+    """Close a WebSocket's connection without sending (another) close frame: aiohttp
+    has no public call for it, ``close()`` always sends one."""
+    ws._set_closed()
+    if isinstance(ws, web.WebSocketResponse):
+        ws._close_transport()
+    else:
+        ws._response.close()
 
 
 # -- a session: two sides and the log ---------------------------------------------------
@@ -553,7 +630,8 @@ async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, lo
     shown = logged_url(url, log)
     try:
         ws = await http.ws_connect(url, headers=headers, protocols=protocols,
-                                   max_msg_size=0, autoping=True, compress=0)
+                                   max_msg_size=0, autoping=True, autoclose=False,
+                                   compress=0)
     except aiohttp.WSServerHandshakeError as e:
         log.event(event_record(0, "ws-open", "agent", url=shown, status=e.status,
                                request=logged_headers(_headers(headers), log),
@@ -683,7 +761,8 @@ class Listener:
                 # client offers of them is chosen
                 chosen = next((p for p in offered if p in opts.protocols), None)
             ws = web.WebSocketResponse(protocols=[chosen] if chosen else (),
-                                       max_msg_size=0, autoping=True, compress=False)
+                                       max_msg_size=0, autoping=True, autoclose=False,
+                                       compress=False)
             for k, v in extra.items():
                 ws.headers.add(k, v)
             await ws.prepare(request)
