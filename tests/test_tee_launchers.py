@@ -136,3 +136,40 @@ def test_a_stopped_acp_tee_ends_an_agent_that_ignores_sigterm(tmp_path):
     assert _end(log)["signal"] == signal.SIGKILL
     proc.stdin.close()
     proc.stdout.close()
+
+
+def test_a_stopped_acp_tee_does_not_wait_on_a_client_that_stopped_reading(tmp_path):
+    """The Python SDK's teardown as qwen-code meets it: the client stops reading and
+    closes acp-tee's stdin; the agent, at EOF, sends a large frame (qwen-code: a 560 KB
+    available_commands_update) and exits; acp-tee's forward of it blocks on the full
+    pipe. The SDK's SIGTERM 2 s later must end acp-tee, with the log's end record (the
+    frame is in the log: logged before it is forwarded), before the SDK's SIGKILL 2 s
+    after that."""
+    pid_file, log = tmp_path / "agent.pid", tmp_path / "wire.jsonl"
+    code = ("import os, sys\n"
+            f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+            "sys.stdout.buffer.write(sys.stdin.buffer.readline()); sys.stdout.flush()\n"
+            "sys.stdin.buffer.read()\n"
+            "sys.stdout.buffer.write(b'{\"pad\":\"' + b'p' * (1 << 20) + b'\"}\\n')\n")
+    proc = subprocess.Popen(tool_argv("tee", "-o", str(log), "--", sys.executable, "-c",
+                                      code),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=tool_env())
+    proc.stdin.write(HELLO)
+    proc.stdin.flush()
+    assert proc.stdout.readline() == HELLO
+    pid = _pid_from(pid_file)
+    proc.stdin.close()  # and stdout is never read again, yet open
+    deadline = time.monotonic() + BOUND
+    while _alive(pid) or b'p' * 4096 not in log.read_bytes():
+        assert time.monotonic() < deadline, "the agent never sent its last frame and ended"
+        time.sleep(0.05)
+    time.sleep(0.2)  # acp-tee is now in its forward to the client
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=BOUND)
+    took = time.monotonic() - start
+    assert took < 1.5, f"acp-tee took {took:.1f} s after SIGTERM"  # before: ~15 s
+    assert proc.returncode == 0  # the agent's own status: it had exited by itself
+    end = _end(log)
+    assert end["status"] == 0 and end["frames"] == 3
+    proc.stdout.close()

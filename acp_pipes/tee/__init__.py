@@ -295,13 +295,7 @@ def record(
         wait_status = end_agent(agent, session)
         code = os.waitstatus_to_exitcode(wait_status)
         status = 128 - code if code < 0 else code
-        # drain what the agent wrote before it ended; the log's end record says how
-        grace = GRACE if agent.stopped is None else STOP_GRACE
-        if not session.drain(grace):  # a child of the agent still holds its stdout
-            agent.signal_group(signal.SIGTERM)
-            if not session.drain(grace):
-                agent.signal_group(signal.SIGKILL)
-                session.drain(grace)
+        drain_output(agent, session)  # what the agent wrote before it ended
         session.finish(status, -code if code < 0 else None)
     finally:
         agent.restore_signals()
@@ -318,6 +312,32 @@ GRACE = 5.0
 #: agent little time before they kill it (the official Python SDK: 2 s), and a log
 #: without its end record reads as a recording cut short.
 STOP_GRACE = 0.5
+
+
+def drain_output(agent: Agent, session: Session) -> None:
+    """After the agent has exited: forward what it wrote, to the end of its stdout. A
+    child of the agent that still holds its stdout gets ``GRACE`` seconds, then SIGTERM
+    to the group, ``GRACE`` again, then SIGKILL and ``GRACE`` more. Once a signal has
+    told acp-tee to stop, the rest is bounded at ``STOP_GRACE`` from the signal (then
+    SIGKILL to the group), even when the agent was reaped before it came: the editor
+    that sends it may have stopped reading (the Python SDK does, before it closes
+    acp-tee's stdin), so a forward blocked on the client never ends, and the log's end
+    record must be written before the editor's SIGKILL. What is left unsent then was
+    logged: every frame is logged before it is forwarded."""
+    import time
+
+    step, since = 0, time.monotonic()
+    while not session.drain(0.05):
+        now = time.monotonic()
+        if agent.stopped is not None and now - agent.stopped >= STOP_GRACE:
+            agent.signal_group(signal.SIGKILL)
+            session.drain(0.05)  # a pipe the kill closed is read to its end
+            return
+        if now - since >= GRACE:
+            if step == 2:
+                return
+            agent.signal_group(signal.SIGTERM if step == 0 else signal.SIGKILL)
+            step, since = step + 1, now
 
 
 def end_agent(agent: Agent, session: Session) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -103,16 +104,28 @@ async def _connection(wire: Path, argv: list[str], env: dict, ws: Path,
                     conn.prompt(session_id=sid, prompt=[text_block(arg or "")]), 90)
                 editor.updates.append({"sessionUpdate": "turn_end"})
     finally:
-        # The SDK's teardown can wait on a handler task long after acp-tee and the agent
-        # have ended (seen with qwen-code's second connection): what the test reads is
-        # the wire log, whose end record _asr checks, so the teardown is bounded.
+        # The SDK's teardown stops its reader, closes acp-tee's stdin, waits 2 s, sends
+        # SIGTERM, waits 2 s, sends SIGKILL and waits for the process. The agent may
+        # send more after the reader stopped (qwen-code: a 560 KB
+        # available_commands_update after a turn, now and then after the client's last
+        # read), so acp-tee's forward blocks on the full pipe: acp-tee must then end at
+        # the SIGTERM, its log ended, not at the SIGKILL. Were it still there at the
+        # SIGKILL, the SDK's last wait would never return (asyncio's Process.wait(),
+        # awaited before the exit, returns once every pipe is closed, and the SDK's
+        # stdout pipe is paused): the bound is a safety net for that.
         try:
-            await asyncio.wait_for(session.__aexit__(None, None, None), 30)
+            await asyncio.wait_for(session.__aexit__(None, None, None), 15)
         except TimeoutError:
             pass
         if _proc.returncode is None:  # the SDK never got to stop acp-tee: as an editor
             _proc.terminate()  # would, SIGTERM (acp-tee ends the agent, writes its end)
-            await asyncio.wait_for(_proc.wait(), 30)
+            for _ in range(300):  # not _proc.wait(): it waits on the paused pipe too
+                if _proc.returncode is not None:
+                    break
+                await asyncio.sleep(0.1)
+    # acp-tee ended by itself or at the SDK's SIGTERM, before its SIGKILL: so the log
+    # has its end record (checked by _asr) even with a forward blocked on the client
+    assert _proc.returncode != -signal.SIGKILL, "the SDK had to kill acp-tee"
     return editor, sid
 
 
