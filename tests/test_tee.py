@@ -357,6 +357,47 @@ def test_mcp_secrets_redacted_in_log_only(tmp_path):
         parse_json(sent))
 
 
+def test_credentials_on_the_agents_command_line_are_redacted_in_the_header(tmp_path):
+    """The agent's command line and the captured environment, through the real acp-tee:
+    a credential-named option's value (spaced or after =), a variable assignment, a
+    header, a URL's password and token parameter are tokens in the header (the same
+    secret, the same token), the rest byte for byte; the agent gets its argv as given;
+    --keep-secrets logs it as given."""
+    seen = tmp_path / "argv.json"
+    argv = [sys.executable, "-c",
+            f"import json, sys; open({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))",
+            "--api-key", "sk-ONE", "--token=sk-TWO", "--max-tokens", "4096",
+            "OPENAI_API_KEY=sk-ONE", "Authorization: Bearer sk-THREE",
+            "--url=wss://me:sk-FOUR@example.com/acp?v=2&api_key=sk-FIVE#x", "-p", "hello"]
+    env = {**tool_env(), "ACP_T_API_KEY": "sk-SIX", "ACP_T_LANG": "C"}
+    wire, kept = tmp_path / "w.jsonl", tmp_path / "k.jsonl"
+    capture = ("--capture-env", "ACP_T_API_KEY", "--capture-env", "ACP_T_LANG")
+    assert tee("-o", str(wire), *capture, "--", *argv, env=env).returncode == 0
+    assert orjson.loads(seen.read_bytes()) == argv[3:]
+    text = wire.read_bytes()
+    for secret in (b"sk-ONE", b"sk-TWO", b"sk-THREE", b"sk-FOUR", b"sk-FIVE", b"sk-SIX"):
+        assert secret not in text, secret
+    head, _ = read_log(wire)
+    logged = head["argv"]
+    tok = logged[4]
+    assert tok.startswith(TOKEN_HEAD)
+    assert logged[:4] == argv[:4] and logged[6:8] == ["--max-tokens", "4096"]
+    assert logged[5].startswith("--token=" + TOKEN_HEAD)
+    assert logged[8] == "OPENAI_API_KEY=" + tok  # the same secret: the same token
+    assert logged[9].startswith("Authorization: " + TOKEN_HEAD)
+    url = logged[10]
+    assert url.startswith("--url=wss://me:" + TOKEN_HEAD) and url.endswith("#x")
+    assert "@example.com/acp?v=2&api_key=" + TOKEN_HEAD in url
+    assert logged[11:] == ["-p", "hello"]
+    assert head["env"]["ACP_T_LANG"] == "C" and head["env"]["ACP_T_API_KEY"].startswith(
+        TOKEN_HEAD)
+    assert tee("-o", str(kept), "--keep-secrets", *capture, "--", *argv,
+               env=env).returncode == 0
+    head, _ = read_log(kept)
+    assert head["argv"] == argv and head["env"] == {"ACP_T_API_KEY": "sk-SIX",
+                                                    "ACP_T_LANG": "C"}
+
+
 def test_keep_secrets(tmp_path):
     sent, _, recs, log_bytes = _secret_session(tmp_path, "--keep-secrets")
     assert recs[0]["raw"].encode() == sent and "redacted" not in recs[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -213,6 +214,39 @@ def test_credentials_pass_through_and_are_redacted_in_the_log(tmp_path):
     assert kept.returncode == 0
     assert dict(_events(tmp_path / "kept.jsonl", "ws-open")[0]["request"]) == {
         "Authorization": f"Bearer {SECRET}"}
+
+
+def test_credentials_in_urls_and_the_agents_command_line_are_redacted_in_the_log(tmp_path):
+    """A password and a token parameter in the --connect URL reach the agent (the
+    session runs) and are tokens in the header's transport and the ws-open event; the
+    agent command line of a listener's log is redacted as on stdio; --keep-secrets
+    logs the URL as given."""
+    stdin = _client_frames()
+    log, kept = tmp_path / "c.jsonl", tmp_path / "k.jsonl"
+    with acpremote() as server:
+        host = server.url.split("://", 1)[1]
+        url = f"ws://me:{SECRET}@{host}?v=1&token={SECRET}-2"
+        r = tee_connect(url, log, stdin)
+        k = tee_connect(url, kept, stdin, "--keep-secrets")
+    assert r.returncode == 0 and r.stdout.count(b"\n") == 36, r.stderr
+    assert SECRET.encode() not in log.read_bytes()
+    connect = _lines(log)[0]["transport"]["connect"]
+    assert connect.startswith("ws://me:<redacted hmac-blake3:")
+    assert connect.endswith("@" + host + "?v=1&token=<redacted hmac-blake3:" +
+                            connect.split("&token=<redacted hmac-blake3:")[1])
+    assert _events(log, "ws-open")[0]["url"] == connect  # the same key: the same tokens
+    assert k.returncode == 0
+    assert _lines(kept)[0]["transport"]["connect"] == url
+    assert _events(kept, "ws-open")[0]["url"] == url
+    listened = tmp_path / "l.jsonl"
+    # the echo agent behind sh, whose arguments ($1, $2) it leaves unused
+    agent = ["sh", "-c", shlex.join(tool_argv("echo-agent")), "sh", "--api-key", SECRET]
+    with listener(listened, *agent) as server:
+        got = asyncio.run(_bare_client(server.url, [INIT], wait_for=1))
+    assert got and b'"result"' in got[0][1]
+    assert SECRET.encode() not in listened.read_bytes()
+    argv = _lines(listened)[0]["argv"]
+    assert argv[-2] == "--api-key" and argv[-1].startswith("<redacted hmac-blake3:")
 
 
 # -- listening: a remote client -----------------------------------------------------------

@@ -179,6 +179,22 @@ class _Log:
                     pass
 
 
+def header_record(log: _Log, argv: Sequence[str], **fields) -> dict:
+    """The log's header, its credentials (the agent's command line, captured variables,
+    the URLs of the remote sides: :mod:`acp_pipes.tee.secrets`) as tokens unless
+    secrets are kept."""
+    if log.redact:
+        from acp_pipes.tee.secrets import logged_argv, logged_env, logged_url
+
+        argv = logged_argv(argv, log.token)
+        if fields.get("env"):
+            fields["env"] = logged_env(fields["env"], log.token)
+        if fields.get("transport"):
+            fields["transport"] = {k: logged_url(v, log.token) if isinstance(v, str) else v
+                                   for k, v in fields["transport"].items()}
+    return header(argv, **fields)
+
+
 def _pump(src: int, dst: int, direction: str, log: _Log, *, wake: int | None = None,
           on_dst_gone: Callable[[], None] | None = None,
           observe: Callable[[list[bytes]], None] | None = None) -> None:
@@ -292,7 +308,7 @@ class Session:
         self.log = _Log(sink, clock, redact, self.note)
 
     def write_header(self, argv: Sequence[str], **fields: object) -> None:
-        self.log.write_header(header(argv, **fields))  # type: ignore[arg-type]  # header's own
+        self.log.write_header(header_record(self.log, argv, **fields))
 
     def start(self) -> None:
         self._c2a.start()

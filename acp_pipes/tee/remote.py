@@ -48,15 +48,17 @@ import sys
 import threading
 import uuid
 from collections.abc import Sequence
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp import WSMsgType, web
 
 from acp_pipes.errors import Note, OptionError
 from acp_pipes.tee.logfile import open_sink, write_all
-from acp_pipes.tee.pump import _Log
-from acp_pipes.wire import A2C, C2A, event_record, header, make_clock
+from acp_pipes.tee.pump import _Log, header_record
+from acp_pipes.tee.secrets import is_secret
+from acp_pipes.tee.secrets import logged_url as _logged_url
+from acp_pipes.wire import A2C, C2A, event_record, make_clock
 
 __all__ = ["GRACE", "connect_stdio", "listen", "parse_url"]
 
@@ -73,12 +75,6 @@ _HOP = frozenset({
     "sec-websocket-extensions", "sec-websocket-protocol", "accept-encoding", "date",
     "server",
 })
-#: Header (and query parameter) names whose values are credentials, logged as tokens.
-_SECRET_NAMES = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie",
-                           "x-api-key", "api-key", "apikey", "x-auth-token"})
-_SECRET_PARTS = ("token", "secret", "api-key", "api_key", "apikey", "password")
-
-
 class UrlError(OptionError):
     """A --listen or --connect URL acp-tee cannot use."""
 
@@ -101,11 +97,6 @@ def parse_url(url: str, *, listening: bool) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname, port, parts.path or "/"
 
 
-def is_secret(name: str) -> bool:
-    low = name.lower()
-    return low in _SECRET_NAMES or any(p in low for p in _SECRET_PARTS)
-
-
 def logged_headers(headers, log: _Log) -> list[list[str]]:
     """Headers as the log keeps them: ``[name, value]`` pairs in order, credentials as
     tokens (unless secrets are kept)."""
@@ -113,18 +104,9 @@ def logged_headers(headers, log: _Log) -> list[list[str]]:
 
 
 def logged_url(url: str, log: _Log) -> str:
-    """``url`` with the values of credential-named query parameters and any password
-    logged as tokens."""
-    parts = urlsplit(url)
-    if not parts.query and not parts.password:
-        return url
-    query = urlencode([(k, log.token(v) if is_secret(k) else v)
-                       for k, v in parse_qsl(parts.query, keep_blank_values=True)])
-    netloc = parts.netloc
-    if parts.password:
-        netloc = netloc.replace(":" + parts.password + "@", ":" + log.token(parts.password)
-                                + "@", 1)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """``url`` with its user's password (or a user alone) and the values of
+    credential-named query parameters as tokens (unless secrets are kept)."""
+    return _logged_url(url, log.token) if log.redact else url
 
 
 def passed_headers(headers) -> list[tuple[str, str]]:
@@ -550,9 +532,9 @@ class Options:
     def log(self, argv: Sequence[str], nth: int, transport: dict) -> _Log:
         log = open_log(self.log_path, argv or ["remote"], nth, self.note, self.tick,
                        not self.keep_secrets, self.on_log)
-        log.write_header(header(argv, started_ns=self.tick(), clock=self.clock,
-                                host=self.host, env=self.env,
-                                keep_secrets=self.keep_secrets, transport=transport))
+        log.write_header(header_record(log, argv, started_ns=self.tick(), clock=self.clock,
+                                       host=self.host, env=self.env,
+                                       keep_secrets=self.keep_secrets, transport=transport))
         return log
 
 
