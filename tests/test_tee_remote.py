@@ -846,3 +846,27 @@ def test_client_frames_sent_as_acp_tee_closes_are_logged(tmp_path):
         ("c2a", '{"after":1}')]
     assert [(e["side"], e["code"]) for e in _events(log, "ws-close")] == [("client", 1000)]
     assert _lines(log)[-1]["end"] is True and _lines(log)[-1]["status"] == 0
+
+
+def test_agent_frames_sent_as_a_stopped_listener_closes_are_logged(tmp_path):
+    """SIGTERM to a recording proxy closes both sides (1001); what the agent sends
+    before its answering close frame is logged (the client is being closed too)."""
+    log = tmp_path / "p.jsonl"
+    code = ("import asyncio, aiohttp, sys\n"
+            "async def main():\n"
+            "    async with aiohttp.ClientSession() as s:\n"
+            "        ws = await s.ws_connect(sys.argv[1])\n"
+            f"        await ws.send_str({INIT!r})\n"
+            "        print((await ws.receive()).data, flush=True)\n"
+            "        print((await ws.receive()).type.name, flush=True)\n"
+            "asyncio.run(main())\n")
+    with Server([sys.executable, "-c", LATE_PEER]) as peer:
+        with listener(log, "--connect", peer.url) as proxy:
+            client = subprocess.Popen([sys.executable, "-c", code, proxy.url],
+                                      stdout=subprocess.PIPE)
+            assert client.stdout.readline() == b'{"jsonrpc": "2.0", "id": 0, "result": {}}\n'
+            assert proxy.stop() == 0, proxy.stderr
+            assert client.stdout.read() == b"CLOSE\n" and client.wait(timeout=30) == 0
+    a2c = [f[2] for f in _frames(log) if f[1] == "a2c"]
+    assert a2c == ['{"jsonrpc": "2.0", "id": 0, "result": {}}', *LATE]
+    assert _lines(log)[-1]["end"] is True

@@ -278,7 +278,9 @@ class WsSide:
     close frame is sent, the relay's reader takes the peer's frames up to its answering
     close frame (GRACE seconds at most, then the connection is dropped), and the socket
     is let go without a second close frame (sockets are made with ``autoclose=False``;
-    :meth:`recv` answers a peer's close as aiohttp would).
+    :meth:`recv` answers a peer's close as aiohttp would). Where the relay no longer
+    reads (acp-tee is shutting down), the close reads the peer's frames itself and hands
+    them to ``on_late``, which logs them.
     """
 
     kind = "ws"
@@ -292,6 +294,9 @@ class WsSide:
         self._sent_close = False  # acp-tee's close frame is out
         self._dropped = False  # no answer to it came in time: the connection was dropped
         self._ended = asyncio.Event()  # recv has returned the side's end
+        #: where frames go that arrive while acp-tee closes a side nobody reads any
+        #: more (the relay was stopped: acp-tee is shutting down): the log, set by relay
+        self.on_late = None
 
     async def recv(self):
         self._reading = True
@@ -368,7 +373,9 @@ class WsSide:
         if self._reading:
             await self._handshake(code, message)
             return
-        # nobody reads this side any more (acp-tee is shutting down): aiohttp's close
+        if self.on_late is not None:  # nobody reads it any more: acp-tee shuts down
+            await self._read_to_close(code, message)
+            return
         if self._closing is None:
             self._closing = asyncio.Event()
         try:
@@ -395,6 +402,29 @@ class WsSide:
         if not self._ended.is_set():
             self._dropped = True
             _let_go(self.ws)
+
+
+    async def _read_to_close(self, code: int, message: bytes) -> None:
+        """The close handshake where the relay no longer reads: the peer's frames up
+        to its close frame go to ``on_late`` (logged), GRACE seconds at most."""
+        self._sent_close = True
+        try:
+            await self.ws.send_frame(struct.pack("!H", code) + message, WSMsgType.CLOSE)
+            async with asyncio.timeout(GRACE):
+                while True:
+                    msg = await self.ws.receive()
+                    if msg.type is WSMsgType.TEXT:
+                        self.on_late((msg.data.encode("utf-8"), False))
+                    elif msg.type is WSMsgType.BINARY:
+                        self.on_late(Binary(msg.data))
+                    else:
+                        break
+        except (TimeoutError, ConnectionError, RuntimeError, aiohttp.ClientError):
+            pass
+        finally:
+            self._ended.set()
+            if not self.ws.closed:
+                _let_go(self.ws)
 
 
 def _let_go(ws) -> None:
@@ -475,6 +505,18 @@ async def relay(client, agent, log: _Log, *, input_ends_session: bool) -> Closed
         await client.close(item.code, item.reason)
         return item
 
+    def late(direction: str, side: str):
+        def log_it(item) -> None:
+            if isinstance(item, Binary):
+                log.event(event_record(0, "ws-binary", side, **_bytes_field(item.data)))
+            else:
+                log.frames(direction, [item[0]], nolf=item[1])
+        return log_it
+
+    if client.kind == "ws":
+        client.on_late = late(C2A, "client")
+    if agent.kind == "ws":
+        agent.on_late = late(A2C, "agent")
     up = asyncio.ensure_future(client_to_agent())
     down = asyncio.ensure_future(agent_to_client())
     try:
