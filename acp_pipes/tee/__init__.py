@@ -318,18 +318,20 @@ def drain_output(agent: Agent, session: Session) -> None:
     """After the agent has exited: forward what it wrote, to the end of its stdout. A
     child of the agent that still holds its stdout gets ``GRACE`` seconds, then SIGTERM
     to the group, ``GRACE`` again, then SIGKILL and ``GRACE`` more. Once a signal has
-    told acp-tee to stop, the rest is bounded at ``STOP_GRACE`` from the signal (then
-    SIGKILL to the group), even when the agent was reaped before it came: the editor
-    that sends it may have stopped reading (the Python SDK does, before it closes
-    acp-tee's stdin), so a forward blocked on the client never ends, and the log's end
-    record must be written before the editor's SIGKILL. What is left unsent then was
-    logged: every frame is logged before it is forwarded."""
+    told acp-tee to stop, the rest is bounded at ``STOP_GRACE`` from the signal, or from
+    the agent's exit if that came later (then SIGKILL to the group), even when the agent
+    was reaped before the signal came: the editor that sends it may have stopped
+    reading (the Python SDK does, before it closes acp-tee's stdin), so a forward
+    blocked on the client never ends, and the log's end record must be written before
+    the editor's SIGKILL. What is left unsent then was logged: every frame is logged
+    before it is forwarded."""
     import time
 
-    step, since = 0, time.monotonic()
+    start = time.monotonic()
+    step, since = 0, start
     while not session.drain(0.05):
         now = time.monotonic()
-        if agent.stopped is not None and now - agent.stopped >= STOP_GRACE:
+        if agent.stopped is not None and now - max(agent.stopped, start) >= STOP_GRACE:
             agent.signal_group(signal.SIGKILL)
             session.drain(0.05)  # a pipe the kill closed is read to its end
             return
