@@ -47,7 +47,7 @@ import struct
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -296,7 +296,7 @@ class WsSide:
         self._ended = asyncio.Event()  # recv has returned the side's end
         #: where frames go that arrive while acp-tee closes a side nobody reads any
         #: more (the relay was stopped: acp-tee is shutting down): the log, set by relay
-        self.on_late = None
+        self.on_late: Callable[[object], None] | None = None
 
     async def recv(self):
         self._reading = True
@@ -374,7 +374,7 @@ class WsSide:
             await self._handshake(code, message)
             return
         if self.on_late is not None:  # nobody reads it any more: acp-tee shuts down
-            await self._read_to_close(code, message)
+            await self._read_to_close(code, message, self.on_late)
             return
         if self._closing is None:
             self._closing = asyncio.Event()
@@ -404,7 +404,8 @@ class WsSide:
             _let_go(self.ws)
 
 
-    async def _read_to_close(self, code: int, message: bytes) -> None:
+    async def _read_to_close(self, code: int, message: bytes,
+                             on_late: Callable[[object], None]) -> None:
         """The close handshake where the relay no longer reads: the peer's frames up
         to its close frame go to ``on_late`` (logged), GRACE seconds at most."""
         self._sent_close = True
@@ -414,9 +415,9 @@ class WsSide:
                 while True:
                     msg = await self.ws.receive()
                     if msg.type is WSMsgType.TEXT:
-                        self.on_late((msg.data.encode("utf-8"), False))
+                        on_late((msg.data.encode("utf-8"), False))
                     elif msg.type is WSMsgType.BINARY:
-                        self.on_late(Binary(msg.data))
+                        on_late(Binary(msg.data))
                     else:
                         break
         except (TimeoutError, ConnectionError, RuntimeError, aiohttp.ClientError):

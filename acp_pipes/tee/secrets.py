@@ -77,13 +77,13 @@ def logged_url(url: str, token: Token) -> str:
         if 0 <= at < cut:
             cut = at
     netloc, tail = rest[:cut], rest[cut:]
-    userinfo, at, hostport = netloc.rpartition("@")
+    userinfo, has_user, hostport = netloc.rpartition("@")
     path, q, query = tail.partition("?")
-    if not at and not q:
+    if not has_user and not q:
         return url
     from urllib.parse import unquote, unquote_plus
 
-    if at:
+    if has_user:
         user, colon, password = userinfo.partition(":")
         userinfo = user + ":" + token(unquote(password)) if colon else token(unquote(user))
         netloc = userinfo + "@" + hostport
