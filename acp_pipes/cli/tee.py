@@ -66,6 +66,9 @@ env and headers of MCP servers, the headers of providers/set, the params of auth
 and auth/login (but methodId), the env of terminal/create and of auth methods, and an
 answer to an elicitation form field marked secret (format "password", writeOnly). Within
 a recording one secret gives one token; a redacted frame's hash is of the frame as logged.
+The header's credentials go the same way: in the agent's command line the value of an
+--api-key-like option or of a credential-named NAME=VALUE, in a URL its password and
+credential-named query parameters, and captured variables with credential names.
 --keep-secrets logs them as sent. The peers always get the frames as sent.
 
 Remote sides (WebSocket, Streamable HTTP): --connect URL reaches an agent at a ws:// or
@@ -97,7 +100,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="leave host os/arch/cwd/pid out of the header")
     p.add_argument("--keep-secrets", action="store_true",
                    help="log credentials (MCP env/headers, provider headers, login params, "
-                        "secret form answers) as sent (default: redacted)")
+                        "secret form answers, the header's) as sent (default: redacted)")
     p.add_argument("--connect", metavar="URL",
                    help="the agent is at this ws:// or http:// URL (WebSocket or Streamable "
                         "HTTP) instead of a command")
