@@ -31,8 +31,9 @@ def batch(cwd: Path, *args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def tool(cwd: Path, name: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(tool_argv(name, *args), cwd=cwd, capture_output=True,
-                          env=tool_env(), timeout=120)
+    """The single-file tool ``acp-NAME`` run in ``cwd``: the reference acp-batch's output
+    is compared with."""
+    return run_tool(name, *args, cwd=cwd, timeout=120)
 
 
 def make_corpus(root: Path) -> list[str]:

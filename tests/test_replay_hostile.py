@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from acp_pipes.echo.client import client_session
-from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
+from tests.conftest import record_lockstep, run_tool, tool_argv
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,8 @@ def test_remap_log_writes_each_live_id_as_sent(trace, tmp_path: Path, token):
     assert b'\n{"jsonrpc":"2.0","id":' + token + b',"result":{"messageId":' in p.stdout
 
 
-def test_client_mode_reports_an_agent_frame_with_a_lone_surrogate(trace, tmp_path: Path):
+def test_client_mode_reports_an_agent_frame_with_a_lone_surrogate(trace, tmp_path: Path,
+                                                                   monkeypatch):
     """--client: an agent that answers with lone surrogates (its text and an id) gets
     the first difference reported as one JSON line, with the escapes it sent."""
     spoil = ("import sys\nfor line in sys.stdin.buffer:\n"
@@ -99,10 +100,9 @@ def test_client_mode_reports_an_agent_frame_with_a_lone_surrogate(trace, tmp_pat
              ".replace(b'\"id\":2,', b'\"id\":\"\\\\udc00\",'))\n"
              "    sys.stdout.buffer.flush()\n")
     agent = " ".join(tool_argv("echo-agent")) + f" | {sys.executable} -c \"$SPOIL\""
-    env = {**tool_env(), "SPOIL": spoil}
-    p = subprocess.run(tool_argv("replay", "--client", str(trace["wire"]), "-o",
-                                 str(tmp_path / "run.jsonl"), "--", "sh", "-c", agent),
-                       capture_output=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    monkeypatch.setenv("SPOIL", spoil)  # the agent's shell reads it
+    p = run_tool("replay", "--client", str(trace["wire"]), "-o", str(tmp_path / "run.jsonl"),
+                 "--", "sh", "-c", agent, timeout=120, stdin=subprocess.DEVNULL)
     assert p.returncode == 1, p.stderr
     assert b"internal error" not in p.stderr
     (report,) = p.stderr.splitlines()

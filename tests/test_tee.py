@@ -88,8 +88,7 @@ def echo_agent_dumping(received: Path) -> list[str]:
 def test_thousand_prompt_session_client_agent_and_log_agree(tmp_path):
     wire, received = tmp_path / "wire.jsonl", tmp_path / "received"
     stream = client_stream(1000)
-    direct = subprocess.run(tool_argv("echo-agent"), input=stream, capture_output=True,
-                            env=tool_env(), timeout=TIMEOUT)
+    direct = run_tool("echo-agent", input=stream, timeout=TIMEOUT)
     r = tee("-o", str(wire), "--", *echo_agent_dumping(received), input=stream)
     assert r.returncode == 0, r.stderr
     assert r.stdout == direct.stdout  # the proxy is invisible to the client
@@ -1268,7 +1267,7 @@ def test_gz_log_is_read_by_the_tools(tmp_path):
     gz = tmp_path / "s.jsonl.gz"
     r = tee("-o", str(gz), "--", *tool_argv("echo-agent"), input=client_stream(3))
     assert r.returncode == 0
-    frames = subprocess.run(tool_argv("frame", str(gz)), capture_output=True, env=tool_env())
+    frames = run_tool("frame", str(gz))
     assert frames.returncode == 0 and frames.stderr == b""
     assert frames.stdout.count(b"\n") == 1 + client_stream(3).count(b"\n") + \
         r.stdout.count(b"\n")
