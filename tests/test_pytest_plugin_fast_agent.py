@@ -9,11 +9,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.conftest import tool_env
+from tests.conftest import skip_unless_installed, tool_env
 from tests.test_fast_agent import fast_agent_argv
 
-pytest.importorskip("acp")
+skip_unless_installed("acp")
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.slow  # the real fast-agent
 
 CASSETTE = "cassettes/test_editor/test_the_editor_chats.wire.jsonl"
 

@@ -273,6 +273,7 @@ def _sdk_remote(url: str, *headers: str) -> subprocess.CompletedProcess:
 
 
 @needs_node
+@pytest.mark.slow  # the TypeScript SDK as the peer (node)
 def test_the_sdk_ws_client_through_a_listener_is_the_stdio_session(tmp_path):
     """The TypeScript SDK's WebSocket client against acp-tee --listen -- echo-agent sees
     what its stdio client sees against acp-tee -- echo-agent, and the WebSocket
@@ -447,6 +448,7 @@ def test_replay_of_a_trace_listens_on_websocket(tmp_path):
 
 
 @needs_node
+@pytest.mark.slow  # the TypeScript SDK as the peer (node)
 def test_replay_serve_listens_for_the_sdk_ws_client(tmp_path):
     """acp-replay --serve STREAM --listen: the TypeScript SDK's WebSocket client lists,
     resumes and closes the stored session as its stdio client does."""
@@ -500,6 +502,7 @@ def _check_http_log(log: Path) -> None:
 
 
 @needs_node
+@pytest.mark.slow  # the TypeScript SDK as the peer (node)
 def test_connect_http_reaches_the_sdk_server(tmp_path):
     """A stdio client through acp-tee --connect http:// to the SDK's server: POSTs,
     the connection's and the session's SSE streams, DELETE; the client gets every
@@ -524,6 +527,7 @@ def test_connect_http_reaches_the_sdk_server(tmp_path):
 
 
 @needs_node
+@pytest.mark.slow  # the TypeScript SDK as the peer (node)
 def test_the_sdk_http_client_through_a_recording_proxy(tmp_path):
     """The SDK's http-client -> acp-tee --listen http:// --connect http:// -> the SDK's
     server: the client sees what its stdio twin sees, and the recording converts to the
@@ -555,6 +559,7 @@ def _frames_of(log: Path) -> list[tuple]:
 
 
 @needs_node
+@pytest.mark.slow  # the TypeScript SDK as the peer (node)
 def test_the_sdk_http_client_against_a_local_agent_served_over_http(tmp_path):
     """acp-tee --listen http:// -- echo-agent is an RFD server: the SDK's http-client
     runs its session as over stdio, and the recording converts to the same ASR."""
@@ -577,6 +582,7 @@ def test_the_sdk_http_client_against_a_local_agent_served_over_http(tmp_path):
 
 
 @needs_node
+@pytest.mark.slow  # the TypeScript SDK as the peer (node)
 def test_replay_serve_listens_for_the_sdk_http_client(tmp_path):
     log = tmp_path / "s.jsonl"
     assert tee_stdio(log, _client_frames()).returncode == 0

@@ -10,12 +10,13 @@ import asyncio
 import orjson
 import pytest
 
-from tests.conftest import run_tool
+from tests.conftest import run_tool, skip_unless_installed
 from tests.sdk_editor import seen_by_client
 from tests.test_fast_agent import _session, fast_agent_argv, prompts_for
 from tests.test_tee_remote import ACPREMOTE, Server, _events, _free_port, _lines
 
-acp = pytest.importorskip("acp")
+skip_unless_installed("acp")
+pytestmark = pytest.mark.slow  # the real fast-agent
 
 
 def test_fast_agent_over_websocket_is_recorded_as_on_stdio(tmp_path):
