@@ -199,8 +199,10 @@ def test_killed_while_dot_runs_leaves_no_dot_behind(runs, sig):
         assert alive(dot)
         p.send_signal(sig)
         status = p.wait(timeout=30)
-        if sig == signal.SIGKILL:  # the kernel sends dot its SIGKILL as acp-align dies
-            time.sleep(0.2)
+        if sig == signal.SIGKILL:  # the kernel sends dot its SIGKILL as acp-align dies:
+            gone = time.monotonic() + 10  # soon, but not before wait() returns
+            while alive(dot) and time.monotonic() < gone:
+                time.sleep(0.01)
         assert not alive(dot), "dot outlived acp-align"
         assert status in (-sig, 130), status
         assert b"Traceback" not in p.stderr.read()
