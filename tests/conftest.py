@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import importlib.util
 import io
 import os
 import signal
@@ -45,6 +46,17 @@ IN_PROCESS_KW = frozenset({"cwd", "timeout", "check", "stdin"})
 #: The real OTLP receiver's tests run in `make test-export` alone (Phoenix is a peer of
 #: ~850 MB installed for that target): not collected elsewhere rather than skipped.
 collect_ignore = [] if os.environ.get("ACP_PIPES_PHOENIX") else ["test_export_phoenix.py"]
+#: tests/clients/*.py are the SDK peers the tests start as processes: no tests and no
+#: doctests in them, and importing them (the SDK's schema) at every collection costs ~1 s.
+collect_ignore_glob = ["clients/*.py"]
+
+def skip_unless_installed(module: str) -> None:
+    """At a test module's top: skip it when ``module`` cannot be imported, as
+    ``pytest.importorskip`` does, without importing it at collection (the ACP SDK's
+    schema takes ~1 s to import; the tests that need it import it as they run)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"could not import {module!r}", allow_module_level=True)
+
 
 def tool_argv(name: str, *args: str) -> list[str]:
     """argv running the real executable ``acp-<name>`` from this checkout."""

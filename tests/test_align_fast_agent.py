@@ -14,12 +14,12 @@ import sys
 import orjson
 import pytest
 
-from tests.conftest import run_tool
+from tests.conftest import run_tool, skip_unless_installed
 from tests.test_fast_agent import _session
 
 pytestmark = pytest.mark.slow  # the real fast-agent
 
-acp = pytest.importorskip("acp")
+skip_unless_installed("acp")
 
 
 @pytest.fixture(scope="module")

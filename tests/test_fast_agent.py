@@ -20,12 +20,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO, run_tool, tool_argv, tool_env
+from tests.conftest import REPO, run_tool, skip_unless_installed, tool_argv, tool_env
 from tests.sdk_editor import Editor, seen_by_client
 
 pytestmark = pytest.mark.slow  # the real fast-agent
 
-acp = pytest.importorskip("acp")
+skip_unless_installed("acp")
 
 FAST_AGENT = REPO / ".peers" / "fast-agent" / "bin" / "fast-agent"
 

@@ -18,11 +18,11 @@ import orjson
 import pytest
 
 from acp_pipes.fold.v1 import texts_from_patch
-from tests.conftest import REPO, run_tool, tool_argv, tool_env
+from tests.conftest import REPO, run_tool, skip_unless_installed, tool_argv, tool_env
 
 pytestmark = pytest.mark.slow  # peers on the official Python SDK
 
-acp = pytest.importorskip("acp")
+skip_unless_installed("acp")
 
 AGENT = REPO / "tests" / "clients" / "v1_agent.py"
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from playwright.sync_api import expect
 
 from acp_pipes.echo.client import client_session
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
@@ -104,6 +103,8 @@ def test_thoughts_plans_and_state_read_as_a_person_reads_them(browser, echo):
 
 
 def test_transcript_search_finds_a_known_phrase(browser, echo):
+    from playwright.sync_api import expect  # imported where used: not at every collection
+
     page = open_page(browser, echo["html"]).page
     page.fill("#t-search", "hello 4")
     expect(page.locator("#t-count")).to_contain_text("match")
@@ -116,6 +117,8 @@ def test_transcript_search_finds_a_known_phrase(browser, echo):
 
 
 def test_timeline_search_finds_a_known_phrase(browser, echo):
+    from playwright.sync_api import expect
+
     page = open_page(browser, echo["html"]).page
     page.click("#tab-timeline")
     page.fill("#f-search", "hello 3")
