@@ -41,14 +41,18 @@ tools:
 demo: install
 	@scripts/demo
 
+# The test targets run one pytest worker per core (pytest-xdist), each test module whole
+# on one worker: a module's fixtures (a recording, a browser, the wheel) are made once.
+XDIST := -n auto --dist loadscope
+
 # Before a commit: lint, and every test but the slow ones (a wheel built and installed,
 # Dask, the browser, the SDK peers, real agents), each property at a few examples.
 check: lint
-	ACP_PIPES_HYPOTHESIS=dev $(BIN)/pytest -q -m "not slow"
+	ACP_PIPES_HYPOTHESIS=dev $(BIN)/pytest -q -m "not slow" $(XDIST)
 
 # Everything, as CI runs it.
 test: install
-	ACP_PIPES_HYPOTHESIS=ci $(BIN)/pytest -q
+	ACP_PIPES_HYPOTHESIS=ci $(BIN)/pytest -q $(XDIST)
 
 # Opt-in: real agents from npm (qwen-code, codex-acp) run whole turns against a canned
 # model server on 127.0.0.1, recorded through acp-tee (tests/agents/).
