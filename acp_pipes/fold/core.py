@@ -7,26 +7,27 @@ decides when each entity is final (ASR-705). It has a
 :class:`~acp_pipes.fold.timeline.Timeline`, which makes the records and lets them leave
 in order. History an agent replays folds in a namespace of its own, from empty, and is
 final when the replay ends; acp-asr compares it with what it already wrote (ASR-717).
-A *replay window* is a property of the connection: everything the agent sends between a
-``session/resume`` with ``replayFrom`` (ACP v1's ``session/load`` is lifted into one)
-and its response is history, whatever session it names (a parent replays its
-subagents' messages too), except for a session with live work of its own on the
-connection; a fork's new session replays until its first prompt. A connection that
+Which updates are history, and when a replay ends, is the connection's *replay
+windows* (:mod:`acp_pipes.fold.windows`). What each client request's answer does is
+one handler per method (:attr:`Folder._ANSWERED`). A connection that
 negotiated ACP v1 has its frames lifted into v2's shapes first
 (:class:`~acp_pipes.fold.v1.V1Lift`), so the same rules apply to it.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple
 
-from acp_pipes.errors import AcpPipesError, Warn
+from acp_pipes.errors import AcpPipesError, Note, Warn
 from acp_pipes.fold.entities import FOLDS, Entity, keep_trace, settle, trace_of
 from acp_pipes.fold.patch import patch_fields
 from acp_pipes.fold.state import States
-from acp_pipes.fold.timeline import MAX_HELD, Timeline
+from acp_pipes.fold.timeline import MAX_HELD, Lane, Record, Timeline
 from acp_pipes.fold.v1 import V1Lift, lift_initialize
+from acp_pipes.fold.windows import Deferred, Replays, RpcKey, Window
 from acp_pipes.jsonrpc import is_jsonrpc_id, why_not_jsonrpc
 
 __all__ = ["MAX_HELD", "Folder", "ProtocolVersionError"]
@@ -51,11 +52,14 @@ SNAPSHOT_FROM = 64
 
 def _checkpoint(updates: int) -> bool:
     return updates >= SNAPSHOT_FROM and updates & (updates - 1) == 0
-_SETUP = frozenset({"initialize", "session/new", "session/fork", "session/resume",
-                    "session/close", "session/prompt"})
+
 
 #: The ACP protocol versions the fold reads: v2 as the mapping says, v1 lifted into it.
 _VERSIONS = (1, 2)
+
+#: An open entity's place in its session's tables: (entity kind, ACP ID), or
+#: ("prompt", messageId) for a prompt whose echo has not come (see Folder._adopt_prompt).
+EntityKey = tuple[str, str]
 
 
 class ProtocolVersionError(AcpPipesError, ValueError):
@@ -73,35 +77,73 @@ def rpc_id_str(rid: Any) -> str:
     return str(rid)
 
 
-class _Window:
-    """History an agent replays (ASR-707, ASR-717): ``kind`` ``resume`` (a request of the
-    connection, until its response) or ``fork`` (a fork's new session, until its first
-    prompt); ``sessions``: those whose updates it took."""
+@dataclass(slots=True, eq=False)
+class Session:
+    """One session as the connection shows it: its open entities (live, and in a replay
+    window's namespace), its lane of records, and what its requests wait for."""
 
-    __slots__ = ("kind", "sessions")
+    sid: str
+    #: open entities by (kind, ACP ID); ("prompt", messageId) for an unechoed prompt
+    open: dict[EntityKey, Entity] = field(default_factory=dict)
+    replay_open: dict[EntityKey, Entity] = field(default_factory=dict)
+    #: replaying into it: updates are history (acp_pipes.fold.windows)
+    window: Window | None = None
+    #: its entities and events, in timeline order
+    lane: Lane = field(default_factory=Timeline.lane)
+    #: the folded session_info_update fields
+    info: dict[str, Any] = field(default_factory=dict)
+    closed: bool = False
+    #: this session's client requests not answered yet
+    pending: set[RpcKey] = field(default_factory=set)
+    #: a resume waiting for earlier work to end
+    deferred: Deferred | None = None
+    #: the last state_update said running
+    running: bool = False
 
-    def __init__(self, kind: str):
-        self.kind = kind
-        self.sessions: list[_Session] = []
+
+@dataclass(slots=True)
+class Request:
+    """A client request waiting for the agent's answer (the methods of
+    :attr:`Folder._ANSWERED`): its frame, and what the answer decides about. ``resume``:
+    a session/resume's record, written once the answer says it succeeded; ``prompt``:
+    the user message a session/prompt makes, inserted once its messageId comes."""
+
+    method: str
+    params: dict[str, Any]
+    sid: str | None  # the session it names (a sessionId of another type is skipped)
+    seq: int
+    t: int | None
+    resume: Record | None = None
+    prompt: Entity | None = None
 
 
-class _Session:
-    __slots__ = ("sid", "open", "replay_open", "window", "lane",
-                 "info", "closed", "pending", "deferred", "running")
+@dataclass(slots=True)
+class Answer:
+    """The agent's response to a :class:`Request`: its frame, whether it is a result
+    (``result``: it, when it is an object, else empty) and the frames of the pair."""
 
-    def __init__(self, sid: str):
-        self.sid = sid
-        # (kind, ACP ID) -> open entity; ("prompt", messageId) for a prompt whose echo has
-        # not come (see _adopt_prompt)
-        self.open: dict[tuple[str, Any], Entity] = {}
-        self.replay_open: dict[tuple[str, Any], Entity] = {}
-        self.window: _Window | None = None  # replaying into it: updates are history
-        self.lane: deque = Timeline.lane()  # its entities and events, in timeline order
-        self.info: dict[str, Any] = {}
-        self.closed = False
-        self.pending: set = set()  # this session's client requests not answered yet
-        self.deferred: tuple | None = None  # a resume waiting for earlier work to end
-        self.running = False  # the last state_update said running
+    seq: int
+    msg: dict[str, Any]
+    ok: bool
+    result: dict[str, Any]
+    key: RpcKey
+    frames: list[int]
+
+
+class _Asked(NamedTuple):
+    """An agent's request (permission, elicitation) waiting for the client's answer:
+    the entity it opened, and its place in the session's open entities."""
+
+    key: EntityKey
+    ent: Entity
+
+
+class _Early(NamedTuple):
+    """A client answer logged before the agent's request it answers."""
+
+    seq: int
+    t: int | None
+    msg: dict[str, Any]
 
 
 class Folder:
@@ -118,26 +160,26 @@ class Folder:
         # the Warn for this fold's source; a Folder knows no lines (0): its reader's Warn
         # says the frame's (fold_paths)
         said = warn or (lambda s, n, m: None)
-        self.warn = lambda msg: said(source, 0, msg)
-        self.sessions: dict[str, _Session] = {}
-        self.c2a: dict[tuple[type, Any], tuple[str, dict, int, int | None, Any]] = {}
-        self.a2c: dict[tuple[type, Any], tuple[str, Any]] = {}
-        self.elicitations: dict[Any, str] = {}
+        self.warn: Note = lambda msg: said(source, 0, msg)
+        self.sessions: dict[str, Session] = {}
+        #: the client's requests waiting for the agent's answer
+        self.c2a: dict[RpcKey, Request] = {}
+        #: the agent's requests (permission, elicitation) waiting for the client's answer
+        self.a2c: dict[RpcKey, _Asked] = {}
+        self.elicitations: dict[str, str] = {}  # elicitationId -> its session
         # client answers logged before the agent's request they answer (the two
         # directions of a proxy are read apart; a scripted client may answer early)
-        self.early: OrderedDict = OrderedDict()
+        self.early: OrderedDict[RpcKey, _Early] = OrderedDict()
         self.forks_pending = 0
         self.init_version: Any = None
         self.lift: V1Lift | None = None  # set when initialize negotiated ACP v1
-        # open resume replay windows, by request (newest last)
-        self.windows: dict[tuple[type, Any], _Window] = {}
-        # subagent session -> the session its subagent_update came in (ASR-721): a child
-        # of a session busy with live work is live too, not history
-        self.parents: dict[str, str] = {}
+        self.replays = Replays(self.timeline, self.sessions)
+        # the replays' open resume windows (the same dict), looked at by every update
+        self.windows = self.replays.open
 
     # -- entry points -----------------------------------------------------------------
 
-    def feed(self, seq: int, t: int | None, direction: str, msg: Any) -> list[dict]:
+    def feed(self, seq: int, t: int | None, direction: str, msg: Any) -> list[Record]:
         """Fold one parsed frame; returns the records it completes."""
         if self.lift is None:
             self._frame(seq, t, direction, msg)
@@ -186,7 +228,7 @@ class Folder:
                 method == "elicitation/complete"):  # checked first: reported either way
             self._elicitation_complete(seq, t, msg.get("params"))
 
-    def _sid_ok(self, method: str, msg: dict) -> bool:
+    def _sid_ok(self, method: str, msg: dict[str, Any]) -> bool:
         """A request or notification naming a session by something other than a string
         is reported and skipped: session IDs key the fold's tables."""
         params = msg.get("params")
@@ -196,23 +238,24 @@ class Folder:
             return False
         return True
 
-    def finish(self) -> list[dict]:
+    def finish(self) -> list[Record]:
         """The recorder stops: every open entity is written as it stands (ASR-705)."""
         if self.init_version is not None and self.init_version not in _VERSIONS:
             raise ProtocolVersionError(self._version_message(self.init_version))
         if self.lift is not None:
             self.lift.finish()
-        for key, (method, params, _seq, _t, extra) in list(self.c2a.items()):
-            if method == "session/resume" and extra is not None:
-                sess = self.sessions.get(params.get("sessionId"))
+        for key, req in list(self.c2a.items()):
+            rec = req.resume
+            if rec is not None:  # a session/resume never answered
+                sess = self._named(req)
                 if sess is not None and sess.deferred is not None and (
-                        sess.deferred[0] is extra):  # never started: its place is now
-                    self._start_resume(sess, extra, False, key)
-                self.timeline.ready(extra)
+                        sess.deferred.record is rec):  # never started: its place is now
+                    self.replays.start_resume(sess, rec, False, key)
+                self.timeline.ready(rec)
         self.c2a.clear()
         self.windows.clear()  # every session in one ends its replay below
         for sess in self.sessions.values():
-            self._end_replay(sess, "stop")
+            self.replays.end(sess, "stop")
             self._finalize_all(sess, "stop")
             self.timeline.flush(sess.lane, force=True)
         self.timeline.close()
@@ -220,7 +263,7 @@ class Folder:
 
     # -- finality (ASR-705) ---------------------------------------------------------------
 
-    def _turn_end(self, sess: _Session, state: str) -> None:
+    def _turn_end(self, sess: Session, state: str) -> None:
         """idle or requires_action: messages, plans and terminals are final (ASR-705);
         at idle a tool call left with status other or a vendor value ends too."""
         finalize = self.timeline.finalize
@@ -251,100 +294,22 @@ class Folder:
             self.states.put((ent.session, ent.kind, ent.key), ent, ent.replayed if (
                 ent.first_replayed is None) else ent.first_replayed, self.conn)
 
-    def _finalize_all(self, sess: _Session, why: str) -> None:
+    def _finalize_all(self, sess: Session, why: str) -> None:
         for ent in list(sess.open.values()):
             self.timeline.finalize(ent, why)
         sess.open.clear()
 
-    def _end_replay(self, sess: _Session, why: str) -> None:
-        """The session's replay ends: replayed entities are final, then a replay_end.
-        A replayed entity is the latest state on the wire of an entity still open live
-        (a tool call that never got a final status, revised by a ``session/load``): the
-        live one is not written again over it (ASR-706, ASR-717). Not yet written, it
-        takes the replayed state in its own place (its first sight's ``ts``, ASR-707);
-        written already, the replayed record supersedes it, and the live one is done."""
-        window = sess.window
-        if window is None:
-            return
-        live = sess.open
-        finalize = self.timeline.finalize
-        for k, ent in sess.replay_open.items():
-            old = live.pop(k, None) if live else None
-            if old is not None and not old.dead:
-                if not old.released:
-                    settle(ent)
-                    old.value, old.chunked, old.output = ent.value, ent.chunked, ent.output
-                    old.own, old.parts = ent.own, None
-                    if ent.trace:
-                        keep_trace(old, ent.trace)
-                    old.frames = sorted(set(old.frames) | set(ent.frames))
-                    ent.dead = True
-                    ent = old
-                else:
-                    ent.pos, ent.t = old.pos, old.t
-                    ent.first_replayed = old.replayed if old.first_replayed is None else (
-                        old.first_replayed)
-                    old.dead = True
-            finalize(ent, "replay")
-        sess.replay_open.clear()
-        sess.window = None
-        self.timeline.event(sess.lane, {"ev": "session", "op": "replay_end",
-                                        "session": sess.sid, "kind": window.kind,
-                                        "frames": [], "t": None})
-
-    # -- replay windows (ASR-707, ASR-717) ------------------------------------------------
-
-    def _join(self, sess: _Session, window: _Window) -> None:
-        """The session's updates are history of ``window`` from now on."""
-        if sess.window is not None:
-            self._end_replay(sess, "replay")  # a new replay starts from empty
-        sess.window = window
-        window.sessions.append(sess)
-
-    def _joins(self, sess: _Session) -> _Window | None:
-        """An update for a session outside any replay while a resume is open:
-        history of the newest such window, unless the session (or the session that
-        spawned it as a subagent) has live work on the connection (acp-pipes choice)."""
-        if self._busy(sess):
-            return None
-        window = next(reversed(self.windows.values()))
-        self._join(sess, window)
-        return window
-
-    def _busy(self, sess: _Session) -> bool:
-        """The session or one of its subagent ancestors is running, or has a client
-        request other than a resume waiting for its answer."""
-        windows = self.windows.keys()
-        for _ in range(16):  # a chain of subagents (and no loop forever on a cycle)
-            if sess.running or (sess.pending and not sess.pending <= windows):
-                return True
-            parent = self.parents.get(sess.sid)
-            sess = self.sessions.get(parent) if parent is not None else None
-            if sess is None:
-                return False
-        return False
-
-    def _close_window(self, key: tuple) -> None:
-        """A resume was answered: its window's sessions end their replay."""
-        window = self.windows.pop(key, None)
-        if window is None:
-            return
-        for sess in window.sessions:
-            if sess.window is window:
-                self._end_replay(sess, "replay")
-                self.timeline.flush(sess.lane)
-
     # -- requests and responses ---------------------------------------------------------
 
-    def _request(self, seq, t, direction, msg, method) -> None:
+    def _request(self, seq: int, t: int | None, direction: str, msg: dict[str, Any],
+                 method: str) -> None:
         rid = msg["id"]
         params = msg.get("params")
         if params.__class__ is not dict:
             params = {}
         if direction == "c2a":
-            if method not in _SETUP:
+            if method not in self._ANSWERED:
                 return
-            extra = None
             sid = params.get("sessionId")
             if method == "session/resume" and isinstance(sid, str):
                 sess = self._session(sid)
@@ -352,21 +317,22 @@ class Folder:
                 ev = {"ev": "session", "op": "resume", "session": sid, **_roots(params),
                       "replayFrom": params.get("replayFrom"), "frames": [seq], "t": t}
                 replay = params.get("replayFrom") is not None
-                self.c2a[key] = (method, params, seq, t, ev)
+                self.c2a[key] = Request(method, params, sid, seq, t, resume=ev)
                 if sess.pending or sess.running:
                     # a client that does not wait: the replay starts once the agent is
                     # done with the session's earlier requests (clients may pipeline)
-                    sess.deferred = (ev, replay, key)
+                    sess.deferred = Deferred(ev, replay, key)
                 else:
-                    self._start_resume(sess, ev, replay, key)
+                    self.replays.start_resume(sess, ev, replay, key)
                 sess.pending.add(key)
                 return
             if isinstance(sid, str):
                 self._session(sid).pending.add((rid.__class__, rid))
+            req = Request(method, params, sid if isinstance(sid, str) else None, seq, t)
             if method == "session/prompt" and isinstance(sid, str):
                 sess = self._session(sid)
                 if sess.window is not None and sess.window.kind == "fork":
-                    self._end_replay(sess, "prompt")
+                    self.replays.end(sess, "prompt")
                 prompt = params.get("prompt")
                 ent = Entity("user_message", None, sid, seq, t)
                 ent.origin = "prompt"
@@ -374,177 +340,187 @@ class Folder:
                 keep_trace(ent, params.get("_meta"))  # the prompt's trace context (ASR-708)
                 ent.frames.append(seq)
                 self.timeline.add(sess.lane, ent)
-                extra = ent
+                req.prompt = ent
             elif method == "session/fork":
                 self.forks_pending += 1
-            self.c2a[(rid.__class__, rid)] = (method, params, seq, t, extra)
+            self.c2a[(rid.__class__, rid)] = req
         else:
             sid = params.get("sessionId")
             if method == "session/request_permission" and isinstance(sid, str):
-                ent = self._open_request(sid, seq, t, "permission",
-                                         f"{self.conn}:{rpc_id_str(rid)}", params)
-                self.a2c[(rid.__class__, rid)] = ("permission", ent)
+                self.a2c[(rid.__class__, rid)] = self._open_request(
+                    sid, seq, t, "permission", f"{self.conn}:{rpc_id_str(rid)}", params)
             elif method == "elicitation/create" and isinstance(sid, str):
                 eid = params.get("elicitationId")
-                key = eid if isinstance(eid, str) else f"{self.conn}:{rpc_id_str(rid)}"
-                ent = self._open_request(sid, seq, t, "elicitation", key, params)
-                ent.value["idSource"] = "native" if isinstance(eid, str) else "derived"
+                ident = eid if isinstance(eid, str) else f"{self.conn}:{rpc_id_str(rid)}"
+                asked = self.a2c[(rid.__class__, rid)] = self._open_request(
+                    sid, seq, t, "elicitation", ident, params)
+                asked.ent.value["idSource"] = "native" if isinstance(eid, str) else "derived"
                 if isinstance(eid, str):
                     self.elicitations[eid] = sid
-                self.a2c[(rid.__class__, rid)] = ("elicitation", ent)
             # an elicitation before any session (request scope) is not recorded (ASR-734)
             early = self.early.pop((rid.__class__, rid), None)
             if early is not None and (rid.__class__, rid) in self.a2c:
-                self._response(early[0], early[1], "c2a", early[2])
+                self._response(early.seq, early.t, "c2a", early.msg)
             if self.snapshots and isinstance(sid, str) and sid in self.sessions:
                 self.timeline.flush(self.sessions[sid].lane, force=True)
 
-    def _start_resume(self, sess: _Session, ev: dict, replay: bool, key: tuple) -> None:
-        """The resume's record takes its place in the timeline (kept until the response
-        says whether it succeeded); with a replay, a window opens on the connection and
-        the session's history follows the record."""
-        sess.deferred = None
-        self.timeline.event(sess.lane, ev, ready=False)
-        if replay:
-            window = self.windows[key] = _Window("resume")
-            self._join(sess, window)
-
-    def _maybe_start_deferred(self, sess: _Session) -> None:
-        if sess.deferred is not None and not sess.running and not (
-                sess.pending - {sess.deferred[2]}):
-            ev, replay, key = sess.deferred
-            self._start_resume(sess, ev, replay, key)
-
-    def _open_request(self, sid, seq, t, kind, key, params) -> Entity:
+    def _open_request(self, sid: str, seq: int, t: int | None, kind: str, key: str,
+                      params: dict[str, Any]) -> _Asked:
+        """The agent asks the client: an entity open until the client answers."""
         sess = self._session(sid)
         ent = Entity(kind, key, sid, seq, t, replayed=False)
         ent.value.update((k, v) for k, v in params.items() if k != "sessionId")
         ent.frames.append(seq)
         sess.open[(kind, key)] = ent
         self.timeline.add(sess.lane, ent)
-        return ent
+        return _Asked((kind, key), ent)
 
-    def _response(self, seq, t, direction, msg) -> None:
+    def _response(self, seq: int, t: int | None, direction: str,
+                  msg: dict[str, Any]) -> None:
         rid = msg["id"]
         k = (rid.__class__, rid)
         if direction == "c2a":  # the client answers the agent
             asked = self.a2c.pop(k, None)
             if asked is None:
-                self.early[k] = (seq, t, msg)
+                self.early[k] = _Early(seq, t, msg)
                 if len(self.early) > 1024:
                     self.early.popitem(last=False)
                 return
-            kind, ent = asked
+            ent = asked.ent
             ent.frames.append(seq)
             if "result" in msg:
-                ent.value["outcome" if kind == "permission" else "response"] = msg["result"]
+                ent.value["outcome" if ent.kind == "permission" else "response"] = (
+                    msg["result"])
             else:
                 ent.value["error"] = msg.get("error")
             sess = self.sessions[ent.session]
-            sess.open.pop((kind, ent.key), None)
+            sess.open.pop(asked.key, None)
             self.timeline.finalize(ent, "response")
             self.timeline.flush(sess.lane)
             return
-        asked = self.c2a.pop(k, None)
-        if asked is None:
+        req = self.c2a.pop(k, None)
+        if req is None:
             return
-        method, params, rseq, rt, extra = asked
-        psid = params.get("sessionId")
-        psess = self.sessions.get(psid) if isinstance(psid, str) else None
+        psess = self._named(req)
         if psess is not None:
             psess.pending.discard(k)
-        try:
-            self._answered(seq, t, msg, method, params, rseq, rt, extra, k)
-        finally:
-            if psess is not None and method != "session/resume":
-                self._maybe_start_deferred(psess)
-
-    def _answered(self, seq, t, msg, method, params, rseq, rt, extra, key) -> None:
-        """The agent answered one of the client's requests."""
         ok = "result" in msg
         result = msg.get("result") if ok else None
-        if result.__class__ is not dict:
-            result = {}
-        frames = [rseq, seq]
-        if method == "initialize":
-            if not ok:
-                return
-            version = result.get("protocolVersion")
-            self.init_version = version
-            if version == 1:  # from here on every frame is lifted first
-                self.lift = V1Lift(self.conn, frame=self._frame, update=self._update,
-                                   mark=self._derived, declare=self._lossy,
-                                   states=self.states)
-                params, result = lift_initialize(params, result)
-            elif version not in _VERSIONS:
-                raise ProtocolVersionError(self._version_message(version))
-            rec = {"ev": "initialize", "protocolVersion": version,
-                   "agent": result.get("info"), "client": params.get("info"),
-                   "frames": frames, "t": rt}
-            self.timeline.emit(rec)
-        elif method in ("session/new", "session/fork"):
-            if method == "session/fork":
-                self.forks_pending = max(0, self.forks_pending - 1)
-            sid = result.get("sessionId")
-            if not ok:  # no session: acp-asr says why when the recording holds none
-                self.timeline.emit({"ev": "refused", "method": method,
-                                    "error": msg.get("error"), "frames": frames, "t": rt})
-                return
-            if not isinstance(sid, str):
-                return
-            sess = self._session(sid)
-            rec = {"ev": "session", "op": "new" if method == "session/new" else "fork",
-                   "session": sid, **_roots(params)}
-            if method == "session/fork":
-                rec["from"] = params.get("sessionId")
-                self._keep_open(rec["from"])
-                self.states.forked(sid, rec["from"])  # what it copied (ASR-718)
-                if sess.window is None:
-                    self._join(sess, _Window("fork"))
-            rec["frames"] = frames
-            rec["t"] = rt
-            rec["pos"] = rseq
-            self.timeline.emit(rec)  # before anything of the session leaves its lane
-        elif method == "session/resume":
-            self._close_window(key)
-            sess = self.sessions.get(params.get("sessionId"))
-            if sess is None:
-                return
-            if sess.deferred is not None and sess.deferred[0] is extra:
-                # answered before it could start
-                self._start_resume(sess, extra, False, key)
-            # the resume's record waited for this answer: written only if it succeeded
-            if ok:
-                self.timeline.ready(extra, seq)
+        try:
+            self._ANSWERED[req.method](self, req, Answer(
+                seq, msg, ok, result if result.__class__ is dict else {}, k, [req.seq, seq]))
+        finally:
+            if psess is not None and req.method != "session/resume":
+                self.replays.start_deferred(psess)
+
+    # -- the agent answers one of the client's requests -----------------------------------
+
+    def _initialized(self, req: Request, ans: Answer) -> None:
+        """initialize: the protocol version decides how every later frame is read."""
+        if not ans.ok:
+            return
+        params, result = req.params, ans.result
+        version = result.get("protocolVersion")
+        self.init_version = version
+        if version == 1:  # from here on every frame is lifted first
+            self.lift = V1Lift(self.conn, frame=self._frame, update=self._update,
+                               mark=self._derived, declare=self._lossy,
+                               states=self.states)
+            params, result = lift_initialize(params, result)
+        elif version not in _VERSIONS:
+            raise ProtocolVersionError(self._version_message(version))
+        rec = {"ev": "initialize", "protocolVersion": version,
+               "agent": result.get("info"), "client": params.get("info"),
+               "frames": ans.frames, "t": req.t}
+        self.timeline.emit(rec)
+
+    def _session_made(self, req: Request, ans: Answer) -> None:
+        """session/new or session/fork: the session's record leaves at once; a fork's
+        session replays what it copied until its first prompt (ASR-718)."""
+        method, params = req.method, req.params
+        fork = method == "session/fork"
+        if fork:
+            self.forks_pending = max(0, self.forks_pending - 1)
+        sid = ans.result.get("sessionId")
+        if not ans.ok:  # no session: acp-asr says why when the recording holds none
+            self.timeline.emit({"ev": "refused", "method": method,
+                                "error": ans.msg.get("error"), "frames": ans.frames,
+                                "t": req.t})
+            return
+        if not isinstance(sid, str):
+            return
+        sess = self._session(sid)
+        rec = {"ev": "session", "op": "fork" if fork else "new", "session": sid,
+               **_roots(params)}
+        if fork:
+            rec["from"] = params.get("sessionId")
+            self._keep_open(rec["from"])
+            self.states.forked(sid, rec["from"])  # what it copied (ASR-718)
+            if sess.window is None:
+                self.replays.join(sess, Window("fork"))
+        rec["frames"] = ans.frames
+        rec["t"] = req.t
+        rec["pos"] = req.seq
+        self.timeline.emit(rec)  # before anything of the session leaves its lane
+
+    def _resumed(self, req: Request, ans: Answer) -> None:
+        """session/resume: its replay window closes (ASR-717); its record, which waited
+        for this answer, is written only if it succeeded."""
+        self.replays.close(ans.key)
+        sess = self._named(req)
+        if sess is None:
+            return
+        rec = req.resume
+        if sess.deferred is not None and sess.deferred.record is rec:
+            # answered before it could start
+            self.replays.start_resume(sess, sess.deferred.record, False, ans.key)
+        if rec is not None:
+            if ans.ok:
+                self.timeline.ready(rec, ans.seq)
                 sess.closed = False
             else:
-                self.timeline.drop(extra)
-            self.timeline.flush(sess.lane)
-        elif method == "session/close":
-            sess = self.sessions.get(params.get("sessionId"))
-            if sess is None or not ok:
-                return
-            self._end_replay(sess, "close")
-            self._finalize_all(sess, "close")
-            self.timeline.event(sess.lane, {"ev": "session", "op": "close",
-                                            "session": sess.sid, "frames": frames, "t": rt})
-            sess.closed = True
-            self.timeline.flush(sess.lane, force=True)
-        elif method == "session/prompt":
-            ent: Entity = extra
-            if ent is None:
-                return
-            sess = self.sessions[ent.session]
-            mid = result.get("messageId")
-            if not ok or not isinstance(mid, str):
-                ent.dead = True  # ACP: the message was not inserted; no record
-                self.timeline.flush(sess.lane)
-                return
-            ent.frames.append(seq)
-            self._adopt_prompt(sess, ent, mid)
-            self.timeline.flush(sess.lane)
+                self.timeline.drop(rec)
+        self.timeline.flush(sess.lane)
 
-    def _adopt_prompt(self, sess: _Session, ent: Entity, mid: str) -> None:
+    def _closed(self, req: Request, ans: Answer) -> None:
+        """session/close: everything open is final (ASR-705), then the close record."""
+        sess = self._named(req)
+        if sess is None or not ans.ok:
+            return
+        self.replays.end(sess, "close")
+        self._finalize_all(sess, "close")
+        self.timeline.event(sess.lane, {"ev": "session", "op": "close", "session": sess.sid,
+                                        "frames": ans.frames, "t": req.t})
+        sess.closed = True
+        self.timeline.flush(sess.lane, force=True)
+
+    def _prompted(self, req: Request, ans: Answer) -> None:
+        """session/prompt: the prompt's user message gets its messageId (ASR-713); a
+        refused prompt was never inserted and has no record."""
+        ent = req.prompt
+        if ent is None:
+            return
+        sess = self.sessions[ent.session]
+        mid = ans.result.get("messageId")
+        if not ans.ok or not isinstance(mid, str):
+            ent.dead = True  # ACP: the message was not inserted; no record
+            self.timeline.flush(sess.lane)
+            return
+        ent.frames.append(ans.seq)
+        self._adopt_prompt(sess, ent, mid)
+        self.timeline.flush(sess.lane)
+
+    #: The client requests the fold follows, each with what its answer does.
+    _ANSWERED: ClassVar[dict[str, Callable[[Folder, Request, Answer], None]]] = {
+        "initialize": _initialized,
+        "session/new": _session_made,
+        "session/fork": _session_made,
+        "session/resume": _resumed,
+        "session/close": _closed,
+        "session/prompt": _prompted,
+    }
+
+    def _adopt_prompt(self, sess: Session, ent: Entity, mid: str) -> None:
         """The prompt gets its messageId; a user_message with that ID is the same
         entity (ASR-713): it takes the prompt's timeline position. The agent's echo of
         the prompt is the prompt, whether it came before this response or comes after
@@ -570,15 +546,15 @@ class Folder:
 
     # -- updates ------------------------------------------------------------------------
 
-    def _update(self, seq: int, t: int | None, sid: str, upd: dict, key: Any = None,
-                meta: Any = None) -> None:
+    def _update(self, seq: int, t: int | None, sid: str, upd: dict[str, Any],
+                key: Any = None, meta: Any = None) -> None:
         """Fold one ``session/update``; ``key``: the entity's ID when the update does not
         carry it (a v1 chunk, under the ID the lift derived); ``meta``: the notification's
         ``params._meta``."""
         sess = self.sessions.get(sid) or self._session(sid)
         window = sess.window
         if window is None and self.windows:
-            window = self._joins(sess)  # history, whatever session it names (ASR-707)
+            window = self.replays.joins(sess)  # history, whatever session it names (ASR-707)
         kind = upd.get("sessionUpdate")
         spec = FOLDS.get(kind) if kind.__class__ is str else None
         if spec is not None:
@@ -622,14 +598,14 @@ class Folder:
             if window is None:
                 sess.running = state == "running"
                 if not sess.running:
-                    self._maybe_start_deferred(sess)
+                    self.replays.start_deferred(sess)
             if state in ("idle", "requires_action") and window is None:
                 self._turn_end(sess, state)
             elif self.snapshots and window is None:
                 self.timeline.flush(sess.lane, force=True)
         self.timeline.bound(sess.lane)
 
-    def _snapshot(self, sess: _Session, ent: Entity) -> None:
+    def _snapshot(self, sess: Session, ent: Entity) -> None:
         """ASR-705: a long stream is a checkpoint of its own. The first releases the
         lane as partial records (as at any checkpoint); once the entity is released, a
         snapshot of it leaves at once, as its final record will."""
@@ -639,7 +615,8 @@ class Folder:
         else:
             timeline.flush(sess.lane, force=True)
 
-    def _new_entity(self, sess, seq, t, kind, key, how, id_field, table) -> Entity:
+    def _new_entity(self, sess: Session, seq: int, t: int | None, kind: str, key: str,
+                    how: str, id_field: str, table: dict[EntityKey, Entity]) -> Entity:
         """The first update of an entity (in this namespace): a new entity, or one
         re-opened after its final record (ASR-706)."""
         replaying = sess.window is not None
@@ -659,7 +636,8 @@ class Folder:
         self.timeline.add(sess.lane, ent)
         return ent
 
-    def _ended_by_update(self, sess, ent: Entity, table: dict, k: tuple) -> None:
+    def _ended_by_update(self, sess: Session, ent: Entity, table: dict[EntityKey, Entity],
+                         k: EntityKey) -> None:
         """Tool calls and compactions end with a terminal status; a subagent is final at
         each update."""
         kind = ent.kind
@@ -680,13 +658,13 @@ class Folder:
         elif kind == "subagent":
             # written at first sight, before any child traffic (ASR-721); later updates
             # supersede it. The child's parent decides whether its updates are live.
-            self.parents[ent.key] = sess.sid
+            self.replays.parents[k[1]] = sess.sid
             if live:
                 del table[k]
                 self.timeline.finalize(ent, "update")
                 self.timeline.flush(sess.lane)
 
-    def _elicitation_complete(self, seq, t, params) -> None:
+    def _elicitation_complete(self, seq: int, t: int | None, params: Any) -> None:
         if params.__class__ is not dict:
             return
         eid = params.get("elicitationId")
@@ -702,14 +680,18 @@ class Folder:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _session(self, sid: str) -> _Session:
+    def _session(self, sid: str) -> Session:
         sess = self.sessions.get(sid)
         if sess is None:
-            sess = self.sessions[sid] = _Session(sid)
+            sess = self.sessions[sid] = Session(sid)
             if self.forks_pending:
                 # history replayed into a fork before its response
-                self._join(sess, _Window("fork"))
+                self.replays.join(sess, Window("fork"))
         return sess
+
+    def _named(self, req: Request) -> Session | None:
+        """The session a client request names, if the fold knows it."""
+        return None if req.sid is None else self.sessions.get(req.sid)
 
     def _derived(self, sid: str, kind: str, key: str) -> None:
         """The v1 lift derived this entity's ID: its record says so (``idSource``)."""
@@ -750,7 +732,7 @@ class Folder:
                 "reads ACP v1 and v2 (schema 2.0.0-alpha.9, protocol version 2)")
 
 
-def _roots(params: dict) -> dict:
+def _roots(params: dict[str, Any]) -> dict[str, Any]:
     """cwd, additionalDirectories and MCP server names/types; never their configuration
     (environment, headers, arguments can hold credentials: ASR-712)."""
     out: dict[str, Any] = {"cwd": params.get("cwd")}

@@ -13,12 +13,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from acp_pipes.fold.patch import append_block, patch_fields, patch_meta
 
-__all__ = ["CONTENT_FIELD", "EVENTS", "FOLDS", "TRACE_KEYS", "UPDATES", "Entity", "apply_update",
-           "keep_trace", "settle", "trace_of"]
+__all__ = ["CONTENT_FIELD", "EVENTS", "FOLDS", "TRACE_KEYS", "UPDATES", "Apply", "Entity", "Fold",
+           "apply_update", "keep_trace", "settle", "trace_of"]
 
 UPDATES: dict[str, tuple[str, str, str]] = {
     "user_message": ("user_message", "messageId", "upsert"),
@@ -245,11 +245,25 @@ def _plan(ent: Entity, upd: dict, id_field: str) -> str | None:
     return None
 
 
-_APPLY = {"chunk": _chunk, "upsert": _upsert, "bytes": _bytes, "plan": _plan}
+#: One update into an entity: the entity, the update, its ID field -> a problem or None.
+Apply = Callable[[Entity, dict[str, Any], str], "str | None"]
+
+
+class Fold(NamedTuple):
+    """How one ``sessionUpdate`` kind folds (a tuple: the fold unpacks it per update)."""
+
+    kind: str  # the entity kind
+    id_field: str  # the update's field holding the entity's ACP ID
+    how: str  # upsert, chunk, plan or bytes
+    apply: Apply  # the function that folds it
+
+
+_APPLY: dict[str, Apply] = {"chunk": _chunk, "upsert": _upsert, "bytes": _bytes,
+                            "plan": _plan}
 _SKIP_ID = {f: frozenset({"sessionUpdate", f}) for _, f, _ in UPDATES.values()}
-#: ``sessionUpdate`` -> (entity kind, id field, how, the function that folds it).
-FOLDS: dict[str, tuple[str, str, str, Callable[[Entity, dict, str], str | None]]] = {
-    k: (kind, f, how, _APPLY[how]) for k, (kind, f, how) in UPDATES.items()}
+#: ``sessionUpdate`` -> how it folds.
+FOLDS: dict[str, Fold] = {
+    k: Fold(kind, f, how, _APPLY[how]) for k, (kind, f, how) in UPDATES.items()}
 
 
 def _sender(value: dict, upd: dict) -> None:

@@ -20,6 +20,7 @@ session here too, so a message gets the same ID on every connection that sees it
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -37,27 +38,23 @@ _ABSENT = b""
 SEEN_IN_MEMORY = 8192
 
 
+@dataclass(slots=True, eq=False)
 class State:
     """One entity's latest state and its first sight (``pos``, ``t``, ``replayed``: the
     superseding record keeps the first sight's ``ts`` or ``observedAt``, ASR-707);
     ``conn``: the connection whose frames ``frames`` are."""
 
-    __slots__ = ("value", "chunked", "frames", "origin", "output", "pos", "t", "trace",
-                 "replayed", "conn", "session")
-
-    def __init__(self, value, chunked, frames, origin, output, pos, t, trace, replayed,
-                 conn, session):
-        self.value = value
-        self.chunked = chunked
-        self.frames = frames
-        self.origin = origin
-        self.output = output
-        self.pos = pos
-        self.t = t
-        self.trace = trace
-        self.replayed = replayed
-        self.conn = conn
-        self.session = session
+    value: dict[str, Any]
+    chunked: bool
+    frames: list[int]
+    origin: str | None
+    output: bytearray | None
+    pos: int
+    t: int | None
+    trace: dict[str, Any] | None
+    replayed: bool
+    conn: int
+    session: str
 
 
 class States:

@@ -32,7 +32,12 @@ from typing import Any
 from acp_pipes.fold.entities import Entity, settle
 from acp_pipes.fold.state import States
 
-__all__ = ["MAX_HELD", "Timeline"]
+__all__ = ["MAX_HELD", "Lane", "Record", "Timeline"]
+
+#: One record of the fold's output (docs/acp-fold.md), or an event waiting in a lane.
+Record = dict[str, Any]
+#: A session's entities and events, in timeline order.
+Lane = deque[Entity | Record]
 
 MAX_HELD = 4096
 _LIST_FIELDS = ("content", "summary")  # copied so a record never shares a growing list
