@@ -32,7 +32,7 @@ from acp_pipes.errors import Note, Warn
 from acp_pipes.fold import v1
 from acp_pipes.fold.core import ProtocolVersionError
 from acp_pipes.fold.entities import TRACE_KEYS
-from acp_pipes.fold.index import DigestIndex
+from acp_pipes.fold.index import DigestIndex, key_digest
 from acp_pipes.streams import FOLD
 
 _blake3 = blake3.blake3
@@ -96,10 +96,6 @@ def _hash(body: dict[str, Any]) -> bytes:
             return canonical_hash(core).encode()
         except CanonicalError:
             return repr(core).encode()
-
-
-def _key(sid: str, key: tuple[Any, ...]) -> bytes:
-    return _blake3(_dumps((sid, key))).digest(16)
 
 
 class _Lists:
@@ -229,10 +225,8 @@ class Converter:
         sid = st.sid
         index = self.index
         if key is not None:
-            digest = _blake3(_dumps((sid, key))).digest(16)  # _key, inlined
-            prev = index.mem.get(digest)
-            if prev is None and index.db is not None:
-                prev = index.get(digest)
+            digest = key_digest((sid, key))
+            prev = index.get(digest)
             if prev is not None:
                 if _hash(body) == _hash(self.store.get(sid, prev >> 32)):
                     return  # ASR-717: already recorded, same content
@@ -251,7 +245,7 @@ class Converter:
         if prev_id is not None:
             out["supersedes"] = prev_id  # ASR-706 / ASR-717
         elif replayed and st.copying and st.parent is not None and key is not None:
-            src = index.get(_key(st.parent, key))
+            src = index.get(key_digest((st.parent, key)))
             if src is not None:  # ASR-718: history copied into the fork
                 out["copiedFrom"] = {"session": st.parent, "id": f"r{src & 0xFFFFFFFF}",
                                      "proof": "native_id"}
@@ -266,10 +260,7 @@ class Converter:
         out["native"] = ref
         pos = self._put(sid, out)
         if key is not None:
-            mem = index.mem
-            mem[digest] = pos << 32 | seq  # index.put, inlined
-            if len(mem) > index.limit:
-                index.spill()
+            index.put(digest, pos << 32 | seq)
         if out["type"] in CONTEXT_TYPES and out.get("origin") != "notice":
             ctx = st.ctx
             ctx.last_context = rid
