@@ -18,8 +18,8 @@ when the same entity comes again, from the stored record.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import blake3
 import orjson
@@ -28,12 +28,15 @@ from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
 from acp_pipes.asr.records import BUILDERS, Ctx, Key, Unmappable, audit, event_bodies
 from acp_pipes.canonical import CanonicalError, canonical_hash
-from acp_pipes.errors import Note, Warn
+from acp_pipes.errors import InputError, Note, Warn
 from acp_pipes.fold import v1
 from acp_pipes.fold.core import ProtocolVersionError
 from acp_pipes.fold.entities import TRACE_KEYS
 from acp_pipes.fold.index import DigestIndex, key_digest
 from acp_pipes.streams import FOLD
+
+if TYPE_CHECKING:
+    from acp_pipes.asr.output import Spool
 
 _blake3 = blake3.blake3
 _dumps = orjson.dumps
@@ -98,6 +101,15 @@ def _hash(body: dict[str, Any]) -> bytes:
             return repr(core).encode()
 
 
+class Store(Protocol):
+    """Where a :class:`Converter` puts its records: ``put`` returns the record's
+    position, ``get`` reads it back (ASR-706/717 compare with an earlier record)."""
+
+    def put(self, sid: str, rec: dict[str, Any], /) -> int: ...
+
+    def get(self, sid: str, pos: int, /) -> dict[str, Any]: ...
+
+
 class _Lists:
     """The default store: each session's records in a list (small inputs, tests)."""
 
@@ -120,9 +132,9 @@ class Converter:
     ``put(sid, rec) -> pos`` and ``get(sid, pos) -> rec``, e.g. a Spool; default: lists
     in memory, :attr:`records`), headers at the end (:meth:`headers`)."""
 
-    def __init__(self, *, agent_name: str | None = None,
-                 secret_fields: Iterable[str] = (), keep_fields: Iterable[str] = (),
-                 store: Any = None, note: Note | None = None):
+    def __init__(self, *, agent_name: str | None = None, secret_fields: Iterable[str] = (),
+                 keep_fields: Iterable[str] = (), store: Store | None = None,
+                 note: Note | None = None):
         self.configured_name = agent_name
         self.note = note
         self.noted: set[tuple[str, str]] = set()  # (kind, problem) said once a run
@@ -132,7 +144,11 @@ class Converter:
         self.conn = 0
         self.agents: dict[int, dict[str, Any]] = {}
         self.v1: set[int] = set()  # connections that negotiated ACP v1
-        self.store = _Lists() if store is None else store
+        # the default store, which :attr:`records` reads
+        self._lists: _Lists | None = None
+        if store is None:
+            store = self._lists = _Lists()
+        self.store = store
         self._put = self.store.put
         self.index = DigestIndex()
         #: (connection, fold record) of each session/new or session/fork the agent
@@ -146,7 +162,9 @@ class Converter:
     @property
     def records(self) -> dict[str, list[dict[str, Any]]]:
         """Each session's records, with the default (in-memory) store."""
-        return self.store.lists
+        if self._lists is None:
+            raise AttributeError("Converter.records: only with the default store")
+        return self._lists.lists
 
     # -- input ----------------------------------------------------------------------------
 
@@ -365,8 +383,8 @@ class Converted:
 
     __slots__ = ("headers", "interrupted", "refused", "spool", "unreadable")
 
-    def __init__(self, spool: Any, headers: dict[str, dict[str, Any]], unreadable: Any,
-                 interrupted: bool = False,
+    def __init__(self, spool: Spool, headers: dict[str, dict[str, Any]],
+                 unreadable: InputError | None, interrupted: bool = False,
                  refused: list[tuple[str, int, dict[str, Any]]] | None = None):
         self.spool = spool
         self.headers = headers
@@ -396,8 +414,9 @@ class Converted:
 def convert_paths(paths: Iterable[str], *, warn: Warn, agent_name: str | None = None,
                   secret_fields: Iterable[str] = (), keep_fields: Iterable[str] = (),
                   snapshots: bool = False, only: str | None = None,
-                  on_file: Any = None, note: Note | None = None,
-                  directory: str | None = None, follow: bool = False) -> Converted:
+                  on_file: Callable[[int, str], object] | None = None,
+                  note: Note | None = None, directory: str | None = None,
+                  follow: bool = False) -> Converted:
     """Convert recordings (wire logs, frames or fold streams) as acp-asr does: each path
     is its own connection, numbered on from the last. ``on_file(i, path)`` is called
     before each path (acp-asr's progress); ``note`` hears of what was kept as an audit
@@ -410,7 +429,6 @@ def convert_paths(paths: Iterable[str], *, warn: Warn, agent_name: str | None = 
     until its end record (:class:`acp_pipes.jsonl.Live`). Ctrl-C ends the reading as an
     end of input would (``interrupted``)."""
     from acp_pipes.asr.output import Spool
-    from acp_pipes.errors import InputError
     from acp_pipes.fold import fold_paths
     from acp_pipes.fold.state import States
     from acp_pipes.jsonl import Live, display_name
@@ -420,7 +438,7 @@ def convert_paths(paths: Iterable[str], *, warn: Warn, agent_name: str | None = 
     conv = Converter(agent_name=agent_name, secret_fields=secret_fields,
                      keep_fields=keep_fields, store=spool, note=note)
     live = Live(spool.flush if directory is not None else None, follow=follow)
-    unreadable = None
+    unreadable: InputError | None = None
     interrupted = False
     states = States()  # one entity state per session, for every connection (ASR-704)
     refused: list[tuple[str, int, dict[str, Any]]] = []
