@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, final
 
 from acp_pipes.fold.patch import append_block, patch_fields, patch_meta
 
@@ -58,6 +58,7 @@ TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 _KEEP_ON_NULL = {"session_message": ("senderSessionId", "recipientSessionId")}
 
 
+@final  # the fold tells an entity from an event record by its exact type
 class Entity:
     """One entity being folded: its value so far and where it came from."""
 
@@ -65,7 +66,7 @@ class Entity:
                  "replayed", "released", "final", "ready", "dead", "origin",
                  "output", "after_final", "why", "own", "parts", "trace", "first_replayed")
 
-    def __init__(self, kind: str, key: Any, session: str, pos: int, t: int | None,
+    def __init__(self, kind: str, key: str | None, session: str, pos: int, t: int | None,
                  replayed: bool = False):
         self.kind = kind
         self.key = key
@@ -78,13 +79,13 @@ class Entity:
         self.replayed = replayed
         self.released = False  # a record for it has left the timeline already
         self.final = False
-        self.ready: dict | None = None  # its final record, waiting for its turn
+        self.ready: dict[str, Any] | None = None  # its final record, waiting for its turn
         self.dead = False  # dropped (a prompt that was refused); skipped in the timeline
         self.origin: str | None = None  # "prompt" for a session/prompt message
         self.output: bytearray | None = None  # terminal output bytes
         self.after_final = False
         self.why = ""
-        self.own: list | None = None  # the content list this entity made (chunks append)
+        self.own: list[Any] | None = None  # the content list this entity made (chunks append)
         # text chunks joining the last block of ``own``, joined once when the value is
         # read (settle): streaming n chunks costs O(n), not O(n^2) string copies
         self.parts: list[str] | None = None
@@ -112,7 +113,7 @@ def keep_trace(ent: Entity, meta: Any) -> None:
                 trace[k] = v
 
 
-def trace_of(meta: Any) -> dict | None:
+def trace_of(meta: Any) -> dict[str, Any] | None:
     """The trace context keys of a ``_meta`` (None when it has none)."""
     if meta.__class__ is not dict:
         return None
@@ -126,10 +127,11 @@ def settle(ent: Entity) -> None:
     if parts is not None:
         ent.parts = None
         content = ent.own
+        assert content is not None  # parts join the last block of own: set together
         content[-1] = {**content[-1], "text": "".join(parts)}
 
 
-def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
+def apply_update(ent: Entity, how: str, upd: dict[str, Any], id_field: str) -> str | None:
     """Fold one update into ``ent`` (ACP's patch rule, ASR-704). Returns a problem to
     report, or None."""
     fn = _APPLY.get(how)
@@ -138,7 +140,7 @@ def apply_update(ent: Entity, how: str, upd: dict, id_field: str) -> str | None:
     return fn(ent, upd, id_field)
 
 
-def _chunk(ent: Entity, upd: dict, id_field: str) -> str | None:
+def _chunk(ent: Entity, upd: dict[str, Any], id_field: str) -> str | None:
     """``*_chunk``: one block appended; plain text joins plain text (ASR-704, ASR-211)."""
     meta = upd.get("_meta")
     if meta is not None:  # chunk-scoped, but its trace context is kept (ASR-708)
@@ -149,11 +151,13 @@ def _chunk(ent: Entity, upd: dict, id_field: str) -> str | None:
     kind = ent.kind
     value = ent.value
     cfield = CONTENT_FIELD.get(kind, "content")
-    content = value.get(cfield)
-    if content is None or content is not ent.own:
+    content = ent.own
+    current: object = value.get(cfield)
+    if content is None or content is not current:
         # copied once, then appended in place: linear in the chunks, not quadratic
         # (a record copies the list when it is made, so none shares it)
-        content = ent.own = list(content) if content.__class__ is list else []
+        content = list(current) if current.__class__ is list else []
+        ent.own = content
         value[cfield] = content
     ent.chunked = True
     if kind in _CONCAT and content and block.__class__ is dict and len(block) == 2 and (
@@ -177,7 +181,7 @@ def _chunk(ent: Entity, upd: dict, id_field: str) -> str | None:
     return None
 
 
-def _upsert(ent: Entity, upd: dict, id_field: str) -> str | None:
+def _upsert(ent: Entity, upd: dict[str, Any], id_field: str) -> str | None:
     """An upsert: fields patched (ASR-704, ASR-708); full content replaces chunks."""
     if ent.parts is not None:
         settle(ent)
@@ -206,7 +210,7 @@ def _upsert(ent: Entity, upd: dict, id_field: str) -> str | None:
     return None
 
 
-def _bytes(ent: Entity, upd: dict, id_field: str) -> str | None:
+def _bytes(ent: Entity, upd: dict[str, Any], id_field: str) -> str | None:
     """``terminal_output_chunk``: the decoded bytes appended."""
     meta = upd.get("_meta")
     if meta is not None:
@@ -221,7 +225,7 @@ def _bytes(ent: Entity, upd: dict, id_field: str) -> str | None:
     return None
 
 
-def _plan(ent: Entity, upd: dict, id_field: str) -> str | None:
+def _plan(ent: Entity, upd: dict[str, Any], id_field: str) -> str | None:
     """``plan_update``: each update is a full snapshot of the plan, so the plan's record
     comes from the last one: it cites that frame only (a plan updated every turn for a
     whole session, as ACP v1's is, would otherwise cite every frame since it began)."""
@@ -229,7 +233,7 @@ def _plan(ent: Entity, upd: dict, id_field: str) -> str | None:
         settle(ent)
     del ent.frames[:-1]
     value = ent.value
-    plan = upd.get("plan")
+    plan: Any = upd.get("plan")  # an object: the fold keys the plan by its planId
     meta = value.get("_meta")
     if "_meta" in upd:
         meta = patch_meta(meta, upd["_meta"])
@@ -266,7 +270,7 @@ FOLDS: dict[str, Fold] = {
     k: Fold(kind, f, how, _APPLY[how]) for k, (kind, f, how) in UPDATES.items()}
 
 
-def _sender(value: dict, upd: dict) -> None:
+def _sender(value: dict[str, Any], upd: dict[str, Any]) -> None:
     for k in ("senderSessionId", "recipientSessionId"):
         if upd.get(k) is not None:
             value[k] = upd[k]

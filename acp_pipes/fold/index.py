@@ -22,7 +22,7 @@ import os
 import sqlite3
 import tempfile
 from collections.abc import Hashable
-from typing import BinaryIO
+from typing import BinaryIO, Generic, TypeVar
 
 import blake3
 import orjson
@@ -65,47 +65,49 @@ def _bloom_has(bloom: bytearray, h: int) -> bool:
     return bool(bloom[b >> 3] >> (b & 7) & 1)
 
 
-def _spill(db: sqlite3.Connection, rows: dict) -> None:
+def _spill(db: sqlite3.Connection, rows: dict[bytes, int]) -> None:
     db.execute("BEGIN")
     # in key order: B-tree inserts that land next to each other
     db.executemany("INSERT OR REPLACE INTO k VALUES (?, ?)", sorted(rows.items()))
     db.execute("COMMIT")
 
 
-class DigestIndex:
-    """``get(digest)`` / ``put(digest, value)``; digests are 16-byte ``bytes``, values ints."""
+K = TypeVar("K", bound=Hashable)
+
+
+class _Index(Generic[K]):
+    """``get(key)`` / ``put(key, value)``, values ints; a subclass says which 64 bits of
+    a key the Bloom filter takes (:meth:`_hash`) and what names it on disk
+    (:meth:`_disk_key`)."""
 
     __slots__ = ("mem", "limit", "db", "bloom", "on_disk")
 
     def __init__(self, limit: int = LIMIT):
-        self.mem: dict = {}
+        self.mem: dict[K, int] = {}
         self.limit = limit
         self.db: sqlite3.Connection | None = None
-        self.bloom: bytearray | None = None
+        self.bloom = bytearray()  # the filter, made with the database (first spill)
         self.on_disk = 0
 
-    @staticmethod
-    def _hash(key) -> int:
-        """The 64 bits the Bloom filter takes of a key."""
-        return int.from_bytes(key[:8], "little")
+    def _hash(self, key: K) -> int:
+        raise NotImplementedError
 
-    @staticmethod
-    def _disk_key(key) -> bytes:
-        return key
+    def _disk_key(self, key: K) -> bytes:
+        raise NotImplementedError
 
-    def get(self, key) -> int | None:
+    def get(self, key: K) -> int | None:
         v = self.mem.get(key)
         if v is not None or self.db is None:
             return v
         if not _bloom_has(self.bloom, self._hash(key)):
             return None
         row = self.db.execute("SELECT v FROM k WHERE d = ?", (self._disk_key(key),)).fetchone()
-        return None if row is None else row[0]
+        return None if row is None else int(row[0])
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: K) -> bool:
         return self.get(key) is not None
 
-    def put(self, key, value: int) -> None:
+    def put(self, key: K, value: int) -> None:
         mem = self.mem
         mem[key] = value
         if len(mem) > self.limit:
@@ -132,20 +134,36 @@ class DigestIndex:
             self.db = None
 
 
+class DigestIndex(_Index[bytes]):
+    """Keys are 16-byte digests (``bytes``): the filter takes their first 64 bits, and
+    the disk keeps them as they are."""
+
+    __slots__ = ()
+
+    def _hash(self, key: bytes) -> int:
+        return int.from_bytes(key[:8], "little")
+
+    def _disk_key(self, key: bytes) -> bytes:
+        return key
+
+
 def key_digest(key: Hashable) -> bytes:
     """16 bytes naming a JSON-serialisable key on disk (the same in every process)."""
     return blake3.blake3(orjson.dumps(key)).digest(16)
 
 
-class KeyIndex(DigestIndex):
-    """A :class:`DigestIndex` whose keys are hashable JSON values (tuples of strings)
-    kept as they are: the filter takes Python's ``hash`` (stable within the process),
-    so a key never stored costs no digest; the digest is made only for the disk."""
+class KeyIndex(_Index[Hashable]):
+    """An index whose keys are hashable JSON values (tuples of strings) kept as they
+    are: the filter takes Python's ``hash`` (stable within the process), so a key never
+    stored costs no digest; the digest is made only for the disk."""
 
     __slots__ = ()
 
-    _hash = staticmethod(hash)
-    _disk_key = staticmethod(key_digest)
+    def _hash(self, key: Hashable) -> int:
+        return hash(key)
+
+    def _disk_key(self, key: Hashable) -> bytes:
+        return key_digest(key)
 
 
 class FinalStore:
@@ -172,6 +190,7 @@ class FinalStore:
         if start >= self.flushed:
             start -= self.flushed
             return bytes(self.buf[start:start + n])
+        assert self.file is not None  # what was flushed went to the file
         return os.pread(self.file.fileno(), n, start)
 
     def put(self, key: Hashable, state: bytes) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["append_block", "patch_fields", "patch_meta"]
 
 
-def patch_meta(current: dict | None, patch: Any) -> dict | None:
+def patch_meta(current: dict[str, Any] | None, patch: Any) -> dict[str, Any] | None:
     """``_meta`` after one upsert's ``_meta`` (ASR-708): None means no metadata."""
     if patch is None:
         return None
@@ -30,7 +30,8 @@ def patch_meta(current: dict | None, patch: Any) -> dict | None:
     return out or None
 
 
-def patch_fields(value: dict, update: dict, skip: frozenset[str], *, keep_on_null=()) -> None:
+def patch_fields(value: dict[str, Any], update: dict[str, Any], skip: frozenset[str], *,
+                 keep_on_null: tuple[str, ...] = ()) -> None:
     """Apply an upsert's fields to ``value`` in place: absent unchanged, null clears,
     a value replaces (arrays whole). ``_meta`` is patched key by key. Fields in
     ``keep_on_null`` keep their known value on ``null`` (ACP says so for a session
@@ -56,7 +57,7 @@ def _plain_text(block: Any) -> bool:
         block.get("text"), str)
 
 
-def append_block(content: list, block: Any, concat: bool = True) -> None:
+def append_block(content: list[Any], block: Any, concat: bool = True) -> None:
     """Append one chunk's block to ``content`` in place, joining text by concatenation
     (ASR-211 via ASR-704): a text block whose other fields equal those of a text block
     ending the content extends that block's text; anything else is a new block."""

@@ -12,18 +12,18 @@ deeper than :data:`MAX_DEPTH`): the fold's output must stay writable JSONL.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json, writable
-from acp_pipes.errors import Warn
+from acp_pipes.errors import InputError, Warn
 from acp_pipes.fold.core import Folder
 from acp_pipes.fold.state import States
+from acp_pipes.fold.timeline import Record
 from acp_pipes.jsonl import (
     READ_ERRORS,
-    InputError,
     Live,
     display_name,
     open_source,
@@ -36,7 +36,7 @@ __all__ = ["FOLD_VERSION", "fold", "fold_header", "fold_paths", "read_source"]
 
 FOLD_VERSION = VERSIONS[FOLD]
 
-def fold_header(connection: int, source: Any, snapshots: bool = False) -> dict:
+def fold_header(connection: int, source: Any, snapshots: bool = False) -> Record:
     return {"format": FOLD, "version": FOLD_VERSION, "connection": connection,
             "snapshots": snapshots, "source": source}
 
@@ -51,17 +51,17 @@ MAX_DEPTH = 200
 SURROGATES = "a string holds a lone surrogate (no UTF-8 form): stored as U+FFFD"
 
 
-def parse_raw(rec: dict) -> Any:
+def parse_raw(rec: dict[str, Any]) -> Any:
     """The parsed JSON-RPC message of a wire or frame record (None if it is not JSON)."""
     return parse_frame(rec)[0]
 
 
-def parse_frame(rec: dict) -> tuple[Any, str | None]:
+def parse_frame(rec: dict[str, Any]) -> tuple[Any, str | None]:
     """``(message, problem)`` for a wire or frame record: problem is None for a message
     the fold can take, otherwise what to report (the frame is skipped)."""
     raw = rec.get("raw")
     if raw.__class__ is not str:
-        b64 = rec.get("raw_b64")
+        b64: Any = rec.get("raw_b64")  # a string, or b64decode's TypeError
         try:
             raw = base64.b64decode(b64, validate=True)
         except (TypeError, ValueError):
@@ -85,12 +85,12 @@ def parse_frame(rec: dict) -> tuple[Any, str | None]:
 def too_deep(msg: Any, raw: str | bytes) -> str | None:
     """The problem of a message nested deeper than MAX_DEPTH, or None. Only a frame with
     that many brackets can be: the parsed value is walked only then."""
-    if len(raw) < 2 * MAX_DEPTH or (raw.count("[") + raw.count("{") if raw.__class__ is str
+    if len(raw) < 2 * MAX_DEPTH or (raw.count("[") + raw.count("{") if isinstance(raw, str)
                                     else raw.count(b"[") + raw.count(b"{")) < MAX_DEPTH:
         return None
     level = [msg]
     for _ in range(MAX_DEPTH):
-        nxt = []
+        nxt: list[Any] = []
         for v in level:
             if v.__class__ is dict:
                 nxt.extend(x for x in v.values() if x.__class__ is dict or x.__class__ is list)
@@ -105,9 +105,9 @@ def too_deep(msg: Any, raw: str | bytes) -> str | None:
 _DEEP = 2 * MAX_DEPTH
 
 
-def fold(frames: Iterable[dict], *, connection: int = 0, snapshots: bool = False,
+def fold(frames: Iterable[dict[str, Any]], *, connection: int = 0, snapshots: bool = False,
          warn: Warn | None = None, states: States | None = None, source: str = "-"
-         ) -> Iterator[dict]:
+         ) -> Iterator[Record]:
     """The pure core: frame (or wire) records of one connection -> fold records.
     A record may carry the parsed message as ``msg`` to skip parsing ``raw``.
     ``states``: the entity states shared with the run's other connections (the caller
@@ -173,12 +173,13 @@ def read_source(path: str, warn: Warn) -> Iterator[tuple[str, Any, int]]:
 _FOLDED = (WIRE, FRAMES, FOLD)  # the streams acp-fold and acp-asr read
 
 
-def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
+def _other(rec: Any, mode: str | None, source: str, number: int,
+           warn: Warn) -> Generator[tuple[str, Any, int], None, str | None]:
     """A line that is not a record of the current stream: a header (judged, migrated),
     the end record, or a problem."""
     head = judge(rec, source, number, _FOLDED, "a wire log, frames or folded entities")
     if head is not None:
-        fmt = head["format"]
+        fmt: str = head["format"]
         if fmt == FRAMES and head.get("source") is None:
             raise InputError(source, number,
                              "frames of a bare ACP stream (acp-frame --dir): one direction "
@@ -204,7 +205,7 @@ def _other(rec: Any, mode: str | None, source: str, number: int, warn: Warn):
 
 def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                connection: int = 0, live: Live | None = None,
-               states: States | None = None) -> Iterator[dict]:
+               states: States | None = None) -> Iterator[Record]:
     """Fold streams (header, then records) for every connection in ``paths``, in order;
     fold input passes through as it is. ``connection`` numbers the first one. ``live``
     reads inputs still being written (:class:`acp_pipes.jsonl.Live`). Every connection
@@ -231,6 +232,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
         feed = None
         mode: str | None = None
         number = last = 0
+        cut: InputError | KeyboardInterrupt | None
 
         def fwarn(s: str, _line: int, msg: str) -> None:
             warn(s, last, msg)  # noqa: B023 - late binding: the line of the frame being folded
@@ -261,14 +263,14 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                             warn(source, number,
                                  "not a wire record (needs seq, t, dir), skipped")
                             continue
-                        raw = rec.get("raw")
-                        if raw.__class__ is str:
+                        text = rec.get("raw")
+                        if text.__class__ is str:
                             try:
-                                msg = loads(raw)
+                                msg = loads(text)
                             except JSONDecodeError:
                                 msg, problem = parse_frame(rec)
                             else:
-                                problem = too_deep(msg, raw) if len(raw) >= _DEEP else None
+                                problem = too_deep(msg, text) if len(text) >= _DEEP else None
                         else:
                             msg, problem = parse_frame(rec)
                         if problem is not None:
@@ -277,7 +279,8 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                                 continue
                             warn(source, number, problem)
                             out = feed(seq, t, d, msg)
-                            folder.replaced(seq, t, msg)  # type: ignore[union-attr]
+                            assert folder is not None  # feed is its feed
+                            folder.replaced(seq, t, msg)
                         else:
                             out = feed(seq, t, d, msg)
                         if out:

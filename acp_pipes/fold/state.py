@@ -25,9 +25,13 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.fold.entities import Entity
 from acp_pipes.fold.index import DigestIndex, FinalStore
 
-__all__ = ["State", "States"]
+__all__ = ["State", "StateKey", "States"]
+
+#: An entity's key in the run: (session, kind, ACP ID).
+StateKey = tuple[str, str, str]
 
 #: The key prefix of what a fork copied, kept when its parent changed the entity after.
 _COPY = "\x00copied"
@@ -63,7 +67,8 @@ class States:
 
     def __init__(self) -> None:
         self.store = FinalStore()
-        self._unwritable: dict = {}  # states orjson cannot write (integers beyond 64 bits)
+        # states orjson cannot write (integers beyond 64 bits), by key or copy key
+        self._unwritable: dict[tuple[str, ...], State] = {}
         self.parents: dict[str, str] = {}  # fork -> the session it was forked from
         self.children: dict[str, list[str]] = {}  # session -> the forks made from it
         # ACP v1: derived-ID occurrence counts per (session, load epoch, stem), and each
@@ -71,7 +76,7 @@ class States:
         self.seen = DigestIndex(SEEN_IN_MEMORY)
         self.epochs: dict[str, int] = {}
 
-    def put(self, key: tuple, ent: Any, replayed: bool, conn: int) -> None:
+    def put(self, key: StateKey, ent: Entity, replayed: bool, conn: int) -> None:
         """Keep the state of entity ``ent`` (a :class:`~acp_pipes.fold.entities.Entity`
         whose chunks are settled), first seen as history if ``replayed``; its frames are
         connection ``conn``'s. Serialised at once, from the entity's own fields."""
@@ -91,7 +96,7 @@ class States:
             return
         self.store.put(key, data)
 
-    def get(self, key: tuple) -> State | None:
+    def get(self, key: StateKey) -> State | None:
         """The entity's own state, or None."""
         data = self.store.get(key)
         if data is None:
@@ -106,7 +111,7 @@ class States:
                      None if output is None else bytearray(base64.b64decode(output)),
                      pos, t, trace, replayed, conn, session)
 
-    def copied(self, key: tuple) -> State | None:
+    def copied(self, key: StateKey) -> State | None:
         """What a fork copied: the state the entity had, when the fork was made, in the
         session the fork (or the fork it came from) was made from; None when it had none."""
         sid, kind, ident = key
@@ -126,7 +131,7 @@ class States:
             sid = parent  # the parent's own copy, from the session it was forked from
         return None
 
-    def _keep_copies(self, key: tuple, kids: list[str]) -> None:
+    def _keep_copies(self, key: StateKey, kids: list[str]) -> None:
         """The parent's entity ``key`` is about to change: every fork made from the
         parent since its last change keeps the state it copied (ASR-718)."""
         sid, kind, ident = key

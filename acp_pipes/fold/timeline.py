@@ -53,31 +53,31 @@ class Timeline:
     records made so far."""
 
     def __init__(self, *, states: States | None = None, connection: int = 0):
-        self.out: list[dict] = []
+        self.out: list[Record] = []
         #: every entity's latest state, shared by the run's connections (memory bounded)
         self.own = states is None
         self.states = States() if states is None else states
         self.conn = connection
 
     @staticmethod
-    def lane() -> deque:
+    def lane() -> Lane:
         return deque()
 
-    def take(self) -> list[dict]:
+    def take(self) -> list[Record]:
         """The records made since the last take, in order."""
         out = self.out
         self.out = []
         return out
 
-    def emit(self, rec: dict) -> None:
+    def emit(self, rec: Record) -> None:
         """A record that leaves at once, ahead of every lane (a session's start)."""
         self.out.append(rec)
 
-    def add(self, lane: deque, ent: Entity) -> None:
+    def add(self, lane: Lane, ent: Entity) -> None:
         """An entity takes its place in its session's lane."""
         lane.append(ent)
 
-    def event(self, lane: deque, rec: dict, ready: bool = True) -> dict:
+    def event(self, lane: Lane, rec: Record, ready: bool = True) -> Record:
         """An event record takes its place in the lane; one not ``ready`` waits there
         (and holds back what follows) until :meth:`ready` or :meth:`drop`."""
         rec["_ready"] = ready
@@ -87,19 +87,19 @@ class Timeline:
         return rec
 
     @staticmethod
-    def ready(rec: dict, frame: int | None = None) -> None:
+    def ready(rec: Record, frame: int | None = None) -> None:
         """A waiting event may leave (``frame``: one more frame it came from)."""
         if frame is not None:
             rec["frames"].append(frame)
         rec["_ready"] = True
 
     @staticmethod
-    def drop(rec: dict) -> None:
+    def drop(rec: Record) -> None:
         """A waiting event is not written (a request that failed)."""
         rec["_failed"] = True
         rec["_ready"] = True
 
-    def bound(self, lane: deque) -> None:
+    def bound(self, lane: Lane) -> None:
         """Release the head of a lane longer than MAX_HELD (memory stays bounded)."""
         if len(lane) > MAX_HELD:
             self.flush(lane, cap=True)
@@ -134,11 +134,13 @@ class Timeline:
         """A new entity of a key whose state was kept before (on this connection or
         another, live or replayed; or in the session a fork was made from): the entity
         starts from that whole state (ASR-704, ASR-706, ASR-718)."""
-        fk = (ent.session, ent.kind, ent.key)
+        key = ent.key
+        assert key is not None  # an entity an update made: keyed by its ACP ID
+        fk = (ent.session, ent.kind, key)
         states = self.states
         old = states.get(fk)
         copied = old is None
-        if copied:
+        if old is None:
             if not states.parents:  # the common case: a new entity, and no fork
                 return
             old = states.copied(fk)
@@ -163,7 +165,7 @@ class Timeline:
         if self.own:
             self.states.close()
 
-    def record(self, ent: Entity, final: bool, why: str) -> dict:
+    def record(self, ent: Entity, final: bool, why: str) -> Record:
         """The entity's record as it stands (a copy: later updates do not change it)."""
         if ent.parts is not None:
             settle(ent)
@@ -172,7 +174,7 @@ class Timeline:
             v = value.get(f)
             if v.__class__ is list:
                 value[f] = v.copy()
-        rec: dict[str, Any] = {
+        rec: Record = {
             "ev": "entity", "session": ent.session, "entity": ent.kind, "id": ent.key,
             "final": final, "why": why, "pos": ent.pos, "t": ent.t,
             "replayed": ent.replayed}
@@ -201,7 +203,7 @@ class Timeline:
         rec["frames"] = list(ent.frames)
         return rec
 
-    def flush(self, lane: deque, *, force: bool = False, turn_end: bool = False,
+    def flush(self, lane: Lane, *, force: bool = False, turn_end: bool = False,
               cap: bool = False) -> None:
         """Write what has reached the head of the lane. ``force`` releases open
         entities as partial records; ``turn_end`` releases open tool calls (their call
@@ -210,7 +212,7 @@ class Timeline:
         out = self.out
         while lane:
             item = lane[0]
-            if item.__class__ is dict:
+            if type(item) is not Entity:  # an event's record
                 if not item["_ready"] and not force:
                     break
                 lane.popleft()
@@ -219,7 +221,7 @@ class Timeline:
                 item.pop("_ready", None)
                 out.append(item)
                 continue
-            ent: Entity = item
+            ent = item
             if ent.dead or ent.released:
                 lane.popleft()
                 continue

@@ -43,7 +43,7 @@ from __future__ import annotations
 import base64
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import blake3
 import orjson
@@ -72,9 +72,36 @@ _TOOL = frozenset({"tool_call", "tool_call_update"})
 
 Frame = Callable[[int, Any, str, Any], None]
 Update = Callable[..., None]  # (seq, t, sessionId, update[, the entity's ID])
+#: A chunk of the message being held: (seq, t, update), a plain tuple (one per chunk).
+_Chunk = tuple[int, Any, dict[str, Any]]
+#: An update that came while a message was held: ``update``'s arguments.
+_Held = tuple[int, Any, str, dict[str, Any]]
+#: A JSON-RPC id with its type (acp_pipes.fold.windows.RpcKey).
+_Key = tuple[type, Any]
 
 
-def lift_initialize(params: dict, result: dict) -> tuple[dict, dict]:
+class _Asked(NamedTuple):
+    """A client request the lift follows until the agent answers: for a prompt, its
+    content blocks (``prompt``)."""
+
+    method: str
+    sid: Any
+    params: dict[str, Any]
+    prompt: list[Any] | None = None
+
+
+class _AgentAsked(NamedTuple):
+    """A terminal request of the agent, until the client answers it."""
+
+    method: str
+    sid: str
+    params: dict[str, Any]
+    seq: int
+    t: Any
+
+
+def lift_initialize(params: dict[str, Any], result: dict[str, Any]
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """v1's ``clientInfo`` and ``agentInfo`` under v2's name, ``info`` (ASR-703)."""
     if "info" not in params and "clientInfo" in params:
         params = {**params, "info": params["clientInfo"]}
@@ -90,15 +117,15 @@ class _Session:
     def __init__(self, sid: str):
         self.sid = sid
         self.kind: str | None = None  # the chunk kind of the message being held
-        self.chunks: list[tuple[int, Any, dict]] = []
-        self.held: list[tuple] = []  # frames that came while a message was held
+        self.chunks: list[_Chunk] = []
+        self.held: list[_Held] = []  # frames that came while a message was held
         self.declared: set[str] = set()
         # the agent's own ID of a user message it sent live since the last prompt's
         # answer: the prompt's echo (ASR-713); not while a session/load replays. One
         # that came before the prompt's request (``early``: the two directions of a proxy
         # are logged apart) is the echo only if its content is the prompt's
         self.echo: str | None = None
-        self.echo_blocks: list = []
+        self.echo_blocks: list[Any] = []
         self.early = False
         self.prompting = 0  # prompt requests not answered yet
         self.loading = 0
@@ -125,8 +152,8 @@ class V1Lift:
         self.own = states is None
         self.states = States() if states is None else states
         self.seen = self.states.seen
-        self.asked: dict[tuple, tuple[str, Any, dict]] = {}  # client requests (c2a)
-        self.agent_asked: dict[tuple, tuple] = {}  # the agent's terminal requests (a2c)
+        self.asked: dict[_Key, _Asked] = {}  # client requests (c2a)
+        self.agent_asked: dict[_Key, _AgentAsked] = {}  # the agent's terminal requests
 
     # -- frames ---------------------------------------------------------------------
 
@@ -180,7 +207,7 @@ class V1Lift:
 
     # -- session/update -------------------------------------------------------------
 
-    def _update(self, seq: int, t: Any, sid: str, upd: dict) -> None:
+    def _update(self, seq: int, t: Any, sid: str, upd: dict[str, Any]) -> None:
         s = self.sessions.get(sid) or self._session(sid)
         kind = upd.get("sessionUpdate")
         if kind.__class__ is not str:  # the fold reports it (an audit record)
@@ -242,7 +269,7 @@ class V1Lift:
         for item in held:
             self.update(*item)
 
-    def _derive(self, s: _Session, role: str, content: list) -> str:
+    def _derive(self, s: _Session, role: str, content: list[Any]) -> str:
         """``v1:<role>:<digest>:<k>``: the first 16 hex digits of the canonical hash of
         the folded content and its occurrence in the session, counted across the run's
         connections and from 1 again at each ``session/load`` (whose replay starts from
@@ -311,7 +338,7 @@ class V1Lift:
             s = self.sessions[sid] = _Session(sid)
         return s
 
-    def _in_order(self, s: _Session, seq: int, t: Any, upd: dict) -> None:
+    def _in_order(self, s: _Session, seq: int, t: Any, upd: dict[str, Any]) -> None:
         """A lifted update: after the held message, if there is one."""
         if s.kind is not None:
             s.held.append((seq, t, s.sid, upd))
@@ -320,36 +347,38 @@ class V1Lift:
 
     # -- requests and responses -------------------------------------------------------
 
-    def _client_request(self, seq, t, msg, key, method, params) -> None:
+    def _client_request(self, seq: int, t: Any, msg: dict[str, Any], key: _Key, method: str,
+                        params: dict[str, Any]) -> None:
         sid = params.get("sessionId")
         s = self._session(sid) if sid.__class__ is str else None
         if method == "session/prompt" and s is not None:
             self._end(s)
             prompt = params.get("prompt")
-            self.asked[key] = (method, sid, prompt if prompt.__class__ is list else [])
+            self.asked[key] = _Asked(method, sid, params,
+                                     prompt if prompt.__class__ is list else [])
             s.prompting += 1
         elif method == "session/load" and s is not None:
             # the agent replays the whole history before it answers: v2's resume with
             # replayFrom start (ASR-707, ASR-717); derived IDs count from the start again
             self._end(s)
-            self.states.epochs[sid] = self.states.epochs.get(sid, 0) + 1
+            self.states.epochs[s.sid] = self.states.epochs.get(s.sid, 0) + 1
             s.loading += 1
             s.echo, s.echo_blocks = None, []
-            self.asked[key] = (method, sid, params)
+            self.asked[key] = _Asked(method, sid, params)
             msg = {**msg, "method": "session/resume",
                    "params": {**params, "replayFrom": {"type": "start"}}}
         elif method in ("session/new", "session/close") or (
                 method == "session/resume" and s is not None):
-            self.asked[key] = (method, sid, params)
+            self.asked[key] = _Asked(method, sid, params)
         self.frame(seq, t, "c2a", msg)
 
-    def _answered(self, seq, t, msg, key) -> None:
+    def _answered(self, seq: int, t: Any, msg: dict[str, Any], key: _Key) -> None:
         """The agent answers one of the client's requests."""
         asked = self.asked.pop(key, None)
         if asked is None:
             self.frame(seq, t, "a2c", msg)
             return
-        method, sid, params = asked
+        method, sid = asked.method, asked.sid
         result = msg.get("result")
         if method == "session/new":
             self.frame(seq, t, "a2c", msg)
@@ -367,13 +396,14 @@ class V1Lift:
         state: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
         echo, s.echo = s.echo, None
         s.prompting = max(0, s.prompting - 1)
-        if echo is not None and s.early and folded(s.echo_blocks) != folded(params):
+        prompt = asked.prompt or []
+        if echo is not None and s.early and folded(s.echo_blocks) != folded(prompt):
             echo = None  # a user message before the request, not this prompt's echo
         s.echo_blocks = []
         if "result" in msg:
             # the agent's echo of the prompt under its own ID is the prompt (ASR-713):
             # stored once, with the agent's ID; else the ID is derived
-            mid = echo if echo is not None else self._derive(s, "user", folded(params))
+            mid = echo if echo is not None else self._derive(s, "user", folded(prompt))
             self.frame(seq, t, "a2c", {"jsonrpc": "2.0", "id": msg["id"],
                                        "result": {"messageId": mid}})
             if echo is None:
@@ -389,7 +419,8 @@ class V1Lift:
                 state["error"] = msg["error"]
         self.update(seq, t, sid, state)
 
-    def _agent_request(self, seq, t, msg, key, method, params) -> None:
+    def _agent_request(self, seq: int, t: Any, msg: dict[str, Any], key: _Key, method: str,
+                       params: dict[str, Any]) -> None:
         sid = params.get("sessionId")
         s = self.sessions.get(sid) if sid.__class__ is str else None
         if s is not None:
@@ -408,12 +439,12 @@ class V1Lift:
                 lifted["subject"] = {"type": "tool_call", "toolCall": call}
             msg = {**msg, "params": lifted}
         elif method.startswith("terminal/") and sid.__class__ is str:
-            self.agent_asked[key] = (method, sid, params, seq, t)
+            self.agent_asked[key] = _AgentAsked(method, sid, params, seq, t)
         elif method == "fs/write_text_file" and sid.__class__ is str:
             self._declare(self._session(sid), LOSS_FS_WRITES, seq, t)
         self.frame(seq, t, "a2c", msg)
 
-    def _client_answered(self, seq, t, msg, key) -> None:
+    def _client_answered(self, seq: int, t: Any, msg: dict[str, Any], key: _Key) -> None:
         """The client answers the agent: a terminal of the client's becomes v2's
         agent-reported terminal (``terminal_update``)."""
         self.frame(seq, t, "c2a", msg)
@@ -471,7 +502,7 @@ _NO_ID = object()
 _TEXT_HEAD, _TEXT_TAIL = b'[{"text":', b',"type":"text"}]'
 
 
-def content_digest(content: list) -> str:
+def content_digest(content: list[Any]) -> str:
     """The first 16 hex digits of the canonical hash (blake3 of JCS) of ``content``.
     One plain text block, the common message, is written in JCS directly (keys in
     order, orjson's string escaping is JCS's: see acp_pipes.canonical) and hashed;
@@ -496,12 +527,12 @@ def _empty_text(block: Any) -> bool:
     return block.__class__ is dict and block.get("type") == "text" and block.get("text") == ""
 
 
-def folded(blocks: list) -> list:
+def folded(blocks: list[Any]) -> list[Any]:
     """Content blocks as the fold joins them (ASR-704: text onto text by concatenation),
     the form a derived message ID is taken from, whatever the chunk boundaries were.
     Runs of plain text blocks are joined at once; other blocks go through the fold's
     own rule (:func:`~acp_pipes.fold.patch.append_block`)."""
-    out: list = []
+    out: list[Any] = []
     run: list[str] | None = None
     for b in blocks:
         if b.__class__ is dict and len(b) == 2 and b.get("type") == "text" and (
@@ -521,7 +552,7 @@ def folded(blocks: list) -> list:
     return out
 
 
-def lift_tool_call(upd: dict) -> dict:
+def lift_tool_call(upd: dict[str, Any]) -> dict[str, Any]:
     """``tool_call`` (creation) and ``tool_call_update`` -> v2's ``tool_call_update``
     upsert (omitted fields unchanged), v1 diffs lifted to v2 diffs. The update is copied
     only when something changes. v1's ``name: null`` leaves the name unchanged (v1's
@@ -541,7 +572,7 @@ def lift_tool_call(upd: dict) -> dict:
     return {**upd, "sessionUpdate": "tool_call_update"}
 
 
-def lift_diff(item: dict) -> dict:
+def lift_diff(item: dict[str, Any]) -> dict[str, Any]:
     """A v1 diff (one ``path``, ``oldText`` or none for a new file, ``newText``) -> a v2
     diff: one change (``add`` without ``oldText``, else ``modify``) and a ``git_patch``
     holding both texts whole (full context: nothing of v1's diff is lost). A diff
