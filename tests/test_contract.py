@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.conftest import REPO, run_tool, tool_argv, tool_env
@@ -425,6 +426,26 @@ def test_session_selects_one_session_as_acp_asr_does(stage, two_sessions):
     assert (converted.returncode, converted.stdout) == (0, direct.stdout), converted.stderr
     missing = run_tool(stage, "--session", "nope", str(two_sessions))
     assert missing.returncode == 2 and b"no session 'nope' in the input" in missing.stderr
+
+
+def test_frame_session_drops_what_another_session_made(two_sessions):
+    """``acp-frame --session sess-2`` keeps that session's frames and the connection's
+    own, and drops those of sess-1 and the ``session/new`` request and response that made
+    it (the request names no session: its answer says it was sess-1's), as
+    ``acp-replay --session`` reads a trace; sess-2's own ``session/new`` stays."""
+    every = [orjson.loads(x) for x in run_tool("frame", str(two_sessions)).stdout.splitlines()]
+    picked = run_tool("frame", "--session", "sess-2", str(two_sessions))
+    assert (picked.returncode, picked.stderr) == (0, b"")
+    frames = [orjson.loads(x) for x in picked.stdout.splitlines()]
+    made_sess_1 = [f for f in every if f.get("id") == 1]
+    assert [(f["dir"], f["kind"], f.get("sessionId")) for f in made_sess_1] == [
+        ("c2a", "request", None), ("a2c", "response", "sess-1")]
+    assert frames == [f for f in every
+                      if f.get("sessionId") in (None, "sess-2") and f not in made_sess_1]
+    assert [(f["kind"], f["method"]) for f in frames if f.get("id") == 2] == [
+        ("request", "session/new"), ("response", "session/new")]
+    assert all(f.get("sessionId") != "sess-1" for f in frames)
+    assert frames[0].get("format") == "acp-pipes/frames"
 
 
 # -- input a stage cannot use says why ------------------------------------------------------

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable, Iterator
 
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
 from acp_pipes.fold import fold_paths
-from acp_pipes.jsonl import Live, of_session, write_records
+from acp_pipes.jsonl import Live, write_records
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee) or frames (acp-frame); each is one ACP connection. Applies
@@ -42,11 +43,26 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         write_records(records, ctx.out)
         return EXIT_INTERRUPTED if live.interrupted else 0
     seen: list[bool] = []
-    write_records(of_session(records, "session", args.session, seen), ctx.out)
+    write_records(of_session(records, args.session, seen), ctx.out)
     if not seen and not live.interrupted:
         raise UsageError(f"no session {args.session!r} in the input")
     return EXIT_INTERRUPTED if live.interrupted else 0
 
+
+def of_session(records: Iterable[dict], sid: str, seen: list[bool]) -> Iterator[dict]:
+    """The fold records of session ``sid`` and those of none (the fold headers).
+
+    Not the rule of frames (:func:`acp_pipes.jsonl.of_session`): the fold has already
+    matched every answer to its request and says whose each record is, so a record of
+    another session names it (the ``session/new`` that made it is that session's
+    ``{"ev": "session", "op": "new"}``), and nothing of no session waits for an answer.
+    ``seen`` gets an entry once a record of ``sid`` went by."""
+    for rec in records:
+        s = rec.get("session")
+        if s is None or s == sid:
+            if s is not None and not seen:
+                seen.append(True)
+            yield rec
 
 
 TOOL = Tool(

@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             records = read_frames(path, direction=args.direction, warn=ctx.warn, headers=True,
                                   live=live)
             if args.session is not None:
-                records = of_session(records, "sessionId", args.session, seen)
+                records = of_session(records, args.session, seen)
             while True:  # dumps(record, None, OPT_APPEND_NEWLINE) for each record
                 lines.extend(map(dumps, islice(records, BATCH), no_default, newline))
                 if not lines:

@@ -17,7 +17,6 @@ bytes verbatim.
 from __future__ import annotations
 
 import base64
-from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -26,6 +25,7 @@ import orjson
 
 from acp_pipes.errors import Warn
 from acp_pipes.jsonl import InputError, display_name, raw_lines, unparsable
+from acp_pipes.jsonl import of_session as frames_of_session
 from acp_pipes.jsonrpc import classify as classify_message
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
 from acp_pipes.wire import A2C, C2A, is_end, is_event
@@ -257,48 +257,21 @@ class TraceReader:
 
 
 def of_session(pairs: Iterable[Pair], sid: str, source: str = "-") -> Iterator[Pair]:
-    """The frames of session ``sid`` and the connection's own (of no session:
-    ``initialize``, ``authenticate``), without a request another session answered (the
-    ``session/new`` that made it), as they are read. A request of no session is held,
-    with the frames after it, until its answer says whose it is: memory holds what is in
-    flight. One never answered is kept. InputError at the end when no frame names
-    ``sid``."""
-    # [pair, "keep" | "drop" | "open" (not answered yet)], the state set when answered
-    held: deque[list[Any]] = deque()
-    waiting: dict[_Asked, list[list[Any]]] = {}  # (dir, id type, id) -> its held requests
-    found = False
-    for pair in pairs:
-        rec, raw = pair
-        kind = classify(rec, raw)["kind"]
-        s = rec.get("sessionId")
-        if kind == "response" or kind == "error":
-            rid = rec.get("id")
-            key = (A2C if rec["dir"] == C2A else C2A, rid.__class__, rid)
-            asked = waiting.get(key)
-            if asked:
-                asked.pop(0)[1] = "keep" if s is None or s == sid else "drop"
-                if not asked:
-                    del waiting[key]
-        if s is None or s == sid:
-            found = found or s is not None
-            if kind == "request" and s is None:
-                rid = rec.get("id")
-                entry: list[Any] = [pair, "open"]
-                waiting.setdefault((rec["dir"], rid.__class__, rid), []).append(entry)
-                held.append(entry)
-            elif held:
-                held.append([pair, "keep"])
-            else:
-                yield pair
-        while held and held[0][1] != "open":
-            entry = held.popleft()
-            if entry[1] == "keep":
-                yield entry[0]
-    for entry in held:
-        if entry[1] != "drop":
-            yield entry[0]
-    if not found:
+    """The frames of session ``sid`` and the connection's own, as they are read, by the
+    rule of every ``--session`` on frames (:func:`acp_pipes.jsonl.of_session`), each
+    frame classified as it comes. InputError at the end when no frame names ``sid``."""
+    seen: list[bool] = []
+    yield from frames_of_session(pairs, sid, seen, _record, _kind)
+    if not seen:
         raise InputError(source, 0, f"no session {sid!r} in the trace")
+
+
+def _record(pair: Pair) -> dict[str, Any]:
+    return pair[0]
+
+
+def _kind(pair: Pair) -> Any:
+    return classify(pair[0], pair[1])["kind"]
 
 
 def open_trace(
