@@ -16,7 +16,8 @@ import orjson
 
 from acp_pipes.canonical import ParseError, parse_json, writable
 from acp_pipes.errors import Warn
-from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
+from acp_pipes.jsonl import READ_ERRORS, InputError
+from acp_pipes.jsonl import records as jsonl_records
 from acp_pipes.streams import ASR, describe, header_format, judge
 
 TYPE_CHECKING = False
@@ -104,35 +105,30 @@ def iter_streams(lines: Iterable[bytes], source: str, warn: Warn | None = None
     So is a record whose identifier (``id``, ``supersedes``, its native ID) is present
     but not a string. A line before the first header that is JSON but no ASR header
     (another stream kind) is always an InputError: the input is not an ASR stream."""
-    loads = orjson.loads
     native_id = _NATIVE_ID.get
     ok = _STR_OR_NONE
-    numbered = enumerate(lines, 1)
     #: the header that ended the last run of records, and its line
     nxt: list[tuple[dict[str, Any], int]] = []
-    had_lf = [True]  # whether the previous line ended with LF (a torn line has none)
 
     def bad(n: int, what: str, reason: object = None) -> None:
         if warn is None:
             raise InputError(source, n, f"{what}: {reason}" if reason else what)
         warn(source, n, f"{what}, skipped: {reason}" if reason else f"{what}, skipped")
 
+    def surrogates(n: int, raw: bytes) -> dict[str, Any]:
+        """JSON orjson refuses: read with each lone surrogate as U+FFFD, and said."""
+        rec = record_without_surrogates(raw)
+        if rec is None:
+            raise ValueError(raw)
+        if warn is None:
+            raise InputError(source, n, LONE_SURROGATE)
+        warn(source, n, f"{LONE_SURROGATE}: read as U+FFFD")
+        return rec
+
+    numbered = jsonl_records(lines, source, bad, fallback=surrogates)
+
     def records(headed: bool) -> Iterator[dict[str, Any]]:
-        for n, raw in numbered:
-            lf = raw.endswith(b"\n")
-            torn, had_lf[0] = not lf and had_lf[0], lf
-            try:
-                rec = loads(raw)
-            except orjson.JSONDecodeError as e:
-                if not raw.strip():
-                    continue
-                rec = record_without_surrogates(raw)  # JSON orjson refuses
-                if rec is None:
-                    bad(n, unparsable(not torn), e)
-                    continue
-                if warn is None:
-                    raise InputError(source, n, LONE_SURROGATE) from None
-                warn(source, n, f"{LONE_SURROGATE}: read as U+FFFD")
+        for n, _raw, rec in numbered:
             if type(rec) is not dict:
                 bad(n, "not a JSON object")
                 continue
