@@ -27,6 +27,7 @@ from acp_pipes.jsonl import (
     Live,
     display_name,
     open_source,
+    records,
     unparsable,
 )
 from acp_pipes.streams import FOLD, FRAMES, VERSIONS, WIRE, describe, header_format, judge
@@ -138,23 +139,14 @@ def read_source(path: str, warn: Warn) -> Iterator[tuple[str, Any, int]]:
     rec, line)`` for fold records, and ``("end", rec, line)`` for a wire log's end
     record."""
     source = display_name(path)
-    loads = orjson.loads
     mode: str | None = None
+
+    def bad(number: int, what: str, e: Exception) -> None:
+        _not_json(source, number, what, e, mode, warn)
+
     stream = open_source(path)
-    number = 0
     try:
-        for raw in stream:
-            number += 1
-            try:
-                rec = loads(raw)
-            except orjson.JSONDecodeError as e:
-                if not raw.strip():
-                    continue
-                what = unparsable(raw.endswith(b"\n"))
-                if mode is None:
-                    raise InputError(source, number, f"{what}: {e}") from None
-                warn(source, number, f"{what}, skipped: {e}")
-                continue
+        for number, _raw, rec in records(stream, source, bad):
             if rec.__class__ is dict:
                 if "dir" in rec and (mode == WIRE or mode == FRAMES):
                     yield "frame", rec, number
@@ -163,14 +155,21 @@ def read_source(path: str, warn: Warn) -> Iterator[tuple[str, Any, int]]:
                     yield "fold", rec, number
                     continue
             mode = yield from _other(rec, mode, source, number, warn)
-    except READ_ERRORS as e:
-        raise InputError(source, number + 1, f"cannot read: {e}") from None
     finally:
         if path != "-":
             stream.close()
 
 
 _FOLDED = (WIRE, FRAMES, FOLD)  # the streams acp-fold and acp-asr read
+
+
+def _not_json(source: str, number: int, what: str, e: Exception, mode: str | None,
+              warn: Warn) -> None:
+    """A line that is not JSON (``what``: :func:`acp_pipes.jsonl.unparsable`'s word):
+    before any header the input is no stream this reads; after one, it is skipped."""
+    if mode is None:
+        raise InputError(source, number, f"{what}: {e}")
+    warn(source, number, f"{what}, skipped: {e}")
 
 
 def _other(rec: Any, mode: str | None, source: str, number: int,
@@ -213,8 +212,11 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
     other calls; by default this call's own): an update patches the entity whatever
     connection it arrives on (ASR-704, ASR-706).
 
-    The reading of :func:`read_source` is inlined here: a wire log has one line per
-    frame, and a generator layer per line costs as much as the fold of a chunk."""
+    The reading of :func:`read_source` (:func:`acp_pipes.jsonl.records`) is inlined
+    here, a measured fast path (BENCHMARKS.md, acp-asr: "fold + asr within 5× of parsing
+    alone"): a wire log has one line per frame, and a generator layer per line costs as
+    much as the fold of a chunk. What it says of a line that is not JSON is
+    :func:`_not_json`, as read_source says it."""
     if states is None:
         own = States()
         try:
@@ -243,13 +245,10 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                 number += 1
                 try:
                     rec = loads(raw)
-                except JSONDecodeError as e:
-                    if not raw.strip():
-                        continue
-                    what = unparsable(raw.endswith(b"\n"))
-                    if mode is None:
-                        raise InputError(source, number, f"{what}: {e}") from None
-                    warn(source, number, f"{what}, skipped: {e}")
+                except JSONDecodeError as e:  # as jsonl.records judges it
+                    if raw.strip():
+                        _not_json(source, number, unparsable(raw.endswith(b"\n")), e, mode,
+                                  warn)
                     continue
                 if rec.__class__ is dict:
                     if feed is not None and "dir" in rec:
