@@ -56,12 +56,11 @@ from acp_pipes.frame import raw_hash
 from acp_pipes.jsonl import (
     READ_ERRORS,
     InputError,
-    Line,
     display_name,
     open_source,
-    read_lines,
+    raw_lines,
+    records,
     stdin,
-    unparsable,
 )
 from acp_pipes.normalize import Normalizer
 from acp_pipes.streams import ASR, describe, header_format, judge
@@ -317,8 +316,9 @@ def load_steps(
         try:
             if fmt == ASR:
                 rest = until_cut(stream, number, source, cuts)
-                steps = _asr_steps(_as_lines(first, number, rest, source), path, source,
-                                   table, normalizer, session, warn)
+                steps = _asr_steps(_json_lines(_chained(first, rest), source,
+                                               _bad_line(warn, source), number),
+                                   path, source, table, normalizer, session, warn)
             else:
                 preset = None if strict else Minted()
                 b = trace_steps(
@@ -343,50 +343,42 @@ def load_steps(
     return steps
 
 
-def _as_lines(first: bytes, number: int, rest: Iterator[bytes], source: str
-              ) -> Iterator[Line]:
-    for n, chunk in enumerate(_chained(first, rest), number):
-        if chunk.endswith(b"\n"):
-            yield Line(source, n, chunk[:-1])
-        else:
-            yield Line(source, n, chunk, terminated=False)
-
-
 def _chained(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield first
     yield from rest
 
 
-def _bad_line(warn: Warn | None) -> Callable[[Line, str], None]:
+def _bad_line(warn: Warn | None, source: str) -> Callable[[int, str], None]:
     """How an ASR reader treats a line it cannot use (not JSON, e.g. a torn last line
     after a crash; not an object; no type): reported through ``warn`` and skipped, so
     what was read before and after it still counts; without ``warn``, an InputError."""
 
-    def bad(line: Line, message: str) -> None:
+    def bad(number: int, message: str) -> None:
         if warn is None:
-            raise InputError(line.source, line.number, message)
+            raise InputError(source, number, message)
         what, sep, reason = message.partition(": ")
-        warn(line.source, line.number, f"{what}, skipped{sep}{reason}")
+        warn(source, number, f"{what}, skipped{sep}{reason}")
 
     return bad
 
 
-def _json_lines(lines: Iterable[Line], bad: Callable[[Line, str], None]
-                ) -> Iterator[tuple[Line, Any]]:
-    """The parsed JSON of each line of an ASR file; blank lines are passed over and a
-    line that is not JSON goes to ``bad`` (skipped or fatal, as ``bad`` decides)."""
-    for line in lines:
-        if not line.raw.strip():
-            continue
-        try:
-            rec = orjson.loads(line.raw)
-        except orjson.JSONDecodeError as e:
-            try:  # JSON orjson refuses (a lone-surrogate escape, 1e400) is still JSON
-                rec = parse_json(line.raw)
-            except ValueError:
-                bad(line, f"{unparsable(line.terminated)}: {e}")
-                continue
-        yield line, rec
+def _json_lines(lines: Iterable[bytes], source: str, bad: Callable[[int, str], None],
+                first: int = 1) -> Iterator[tuple[int, Any]]:
+    """The parsed JSON of each line of an ASR file, numbered from ``first``
+    (:func:`acp_pipes.jsonl.records`: blank lines passed over; JSON orjson refuses, a
+    lone-surrogate escape or ``1e400``, is still JSON); a line that is not JSON goes to
+    ``bad`` (skipped or fatal, as ``bad`` decides)."""
+
+    def not_json(number: int, what: str, e: Exception) -> None:
+        bad(number, f"{what}: {e}")
+
+    for number, _raw, rec in records(lines, source, not_json, first=first, strip=True,
+                                     fallback=_parse_json):
+        yield number, rec
+
+
+def _parse_json(_number: int, raw: bytes) -> Any:
+    return parse_json(raw)
 
 
 def _json_hash(content: Any) -> str | None:
@@ -410,17 +402,17 @@ def _asr_steps(lines, path, source, table, normalizer, session,
     header: dict | None = None
     selected = session is None
     found = False
-    bad = _bad_line(warn)
+    bad = _bad_line(warn, source)
     chains: list[tuple[str | None, str | None]] = []
     chain_pos: list[array] = []
     pos: array | None = None
     stream_session: str | None = None
-    for line, rec in _json_lines(lines, bad):
+    for number, rec in lines:
         if not isinstance(rec, dict):
-            bad(line, "an ASR record must be a JSON object")
+            bad(number, "an ASR record must be a JSON object")
             continue
         if header_format(rec) == ASR:
-            judge(rec, line.source, line.number, _ASR)  # its version
+            judge(rec, source, number, _ASR)  # its version
             selected = session is None or rec.get("sessionId") == session
             if selected and (header is None or session is not None):
                 header = rec
@@ -433,7 +425,7 @@ def _asr_steps(lines, path, source, table, normalizer, session,
             continue
         rtype = rec.get("type")
         if not isinstance(rtype, str):
-            bad(line, "ASR record without a string 'type'")
+            bad(number, "ASR record without a string 'type'")
             continue
         content = {k: v for k, v in rec.items() if k not in ASR_BOOKKEEPING}
         content = normalizer.apply(content)
@@ -443,7 +435,7 @@ def _asr_steps(lines, path, source, table, normalizer, session,
         except CanonicalError as e:
             h = _json_hash(content)
             if h is None:
-                bad(line, f"record has no canonical form: {e}")
+                bad(number, f"record has no canonical form: {e}")
                 continue
         key = (rtype, h)
         step = ids.get(key)
@@ -455,7 +447,7 @@ def _asr_steps(lines, path, source, table, normalizer, session,
             chain_pos.append(pos)
         pos.append(len(seq))
         seq.append(step)
-        at.append(line.number)
+        at.append(number)
     if session is not None and not found:
         raise InputError(source, 0, f"no ASR stream of session {session!r}")
     return Steps(source, path, "asr", seq, at, session, header, chains=chains,
@@ -471,20 +463,21 @@ def read_lineage(path: str, source: str | None = None, warn: Warn | None = None
     source = source or display_name(path)
     streams: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
-    bad = _bad_line(warn)
-    for line, rec in _json_lines(read_lines(path), bad):
+    name = display_name(path)  # what a line's problem names (not ``source``)
+    bad = _bad_line(warn, name)
+    for number, rec in _json_lines(raw_lines(path), name, bad):
         if header_format(rec) == ASR:
-            judge(rec, line.source, line.number, _ASR)  # its version
+            judge(rec, name, number, _ASR)  # its version
             cur = {"header": rec, "source": source, "records": 0, "subagents": [],
                    "resumes": 0, "prompt": None}
             streams.append(cur)
             continue
         if cur is None:
             got = describe(header_format(rec))
-            raise InputError(line.source, line.number,
+            raise InputError(name, number,
                              f"expected an ASR stream (a header line), got {got}")
         if not isinstance(rec, dict):
-            bad(line, "an ASR record must be a JSON object")
+            bad(number, "an ASR record must be a JSON object")
             continue
         cur["records"] += 1
         rtype = rec.get("type")
