@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.errors import Warn
-from acp_pipes.jsonl import InputError, display_name, raw_lines, unparsable
+from acp_pipes.jsonl import InputError, display_name, raw_lines, records
 from acp_pipes.jsonl import of_session as frames_of_session
 from acp_pipes.jsonrpc import classify as classify_message
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
@@ -199,11 +199,12 @@ class TraceReader:
     its frames read as they are iterated, once."""
 
     def __init__(self, source: str, header: dict[str, Any] | None, fmt: str,
-                 numbered: Iterator[tuple[int, bytes]], warn: Warn | None) -> None:
+                 lines: Iterator[bytes], first: int, warn: Warn | None) -> None:
         self.source = source
         self.header = header  # the wire log's header (a frames stream names it as source)
         self.fmt = fmt
-        self._numbered = numbered
+        self._lines = lines  # those after the header, the first of them line ``first``
+        self._first = first
         self._warn = warn
         #: when set, the frames of this session alone are read (:func:`of_session`)
         self.session: str | None = None
@@ -220,18 +221,13 @@ class TraceReader:
     def _pairs(self) -> Iterator[Pair]:
         """The frames: a wire or frame record, used as the file holds it (a frame
         record's ``kind`` and ``hash`` are trusted), and its bytes."""
-        loads = orjson.loads
-        JSONDecodeError = orjson.JSONDecodeError
         dirs = _DIRS
         source = self.source
-        for number, line in self._numbered:
-            try:
-                rec = loads(line)
-            except JSONDecodeError as e:
-                if line.strip():
-                    what = unparsable(line.endswith(b"\n"))
-                    self._skip(number, f"{what}, record skipped: {e}")
-                continue
+
+        def not_json(number: int, what: str, e: Exception) -> None:
+            self._skip(number, f"{what}, record skipped: {e}")
+
+        for number, _line, rec in records(self._lines, source, not_json, first=self._first):
             try:
                 raw = rec["raw"].encode("utf-8", "surrogatepass")
                 if rec["dir"] not in dirs:
@@ -288,9 +284,11 @@ def open_trace(
     ASR stream is replayed by :mod:`acp_pipes.replay`).
     """
     source = display_name(path)
-    numbered = enumerate(lines if lines is not None else raw_lines(path), 1)
+    rest = iter(lines if lines is not None else raw_lines(path))
     first = None
-    for number, raw in numbered:
+    number = 0
+    for raw in rest:
+        number += 1
         if raw.strip():
             first = (number, raw)
             break
@@ -308,7 +306,7 @@ def open_trace(
     fmt = head["format"]
     wire_header = head if fmt == WIRE else head.get("source")
     return TraceReader(source, wire_header if isinstance(wire_header, dict) else None, fmt,
-                       numbered, warn)
+                       rest, number + 1, warn)
 
 
 # -- the trace in memory -------------------------------------------------------------------
