@@ -382,9 +382,12 @@ def _framed(
     """The framing loop of :func:`frame_chunks`, and of :func:`read_frames` (``path``
     given, ``chunks`` None: the file is opened here and closed at the end).
 
-    Its own loop rather than :func:`acp_pipes.jsonl.read_lines`: a ``Line`` object per
-    frame, and a generator between the file and this loop, each cost more per frame than
-    everything done here besides parsing and hashing."""
+    Its own loop rather than :func:`acp_pipes.jsonl.records`, the record reader of the
+    other tools: a measured fast path (BENCHMARKS.md, acp-frame: "within 3× of a bare
+    orjson + blake3 loop"), where a generator between the file and this loop, or a
+    ``Line`` object per frame, costs more per frame than everything done here besides
+    parsing and hashing. A wire record that is not JSON is judged as ``records`` judges
+    it (:func:`acp_pipes.jsonl.unparsable`: torn when it has no LF)."""
     if direction is not None and direction not in DIRECTIONS:
         raise ValueError(f"direction must be c2a or a2c, got {direction!r}")
     warn = warn or _no_warn

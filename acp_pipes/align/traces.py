@@ -274,9 +274,12 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
     one parse a line, nothing hashed. A record that lacks what acp-frame writes is
     framed again, a line that is not JSON is reported and skipped, and from a header of
     another kind on (a wire log appended to the file) the rest is framed. The stream is
-    read directly, not through a generator: that costs ~10% at a million lines; and a
-    record is made a step here, as :meth:`_Builder.adder` makes one, with each field read
-    once and no call a line: that was ~8% of the whole at 200,000 lines."""
+    read directly, not through a generator (:func:`acp_pipes.jsonl.records`, whose
+    judgement of a line that is not JSON it shares: :func:`acp_pipes.jsonl.unparsable`):
+    a measured fast path (BENCHMARKS.md, acp-align: "two frames streams (200k steps)
+    within 2× of a bare orjson loop over both"), where that costs ~10% at a million
+    lines; and a record is made a step here, as :meth:`_Builder.adder` makes one, with
+    each field read once and no call a line: that was ~8% of the whole at 200,000 lines."""
     from acp_pipes.frame import Framer
 
     loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
