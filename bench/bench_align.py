@@ -121,7 +121,7 @@ def _write(path: Path, records: list[bytes]) -> None:
 
 def _keys(path: Path) -> list[str]:
     """Step keys as acp-align sees them (dir + canonical hash), for the in-process runs."""
-    from acp_pipes.frame import read_frames
+    from acp_pipes.frame.core import read_frames
 
     return [f["dir"] + f["hash"] for f in read_frames(path)]
 

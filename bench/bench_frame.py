@@ -82,7 +82,7 @@ def breakdown(log: Path, repeat: int) -> dict[str, float]:
     import blake3
 
     from acp_pipes.canonical import hash_raw
-    from acp_pipes.frame import read_frames
+    from acp_pipes.frame.core import read_frames
 
     loads = orjson.loads
 

@@ -168,8 +168,8 @@ def bad_log(frames: int, blocks: int) -> Path:
 
 def breakdown(log: Path, repeat: int) -> tuple[dict[str, float], int]:
     """Where a frame's time goes, in-process, median seconds; and the frame count."""
-    from acp_pipes.frame import read_frames
-    from acp_pipes.spec import reports
+    from acp_pipes.frame.core import read_frames
+    from acp_pipes.frame.validate import reports
 
     frames = list(read_frames(log, headers=True))
     n = len(frames) - 1
@@ -190,7 +190,7 @@ def breakdown(log: Path, repeat: int) -> tuple[dict[str, float], int]:
     runs = side_by_side({
         "read_frames (framing, in memory)": lambda: run_fn(framing),
         "orjson.loads of every frame": lambda: run_fn(parse),
-        "the checks (spec.reports over framed records)": lambda: run_fn(check),
+        "the checks (frame.validate.reports over framed records)": lambda: run_fn(check),
     }, repeat=repeat)
     return {name: median_wall(r) for name, r in runs.items()}, n
 
@@ -200,8 +200,8 @@ def reference_rate(log: Path, count: int) -> float:
     package (the test suite's checker), on the first ``count`` frames."""
     import jsonschema
 
-    from acp_pipes.frame import read_frames
-    from acp_pipes.spec.schema import schema
+    from acp_pipes.frame.core import read_frames
+    from acp_pipes.frame.validate.schema import schema
 
     s = schema("v2.0.0-alpha.9" if "v2" in log.name else "v1", True)
     validators: dict[str, jsonschema.Draft202012Validator] = {}

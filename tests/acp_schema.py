@@ -13,7 +13,7 @@ schema does not name.
     client_kinds, agent_kinds = check_conversation(client_frames, agent_frames)
     # raises AssertionError on the first bad frame, naming what is wrong and where
 
-The validators are the library's (``acp_pipes.spec.schema``: compiled once, held to the
+The validators are the library's (``acp_pipes.frame.validate.schema``: compiled once, held to the
 reference ``jsonschema`` package by tests/test_validate_schema.py).
 """
 
@@ -23,8 +23,8 @@ import json
 from functools import cache
 from typing import Any
 
+from acp_pipes.frame.validate.schema import schema
 from acp_pipes.schemas import ACP_V2
-from acp_pipes.spec.schema import schema
 
 REVISION = ACP_V2
 

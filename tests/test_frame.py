@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from acp_pipes.canonical import parse_json
 from acp_pipes.echo.agent import EchoAgent
 from acp_pipes.echo.client import client_session
-from acp_pipes.frame import frames, read_frames
+from acp_pipes.frame.core import frames, read_frames
 from acp_pipes.wire import decode_raw, frame_record, header
 from tests.conftest import run_tool
 

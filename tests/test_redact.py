@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_pipes.canonical import canonical_bytes, canonical_hash, parse_json
-from acp_pipes.frame import raw_hash
+from acp_pipes.frame.core import raw_hash
 from acp_pipes.normalize import Normalizer
 from acp_pipes.redact import (
     MAX_FORMS,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.frame import frames
-from acp_pipes.spec import RULES, reports, violations
+from acp_pipes.frame.core import frames
+from acp_pipes.frame.validate import RULES, reports, violations
 from acp_pipes.wire import frame_record
 
 V1_SCHEMA = "v1/schema.unstable.json"

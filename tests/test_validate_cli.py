@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import orjson
 
-from acp_pipes.frame import read_frames
-from acp_pipes.spec import reports
+from acp_pipes.frame.core import read_frames
+from acp_pipes.frame.validate import reports
 from tests.conftest import run_tool
 from tests.test_frame import echo_wire, wire_log
 from tests.test_validate import m, v1, v2

@@ -1,4 +1,4 @@
-"""A large failing value is explained part by part (acp_pipes.spec.schema.Schema.findings):
+"""A large failing value is explained part by part (acp_pipes.frame.validate.schema.Schema.findings):
 what it reports is what the validator's whole error list says, and the work is bounded by
 what is reported.
 
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import acp_pipes.spec.schema as schema_mod
-from acp_pipes.spec.schema import REVISIONS, schema
+import acp_pipes.frame.validate.schema as schema_mod
+from acp_pipes.frame.validate.schema import REVISIONS, schema
 from tests.conftest import tool_argv, tool_env
 from tests.test_validate import m, records, v2
 from tests.test_validate_schema import mutated

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.spec.rules import GATES, capability_source
-from acp_pipes.spec.schema import REVISIONS, schema
+from acp_pipes.frame.validate.rules import GATES, capability_source
+from acp_pipes.frame.validate.schema import REVISIONS, schema
 from tests.test_frame import echo_wire
 from tests.test_validate import v1, v2
 

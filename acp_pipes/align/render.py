@@ -109,7 +109,7 @@ def step_info(steps: Steps, table: StepTable, i: int, text: str | None) -> dict[
 def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[str, Any]:
     """The JSON summary: counts, LCS length, edit distance, the first divergence, and
     every changed step with its differences; for two traces, ``latency_ms``: per method,
-    each run's request latency and the change (:func:`acp_pipes.latency.deltas`)."""
+    each run's request latency and the change (:func:`acp_pipes.frame.latency.deltas`)."""
     if changes is None:
         changes = cmp.changes()
     a, b, table = cmp.a, cmp.b, cmp.table
@@ -148,7 +148,7 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
     if a.minted is not None and b.minted is not None:
         out["renamed"] = renaming(cmp)
     if a.latency is not None and b.latency is not None:
-        from acp_pipes.latency import deltas
+        from acp_pipes.frame.latency import deltas
 
         out["latency_ms"] = deltas(a.latency, b.latency)
     return out

@@ -52,7 +52,7 @@ from acp_pipes.align.words import (
 )
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.errors import Warn
-from acp_pipes.frame import raw_hash
+from acp_pipes.frame.core import raw_hash
 from acp_pipes.jsonl import (
     READ_ERRORS,
     InputError,
@@ -106,7 +106,7 @@ class Steps:
     chains: Sequence[tuple[str | None, str | None]] = field(default_factory=list)
     chain_pos: list[array] = field(default_factory=list)
     normalizer: Normalizer | None = None
-    #: a trace's request latency per method (:meth:`acp_pipes.latency.Latency.methods`)
+    #: a trace's request latency per method (:meth:`acp_pipes.frame.latency.Latency.methods`)
     latency: dict[str, dict[str, Any]] | None = None
     #: the default preset's identifiers of this run (:mod:`acp_pipes.align.minted`), and
     #: per step the ``(kind, ordinal)`` of each (None: --strict, or an ASR stream)

@@ -3,7 +3,7 @@
 A trace is a wire log, a frames stream or bare ACP JSONL. A frames stream (acp-frame's
 output, told by its header) is trusted: its records' ``hash``, ``kind``, ``method`` and
 ``sessionId`` are used as written, so each line is parsed once and nothing is hashed
-again; anything else is framed here (:func:`acp_pipes.frame.frame_chunks`).
+again; anything else is framed here (:func:`acp_pipes.frame.core.frame_chunks`).
 
 At a million steps the cost is what is done per line besides parsing, so that is kept
 to a few dict lookups on the record while it is fresh in the cache (batches of records
@@ -64,7 +64,7 @@ class _Builder:
         self.chains: list[tuple[str, str | None]] = []
         self.chain_ids: dict[tuple[str, str | None], int] = {}
         self.chain_pos: list[array] = []
-        from acp_pipes.latency import Latency
+        from acp_pipes.frame.latency import Latency
 
         self.latency = Latency(turns=False)  # how long each method took (for the JSON)
 
@@ -155,7 +155,7 @@ def trace_steps(
     """The steps of a trace whose first non-blank line ``first`` (number
     ``first_number``, parsed: ``head``) has been read from ``stream``, which holds the
     other lines: ``(step ids, line numbers, chains, positions of each chain, request
-    latency per method)`` (:meth:`acp_pipes.latency.Latency.methods`, measured as the
+    latency per method)`` (:meth:`acp_pipes.frame.latency.Latency.methods`, measured as the
     frames go by: no second pass), as the builder's fields. With ``preset`` (the default
     comparison, :mod:`acp_pipes.align.minted`) each frame is hashed under it and the
     steps are put in causal order (:func:`causal_order`). Where
@@ -253,7 +253,7 @@ def _framed(b: _Builder, numbered: Iterator[tuple[int, bytes]], source: str,
             warn: Warn | None, direction: str | None) -> None:
     """Frame the lines here (a wire log, a bare stream, a frames stream with --ignore),
     as acp-frame would, and add the frames in batches."""
-    from acp_pipes.frame import frame_chunks
+    from acp_pipes.frame.core import frame_chunks
 
     where = [0]
 
@@ -280,7 +280,7 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
     within 2× of a bare orjson loop over both"), where that costs ~10% at a million
     lines; and a record is made a step here, as :meth:`_Builder.adder` makes one, with
     each field read once and no call a line: that was ~8% of the whole at 200,000 lines."""
-    from acp_pipes.frame import Framer
+    from acp_pipes.frame.core import Framer
 
     loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
     dirs, kinds, hash_types = _DIRS, _KINDS, _HASH_TYPES

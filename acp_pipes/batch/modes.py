@@ -90,8 +90,8 @@ def _asr(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> 
 
 
 def _validate(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -> Done:
-    from acp_pipes.frame import read_frames
-    from acp_pipes.spec import reports
+    from acp_pipes.frame.core import read_frames
+    from acp_pipes.frame.validate import reports
 
     lines: list[bytes] = []
     found = 0
@@ -251,7 +251,8 @@ MODES: dict[str, Mode] = {
                 ("acp_pipes.asr.mapping", "acp_pipes.asr.output", "acp_pipes.fold"),
                 _owns_streams),
     "validate": Mode("validate", _validate, ("direction", "protocol", "stable"),
-                     ("acp_pipes.frame", "acp_pipes.spec"), _owns(".validate.jsonl")),
+                     ("acp_pipes.frame.core", "acp_pipes.frame.validate"),
+                     _owns(".validate.jsonl")),
     "view": Mode("view", _view, ("direction", "validate"), ("acp_pipes.view",),
                  _owns(".html")),
     "align": Mode("align", _align, ("baseline", "baseline_hash", "format", "context",

@@ -78,7 +78,7 @@ def _direction(p: argparse.ArgumentParser) -> None:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from acp_pipes.spec.schema import REVISIONS
+    from acp_pipes.frame.validate.schema import REVISIONS
 
     modes = p.add_subparsers(dest="mode", metavar="MODE", required=True)
 

@@ -10,10 +10,10 @@ import orjson
 
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
-from acp_pipes.frame import read_frames
+from acp_pipes.frame.core import read_frames
+from acp_pipes.frame.validate.schema import NEWEST_V2, REVISIONS
 from acp_pipes.jsonl import Live, of_session
 from acp_pipes.schemas import ACP_REVISIONS, ACP_V1, ACP_V2
-from acp_pipes.spec.schema import NEWEST_V2, REVISIONS
 from acp_pipes.terminal import Terminal, printable
 
 DESCRIPTION = """\
@@ -152,8 +152,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
     """``--summary``: one summary per input stream, JSON lines or tables."""
+    from acp_pipes.frame.summary import render_table, summaries
     from acp_pipes.jsonl import display_name
-    from acp_pipes.summary import render_table, summaries
 
     write = ctx.out.write
     first = True
@@ -179,8 +179,8 @@ def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
 
 def _validate(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
     """``--validate``: violation lines and a summary line per stream; 1 if any."""
+    from acp_pipes.frame.validate import reports
     from acp_pipes.jsonl import display_name
-    from acp_pipes.spec import reports
 
     write = ctx.out.write
     term = ctx.term

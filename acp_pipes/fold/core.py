@@ -189,7 +189,7 @@ class Folder:
 
     def _frame(self, seq: int, t: int | None, direction: str, msg: Any) -> None:
         """One v2 frame into the fold; its records wait in the timeline's ``take``."""
-        # the classification acp-frame makes (acp_pipes.frame): a frame that is not
+        # the classification acp-frame makes (acp_pipes.frame.core): a frame that is not
         # JSON-RPC 2.0 (an id that is an object, a method that is not a string, ...) is
         # reported and skipped, so nothing below keys a table by an unhashable value
         if msg.__class__ is not dict or msg.get("jsonrpc") != "2.0":

@@ -60,7 +60,7 @@ def captured_frames(stream: AsrStream, wire_paths: Sequence[str]) -> Iterator[by
 
     Raises NoCapture when no record points into a capture, InputError when a wire log is
     missing or does not hold the frames the stream names."""
-    from acp_pipes.frame import read_frames
+    from acp_pipes.frame.core import read_frames
 
     refs = referenced_frames(stream)
     if not refs:

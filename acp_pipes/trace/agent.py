@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from acp_pipes.canonical import CanonicalError, ParseError, canonical_hash, hash_raw, parse_json
-from acp_pipes.frame import raw_hash
+from acp_pipes.frame.core import raw_hash
 from acp_pipes.normalize import Normalizer
 from acp_pipes.redact import conceal, may_hold_secrets
 from acp_pipes.trace.ids import id_key, id_span, note_live_id

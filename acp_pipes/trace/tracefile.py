@@ -323,7 +323,7 @@ class Trace:
 
     @classmethod
     def of(cls, frames: Iterable[dict[str, Any]], source: str = "-") -> Trace:
-        """A trace from wire or frame records (e.g. :func:`acp_pipes.frame.frames`
+        """A trace from wire or frame records (e.g. :func:`acp_pipes.frame.core.frames`
         output); a record with no direction or bytes is skipped."""
         recs: list[dict[str, Any]] = []
         raws: list[bytes] = []

@@ -1,7 +1,7 @@
 """Any stage in, one recording out: what a session page shows, read with the library.
 
 A wire log, frames stream or bare ACP JSONL (with a direction) gives the protocol
-timeline (:func:`acp_pipes.frame.read_frames`) and, converted in-process exactly as
+timeline (:func:`acp_pipes.frame.core.read_frames`) and, converted in-process exactly as
 acp-asr converts it (:func:`acp_pipes.fold.fold_paths` into an
 :class:`acp_pipes.asr.Converter`), the sessions' transcripts. Folded entities give the
 transcripts only, ASR streams too (their records are what the transcript shows). A bare
@@ -84,7 +84,7 @@ def kind_of(path: str) -> str | None:
 def load(paths: list[str], names: list[str] | None = None, *, direction: str | None = None,
          warn: Warn | None = None, validate: bool = True) -> Recording:
     """Read every input (``names`` are how the page and diagnostics call them). With
-    ``validate``, every frame is checked against the ACP spec (:mod:`acp_pipes.spec`,
+    ``validate``, every frame is checked against the ACP spec (:mod:`acp_pipes.frame.validate`,
     what ``acp-frame --validate`` reports) and its violations shown on its row."""
     names = names or [display_name(p) for p in paths]
     rec = Recording()
@@ -134,8 +134,8 @@ def load(paths: list[str], names: list[str] | None = None, *, direction: str | N
 
 def _frames(rec: Recording, path: str, name: str, direction: str | None, warn: Warn,
             validate: bool) -> None:
-    from acp_pipes.frame import read_frames
-    from acp_pipes.spec import Checker
+    from acp_pipes.frame.core import read_frames
+    from acp_pipes.frame.validate import Checker
 
     # connections are numbered across every input, as acp-asr numbers them
     conn = rec.timeline.conn[-1] + 1 if rec.timeline.conn else 0

@@ -4,7 +4,7 @@ Columns rather than one object per frame: a 100,000-frame recording is one array
 field in the page, which the browser parses into a few flat arrays instead of 100,000
 objects, and repeated words (methods, session IDs, update kinds) are indices into one
 string table. What the timeline shows beyond the frame record itself is computed here:
-the pair of each request and response (matched as :class:`acp_pipes.frame.Framer`
+the pair of each request and response (matched as :class:`acp_pipes.frame.core.Framer`
 matches them: by direction and JSON id, per connection) with the latency between them,
 and the ``sessionUpdate`` kind of each ``session/update`` (chunk runs are collapsed by it).
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.frame import KINDS
+from acp_pipes.frame.core import KINDS
 
 __all__ = ["KIND_NAMES", "Timeline"]
 
@@ -78,7 +78,7 @@ class Timeline:
         self._pending.clear()
 
     def add(self, frame: dict[str, Any], conn: int) -> int:
-        """Append one frame record (as :func:`acp_pipes.frame.read_frames` gives it);
+        """Append one frame record (as :func:`acp_pipes.frame.core.read_frames` gives it);
         returns its index."""
         i = len(self.seq)
         self._at[(conn, frame["seq"])] = i
@@ -126,7 +126,7 @@ class Timeline:
         return i
 
     def violation(self, conn: int, v: dict[str, Any]) -> None:
-        """Attach a spec violation (:mod:`acp_pipes.spec`) to the frame it names."""
+        """Attach a spec violation (:mod:`acp_pipes.frame.validate`) to the frame it names."""
         i = self._at.get((conn, v.get("seq")))
         if i is None:
             return

@@ -24,7 +24,7 @@ list of invalid lines is capped at :data:`MAX_LINES`)::
 ``problems`` holds every diagnostic of the stream (frames that are not JSON or not
 JSON-RPC, skipped broken wire records) with its line number. ``end`` is the wire log's
 end record (how the session ended), null for a log cut off or older than version 2.
-``latency_ms`` and ``turns`` are :class:`acp_pipes.latency.Latency`'s: they keep a number
+``latency_ms`` and ``turns`` are :class:`acp_pipes.frame.latency.Latency`'s: they keep a number
 per answered request and per prompt turn, the rest is counters.
 """
 
@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from acp_pipes.frame import frame_field
-from acp_pipes.latency import Latency
+from acp_pipes.frame.core import frame_field
+from acp_pipes.frame.latency import Latency
 from acp_pipes.streams import FRAMES
 from acp_pipes.terminal import printable
 from acp_pipes.wire import iso_time
@@ -151,7 +151,7 @@ def summaries(
     records: Iterable[dict[str, Any]], source: str
 ) -> tuple[Iterator[dict[str, Any]], Callable[[str, int, str], None]]:
     """Summaries (as dicts) of the streams in ``records`` (frames with their headers, as
-    :func:`acp_pipes.frame.read_frames` yields with ``headers=True``), and the ``warn``
+    :func:`acp_pipes.frame.core.read_frames` yields with ``headers=True``), and the ``warn``
     callback to pass to the reader so diagnostics land in the current stream's summary."""
     state: dict[str, Summary | None] = {"cur": None}
 

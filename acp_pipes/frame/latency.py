@@ -16,8 +16,8 @@ response; in ACP v2, where the response only acknowledges the prompt, at the fir
 response, which ends it at once). A turn still open at the end of the stream is counted
 as unfinished. The protocol version is the one ``initialize`` agreed (v2 when none).
 
-    from acp_pipes.frame import read_frames
-    from acp_pipes.latency import Latency
+    from acp_pipes.frame.core import read_frames
+    from acp_pipes.frame.latency import Latency
 
     lat = Latency()
     for f in read_frames("wire.jsonl"):
@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Iterable
 from typing import Any
 
-from acp_pipes.frame import frame_field
+from acp_pipes.frame.core import frame_field
 
 __all__ = ["Latency", "TURN_QUIET", "deltas", "latency_of", "stats"]
 

@@ -7,9 +7,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.canonical import parse_json
-from acp_pipes.jsonrpc import why_not_jsonrpc
-from acp_pipes.schemas import ACP_V1
-from acp_pipes.spec.rules import (
+from acp_pipes.frame.validate.rules import (
     CANCELLED_WORDS,
     GATES,
     LIFECYCLE,
@@ -20,7 +18,9 @@ from acp_pipes.spec.rules import (
     capability_source,
     schema_words,
 )
-from acp_pipes.spec.schema import NEWEST_V2, REVISIONS, Schema, newer_capabilities, schema
+from acp_pipes.frame.validate.schema import NEWEST_V2, REVISIONS, Schema, newer_capabilities, schema
+from acp_pipes.jsonrpc import why_not_jsonrpc
+from acp_pipes.schemas import ACP_V1
 from acp_pipes.wire import A2C, C2A
 
 __all__ = ["MAX_PENDING", "Checker"]
@@ -57,7 +57,7 @@ class Checker:
     """Checks one stream (one connection) frame by frame.
 
     ``check(frame)`` returns the violations of one frame record (as
-    :func:`acp_pipes.frame.read_frames` yields them), ``finish()`` those only the end can
+    :func:`acp_pipes.frame.core.read_frames` yields them), ``finish()`` those only the end can
     tell (requests never answered), ``summary()`` the counts. ``paired``: the stream
     holds both directions (a wire log does; a bare stream read with ``--dir`` does not,
     and then requests and responses cannot be matched, so pairing, session and
@@ -71,7 +71,7 @@ class Checker:
         self.paired = paired
         # --schema: this revision for its protocol version; else, for v2, the newest
         # known v2 when initialize advertises a capability only it defines (see
-        # acp_pipes.spec.schema.newer_capabilities), else the pinned one
+        # acp_pipes.frame.validate.schema.newer_capabilities), else the pinned one
         self.forced_revision = revision
         self.schema_from = "forced" if revision is not None else "default"
         if revision is not None and protocol is None:
@@ -243,7 +243,7 @@ class Checker:
             self._turn(f, msg, method, sid, params, out)
         self._gates(f, method, params, out)
 
-    # -- turns: cancel, tool calls, permissions (rules in acp_pipes.spec.rules) ----------
+    # -- turns: cancel, tool calls, permissions (rules in acp_pipes.frame.validate.rules) ----------
 
     def _creating(self) -> tuple[int, str] | None:
         """The first session/new or session/fork still waiting for its answer."""
@@ -550,7 +550,7 @@ class Checker:
     def _check(self, f: dict[str, Any], chain: list[tuple[Schema, str]], value: Any,
                pointer: str, out: list[dict[str, Any]], start: int = 0) -> None:
         """The stable schema first, the unstable one when the stable one refuses; each
-        through its closed copy (see :mod:`acp_pipes.spec.schema`). ``start``: the
+        through its closed copy (see :mod:`acp_pipes.frame.validate.schema`). ``start``: the
         schemas before it have refused already."""
         try:
             self._check_chain(f, chain, value, pointer, out, start)
@@ -712,7 +712,7 @@ def _tool_call_id_source(revision: str | None) -> tuple[str | None, str | None, 
 
 
 def _cap_schema(version: int) -> str:
-    from acp_pipes.spec.schema import schema_file
+    from acp_pipes.frame.validate.schema import schema_file
 
     return schema_file(REVISIONS[version], True)
 

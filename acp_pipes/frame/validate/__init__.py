@@ -23,8 +23,8 @@ only when another frame is involved)::
 ``pointer`` is a JSON pointer into the frame; ``schema`` the official file the rule comes
 from, ``location`` a pointer into it, ``words`` the schema's own description there.
 
-    from acp_pipes.frame import read_frames
-    from acp_pipes.spec import violations
+    from acp_pipes.frame.core import read_frames
+    from acp_pipes.frame.validate import violations
 
     for v in violations(read_frames("wire.jsonl", headers=True)):
         print(v["seq"], v["rule"], v["pointer"], v["message"])
@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from acp_pipes.spec.checker import Checker
-from acp_pipes.spec.rules import RULES
+from acp_pipes.frame.validate.checker import Checker
+from acp_pipes.frame.validate.rules import RULES
 
 __all__ = ["RULES", "Checker", "reports", "violations"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from acp_pipes.frame.validate.schema import escape, first_words, paragraph, schema
 from acp_pipes.schemas import ACP_V1, ACP_V2
-from acp_pipes.spec.schema import escape, first_words, paragraph, schema
 
 __all__ = ["CANCELLED_WORDS", "GATES", "RULES", "SESSION", "TOOL_CALL_WORDS", "WARNINGS",
            "advertised", "capability_source", "schema_words"]
