@@ -73,7 +73,7 @@ from acp_pipes.asr import convert
 from acp_pipes.asr.reader import AsrStream
 from acp_pipes.asr.validate import validate_streams
 from acp_pipes.fold import fold_paths
-from acp_pipes.replay.equivalence import compare_streams, compare_views, context_view
+from acp_pipes.replay.asr.equivalence import compare_streams, compare_views, context_view
 from tests.test_roundtrip import _joined_texts, load_v1_and_record, replay_and_record
 
 settings.register_profile("oracle-short", max_examples=100, stateful_step_count=30,

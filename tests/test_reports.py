@@ -94,7 +94,7 @@ def test_of_session_reads_a_trace_as_it_goes():
     """The filter behind --session on traces: a request of no session waits for its answer
     (whose session says whether it stays), the frames after it wait with it, order is
     kept, and nothing is read further ahead than that."""
-    from acp_pipes.trace.tracefile import of_session
+    from acp_pipes.replay.trace.tracefile import of_session
 
     def frame(d: str, msg: str) -> tuple[dict, bytes]:
         return {"dir": d}, msg.encode()

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from acp_pipes.asr import convert
 from acp_pipes.asr.reader import AsrStream, read_streams
 from acp_pipes.fold import fold
-from acp_pipes.replay.equivalence import compare_streams, compare_views, context_view
-from acp_pipes.replay.serve import Server, serve_lines
+from acp_pipes.replay.asr.equivalence import compare_streams, compare_views, context_view
+from acp_pipes.replay.asr.serve import Server, serve_lines
 from tests.conftest import REPO, run_tool, tool_argv
 
 FIXTURES = sorted(p / "stream.asr.jsonl" for p in (REPO / "tests/fixtures/replay").iterdir()

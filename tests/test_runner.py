@@ -281,7 +281,7 @@ def _library_errors():
     from acp_pipes.canonical import CanonicalError
     from acp_pipes.errors import OptionError
     from acp_pipes.fold import ProtocolVersionError
-    from acp_pipes.replay.capture import NoCapture
+    from acp_pipes.replay.asr.capture import NoCapture
 
     return [DotMissing, CanonicalError, ProtocolVersionError, NoCapture,
             InputError, UsageError, OptionError]

@@ -330,7 +330,7 @@ def test_official_v1_sdk_client_lists_and_loads_every_stored_session(tmp_path: P
     fixture (v1 and v2 recordings), loads each, and receives every update acp-replay
     --protocol 1 writes for it, with no validation error."""
     from acp_pipes.asr.reader import read_streams
-    from acp_pipes.replay.v1 import V1Replay
+    from acp_pipes.replay.asr.v1 import V1Replay
 
     combined, streams = every_stream_once(tmp_path)
     proc = subprocess.run(

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from acp_pipes.errors import InputError
+from acp_pipes.replay.trace.tracefile import load_trace
 from acp_pipes.streams import (
     ASR,
     FOLD,
@@ -23,7 +24,6 @@ from acp_pipes.streams import (
     judge,
     migrate,
 )
-from acp_pipes.trace.tracefile import load_trace
 from tests.conftest import REPO, record_lockstep, run_tool, tool_argv, tool_env
 
 FORMATS = REPO / "tests" / "fixtures" / "formats"

@@ -4,7 +4,7 @@ What every consumer of ASR streams shares (acp-replay's ASR modes, ``--compare``
 round trip): streams split at their headers, bad lines reported with file and line and
 skipped without losing what came before or after, and an input cut short kept up to the
 cut (:class:`UntilCut`). What a replay keeps of each record is
-:func:`acp_pipes.replay.updates.read_indexed`'s business.
+:func:`acp_pipes.replay.asr.updates.read_indexed`'s business.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from acp_pipes.replay.updates import _Index
+    from acp_pipes.replay.asr.updates import _Index
 
 __all__ = ["AsrStream", "UntilCut", "iter_streams", "read_streams"]
 
@@ -85,7 +85,7 @@ class AsrStream:
     records: list[dict[str, Any]] = field(default_factory=list)
     source: str = "-"
     line: int = 1  # the header's line number
-    index: _Index | None = None  # acp_pipes.replay.updates' replay index
+    index: _Index | None = None  # acp_pipes.replay.asr.updates' replay index
 
     @property
     def session_id(self) -> str:

@@ -1,5 +1,5 @@
 """The ASR-stream modes of ``acp-replay`` (the stream as ACP, ``--wire``, ``--serve``,
-``--compare``): files, reports and exit statuses over :mod:`acp_pipes.replay`. Arguments
+``--compare``): files, reports and exit statuses over :mod:`acp_pipes.replay.asr`. Arguments
 were checked against the mode table in :mod:`acp_pipes.cli.replay`; what is left here
 needs the streams read."""
 
@@ -14,8 +14,8 @@ from acp_pipes.asr.reader import UntilCut, read_streams
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.jsondiff import dumps  # lone surrogates stay escapes
 from acp_pipes.jsonl import InputError, create, display_name, raw_lines
-from acp_pipes.replay.updates import Replay, read_indexed
-from acp_pipes.replay.v1 import V1Replay
+from acp_pipes.replay.asr.updates import Replay, read_indexed
+from acp_pipes.replay.asr.v1 import V1Replay
 
 __all__ = ["compare", "replay", "serve"]
 
@@ -119,7 +119,7 @@ def _keep_until_exit(obj) -> None:
 
 
 def _resend(stream, wire: list[str], out) -> None:
-    from acp_pipes.replay.capture import captured_frames
+    from acp_pipes.replay.asr.capture import captured_frames
 
     for frame in captured_frames(stream, wire):  # an unreadable log: the reader's InputError
         out.write(frame + b"\n")
@@ -135,7 +135,7 @@ def serve(args: argparse.Namespace, ctx, files: list[str], report: Report) -> in
         if len(streams) != 1:
             raise UsageError("--session-id: serve one stream to rename it")
         streams[0].header = {**streams[0].header, "sessionId": sid}
-    from acp_pipes.replay.serve import serve as serve_on
+    from acp_pipes.replay.asr.serve import serve as serve_on
 
     reports = _Reports(args.report, report)
     try:
@@ -150,7 +150,7 @@ def serve(args: argparse.Namespace, ctx, files: list[str], report: Report) -> in
 def compare(args: argparse.Namespace, ctx, files: list[str], report: Report) -> int:
     """ASR-732: the context views of two streams, compared; differences as JSON lines on
     stdout, exit 1 when there is one."""
-    from acp_pipes.replay.equivalence import compare_streams
+    from acp_pipes.replay.asr.equivalence import compare_streams
 
     cuts: list[InputError] = []
     a, b = (_load(f, ctx, cuts=cuts) for f in files)

@@ -1,5 +1,5 @@
 """The trace modes of ``acp-replay`` (as the agent, ``--client``, ``--emit``), over
-:mod:`acp_pipes.trace`. Arguments were checked against the mode table in
+:mod:`acp_pipes.replay.trace`. Arguments were checked against the mode table in
 :mod:`acp_pipes.cli.replay`; what is left here are the values only a body can judge."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["run"]
 
 def _options(args: argparse.Namespace, remap_log, report: Callable[[dict], None]):
     from acp_pipes.normalize import Normalizer
-    from acp_pipes.trace import ReplayOptions
+    from acp_pipes.replay.trace import ReplayOptions
 
     Normalizer.from_option(args.ignore)  # refused before the agent starts
     if args.timeout <= 0:
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
         lines: Iterable[bytes] | None, report: Callable[[dict], None]) -> int:
     """``mode`` is ``agent``, ``client`` or ``emit``; ``lines`` the trace's lines when its
     start was already read (None: read ``path``)."""
-    from acp_pipes.trace import drive_agent, emit, open_trace, replay_agent
+    from acp_pipes.replay.trace import drive_agent, emit, open_trace, replay_agent
 
     trace = open_trace(path, lines=lines, warn=ctx.warn)  # read as the replay goes
     trace.session = args.session  # None: every session

@@ -1,16 +1,9 @@
-"""Replay of ASR streams: a stored session played back as ACP (ASR-724..733).
+"""acp-replay's library: a recording played back, two ways.
 
-The last stage of the pipeline (record -> frame -> fold -> asr -> replay): an ASR stream
-(read by :mod:`acp_pipes.asr.reader`) becomes what an agent sends when a client reopens
-the session.
+- :mod:`acp_pipes.replay.trace`: a trace (a wire log or frames) byte for byte to a live
+  peer, as the agent or as the client.
+- :mod:`acp_pipes.replay.asr`: an ASR stream as the ACP an agent sends when a client
+  reopens the session (ASR-724..733), and two streams' context views compared.
 
-- :mod:`acp_pipes.replay.updates`: the stream as ``session/update`` notifications, and
-  the loss report (:class:`~acp_pipes.replay.updates.Replay`).
-- :mod:`acp_pipes.replay.capture`: the captured agent frames resent from the wire logs
-  the stream was recorded from (byte-level, ``--wire``).
-- :mod:`acp_pipes.replay.serve`: a read-only ACP agent serving stored sessions.
-- :mod:`acp_pipes.replay.equivalence`: the context views of two streams compared
-  (ASR-732).
-
-Byte-exact replay of a recorded wire log is :mod:`acp_pipes.trace`.
+Neither imports the other; the tool (:mod:`acp_pipes.cli.replay`) picks one by its input.
 """

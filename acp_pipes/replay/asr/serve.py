@@ -8,12 +8,12 @@ either.
 
 - ACP v2: ``session/list`` (ID, cwd, title) and ``session/resume``; with ``replayFrom:
   {"type": "start"}`` the history arrives as whole-entity upserts
-  (:class:`acp_pipes.replay.updates.Replay`), then the current ``state_update``, then the
+  (:class:`acp_pipes.replay.asr.updates.Replay`), then the current ``state_update``, then the
   response, which the v2 schema asks for ("the agent MUST send a current state_update
   after any requested history replay and before this response"). Without
   ``replayFrom`` only the state_update comes before the response.
 - ACP v1: ``loadSession: true`` and ``session/list``; ``session/load`` sends the history
-  as v1 updates (:class:`acp_pipes.replay.v1.V1Replay`) before its response;
+  as v1 updates (:class:`acp_pipes.replay.asr.v1.V1Replay`) before its response;
   ``session/resume`` answers without history, as v1 defines it.
 
 Nothing is ever executed (ASR-726): ``session/prompt`` (and ``session/new``,
@@ -58,8 +58,8 @@ from acp_pipes.jsonrpc import (
 )
 from acp_pipes.jsonrpc import error as _error
 from acp_pipes.jsonrpc import response as _response
-from acp_pipes.replay.updates import Replay
-from acp_pipes.replay.v1 import V1Replay, config_options
+from acp_pipes.replay.asr.updates import Replay
+from acp_pipes.replay.asr.v1 import V1Replay, config_options
 
 __all__ = ["READ_ONLY", "Server", "serve", "serve_lines"]
 

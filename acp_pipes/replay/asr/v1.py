@@ -2,7 +2,7 @@
 
 Every agent and editor in use today speaks ACP v1, which has ``session/load`` (the
 history replayed as ``session/update`` notifications before the response) where v2 has
-``session/resume`` with ``replayFrom``. The v2 replay (:class:`~acp_pipes.replay.updates.
+``session/resume`` with ``replayFrom``. The v2 replay (:class:`~acp_pipes.replay.asr.updates.
 Replay`) stays the one reading of a stream; :class:`V1Replay` has one and carries each
 of its updates down to v1, counting what v1 cannot carry (ASR-731) beside the v2 losses:
 
@@ -44,7 +44,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.asr.reader import AsrStream
-from acp_pipes.replay.updates import Replay, envelope
+from acp_pipes.replay.asr.updates import Replay, envelope
 
 __all__ = ["LOSS_ORDER", "V1Replay", "config_options"]
 

@@ -1,8 +1,8 @@
 """A recorded ACP session (a wire log or frames) read for replay, frame by frame, and its
 offline emit.
 
-Both replay engines (:mod:`acp_pipes.trace.agent` as the agent,
-:mod:`acp_pipes.trace.client` as the client) read a trace as it goes
+Both replay engines (:mod:`acp_pipes.replay.trace.agent` as the agent,
+:mod:`acp_pipes.replay.trace.client` as the client) read a trace as it goes
 (:func:`open_trace`): each frame is ``(record, bytes)``, the record as the file holds it
 (a wire record, or a frame record with its ``kind`` and ``hash``), the bytes decoded once.
 Nothing else is computed up front: what a replay must know of a frame it asks for
@@ -281,7 +281,7 @@ def open_trace(
     already started reading it.
 
     Raises InputError for anything else (a bare ACP stream has only one direction; an
-    ASR stream is replayed by :mod:`acp_pipes.replay`).
+    ASR stream is replayed by :mod:`acp_pipes.replay.asr`).
     """
     source = display_name(path)
     rest = iter(lines if lines is not None else raw_lines(path))

@@ -40,10 +40,10 @@ from acp_pipes.errors import UsageError
 from acp_pipes.jsondiff import dumps
 from acp_pipes.minted import drop_clocks, learn, rename
 from acp_pipes.redact import Redactor, logged_hash
-from acp_pipes.trace.agent import ReplayOptions
-from acp_pipes.trace.ids import id_key, id_span, splice_id
-from acp_pipes.trace.report import pointer_diff
-from acp_pipes.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, classify, parsed
+from acp_pipes.replay.trace.agent import ReplayOptions
+from acp_pipes.replay.trace.ids import id_key, id_span, splice_id
+from acp_pipes.replay.trace.report import pointer_diff
+from acp_pipes.replay.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, classify, parsed
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
 
 __all__ = ["DriveResult", "drive_agent"]
@@ -764,7 +764,7 @@ def _id_span(raw: bytes, has_id: bool) -> tuple[int, int] | None:
 
 
 def _value(raw: bytes) -> Any:
-    """A frame's JSON value (:func:`acp_pipes.trace.tracefile.parsed`); the text itself
+    """A frame's JSON value (:func:`acp_pipes.replay.trace.tracefile.parsed`); the text itself
     when it is not JSON (then nothing equals it but the same text)."""
     value = parsed(raw)
     return raw.decode("utf-8", "replace") if value is UNPARSED else value

@@ -16,7 +16,7 @@ record (``supersedes``) or a later record with the same native ID replaces the c
 three messages.
 
     from acp_pipes.asr.reader import read_streams
-    from acp_pipes.replay.updates import Replay
+    from acp_pipes.replay.asr.updates import Replay
     for stream in read_streams(lines, "s.asr.jsonl"):
         rep = Replay(stream)
         for update in rep.updates(): ...       # session/update payloads, in order

@@ -1,17 +1,17 @@
 """Trace replay: a recorded session (a wire log or frames) played back byte for byte to a
 live peer.
 
-- :mod:`acp_pipes.trace.tracefile`: a trace read frame by frame as a replay goes
+- :mod:`acp_pipes.replay.trace.tracefile`: a trace read frame by frame as a replay goes
   (:func:`open_trace`) or whole (:func:`load_trace`), and offline emit of one direction
   (:func:`emit`).
-- :mod:`acp_pipes.trace.agent`: a trace replayed as the agent to a live client
+- :mod:`acp_pipes.replay.trace.agent`: a trace replayed as the agent to a live client
   (:func:`replay_agent`).
-- :mod:`acp_pipes.trace.client`: a trace replayed as the client to a live agent
+- :mod:`acp_pipes.replay.trace.client`: a trace replayed as the client to a live agent
   (:func:`drive_agent`), writing a new wire log of the run.
-- :mod:`acp_pipes.trace.ids`: JSON-RPC id splicing on raw bytes (``--remap-ids``).
-- :mod:`acp_pipes.trace.report`: JSON-pointer diffs for miss reports.
+- :mod:`acp_pipes.replay.trace.ids`: JSON-RPC id splicing on raw bytes (``--remap-ids``).
+- :mod:`acp_pipes.replay.trace.report`: JSON-pointer diffs for miss reports.
 
-The replay of an ASR stream is another thing: :mod:`acp_pipes.replay`. The names below are
+The replay of an ASR stream is another thing: :mod:`acp_pipes.replay.asr`. The names below are
 imported on first use (PEP 562), so importing one engine does not load the other.
 """
 

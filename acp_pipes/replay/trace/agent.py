@@ -1,6 +1,6 @@
 """Byte-exact replay of a recorded ACP session (a wire log or frames) as the agent.
 
-The trace is read as the replay goes (:func:`acp_pipes.trace.tracefile.open_trace`; a
+The trace is read as the replay goes (:func:`acp_pipes.replay.trace.tracefile.open_trace`; a
 :class:`Trace` in memory works too), in *bursts*: each recorded client (c2a) frame owns
 the agent (a2c) frames that follow it up to the next client frame, and the a2c frames
 before the first client frame form the prelude. Replay as the agent
@@ -35,9 +35,9 @@ from acp_pipes.canonical import CanonicalError, ParseError, canonical_hash, hash
 from acp_pipes.frame.core import raw_hash
 from acp_pipes.normalize import Normalizer
 from acp_pipes.redact import conceal, may_hold_secrets
-from acp_pipes.trace.ids import id_key, id_span, note_live_id
-from acp_pipes.trace.report import MAX_CANDIDATES, nearest
-from acp_pipes.trace.tracefile import (
+from acp_pipes.replay.trace.ids import id_key, id_span, note_live_id
+from acp_pipes.replay.trace.report import MAX_CANDIDATES, nearest
+from acp_pipes.replay.trace.tracefile import (
     CutWatch,
     Pair,
     Trace,

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from acp_pipes.asr.reader import AsrStream
 from acp_pipes.errors import AcpPipesError
 from acp_pipes.jsonl import InputError, display_name
-from acp_pipes.replay.updates import current_state
+from acp_pipes.replay.asr.updates import current_state
 from acp_pipes.wire import decode_raw
 
 __all__ = ["NoCapture", "captured_frames", "referenced_frames"]
