@@ -174,7 +174,7 @@ def frames_floor(steps: int, d: str, repeat: int) -> dict:
     from acp_pipes.align import render
     from acp_pipes.align.compare import compare
     from acp_pipes.align.steps import StepTable, load_steps
-    from acp_pipes.jsonl import dumps
+    from acp_pipes.lines import dumps
 
     files = [str(Path(d) / f"{x}{steps}.frames.jsonl") for x in "ab"]
     loads = orjson.loads

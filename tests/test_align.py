@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from acp_pipes.echo.client import client_session
-from acp_pipes.jsonl import InputError
+from acp_pipes.errors import InputError
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 
 

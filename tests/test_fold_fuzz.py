@@ -22,8 +22,9 @@ from acp_pipes.asr.mapping import Converter
 from acp_pipes.asr.output import Spool
 from acp_pipes.echo.agent import EchoAgent
 from acp_pipes.echo.client import client_session
+from acp_pipes.errors import InputError
 from acp_pipes.fold import ProtocolVersionError, fold_paths
-from acp_pipes.jsonl import InputError, write_records
+from acp_pipes.lines import write_records
 
 EXAMPLES = 200
 SEED = 20261130

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.jsonl import InputError, parse_line
+from acp_pipes.errors import InputError
+from acp_pipes.lines import parse_line
 from tests.conftest import run_tool, tool_argv, tool_env
 
 ALL_TOOLS = ["tee", "frame", "fold", "asr", "replay", "align", "view", "batch", "echo-agent",

@@ -15,8 +15,8 @@ import random
 import orjson
 import pytest
 
+from acp_pipes.errors import InputError
 from acp_pipes.fold import ProtocolVersionError
-from acp_pipes.jsonl import InputError
 from tests.test_fold_fuzz import _mutate, fold_and_convert
 from tests.test_v1 import V1_CASES
 

@@ -51,17 +51,9 @@ from acp_pipes.align.words import (
     text_of,
 )
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
-from acp_pipes.errors import Warn
+from acp_pipes.errors import InputError, Warn
 from acp_pipes.frame.core import raw_hash
-from acp_pipes.jsonl import (
-    READ_ERRORS,
-    InputError,
-    display_name,
-    open_source,
-    raw_lines,
-    records,
-    stdin,
-)
+from acp_pipes.lines import READ_ERRORS, display_name, open_source, raw_lines, records, stdin
 from acp_pipes.normalize import Normalizer
 from acp_pipes.streams import ASR, describe, header_format, judge
 
@@ -365,7 +357,7 @@ def _bad_line(warn: Warn | None, source: str) -> Callable[[int, str], None]:
 def _json_lines(lines: Iterable[bytes], source: str, bad: Callable[[int, str], None],
                 first: int = 1) -> Iterator[tuple[int, Any]]:
     """The parsed JSON of each line of an ASR file, numbered from ``first``
-    (:func:`acp_pipes.jsonl.records`: blank lines passed over; JSON orjson refuses, a
+    (:func:`acp_pipes.lines.records`: blank lines passed over; JSON orjson refuses, a
     lone-surrogate escape or ``1e400``, is still JSON); a line that is not JSON goes to
     ``bad`` (skipped or fatal, as ``bad`` decides)."""
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from acp_pipes.align.table import REPLIES, StepTable
-from acp_pipes.errors import Warn
-from acp_pipes.jsonl import READ_ERRORS, InputError, unparsable
+from acp_pipes.errors import InputError, Warn
+from acp_pipes.lines import READ_ERRORS, unparsable
 from acp_pipes.redact import may_hold_secrets
 from acp_pipes.streams import FRAMES, WIRE, header_format, judge
 from acp_pipes.wire import is_end, is_event
@@ -274,8 +274,8 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
     one parse a line, nothing hashed. A record that lacks what acp-frame writes is
     framed again, a line that is not JSON is reported and skipped, and from a header of
     another kind on (a wire log appended to the file) the rest is framed. The stream is
-    read directly, not through a generator (:func:`acp_pipes.jsonl.records`, whose
-    judgement of a line that is not JSON it shares: :func:`acp_pipes.jsonl.unparsable`):
+    read directly, not through a generator (:func:`acp_pipes.lines.records`, whose
+    judgement of a line that is not JSON it shares: :func:`acp_pipes.lines.unparsable`):
     a measured fast path (BENCHMARKS.md, acp-align: "two frames streams (200k steps)
     within 2× of a bare orjson loop over both"), where that costs ~10% at a million
     lines; and a record is made a step here, as :meth:`_Builder.adder` makes one, with

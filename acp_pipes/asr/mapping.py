@@ -426,12 +426,13 @@ def convert_paths(paths: Iterable[str], *, warn: Warn, agent_name: str | None = 
     With ``directory`` (``acp-asr -o DIR``) each session's records also go to its file
     there as they are made, after a provisional header (:mod:`acp_pipes.asr.output`),
     whenever the input has no more bytes ready; ``follow`` reads each path as it grows
-    until its end record (:class:`acp_pipes.jsonl.Live`). Ctrl-C ends the reading as an
+    until its end record (:class:`acp_pipes.live.Live`). Ctrl-C ends the reading as an
     end of input would (``interrupted``)."""
     from acp_pipes.asr.output import Spool
     from acp_pipes.fold import fold_paths
     from acp_pipes.fold.state import States
-    from acp_pipes.jsonl import Live, display_name
+    from acp_pipes.lines import display_name
+    from acp_pipes.live import Live
 
     spool = Spool(only=only, directory=directory,
                   provisional=lambda sid: conv.header(sid))

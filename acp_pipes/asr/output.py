@@ -40,7 +40,7 @@ import orjson
 
 from acp_pipes.errors import AcpPipesError, UsageError
 from acp_pipes.filenames import distinct, fold, is_device
-from acp_pipes.jsonl import Output, keep_private
+from acp_pipes.output import Output, keep_private
 
 __all__ = ["SUFFIX", "Spool", "file_name", "is_provisional", "make_dir", "provisional_header",
            "session_from_name", "session_names"]

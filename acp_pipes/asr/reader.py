@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import orjson
 
 from acp_pipes.canonical import ParseError, parse_json, writable
-from acp_pipes.errors import Warn
-from acp_pipes.jsonl import READ_ERRORS, InputError
-from acp_pipes.jsonl import records as jsonl_records
+from acp_pipes.errors import InputError, Warn
+from acp_pipes.lines import READ_ERRORS
+from acp_pipes.lines import records as jsonl_records
 from acp_pipes.streams import ASR, describe, header_format, judge
 
 TYPE_CHECKING = False

@@ -33,7 +33,7 @@ from acp_pipes.asr.paths import LOSS_RELATIVE, is_relative
 from acp_pipes.asr.reader import LONE_SURROGATE, record_without_surrogates
 from acp_pipes.asr.schema import validator_for
 from acp_pipes.fold import v1
-from acp_pipes.jsonl import display_name, read_lines
+from acp_pipes.lines import display_name, read_lines
 from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
 __all__ = ["NoteLine", "validate_paths", "validate_streams"]

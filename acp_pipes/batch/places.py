@@ -25,7 +25,7 @@ import blake3
 
 from acp_pipes.errors import UsageError
 from acp_pipes.filenames import distinct, fold, is_device
-from acp_pipes.jsonl import output_mode
+from acp_pipes.output import output_mode
 
 __all__ = ["LOCK", "TMP_DIR", "Dest", "Input", "absolute", "find_inputs", "inside", "is_url",
            "output_stems", "stem_of"]

@@ -12,7 +12,7 @@ import orjson
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
 from acp_pipes.jsondiff import dumps
-from acp_pipes.jsonl import STDIN
+from acp_pipes.lines import STDIN
 
 DESCRIPTION = """\
 Aligns two recordings step by step with an exact longest common subsequence (Myers'

@@ -10,7 +10,7 @@ import sys
 from acp_pipes.asr.mapping import convert_paths
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
-from acp_pipes.jsonl import OutputError
+from acp_pipes.output import OutputError
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee), frames (acp-frame) or folded entities (acp-fold) and runs the

@@ -16,7 +16,7 @@ from acp_pipes.canonical import parse_json
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.reports import Reporter
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.jsonl import STDIN, display_name
+from acp_pipes.lines import STDIN, display_name
 from acp_pipes.streams import ASR, describe, header_format
 
 SUMMARY = "Replay a recorded ACP session: a trace byte for byte, or an ASR stream as ACP."
@@ -308,7 +308,7 @@ def _check_options(args: argparse.Namespace, name: str, path: str | None,
 def _sniff(path: str):
     """The format the first non-blank line of ``path`` names, and all its lines (the
     first ones read again), so stdin works too."""
-    from acp_pipes.jsonl import raw_lines
+    from acp_pipes.lines import raw_lines
 
     lines = raw_lines(path)
     head = []

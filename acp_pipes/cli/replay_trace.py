@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable, Iterable
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, UsageError
-from acp_pipes.jsonl import create
+from acp_pipes.output import create
 
 __all__ = ["run"]
 

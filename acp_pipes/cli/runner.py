@@ -39,16 +39,12 @@ from typing import BinaryIO
 
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
-from acp_pipes.jsonl import (
-    MAX_LINE_BYTES,
-    RUN,
-    Line,
+from acp_pipes.lines import MAX_LINE_BYTES, RUN, Line, read_lines, stdin_stream
+from acp_pipes.output import (
     Output,
     file_id,
     made_from,
-    read_lines,
     refuse_input_as_output,
-    stdin_stream,
     stdout_fd,
     stdout_sink,
 )

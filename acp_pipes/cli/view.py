@@ -7,7 +7,7 @@ import os
 
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.jsonl import STDIN
+from acp_pipes.lines import STDIN
 
 DESCRIPTION = """\
 Reads any stage: wire logs (acp-tee), frames (acp-frame), bare ACP JSONL (with --dir),

@@ -22,7 +22,7 @@ import orjson
 from acp_pipes import __version__
 from acp_pipes.errors import UsageError
 from acp_pipes.export.spans import Span
-from acp_pipes.jsonl import OutputError
+from acp_pipes.output import OutputError
 
 __all__ = ["MISSING", "Encoder", "Sender", "require_sdk"]
 

@@ -64,18 +64,10 @@ import blake3
 import orjson
 
 from acp_pipes.canonical import hash_raw
-from acp_pipes.errors import Warn
-from acp_pipes.jsonl import (
-    READ_ERRORS,
-    STDIN,
-    InputError,
-    Line,
-    Live,
-    display_name,
-    open_source,
-    unparsable,
-)
+from acp_pipes.errors import InputError, Warn
 from acp_pipes.jsonrpc import why_not_jsonrpc
+from acp_pipes.lines import READ_ERRORS, STDIN, Line, display_name, open_source, unparsable
+from acp_pipes.live import Live
 from acp_pipes.streams import FRAMES, VERSIONS, WIRE, header_format, judge
 from acp_pipes.wire import A2C, C2A, DIRECTIONS, encode_raw, is_event
 
@@ -321,7 +313,7 @@ def read_frames(
     header. With ``headers=True`` each stream's frames header is yielded before its
     frames (what ``acp-frame`` writes); with ``ends=True`` a wire log's end record
     (:func:`acp_pipes.wire.end_record`) too, as it is. ``.gz`` and ``-`` (stdin) work.
-    ``live`` reads an input still being written (:class:`acp_pipes.jsonl.Live`).
+    ``live`` reads an input still being written (:class:`acp_pipes.live.Live`).
     Lazy: the file is opened at the first ``next`` and closed when the iterator ends.
     """
     path = str(path)
@@ -382,12 +374,12 @@ def _framed(
     """The framing loop of :func:`frame_chunks`, and of :func:`read_frames` (``path``
     given, ``chunks`` None: the file is opened here and closed at the end).
 
-    Its own loop rather than :func:`acp_pipes.jsonl.records`, the record reader of the
+    Its own loop rather than :func:`acp_pipes.lines.records`, the record reader of the
     other tools: a measured fast path (BENCHMARKS.md, acp-frame: "within 3× of a bare
     orjson + blake3 loop"), where a generator between the file and this loop, or a
     ``Line`` object per frame, costs more per frame than everything done here besides
     parsing and hashing. A wire record that is not JSON is judged as ``records`` judges
-    it (:func:`acp_pipes.jsonl.unparsable`: torn when it has no LF)."""
+    it (:func:`acp_pipes.lines.unparsable`: torn when it has no LF)."""
     if direction is not None and direction not in DIRECTIONS:
         raise ValueError(f"direction must be c2a or a2c, got {direction!r}")
     warn = warn or _no_warn

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from acp_pipes.asr.reader import AsrStream
-from acp_pipes.errors import AcpPipesError
-from acp_pipes.jsonl import InputError, display_name
+from acp_pipes.errors import AcpPipesError, InputError
+from acp_pipes.lines import display_name
 from acp_pipes.replay.asr.updates import current_state
 from acp_pipes.wire import decode_raw
 

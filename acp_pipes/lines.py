@@ -1,0 +1,397 @@
+"""JSONL lines and records: opening inputs, reading their lines with their numbers,
+parsing them, writing records as lines.
+
+Every tool reads JSONL the same way, so a bad line is reported the same way everywhere:
+``InputError`` carries the source name and the 1-based line number, and readers yield
+what came before it untouched. Lines are bytes without the final LF (a CR before the LF
+is kept: it belongs to the line). An input still being written (a pipe behind a live
+acp-tee, ``--follow``) is read through :mod:`acp_pipes.live`; outputs are written
+through :mod:`acp_pipes.output`.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import zlib
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, TypeVar
+
+import orjson
+
+from acp_pipes.errors import InputError
+from acp_pipes.live import Live, _Followed, _GzipLines, _live, _LiveRaw, _open_fd
+
+GZIP_MAGIC = b"\x1f\x8b"
+T = TypeVar("T")
+
+#: What reading an input can raise besides our own errors: I/O errors (gzip.BadGzipFile
+#: is one), a .gz cut short (EOFError), a corrupt .gz body (zlib.error). Every reader
+#: turns these into an InputError naming the file and line.
+READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
+STDIN = "-"
+
+
+class RunSettings:
+    """What the CLI runner decides once for every input and output of a run: the
+    program's name (for a note said deep in a reader), the longest line a reader takes
+    (``--max-line-bytes``), and whether an input is private (then so is every output).
+    Kept here rather than passed down: the readers are many and deep, and each one
+    honours them without a parameter of its own. A library caller that sets nothing
+    gets the defaults."""
+
+    __slots__ = ("max_line_bytes", "private", "prog")
+
+    def __init__(self) -> None:
+        self.prog = "acp-pipes"
+        self.max_line_bytes = MAX_LINE_BYTES
+        self.private = False
+
+
+#: The longest line (bytes, without its LF) a reader takes unless told otherwise.
+MAX_LINE_BYTES = 64 << 20
+#: The settings of this run (:class:`RunSettings`).
+RUN = RunSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One input line: where it came from, and its bytes without the LF."""
+
+    source: str
+    number: int
+    raw: bytes
+    terminated: bool = True  # False for a last line that had no LF
+
+
+def display_name(path: str) -> str:
+    return "stdin" if path == STDIN else path
+
+
+def stdin() -> BinaryIO:
+    """Standard input, binary; an InputError when the process was started without one
+    (``<&-``: ``sys.stdin`` is None)."""
+    if sys.stdin is None:
+        raise InputError("stdin", 0, "closed: nothing to read (name a file, or redirect "
+                         "one with <)")
+    return sys.stdin.buffer
+
+
+def open_source(path: str, live: Live | None = None) -> BinaryIO:
+    """Open a path (``-`` is stdin) for binary reading, gunzipping ``.gz`` transparently.
+
+    Compression is detected by its magic bytes, not the name, so ``zcat``-less pipes
+    such as ``cat log.jsonl.gz | acp-frame`` work too. With ``live``, an input that may
+    still be written (a pipe, a FIFO, a terminal; a regular file with ``live.follow``)
+    is read as :class:`Live` says; iterating the result gives its lines.
+    """
+    if path == STDIN:
+        raw: BinaryIO = stdin()
+        if live is not None:
+            raw = _live(raw, 0, None, live, closefd=False)
+    elif live is not None:
+        raw = _live(None, _open_fd(path, live), path, live, closefd=True)
+    else:
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        except OSError as e:
+            raise InputError(path, 0, f"cannot open: {e.strerror or e}") from None
+    # (a BinaryIO without peek is a raw stream: what BufferedReader wraps)
+    reader = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[type-var]
+    try:
+        head = reader.peek(2)[:2]
+    except OSError as e:
+        raise InputError(display_name(path), 0, f"cannot read: {e.strerror or e}") from None
+    limit = RUN.max_line_bytes
+    if head == GZIP_MAGIC:
+        import gzip  # only for .gz input: kept off every tool's start-up path
+
+        if isinstance(getattr(reader, "raw", None), _LiveRaw):  # still being written
+            reader = _GzipLines(reader, limit)  # type: ignore[assignment]  # read for its lines
+        else:
+            # (_Capped needs read1, fileno and close of it, which a GzipFile has)
+            reader = _capped(gzip.GzipFile(fileobj=reader, mode="rb"),  # type: ignore[arg-type]
+                             limit)
+    else:
+        reader = _capped(reader, limit)
+    if live is not None and live.follow and path != STDIN:
+        return _Followed(reader)  # type: ignore[return-value]  # read for its lines
+    return reader
+
+
+class LineTooLong(OSError):
+    """A line longer than the limit (``--max-line-bytes``): the input is read no further,
+    as at any read error (what came before it is kept; the reader names its line)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"line of more than {limit} bytes (limit --max-line-bytes {limit})")
+        self.limit = limit
+
+
+class _Capped(io.RawIOBase):
+    """The bytes of a buffered input, read a chunk at a time, refused past a line longer
+    than ``limit``: a reader never holds more than that of one line (and a chunk), where
+    reading a line whole would take all of it into memory, however big. Only the first
+    and the last LF of each chunk are looked for (``bytes.find`` and ``rfind``, in C):
+    counting lines would cost a third of a nanosecond a byte, and a reader knows its line
+    numbers itself. With ``source``, lines are counted and the error is an InputError
+    naming the line (for stdin read as a stream, by loops that do not count)."""
+
+    def __init__(self, inner: BinaryIO, limit: int, source: str | None = None):
+        super().__init__()
+        self.inner = inner
+        # read1, not readinto1: with bytes buffered (a peek), readinto1 of a buffer
+        # bigger than its own reads the raw stream for more, and a pipe waits there
+        self.read1 = inner.read1  # type: ignore[attr-defined]  # buffered: BinaryIO has no read1
+        self.limit = limit
+        self.chunk = min(1 << 16, limit + 1)  # no line of more than limit within a chunk
+        self.run = 0  # bytes of the line being read, before this chunk
+        self.source = source
+        self.lines = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        data = self.read1(min(len(buf), self.chunk))
+        n = len(data)
+        if not n:
+            return n
+        buf[:n] = data
+        first = data.find(b"\n")
+        if first < 0:
+            self.run += n
+            if self.run > self.limit:
+                self._refuse()
+            return n
+        if self.run + first > self.limit:
+            self._refuse()
+        if self.source is not None:
+            self.lines += data.count(b"\n")
+        self.run = n - data.rfind(b"\n") - 1
+        return n
+
+    def _refuse(self) -> None:
+        if self.source is None:
+            raise LineTooLong(self.limit)
+        e = LineTooLong(self.limit)
+        raise InputError(self.source, self.lines + 1, f"cannot read: {e}")  # as readers say
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.inner.close()
+        super().close()
+
+
+def _capped(inner: BinaryIO, limit: int, source: str | None = None) -> BinaryIO:
+    return io.BufferedReader(_Capped(inner, limit, source), 1 << 16)
+
+
+def stdin_stream() -> BinaryIO:
+    """Standard input read as a stream of lines by a loop of its own (a client on
+    stdin: ``acp-replay --serve``, the echo agent), its lines capped as every reader's
+    are; the error names the line."""
+    return _capped(stdin(), RUN.max_line_bytes, "stdin")
+
+
+def iter_lines(stream: BinaryIO, source: str) -> Iterator[Line]:
+    """Yield the lines of a binary stream, numbered from 1, without their LF."""
+    number = 0
+    try:
+        for chunk in stream:
+            number += 1
+            if chunk.endswith(b"\n"):
+                yield Line(source, number, chunk[:-1])
+            else:
+                yield Line(source, number, chunk, terminated=False)
+    except READ_ERRORS as e:
+        raise InputError(source, number + 1, f"cannot read: {e}") from None
+
+
+def read_lines(path: str) -> Generator[Line, None, None]:
+    """Open ``path`` and yield its lines; the file is closed when the iterator ends."""
+    source = display_name(path)
+    stream = open_source(path)
+    try:
+        yield from iter_lines(stream, source)
+    finally:
+        if path != STDIN:
+            stream.close()
+
+
+def raw_lines(path: str) -> Iterator[bytes]:
+    """Open ``path`` and yield its lines as bytes, each with its LF (the fast form for a
+    reader that parses them itself); the file is closed when the iterator ends."""
+    stream = open_source(path)
+    number = 0
+    try:
+        for number, line in enumerate(stream, 1):  # noqa: B007 - the line of an error
+            yield line
+    except READ_ERRORS as e:
+        raise InputError(display_name(path), number + 1, f"cannot read: {e}") from None
+    finally:
+        if path != STDIN:
+            stream.close()
+
+
+def unparsable(terminated: bool) -> str:
+    """What to call a line that is not JSON: a last line without LF is most likely one
+    cut short by a crash, and every reader says so the same way."""
+    return "not JSON" if terminated else "torn last line (no LF)"
+
+
+#: What a reader does with a line that is not JSON: ``bad(number, what, error)``, what
+#: being :func:`unparsable`'s word for it and error orjson's; it raises, or reports the
+#: line (which is then skipped).
+Bad = Callable[[int, str, Exception], None]
+
+
+def records(lines: Iterable[bytes], source: str, bad: Bad | None = None, *,
+            first: int = 1, strip: bool = False,
+            fallback: Callable[[int, bytes], Any] | None = None,
+            ) -> Iterator[tuple[int, bytes, Any]]:
+    """``(number, raw, value)`` for each line of ``lines`` that is JSON: the one record
+    reader of every tool that reads JSONL line by line (the measured fast paths of
+    acp-frame and acp-fold keep a loop of their own, and say so).
+
+    ``lines`` are bytes as a stream gives them, with their LF (``strip``: parsed and
+    given without it); they are numbered from ``first``; blank lines are passed over. A
+    line orjson refuses goes to ``fallback(number, raw)`` when there is one (the JSON
+    orjson cannot hold: a lone-surrogate escape, ``1e400``), whose ValueError says it is
+    not JSON either; then to ``bad`` as "not JSON", or "torn last line (no LF)" when it
+    has no LF and the line before it had one (a crash cut it short; lines given without
+    any LF are torn only at the first). Without ``bad`` such a line is an InputError
+    naming ``source`` and its number, as is a read error (the line after the last read).
+    """
+    loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
+    number = first - 1
+    prev = line = b"\n"
+    it = iter(lines)
+    while True:
+        prev = line
+        try:
+            line = next(it)
+        except StopIteration:
+            return
+        except READ_ERRORS as e:
+            raise InputError(source, number + 1, f"cannot read: {e}") from None
+        number += 1
+        raw = line[:-1] if strip and line[-1:] == b"\n" else line
+        try:
+            value = loads(raw)
+        except JSONDecodeError as e:
+            error = e
+        else:
+            yield number, raw, value
+            continue
+        if not raw.strip():
+            continue
+        if fallback is not None:
+            try:
+                value = fallback(number, raw)
+            except ValueError:
+                pass
+            else:
+                yield number, raw, value
+                continue
+        what = unparsable(line[-1:] == b"\n" or prev[-1:] != b"\n")
+        if bad is None:
+            raise InputError(source, number, f"{what}: {error}")
+        bad(number, what, error)
+
+
+def parse_line(line: Line) -> Any:
+    """Parse a line as JSON, raising InputError naming the source and line."""
+    try:
+        return orjson.loads(line.raw)
+    except orjson.JSONDecodeError as e:
+        raise InputError(line.source, line.number, f"{unparsable(line.terminated)}: {e}") from None
+
+
+def _itself(rec: Any) -> dict:
+    return rec
+
+
+def _own_kind(rec: Any) -> Any:  # a frame record's
+    return rec.get("kind")
+
+
+def of_session(items: Iterable[T], sid: str, seen: list[bool],
+               record: Callable[[T], dict] = _itself,
+               kind: Callable[[T], Any] = _own_kind) -> Iterator[T]:
+    """The frames of session ``sid`` and the connection's own (of no session:
+    ``initialize``, ``authenticate``, frames that are not JSON-RPC), without a request
+    another session answered (the ``session/new`` that made it): the one rule of
+    ``--session`` on frames (acp-frame, acp-replay; docs/acp-frame.md).
+
+    A request of no session is held, with the frames after it, until its answer says
+    whose it is (a response's ``sessionId``): memory holds what is in flight. One never
+    answered is kept, and so is one still open when a stream ends (a record with no
+    ``dir``: the next stream's header, which matching restarts at). ``items`` are frame
+    records, or anything ``record`` takes one from (its ``dir``, ``id``, ``sessionId``)
+    and ``kind`` classifies (request, response, error, ...). ``seen`` gets an entry once
+    a frame of ``sid`` went by, so a caller can say the session was not there."""
+    held: deque[list] = deque()  # [item, "keep" | "drop" | "open" (not answered yet)]
+    waiting: dict[tuple, list[list]] = {}  # (dir, id type, id) -> its held requests
+    for item in items:
+        rec = record(item)
+        d = rec.get("dir")
+        if d is None:  # a header: the stream before it is over, its open requests kept
+            for entry in held:
+                if entry[1] != "drop":
+                    yield entry[0]
+            held.clear()
+            waiting.clear()
+            yield item
+            continue
+        k = kind(item)
+        s = rec.get("sessionId")
+        if k == "response" or k == "error":
+            rid = rec.get("id")
+            key = ("a2c" if d == "c2a" else "c2a", rid.__class__, rid)
+            asked = waiting.get(key)
+            if asked:
+                asked.pop(0)[1] = "keep" if s is None or s == sid else "drop"
+                if not asked:
+                    del waiting[key]
+        if s is None or s == sid:
+            if s is not None and not seen:
+                seen.append(True)
+            if k == "request" and s is None:
+                rid = rec.get("id")
+                entry = [item, "open"]
+                waiting.setdefault((d, rid.__class__, rid), []).append(entry)
+                held.append(entry)
+            elif held:
+                held.append([item, "keep"])
+            else:
+                yield item
+        while held and held[0][1] != "open":
+            entry = held.popleft()
+            if entry[1] == "keep":
+                yield entry[0]
+    for entry in held:
+        if entry[1] != "drop":
+            yield entry[0]
+
+
+def dumps(record: Any) -> bytes:
+    """One JSONL line (with its LF). Key order is the record's own: tools build records
+    in a fixed order, so the same input gives byte-identical output."""
+    return orjson.dumps(record) + b"\n"
+
+
+def write_records(records: Iterable[Any], out: BinaryIO) -> int:
+    """Write records as JSONL; returns how many were written."""
+    n = 0
+    write = out.write
+    for record in records:
+        write(orjson.dumps(record) + b"\n")
+        n += 1
+    return n
