@@ -127,8 +127,8 @@ def settle(ent: Entity) -> None:
     if parts is not None:
         ent.parts = None
         content = ent.own
-        assert content is not None  # parts join the last block of own: set together
-        content[-1] = {**content[-1], "text": "".join(parts)}
+        if content:  # always: parts join the last block of own, and are set with it
+            content[-1] = {**content[-1], "text": "".join(parts)}
 
 
 def apply_update(ent: Entity, how: str, upd: dict[str, Any], id_field: str) -> str | None:

@@ -190,7 +190,8 @@ class FinalStore:
         if start >= self.flushed:
             start -= self.flushed
             return bytes(self.buf[start:start + n])
-        assert self.file is not None  # what was flushed went to the file
+        if self.file is None:  # what was flushed went to the file: never
+            raise RuntimeError("state store: bytes flushed to no file")
         return os.pread(self.file.fileno(), n, start)
 
     def put(self, key: Hashable, state: bytes) -> None:

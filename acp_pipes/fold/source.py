@@ -272,8 +272,8 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                                 continue
                             warn(source, number, problem)
                             out = feed(seq, t, d, msg)
-                            assert folder is not None  # feed is its feed
-                            folder.replaced(seq, t, msg)
+                            if folder is not None:  # always: feed is its feed
+                                folder.replaced(seq, t, msg)
                         else:
                             out = feed(seq, t, d, msg)
                         if out:

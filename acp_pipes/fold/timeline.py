@@ -135,7 +135,8 @@ class Timeline:
         another, live or replayed; or in the session a fork was made from): the entity
         starts from that whole state (ASR-704, ASR-706, ASR-718)."""
         key = ent.key
-        assert key is not None  # an entity an update made: keyed by its ACP ID
+        if key is None:  # never: an entity an update made is keyed by its ACP ID
+            raise RuntimeError(f"a {ent.kind} entity without a key cannot be reopened")
         fk = (ent.session, ent.kind, key)
         states = self.states
         old = states.get(fk)
