@@ -112,6 +112,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", action="append", default=[], metavar="NAME",
                    help="a WebSocket subprotocol: offered to the agent (--connect from "
                         "stdio), or accepted from clients (--listen -- AGENT); repeatable")
+    p.add_argument("--grace", type=float, metavar="SECONDS",
+                   help="how long an agent that outlives the client's input, or a child "
+                        "of it that holds its output, is waited for before SIGTERM to its "
+                        "process group, and again before SIGKILL (default 5)")
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "
@@ -176,6 +180,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
     make_clock(args.clock)  # an OptionError, before the agent starts
+    _check_grace(args.grace)
     script = None if args.script is None else open_script(args.script)
     check(args.output)
     log_path, on_log = _log_target(args, ctx)
@@ -190,7 +195,15 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         agent=early,
         script=script,
         on_log=on_log,
+        grace=args.grace,
     )
+
+
+def _check_grace(grace: float | None) -> None:
+    from acp_pipes.errors import OptionError
+
+    if grace is not None and not 0 <= grace < float("inf"):  # NaN too
+        raise OptionError("--grace must be a number of seconds, 0 or more")
 
 
 def _log_target(args: argparse.Namespace,
