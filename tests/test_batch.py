@@ -253,6 +253,20 @@ def _lines(path: Path) -> int:
         return 0
 
 
+def _batch_running(root: Path, jobs: int, lines: int, **popen) -> subprocess.Popen:
+    """``acp-batch view many -o out -j JOBS`` under ``root``, once its manifest holds
+    ``lines`` lines (so it is mid-batch)."""
+    proc = subprocess.Popen(tool_argv("batch", "view", "many", "-o", "out", "-j", str(jobs),
+                                      "--no-validate"),
+                            cwd=root, env=tool_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **popen)
+    deadline = time.monotonic() + 240
+    while _lines(root / "out" / "manifest.jsonl") < lines:
+        assert proc.poll() is None and time.monotonic() < deadline, "never got going"
+        time.sleep(0.01)
+    return proc
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_a_batch_killed_half_way_then_rerun_ends_as_one_never_stopped(tmp_path, sig):
     n = 240
@@ -260,14 +274,7 @@ def test_a_batch_killed_half_way_then_rerun_ends_as_one_never_stopped(tmp_path, 
     ref = batch(tmp_path, "view", "many", "-o", "ref", "-j", "2", "--no-validate")
     assert ref.returncode == 0, ref.stderr.decode()
 
-    proc = subprocess.Popen(tool_argv("batch", "view", "many", "-o", "out", "-j", "1",
-                                      "--no-validate"),
-                            cwd=tmp_path, env=tool_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while _lines(tmp_path / "out" / "manifest.jsonl") < 20:
-        assert proc.poll() is None and time.monotonic() < deadline, "never got going"
-        time.sleep(0.02)
+    proc = _batch_running(tmp_path, 1, 20, start_new_session=True)
     # Ctrl-C at a terminal reaches the whole process group; a kill -9 takes them all too
     os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
@@ -299,14 +306,7 @@ def test_an_interrupted_batch_drops_the_rest_of_each_workers_chunk(tmp_path):
     few done while the stop reached the worker, not the rest of a chunk of 32 (whose
     results nobody keeps)."""
     _copies(tmp_path, 200)
-    proc = subprocess.Popen(tool_argv("batch", "view", "many", "-o", "out", "-j", "1",
-                                      "--no-validate"),
-                            cwd=tmp_path, env=tool_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while _lines(tmp_path / "out" / "manifest.jsonl") < 1:
-        assert proc.poll() is None and time.monotonic() < deadline, "never got going"
-        time.sleep(0.01)
+    proc = _batch_running(tmp_path, 1, 1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err.decode()
@@ -338,14 +338,7 @@ def test_a_worker_process_killed_mid_batch_costs_nothing(tmp_path):
     _copies(tmp_path, n)
     ref = batch(tmp_path, "view", "many", "-o", "ref", "-j", "2", "--no-validate")
     assert ref.returncode == 0, ref.stderr.decode()
-    proc = subprocess.Popen(tool_argv("batch", "view", "many", "-o", "out", "-j", "2",
-                                      "--no-validate"),
-                            cwd=tmp_path, env=tool_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while _lines(tmp_path / "out" / "manifest.jsonl") < 20:
-        assert proc.poll() is None and time.monotonic() < deadline, "never got going"
-        time.sleep(0.02)
+    proc = _batch_running(tmp_path, 2, 20)
     workers = _workers(proc.pid)
     assert len(workers) == 2 and proc.poll() is None  # mid-batch
     os.kill(workers[0], signal.SIGKILL)
