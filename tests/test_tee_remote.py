@@ -418,7 +418,7 @@ def test_a_log_that_cannot_be_written_never_stops_the_session(tmp_path):
     (["--listen", "ws://127.0.0.1:0/acp"], b"--listen needs an agent"),
     (["--connect", "ws://127.0.0.1:9/acp", "--", "agent"], b"give it or -- AGENT, not both"),
     (["--header", "nocolon", "--connect", "ws://127.0.0.1:9/acp"], b"--header needs"),
-    (["--header", "A: b", "--", "true"], b"--header and --protocol go with --connect or"),
+    (["--header", "A: b", "--", "true"], b"--header, --protocol and --http2 go with --connect or"),
 ])
 def test_usage_errors(args, message):
     r = run_tool("tee", *args, input=b"")

@@ -131,6 +131,47 @@ def _get_stream(headers) -> str:
     return f"get:{sid}" if sid else "get"
 
 
+class AioExchange:
+    """One HTTP/1.1 request to acp-tee's listener (aiohttp's) and its answer, as the
+    handlers below see a request whatever its HTTP version (the HTTP/2 one:
+    :class:`acp_pipes.tee.h2.H2Exchange`): ``method``, ``headers``, ``url``,
+    ``query_string``, ``version``, :meth:`read` the body, then either :meth:`respond`
+    with a whole answer or :meth:`start` a streamed one, :meth:`write` to it (a
+    ConnectionError once the client is gone) and :meth:`finish` it."""
+
+    version = "1.1"
+
+    def __init__(self, request: web.Request):
+        self.request = request
+        self.method = request.method
+        self.headers = request.headers
+        self.url = str(request.url)
+        self.query_string = request.query_string
+        self.response: web.StreamResponse | None = None
+
+    async def read(self) -> bytes:
+        return await self.request.read()
+
+    async def respond(self, status: int, *, text: str | None = None, body: bytes = b"",
+                      headers=(), reason: str | None = None) -> None:
+        self.response = web.Response(status=status, reason=reason, text=text,
+                                     body=None if text is not None else body,
+                                     headers=list(headers) or None)
+
+    async def start(self, status: int, headers, reason: str | None = None) -> None:
+        out = self.response = web.StreamResponse(status=status, reason=reason)
+        for k, v in headers:
+            out.headers.add(k, v)
+        await out.prepare(self.request)
+
+    async def write(self, data: bytes) -> None:
+        await self.response.write(data)  # type: ignore[union-attr]  # (after start)
+
+    async def finish(self) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.response.write_eof()  # type: ignore[union-attr]  # (after start)
+
+
 # -- the reverse proxy: HTTP client, HTTP agent ------------------------------------------
 
 
@@ -144,17 +185,18 @@ class _Conn:
         self.deleted = False
 
 
-async def handle(listener, request: web.Request) -> web.StreamResponse:
-    """One Streamable HTTP request to acp-tee's listener: relayed to ``--connect``'s
-    HTTP agent and logged in its connection's log."""
+async def handle(listener, ex) -> None:
+    """One Streamable HTTP request to acp-tee's listener (an :class:`AioExchange` or an
+    HTTP/2 one): relayed to ``--connect``'s HTTP agent and logged in its connection's
+    log, or served (:func:`serve`)."""
     if listener.connect is None:
-        return await serve(listener, request)
+        return await serve(listener, ex)
     if not listener.connect.startswith("http"):
-        return web.Response(status=501, text="acp-tee relays Streamable HTTP to an HTTP "
-                                             "agent (--connect http://...) or a local one "
-                                             "(-- AGENT); WebSocket upgrades are served here\n")
+        return await ex.respond(501, text="acp-tee relays Streamable HTTP to an HTTP "
+                                          "agent (--connect http://...) or a local one "
+                                          "(-- AGENT); WebSocket upgrades are served here\n")
     conns: dict[str, _Conn] = listener.__dict__.setdefault("http_conns", {})
-    cid = request.headers.get(CONNECTION)
+    cid = ex.headers.get(CONNECTION)
     conn = conns.get(cid) if cid else None
     if conn is None:
         conn = _Conn(listener.next_log("http"))
@@ -162,41 +204,41 @@ async def handle(listener, request: web.Request) -> web.StreamResponse:
             conns[cid] = conn
     conn.open += 1
     try:
-        return await _relay(listener, conn, conns, request)
+        await _relay(listener, conn, conns, ex)
     finally:
         conn.open -= 1
         if conn.deleted and conn.open == 0:
             conn.log.end(0, None)
 
 
-async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
-                 ) -> web.StreamResponse:
+async def _relay(listener, conn: _Conn, conns: dict, ex) -> None:
     log, streams = conn.log, conn.streams
-    method = request.method
+    method = ex.method
     stream = streams.post() if method == "POST" else (
-        _get_stream(request.headers) if method == "GET" else "delete")
-    body = await request.read()
+        _get_stream(ex.headers) if method == "GET" else "delete")
+    body = await ex.read()
     streams.event("http-request", "client", stream=stream, method=method,
-                  url=logged_url(str(request.url), log),
-                  headers=logged_headers(request.headers, log))
+                  url=logged_url(ex.url, log), headers=logged_headers(ex.headers, log),
+                  http=ex.version)
     if method == "POST" and body:
         streams.frame(C2A, stream, body)
     up = listener.connect
-    if request.query_string:
-        up += ("&" if "?" in up else "?") + request.query_string
-    headers = passed_headers(request.headers) + listener.opts.headers
+    if ex.query_string:
+        up += ("&" if "?" in up else "?") + ex.query_string
+    headers = passed_headers(ex.headers) + listener.opts.headers
+    http = listener.http
     try:
-        resp = await listener.http.request(method, up, headers=headers, data=body or None,
-                                           allow_redirects=False, auto_decompress=False,
-                                           timeout=aiohttp.ClientTimeout(total=None))
+        resp = await http.request(method, up, headers=headers, data=body or None,
+                                  allow_redirects=False, auto_decompress=False,
+                                  timeout=aiohttp.ClientTimeout(total=None))
     except (aiohttp.ClientError, OSError) as e:
         streams.event("http-response", "agent", stream=stream, status=None,
-                      error=_why(e))
+                      error=_why(e), http=_version(http))
         listener.opts.note(f"cannot reach {listener.connect}: {_why(e)}")
-        return web.Response(status=502, text="the agent cannot be reached\n")
+        return await ex.respond(502, text="the agent cannot be reached\n")
     async with resp:
         streams.event("http-response", "agent", stream=stream, status=resp.status,
-                      headers=logged_headers(resp.headers, log))
+                      headers=logged_headers(resp.headers, log), http=_version(http))
         cid = resp.headers.get(CONNECTION)
         if cid and cid not in conns:
             conns[cid] = conn
@@ -207,12 +249,9 @@ async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
                 streams.frame(A2C, stream, data)
             if method == "DELETE" and resp.status < 300:
                 conn.deleted = True
-            return web.Response(status=resp.status, reason=resp.reason, body=data,
-                                headers=passed_headers(resp.headers))
-        out = web.StreamResponse(status=resp.status, reason=resp.reason)
-        for k, v in passed_headers(resp.headers):
-            out.headers.add(k, v)
-        await out.prepare(request)
+            return await ex.respond(resp.status, reason=resp.reason, body=data,
+                                    headers=passed_headers(resp.headers))
+        await ex.start(resp.status, passed_headers(resp.headers), reason=resp.reason)
         parser = SseParser()
         try:
             async for chunk in resp.content.iter_any():
@@ -221,21 +260,24 @@ async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
                     if data is not None:
                         streams.frame(A2C, stream, data, **_sse_fields(raw))
                 if done:
-                    await out.write(done)
+                    await ex.write(done)
             raw, data = parser.rest()
             if data is not None:
                 streams.frame(A2C, stream, data, **_sse_fields(raw))
             if raw:
-                await out.write(raw)
+                await ex.write(raw)
             streams.event("http-end", "agent", stream=stream)
         except (ConnectionError, aiohttp.ClientError, asyncio.CancelledError) as e:
             streams.event("http-end", "client" if isinstance(e, ConnectionError) else "agent",
                           stream=stream, error=type(e).__name__)
             if isinstance(e, asyncio.CancelledError):
                 raise
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await out.write_eof()
-        return out
+        await ex.finish()
+
+
+def _version(http) -> str:
+    """The HTTP version a client to the agent speaks: 2 for acp-tee's HTTP/2 one."""
+    return getattr(http, "version", "1.1")
 
 
 # -- a stdio client to an HTTP agent -------------------------------------------------------
@@ -260,6 +302,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
     asked: dict[Any, str | None] = {}  # the agent's requests: which session asked
     out_lock = asyncio.Lock()
     base = list(opts.headers)
+    ver = "2" if opts.http2 else "1.1"
 
     changed = asyncio.Event()
 
@@ -292,12 +335,12 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
         if sid:
             headers.append((SESSION, sid))
         streams.event("http-request", "client", stream=name, method="GET",
-                      headers=logged_headers(_multi(headers), log))
+                      headers=logged_headers(_multi(headers), log), http=ver)
         try:
             async with http.get(url, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=None)) as resp:
                 streams.event("http-response", "agent", stream=name, status=resp.status,
-                              headers=logged_headers(resp.headers, log))
+                              headers=logged_headers(resp.headers, log), http=ver)
                 if resp.status != 200:
                     opts.note(f"{url}: GET {name} answered {resp.status}")
                     return
@@ -330,14 +373,14 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                 headers.append((SESSION, sid))
                 open_session(sid)
         streams.event("http-request", "client", stream=stream, method="POST",
-                      headers=logged_headers(_multi(headers), log))
+                      headers=logged_headers(_multi(headers), log), http=ver)
         streams.frame(C2A, stream, raw)
         track.sending(raw)
         try:
             async with http.post(url, data=raw, headers=headers) as resp:
                 body = await resp.read()
                 streams.event("http-response", "agent", stream=stream, status=resp.status,
-                              headers=logged_headers(resp.headers, log))
+                              headers=logged_headers(resp.headers, log), http=ver)
                 if resp.status >= 300:
                     opts.note(f"{url}: POST {stream} answered {resp.status} "
                               f"{body[:200].decode('utf-8', 'replace')!r}")
@@ -352,7 +395,8 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                 if body:
                     await deliver(stream, body, {})
         except (aiohttp.ClientError, OSError) as e:
-            streams.event("http-response", "agent", stream=stream, status=None, error=_why(e))
+            streams.event("http-response", "agent", stream=stream, status=None,
+                          error=_why(e), http=ver)
             opts.note(f"cannot reach {url}: {_why(e)}")
             state["status"] = 126 if not state["cid"] else 1
             return False
@@ -360,7 +404,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
 
     status = 0
     try:
-        async with aiohttp.ClientSession() as http:
+        async with client_for(url, opts) as http:
             try:
                 while True:
                     item = await client.recv()
@@ -372,15 +416,15 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                     await _answered(track)
                     headers = base + [(CONNECTION, state["cid"])]
                     streams.event("http-request", "client", stream="delete", method="DELETE",
-                                  headers=logged_headers(_multi(headers), log))
+                                  headers=logged_headers(_multi(headers), log), http=ver)
                     try:
                         async with http.delete(url, headers=headers) as resp:
                             streams.event("http-response", "agent", stream="delete",
-                                          status=resp.status,
+                                          status=resp.status, http=ver,
                                           headers=logged_headers(resp.headers, log))
                     except (aiohttp.ClientError, OSError) as e:
                         streams.event("http-response", "agent", stream="delete",
-                                      status=None, error=_why(e))
+                                      status=None, error=_why(e), http=ver)
                 status = state["status"]
             except asyncio.CancelledError:
                 status = 128 + (_stopped_by() or 2)
@@ -394,6 +438,16 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
     finally:
         log.end(status, None)
     return status
+
+
+def client_for(url: str, opts: Options):
+    """The HTTP client acp-tee reaches an agent's ``url`` with: aiohttp's (HTTP/1.1), or
+    with ``--http2`` :class:`acp_pipes.tee.h2.H2Client` (the same calls, over HTTP/2)."""
+    if opts.http2:
+        from acp_pipes.tee.h2 import H2Client
+
+        return H2Client(url)
+    return aiohttp.ClientSession()
 
 
 def _parse(raw: bytes) -> dict | None:
@@ -485,21 +539,21 @@ class _Served:
                      self.agent.signal)
 
 
-async def serve(listener, request: web.Request) -> web.StreamResponse:
+async def serve(listener, ex) -> None:
     """The RFD's Streamable HTTP server in front of a local agent: POST (200 with the
     body for initialize, 202 otherwise), GET (the connection's or a session's SSE
     stream), DELETE; each request and status logged, as acp-tee logs a proxy's."""
     import uuid
 
     served: dict[str, _Served] = listener.__dict__.setdefault("served", {})
-    cid = request.headers.get(CONNECTION)
+    cid = ex.headers.get(CONNECTION)
     conn = served.get(cid) if cid else None
-    method = request.method
-    body = await request.read() if method == "POST" else b""
+    method = ex.method
+    body = await ex.read() if method == "POST" else b""
     msg = _parse(body) if body else None
-    json_body = request.headers.get("Content-Type", "").startswith("application/json")
+    json_body = ex.headers.get("Content-Type", "").startswith("application/json")
     if method == "POST" and conn is None and not json_body:
-        return web.Response(status=415, text="POST needs Content-Type: application/json\n")
+        return await ex.respond(415, text="POST needs Content-Type: application/json\n")
     if method == "POST" and conn is None and cid is None and msg is not None \
             and msg.get("method") == "initialize":
         cid = str(uuid.uuid4())
@@ -508,79 +562,75 @@ async def serve(listener, request: web.Request) -> web.StreamResponse:
         except (OSError, ValueError) as e:
             listener.opts.note(f"cannot run {listener.argv[0]}: "
                                f"{getattr(e, 'strerror', None) or e}")
-            return web.Response(status=502, text="the agent cannot be run\n")
+            return await ex.respond(502, text="the agent cannot be run\n")
     if conn is None:
         status = 400 if not cid else 404
-        return web.Response(status=status, text=("no Acp-Connection-Id" if status == 400
-                                                 else "unknown Acp-Connection-Id") + "\n")
+        return await ex.respond(status, text=("no Acp-Connection-Id" if status == 400
+                                              else "unknown Acp-Connection-Id") + "\n")
     log, streams = conn.log, conn.streams
     stream = streams.post() if method == "POST" else (
-        _get_stream(request.headers) if method == "GET" else "delete")
+        _get_stream(ex.headers) if method == "GET" else "delete")
     streams.event("http-request", "client", stream=stream, method=method,
-                  url=logged_url(str(request.url), log),
-                  headers=logged_headers(request.headers, log))
+                  url=logged_url(ex.url, log), headers=logged_headers(ex.headers, log),
+                  http=ex.version)
 
-    def answer(status: int, text: str = "", **headers: str) -> web.Response:
+    def logged(status: int, headers: list[tuple[str, str]]) -> None:
         streams.event("http-response", "agent", stream=stream, status=status,
-                      headers=[[k, v] for k, v in headers.items()])
-        return web.Response(status=status, text=text or None, headers=headers or None)
+                      headers=[[k, v] for k, v in headers], http=ex.version)
+
+    async def answer(status: int, text: str = "", **fields: str) -> None:
+        headers = list(fields.items())
+        logged(status, headers)
+        await ex.respond(status, text=text or None, headers=headers)
 
     if method == "POST":
         if body:
             streams.frame(C2A, stream, body)
         if not json_body:
-            return answer(415, "POST needs Content-Type: application/json\n")
+            return await answer(415, "POST needs Content-Type: application/json\n")
         if body.lstrip()[:1] == b"[":
-            return answer(501, "ACP has no JSON-RPC batches\n")
+            return await answer(501, "ACP has no JSON-RPC batches\n")
         if msg is not None and "id" in msg and "method" in msg:
             params_sid = _sid(msg)
-            sid = request.headers.get(SESSION) or params_sid
+            sid = ex.headers.get(SESSION) or params_sid
             route = f"get:{sid}" if sid else "get"
             if msg.get("method") == "initialize":
                 future = asyncio.get_running_loop().create_future()
                 conn.waiting[_key(msg["id"])] = future
                 await conn.agent.send((body, False))
-                try:
-                    raw = await asyncio.wait_for(future, None)
-                except asyncio.CancelledError:
-                    raise
+                raw = await future
                 if raw is None:
-                    return answer(502, "the agent ended before it answered\n")
+                    return await answer(502, "the agent ended before it answered\n")
                 streams.frame(A2C, stream, raw)
-                streams.event("http-response", "agent", stream=stream, status=200,
-                              headers=[["Content-Type", "application/json"],
-                                       [CONNECTION, conn.cid]])
-                return web.Response(status=200, body=raw, headers={
-                    "Content-Type": "application/json", CONNECTION: conn.cid})
+                headers = [("Content-Type", "application/json"), (CONNECTION, conn.cid)]
+                logged(200, headers)
+                return await ex.respond(200, body=raw, headers=headers)
             conn.origin[_key(msg["id"])] = route
         if not await conn.agent.send((body, False)):
-            return answer(410, "the agent has ended\n")
-        return answer(202)
+            return await answer(410, "the agent has ended\n")
+        return await answer(202)
     if method == "DELETE":
-        done = answer(202)
+        await answer(202)
         served.pop(conn.cid, None)
         await conn.end()
-        return done
+        return None
     if method != "GET":
-        return answer(405, "POST, GET or DELETE\n")
-    if "text/event-stream" not in request.headers.get("Accept", ""):
-        return answer(406, "GET needs Accept: text/event-stream\n")
-    out = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                  "Cache-Control": "no-cache",
-                                                  CONNECTION: conn.cid})
-    streams.event("http-response", "agent", stream=stream, status=200,
-                  headers=[[k, v] for k, v in out.headers.items()])
-    await out.prepare(request)
+        return await answer(405, "POST, GET or DELETE\n")
+    if "text/event-stream" not in ex.headers.get("Accept", ""):
+        return await answer(406, "GET needs Accept: text/event-stream\n")
+    headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
+               (CONNECTION, conn.cid)]
+    logged(200, headers)
     q = conn.queue(stream)
     try:
+        await ex.start(200, headers)
         while True:
             event = await q.get()
             if event is None:
                 break
-            await out.write(event)
+            await ex.write(event)
         streams.event("http-end", "agent", stream=stream)
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await out.write_eof()
+        await ex.finish()
     except ConnectionError:
         streams.event("http-end", "client", stream=stream)
-    return out
+    return None

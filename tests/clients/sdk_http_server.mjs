@@ -2,11 +2,14 @@
 // transport) in front of a stdio agent: each connection starts AGENT and relays its
 // messages, so a test can put acp-tee on either side of a real RFD server.
 //
-// usage: node sdk_http_server.mjs PORT -- AGENT [ARGS...]
+// usage: node sdk_http_server.mjs PORT [--h2] -- AGENT [ARGS...]
+//   --h2: the server speaks HTTP/2 only (node:http2, h2c with prior knowledge), as an
+//   RFD server may; without it HTTP/1.1 (node:http)
 //   prints "listening on http://127.0.0.1:PORT/acp" on stderr once it listens (PORT 0:
 //   a free one)
 import { spawn } from "node:child_process";
 import { createServer } from "node:http";
+import { createServer as createH2Server } from "node:http2";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2/unstable";
 import { AcpServer } from "@agentclientprotocol/sdk/experimental/server";
@@ -30,7 +33,20 @@ const connector = {
   },
 };
 const server = new AcpServer({ agent: connector });
-const http = createServer(createNodeHttpHandler(server));
+const handler = createNodeHttpHandler(server);
+// node:http2's compatibility request lists the pseudo-headers among its headers, which
+// the SDK's adapter (written for node:http) copies into a fetch Headers, which refuses
+// them: it is given the headers without them, and :authority as the Host it looks for
+const h2handler = (req, res) => {
+  const headers = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (!name.startsWith(":")) headers[name] = value;
+  }
+  if (headers.host === undefined) headers.host = req.headers[":authority"];
+  Object.defineProperty(req, "headers", { value: headers });
+  handler(req, res);
+};
+const http = args.slice(1, cut).includes("--h2") ? createH2Server(h2handler) : createServer(handler);
 http.listen(port, "127.0.0.1", () => {
   process.stderr.write(`listening on http://127.0.0.1:${http.address().port}/acp\n`);
 });
