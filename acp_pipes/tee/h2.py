@@ -395,7 +395,7 @@ class H2Client:
     :class:`H2Error`. ``http://``: h2c with prior knowledge; ``https://``: TLS offering
     ``h2`` by ALPN, an error when the server does not choose it."""
 
-    version = "2"
+    http_version = "2"  # (aiohttp's ClientSession has a ``version``: HTTP/1.1's)
 
     def __init__(self, url: str):
         parts = urlsplit(url)

@@ -277,7 +277,7 @@ async def _relay(listener, conn: _Conn, conns: dict, ex) -> None:
 
 def _version(http) -> str:
     """The HTTP version a client to the agent speaks: 2 for acp-tee's HTTP/2 one."""
-    return getattr(http, "version", "1.1")
+    return getattr(http, "http_version", "1.1")
 
 
 # -- a stdio client to an HTTP agent -------------------------------------------------------
@@ -609,11 +609,11 @@ async def serve(listener, ex) -> None:
         if not await conn.agent.send((body, False)):
             return await answer(410, "the agent has ended\n")
         return await answer(202)
-    if method == "DELETE":
-        await answer(202)
+    if method == "DELETE":  # answered once the agent has ended (and its log with it)
+        logged(202, [])
         served.pop(conn.cid, None)
         await conn.end()
-        return None
+        return await ex.respond(202)
     if method != "GET":
         return await answer(405, "POST, GET or DELETE\n")
     if "text/event-stream" not in ex.headers.get("Accept", ""):

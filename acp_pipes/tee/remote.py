@@ -893,12 +893,14 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
     real = server.sockets[0].getsockname()[1]  # port 0: the one the system chose
     shown = urlunsplit((_scheme, f"{host}:{real}", path, "", ""))
     (opts.on_listen or opts.note)(f"listening on {shown}")
+    http: aiohttp.ClientSession
     if opts.http2 and connect is not None and connect.startswith("http"):
         from acp_pipes.tee.h2 import H2Client
 
-        listener.http = H2Client(connect)  # type: ignore[assignment]  # (the same calls)
+        http = H2Client(connect)  # type: ignore[assignment]  # (the calls acp-tee makes)
     else:
-        listener.http = aiohttp.ClientSession()
+        http = aiohttp.ClientSession()
+    listener.http = http
     try:
         await asyncio.Event().wait()  # until a signal cancels it: the listener's end
     except asyncio.CancelledError:
@@ -912,7 +914,7 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
             conn.shut()
         if listener.tasks:
             await asyncio.wait(list(listener.tasks), timeout=GRACE * 2 + 2)
-        await listener.http.close()
+        await http.close()
         await runner.cleanup()
         for conn in getattr(listener, "http_conns", {}).values():  # never DELETEd
             conn.log.end(0, None)
