@@ -113,19 +113,20 @@ def test_one_listener_port_serves_http2_http11_and_websocket(tmp_path):
 
 @needs_node
 @pytest.mark.slow  # the TypeScript SDK as the peer (node)
-@pytest.mark.parametrize("upstream", ["http2", "http1.1"])
+@pytest.mark.parametrize("upstream", ["http2", "auto", "http1.1"])
 def test_an_http2_client_through_the_recording_proxy(tmp_path, upstream):
     """The SDK's http-client over HTTP/2 -> acp-tee --listen --connect -> the SDK's
-    server, HTTP/2 only (--http2) or HTTP/1.1: the client sees what it sees on stdio,
-    a credential passes through (redacted in the log), and the log says which version
-    each hop spoke."""
+    server, HTTP/2 only (with --http2, or without: found out) or HTTP/1.1: the client
+    sees what it sees on stdio, a credential passes through (redacted in the log), and
+    the log says which version each hop spoke."""
     local = _sdk_stdio(tmp_path / "stdio.jsonl")
     log = tmp_path / "p.jsonl"
-    h2 = upstream == "http2"
+    h2 = upstream != "http1.1"
     agent = _sdk_h2_server() if h2 else Server(
         [NODE, str(CLIENTS / "sdk_http_server.mjs"), "0", "--", *tool_argv("echo-agent")])
+    flag = ["--http2"] if upstream == "http2" else []
     with agent:
-        with _tee_listen(log, "--connect", agent.url, *(["--http2"] if h2 else [])) as proxy:
+        with _tee_listen(log, "--connect", agent.url, *flag) as proxy:
             remote = _sdk_h2(proxy.url, '{"Authorization":"Bearer ' + SECRET + '"}')
             assert proxy.stop() == 0, proxy.stderr
     assert remote.returncode == 0, remote.stderr
@@ -138,6 +139,7 @@ def test_an_http2_client_through_the_recording_proxy(tmp_path, upstream):
     text = log.read_bytes()
     assert SECRET.encode() not in text and b"<redacted hmac-blake3:" in text
     assert recs[-1]["end"] is True
+    assert (b"speaks HTTP/2 only" in proxy.stderr) == (upstream == "auto")
 
 
 @needs_node
@@ -145,7 +147,9 @@ def test_an_http2_client_through_the_recording_proxy(tmp_path, upstream):
 def test_connect_http2_reaches_a_server_that_speaks_only_http2(tmp_path):
     """A stdio client -> acp-tee --connect http:// --http2 -> the SDK's HTTP/2-only
     server: the client gets every frame it gets on stdio (order holds within a stream
-    only); without --http2 that server cannot be reached (126, said)."""
+    only). Without --http2 the same: the server's answer to HTTP/1.1 is an HTTP/2
+    frame, a probe finds it speaks h2c, and acp-tee says so and speaks HTTP/2 (the
+    first request's record says HTTP/1.1: it was sent so, then again over HTTP/2)."""
     stdin = _client_frames()
     local = tee_stdio(tmp_path / "stdio.jsonl", stdin)
     log = tmp_path / "h.jsonl"
@@ -158,7 +162,13 @@ def test_connect_http2_reaches_a_server_that_speaks_only_http2(tmp_path):
     assert _versions(log) == {"2"}
     assert b"".join(f[2].encode() + b"\n" for f in _frames(log) if f[1] == "c2a") == stdin
     assert b"".join(f[2].encode() + b"\n" for f in _frames(log) if f[1] == "a2c") == r.stdout
-    assert h1.returncode == 126 and b"cannot reach" in h1.stderr
+    assert h1.returncode == 0, h1.stderr
+    assert h1.stderr == (f"acp-tee: {server.url} speaks HTTP/2 only: acp-tee speaks "
+                         "HTTP/2 (h2c) to it (--http2 says so from the start)\n").encode()
+    assert sorted(h1.stdout.splitlines()) == sorted(local.stdout.splitlines())
+    recs = [r for r in _lines(tmp_path / "h1.jsonl") if "http" in r]
+    assert recs[0]["event"] == "http-request" and recs[0]["http"] == "1.1"
+    assert {r["http"] for r in recs[1:]} == {"2"}
 
 
 def test_a_large_frame_crosses_http2_both_ways(tmp_path):

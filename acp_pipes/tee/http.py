@@ -302,7 +302,6 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
     asked: dict[Any, str | None] = {}  # the agent's requests: which session asked
     out_lock = asyncio.Lock()
     base = list(opts.headers)
-    ver = "2" if opts.http2 else "1.1"
 
     changed = asyncio.Event()
 
@@ -335,12 +334,12 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
         if sid:
             headers.append((SESSION, sid))
         streams.event("http-request", "client", stream=name, method="GET",
-                      headers=logged_headers(_multi(headers), log), http=ver)
+                      headers=logged_headers(_multi(headers), log), http=_version(http))
         try:
             async with http.get(url, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=None)) as resp:
                 streams.event("http-response", "agent", stream=name, status=resp.status,
-                              headers=logged_headers(resp.headers, log), http=ver)
+                              headers=logged_headers(resp.headers, log), http=_version(http))
                 if resp.status != 200:
                     opts.note(f"{url}: GET {name} answered {resp.status}")
                     return
@@ -373,14 +372,14 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                 headers.append((SESSION, sid))
                 open_session(sid)
         streams.event("http-request", "client", stream=stream, method="POST",
-                      headers=logged_headers(_multi(headers), log), http=ver)
+                      headers=logged_headers(_multi(headers), log), http=_version(http))
         streams.frame(C2A, stream, raw)
         track.sending(raw)
         try:
             async with http.post(url, data=raw, headers=headers) as resp:
                 body = await resp.read()
                 streams.event("http-response", "agent", stream=stream, status=resp.status,
-                              headers=logged_headers(resp.headers, log), http=ver)
+                              headers=logged_headers(resp.headers, log), http=_version(http))
                 if resp.status >= 300:
                     opts.note(f"{url}: POST {stream} answered {resp.status} "
                               f"{body[:200].decode('utf-8', 'replace')!r}")
@@ -396,7 +395,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                     await deliver(stream, body, {})
         except (aiohttp.ClientError, OSError) as e:
             streams.event("http-response", "agent", stream=stream, status=None,
-                          error=_why(e), http=ver)
+                          error=_why(e), http=_version(http))
             opts.note(f"cannot reach {url}: {_why(e)}")
             state["status"] = 126 if not state["cid"] else 1
             return False
@@ -416,15 +415,15 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                     await _answered(track)
                     headers = base + [(CONNECTION, state["cid"])]
                     streams.event("http-request", "client", stream="delete", method="DELETE",
-                                  headers=logged_headers(_multi(headers), log), http=ver)
+                                  headers=logged_headers(_multi(headers), log), http=_version(http))
                     try:
                         async with http.delete(url, headers=headers) as resp:
                             streams.event("http-response", "agent", stream="delete",
-                                          status=resp.status, http=ver,
+                                          status=resp.status, http=_version(http),
                                           headers=logged_headers(resp.headers, log))
                     except (aiohttp.ClientError, OSError) as e:
                         streams.event("http-response", "agent", stream="delete",
-                                      status=None, error=_why(e), http=ver)
+                                      status=None, error=_why(e), http=_version(http))
                 status = state["status"]
             except asyncio.CancelledError:
                 status = 128 + (_stopped_by() or 2)
@@ -441,13 +440,117 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
 
 
 def client_for(url: str, opts: Options):
-    """The HTTP client acp-tee reaches an agent's ``url`` with: aiohttp's (HTTP/1.1), or
-    with ``--http2`` :class:`acp_pipes.tee.h2.H2Client` (the same calls, over HTTP/2)."""
+    """The HTTP client acp-tee reaches an agent's ``url`` with: with ``--http2``
+    :class:`acp_pipes.tee.h2.H2Client` (aiohttp's calls, over HTTP/2), else
+    :class:`AutoClient` (aiohttp's, HTTP/1.1, unless the server speaks only HTTP/2)."""
     if opts.http2:
         from acp_pipes.tee.h2 import H2Client
 
         return H2Client(url)
-    return aiohttp.ClientSession()
+    return AutoClient(url, opts.note)
+
+
+class AutoClient:
+    """aiohttp's HTTP/1.1 client to an agent's server, until that server shows it
+    speaks HTTP/2 only: its first answer is no HTTP/1.1 (an HTTP/2 frame, or nothing)
+    and a probe over h2c with prior knowledge gets its SETTINGS. Then the request is
+    sent again, and every later one, over HTTP/2 (:class:`acp_pipes.tee.h2.H2Client`),
+    said once. ``http://`` only: over TLS the server's ALPN decides, and an
+    HTTP/2-only server there needs ``--http2``."""
+
+    def __init__(self, url: str, note):
+        self.url = url
+        self.note = note
+        self.h1 = aiohttp.ClientSession()
+        self.h2: Any = None
+        self.proven = False  # an HTTP/1.1 answer came: no probing any more
+
+    @property
+    def http_version(self) -> str:
+        return "2" if self.h2 is not None else "1.1"
+
+    async def __aenter__(self) -> AutoClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.h1.close()
+        if self.h2 is not None:
+            await self.h2.close()
+
+    def request(self, method: str, url: str, **kw) -> _AutoCall:
+        return _AutoCall(self, method, url, kw)
+
+    def get(self, url: str, **kw) -> _AutoCall:
+        return self.request("GET", url, **kw)
+
+    def post(self, url: str, **kw) -> _AutoCall:
+        return self.request("POST", url, **kw)
+
+    def delete(self, url: str, **kw) -> _AutoCall:
+        return self.request("DELETE", url, **kw)
+
+    async def send(self, method: str, url: str, kw: dict):
+        if self.h2 is not None:
+            return await self.h2.request(method, url, **kw)
+        try:
+            resp = await self.h1.request(method, url, **kw)
+        except (aiohttp.ClientResponseError, aiohttp.ServerDisconnectedError):
+            if self.proven or not url.startswith("http://") or not await speaks_h2c(url):
+                raise
+            from acp_pipes.tee.h2 import H2Client
+
+            if self.h2 is None:
+                self.h2 = H2Client(self.url)
+                self.note(f"{self.url} speaks HTTP/2 only: acp-tee speaks HTTP/2 (h2c) "
+                          "to it (--http2 says so from the start)")
+            return await self.h2.request(method, url, **kw)
+        self.proven = True
+        return resp
+
+
+class _AutoCall:
+    """A request of :class:`AutoClient` under way: awaited, or ``async with``."""
+
+    def __init__(self, client: AutoClient, method: str, url: str, kw: dict):
+        self.client = client
+        self.args = (method, url, kw)
+        self.response: Any = None
+
+    def __await__(self):
+        return self.client.send(*self.args).__await__()
+
+    async def __aenter__(self):
+        self.response = await self.client.send(*self.args)
+        return self.response
+
+    async def __aexit__(self, *exc) -> None:
+        if self.response is not None:
+            self.response.release()
+
+
+async def speaks_h2c(url: str) -> bool:
+    """Whether the server at ``url`` answers the HTTP/2 preface (h2c, prior knowledge)
+    with a SETTINGS frame, as an HTTP/2 server must first (RFC 9113, 3.4)."""
+    from urllib.parse import urlsplit
+
+    from acp_pipes.tee.remote import PREFACE
+
+    parts = urlsplit(url)
+    writer = None
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(parts.hostname, parts.port or 80), GRACE)
+        writer.write(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # SETTINGS
+        head = await asyncio.wait_for(reader.readexactly(9), GRACE)
+    except (OSError, TimeoutError, asyncio.IncompleteReadError):
+        return False
+    finally:
+        if writer is not None:
+            writer.close()
+    return head[3] == 0x04 and head[5:9] == b"\x00\x00\x00\x00"
 
 
 def _parse(raw: bytes) -> dict | None:

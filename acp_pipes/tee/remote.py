@@ -894,10 +894,10 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
     shown = urlunsplit((_scheme, f"{host}:{real}", path, "", ""))
     (opts.on_listen or opts.note)(f"listening on {shown}")
     http: aiohttp.ClientSession
-    if opts.http2 and connect is not None and connect.startswith("http"):
-        from acp_pipes.tee.h2 import H2Client
+    if connect is not None and connect.startswith("http"):
+        from acp_pipes.tee.http import client_for
 
-        http = H2Client(connect)  # type: ignore[assignment]  # (the calls acp-tee makes)
+        http = client_for(connect, opts)  # aiohttp's, or its calls over HTTP/2
     else:
         http = aiohttp.ClientSession()
     listener.http = http
