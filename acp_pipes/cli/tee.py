@@ -76,8 +76,9 @@ http:// URL instead of starting one (the client stays on stdio; its input's end 
 the connection once every request is answered); --listen URL serves clients there (one
 agent process per connection, or with --connect a recording reverse proxy); port 0
 picks a free port, said on stderr as "listening on URL"; an http:// listener speaks
-Streamable HTTP (POST, SSE streams, DELETE) and WebSocket. Each connection gets its own
-log (-o FILE: FILE, then FILE-1, FILE-2, ...). WebSocket text frames are relayed and
+Streamable HTTP (POST, SSE streams, DELETE; HTTP/1.1, and HTTP/2 as h2c with prior
+knowledge) and WebSocket; --http2 speaks HTTP/2 to an http(s):// agent. Each connection
+gets its own log (-o FILE: FILE, then FILE-1, FILE-2, ...). WebSocket text frames are relayed and
 logged byte for byte, one message each; binary frames are logged as events and passed
 on between WebSockets only; handshakes and close codes are logged. Headers pass through
 (Authorization, cookies, API keys, Acp-*); their credentials are redacted in the log
@@ -114,8 +115,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "stdio), or accepted from clients (--listen -- AGENT); repeatable")
     p.add_argument("--http2", action="store_true",
                    help="speak HTTP/2 to the --connect http(s):// agent (h2c with prior "
-                        "knowledge for http://, ALPN h2 for https://); default HTTP/1.1. "
-                        "An http:// listener takes both, HTTP/2 as h2c with prior knowledge")
+                        "knowledge for http://, ALPN h2 for https://); default HTTP/1.1, "
+                        "or HTTP/2 to an http:// server that speaks nothing else. An "
+                        "http:// listener takes both, HTTP/2 as h2c with prior knowledge")
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "

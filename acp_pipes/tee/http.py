@@ -10,7 +10,10 @@ a2c frame, both on the POST's stream ``post:N`` with ``sseq`` 0 and 1; every SSE
 that carries ``data`` as an a2c frame of its GET stream (``get``: connection-scoped,
 ``get:SESSION``: session-scoped), whose ``raw`` is the event's joined ``data`` and whose
 ``sse`` the event's own bytes, with its ``sseq`` in that stream. The log is in arrival
-order; order holds only within a stream, as the RFD says.
+order; order holds only within a stream, as the RFD says. ``http`` on a request or
+response event says which HTTP version carried it (``"1.1"``, ``"2"``): both are
+served and spoken (:mod:`acp_pipes.tee.h2`), with the same statuses, headers and
+records.
 
 The proxy relays bytes: a request's body and a response's body (an SSE stream too) are
 passed on as they came, up to the end of the last complete SSE event (the unfinished

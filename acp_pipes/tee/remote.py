@@ -15,6 +15,11 @@ Design choices, and why:
 - aiohttp for both sides of both transports: one well-kept library with a WebSocket
   client and server and an HTTP client and server (SSE is a response body), on asyncio.
   It is imported only here, so the stdio path (:mod:`acp_pipes.tee`) keeps its start-up.
+- HTTP/2, which aiohttp lacks, is :mod:`acp_pipes.tee.h2` (h2, the protocol without
+  I/O, on asyncio): the listener's socket is asyncio's, and each connection's first
+  bytes hand it to aiohttp (HTTP/1.1, WebSocket) or, the HTTP/2 preface, to h2
+  (:class:`_Sniff`); the HTTP/2 code is imported by the first such connection, or
+  by ``--http2``.
 - A frame is relayed as it came: a WebSocket text frame's payload is sent on as the
   same bytes (aiohttp checks that a text frame is UTF-8; ``str.encode`` of that text
   gives the bytes back exactly), a stdio line becomes one text frame without its LF and
