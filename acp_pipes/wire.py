@@ -56,8 +56,9 @@ in order (lower-case names over HTTP/2, as it carries them); ``http-end`` says a
 stream ended. ``http`` (``"1.1"`` or ``"2"``, added later: older logs lack it) is the
 HTTP version of the hop an ``http-request``/``http-response`` crossed. Binary
 WebSocket frames are no ACP messages (the transport ignores them) and are logged as
-events, flagged, their bytes as received. Header values that carry credentials (``Authorization``, ``Cookie``,
-``Set-Cookie``, API keys) are logged as redaction tokens unless ``--keep-secrets``.
+events, flagged, their bytes as received. Header values that carry credentials
+(``Authorization``, ``Cookie``, ``Set-Cookie``, API keys) are logged as redaction
+tokens unless ``--keep-secrets``.
 """
 
 from __future__ import annotations
