@@ -272,3 +272,55 @@ def test_http2_is_imported_only_when_spoken():
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"[]\n"
+
+
+OPENSSL = shutil.which("openssl")
+
+
+@pytest.fixture
+def tls_cert(tmp_path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run([OPENSSL, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return key, cert
+
+
+@needs_node
+@pytest.mark.skipif(OPENSSL is None, reason="needs openssl (a test certificate)")
+@pytest.mark.slow  # the TypeScript SDK as the peer (node)
+def test_connect_https_speaks_http2_by_alpn(tmp_path, tls_cert):
+    """TLS: the SDK's server choosing by ALPN, HTTP/2 only, is reached with --http2 and
+    without it (its alert that it speaks nothing aiohttp offered: then acp-tee offers
+    h2, said); an HTTP/1.1-only TLS server is not reached with --http2 (126, said)."""
+    key, cert = tls_cert
+    stdin = _client_frames()
+    local = tee_stdio(tmp_path / "stdio.jsonl", stdin)
+    env = {**tool_env(), "SSL_CERT_FILE": str(cert)}
+
+    def connect(url: str, log: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(tool_argv("tee", "-o", str(tmp_path / log), "--clock",
+                                        "epoch", "--no-host", *extra, "--connect", url),
+                              input=stdin, capture_output=True, env=env, timeout=120)
+
+    h2 = Server([NODE, str(CLIENTS / "sdk_http_server.mjs"), "0", "--h2", "--tls",
+                 str(key), str(cert), "--", *tool_argv("echo-agent")])
+    h1 = Server([NODE, str(CLIENTS / "sdk_http_server.mjs"), "0", "--tls", str(key),
+                 str(cert), "--", *tool_argv("echo-agent")])
+    with h2, h1:
+        assert h2.url.startswith("https://")
+        asked = connect(h2.url, "asked.jsonl", "--http2")
+        found = connect(h2.url, "found.jsonl")
+        refused = connect(h1.url, "refused.jsonl", "--http2")
+    for r in (asked, found):
+        assert r.returncode == 0, r.stderr
+        assert sorted(r.stdout.splitlines()) == sorted(local.stdout.splitlines())
+    assert asked.stderr == b""
+    assert b"speaks HTTP/2 only: acp-tee speaks HTTP/2 (ALPN h2)" in found.stderr
+    _check_http_log(tmp_path / "asked.jsonl")
+    assert _versions(tmp_path / "asked.jsonl") == {"2"}
+    assert refused.returncode == 126
+    assert b"the server speaks no HTTP/2 (acp-tee offered h2 only, by ALPN)" in refused.stderr

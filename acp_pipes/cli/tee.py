@@ -116,7 +116,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http2", action="store_true",
                    help="speak HTTP/2 to the --connect http(s):// agent (h2c with prior "
                         "knowledge for http://, ALPN h2 for https://); default HTTP/1.1, "
-                        "or HTTP/2 to an http:// server that speaks nothing else. An "
+                        "or HTTP/2 to a server that speaks nothing else. An "
                         "http:// listener takes both, HTTP/2 as h2c with prior knowledge")
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "

@@ -441,7 +441,12 @@ class H2Client:
                     lambda: _H2(client_side=True), self.host, self.port, ssl=context,
                     server_hostname=self.host if self.tls else None)
             except ssl.SSLError as e:
-                raise H2Error(f"TLS: {e.reason or e}") from None
+                from acp_pipes.tee.http import no_protocol_alert
+
+                why = e.reason or str(e)
+                if no_protocol_alert(e):
+                    why = "the server speaks no HTTP/2 (acp-tee offered h2 only, by ALPN)"
+                raise H2Error(f"TLS: {why}") from None
             if self.tls:
                 chosen = transport.get_extra_info("ssl_object").selected_alpn_protocol()
                 if chosen != "h2":

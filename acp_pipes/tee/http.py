@@ -458,8 +458,9 @@ class AutoClient:
     speaks HTTP/2 only: its first answer is no HTTP/1.1 (an HTTP/2 frame, or nothing)
     and a probe over h2c with prior knowledge gets its SETTINGS. Then the request is
     sent again, and every later one, over HTTP/2 (:class:`acp_pipes.tee.h2.H2Client`),
-    said once. ``http://`` only: over TLS the server's ALPN decides, and an
-    HTTP/2-only server there needs ``--http2``."""
+    said once. Over TLS (``https://``) the sign is the server's alert that it speaks
+    no protocol offered (aiohttp offers none by ALPN: a server that chooses by ALPN
+    and has h2 only refuses it so); then acp-tee offers h2."""
 
     def __init__(self, url: str, note):
         self.url = url
@@ -500,14 +501,16 @@ class AutoClient:
             return await self.h2.request(method, url, **kw)
         try:
             resp = await self.h1.request(method, url, **kw)
-        except (aiohttp.ClientResponseError, aiohttp.ServerDisconnectedError):
-            if self.proven or not url.startswith("http://") or not await speaks_h2c(url):
+        except (aiohttp.ClientResponseError, aiohttp.ServerDisconnectedError,
+                aiohttp.ClientSSLError) as e:
+            if self.proven or not await _only_h2(url, e):
                 raise
             from acp_pipes.tee.h2 import H2Client
 
             if self.h2 is None:
                 self.h2 = H2Client(self.url)
-                self.note(f"{self.url} speaks HTTP/2 only: acp-tee speaks HTTP/2 (h2c) "
+                how = "h2c" if url.startswith("http://") else "ALPN h2"
+                self.note(f"{self.url} speaks HTTP/2 only: acp-tee speaks HTTP/2 ({how}) "
                           "to it (--http2 says so from the start)")
             return await self.h2.request(method, url, **kw)
         self.proven = True
@@ -532,6 +535,26 @@ class _AutoCall:
     async def __aexit__(self, *exc) -> None:
         if self.response is not None:
             self.response.release()
+
+
+async def _only_h2(url: str, e: Exception) -> bool:
+    """Whether the failure ``e`` of an HTTP/1.1 request to ``url`` says its server
+    speaks HTTP/2 only: over TLS, its alert that no protocol acp-tee's client offered
+    is one it speaks (a server choosing by ALPN, h2 only); in clear, an answer that is
+    no HTTP/1.1 and a server that answers the HTTP/2 preface (:func:`speaks_h2c`)."""
+    if url.startswith("https://"):
+        return no_protocol_alert(getattr(e, "os_error", None) or e)
+    if isinstance(e, aiohttp.ClientSSLError):
+        return False
+    return url.startswith("http://") and await speaks_h2c(url)
+
+
+def no_protocol_alert(e: BaseException) -> bool:
+    """Whether a TLS failure is the server's no_application_protocol alert (RFC 7301:
+    it speaks none of the protocols offered by ALPN). Python's ``reason`` for it is
+    empty with some OpenSSL versions: its text is what says it."""
+    return (getattr(e, "reason", None) == "TLSV1_ALERT_NO_APPLICATION_PROTOCOL"
+            or "no application protocol" in str(e).lower())
 
 
 async def speaks_h2c(url: str) -> bool:
