@@ -44,6 +44,9 @@ _WINDOW = 1 << 24
 #: The receive window of each stream acp-tee offers (the default is 64 KiB too).
 _STREAM_WINDOW = 1 << 20
 
+#: How many streams a peer may have open at once on one connection.
+_STREAMS = 1000
+
 #: Headers HTTP/2 forbids (RFC 9113, 8.2.2): a request or an answer carries them never.
 _CONNECTION_SPECIFIC = frozenset({"connection", "keep-alive", "proxy-connection",
                                   "transfer-encoding", "upgrade", "host"})
@@ -90,8 +93,11 @@ class _H2(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.conn.initiate_connection()
-        self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE:
-                                   _STREAM_WINDOW})
+        self.conn.update_settings({
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: _STREAM_WINDOW,
+            # h2's default, 100, would refuse the streams of a client with ~100 sessions
+            # open (a GET each, beside the POSTs in flight)
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: _STREAMS})
         self.conn.increment_flow_control_window(_WINDOW - 65535)
         self.flush()
 
