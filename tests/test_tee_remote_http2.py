@@ -324,3 +324,24 @@ def test_connect_https_speaks_http2_by_alpn(tmp_path, tls_cert):
     assert _versions(tmp_path / "asked.jsonl") == {"2"}
     assert refused.returncode == 126
     assert b"the server speaks no HTTP/2 (acp-tee offered h2 only, by ALPN)" in refused.stderr
+
+
+@pytest.mark.skipif(CURL is None, reason="needs curl")
+def test_replay_serve_listens_over_http2(tmp_path):
+    """acp-replay --serve --listen http:// is acp-tee's listener: curl over HTTP/2 gets
+    the replay's answer to initialize (200, its Acp-Connection-Id), and its DELETE 202."""
+    log = tmp_path / "s.jsonl"
+    assert tee_stdio(log, _client_frames()).returncode == 0
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(run_tool("asr", str(log)).stdout)
+    server = Server(tool_argv("replay", "--listen", "http://127.0.0.1:0/acp", "--serve",
+                              str(stream)))
+    with server:
+        head, body = _curl("-H", "Content-Type: application/json", "--data-binary", INIT,
+                           server.url)
+        cid = next(line.split(":", 1)[1].strip() for line in head.splitlines()
+                   if line.lower().startswith("acp-connection-id:"))
+        gone, _ = _curl("-X", "DELETE", "-H", f"Acp-Connection-Id: {cid}", server.url)
+        assert server.stop() == 0, server.stderr
+    assert head.startswith("HTTP/2 200") and gone.startswith("HTTP/2 202")
+    assert b'"result"' in body and b'"protocolVersion"' in body
