@@ -487,6 +487,7 @@ class H2Client:
         out += _outbound(headers)
         if data:
             out.append(("content-length", str(len(data))))
+        st = None
         try:
             sid = proto.conn.get_next_available_stream_id()
             st = proto.streams[sid] = _Stream(sid)
@@ -501,7 +502,13 @@ class H2Client:
                 st.changed.clear()
                 await st.changed.wait()
         except (ConnectionError, h2.exceptions.H2Error) as e:
+            if st is not None:
+                proto.cancel(st)
             raise H2Error(str(e) or type(e).__name__) from None
+        except asyncio.CancelledError:
+            if st is not None:
+                proto.cancel(st)
+            raise
         return H2Response(proto, st)
 
 

@@ -31,6 +31,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from acp_pipes.errors import Note
 from acp_pipes.tee.pump import _Log
 from acp_pipes.tee.remote import (
     GRACE,
@@ -462,7 +463,7 @@ class AutoClient:
     no protocol offered (aiohttp offers none by ALPN: a server that chooses by ALPN
     and has h2 only refuses it so); then acp-tee offers h2."""
 
-    def __init__(self, url: str, note):
+    def __init__(self, url: str, note: Note):
         self.url = url
         self.note = note
         self.h1 = aiohttp.ClientSession()
