@@ -331,7 +331,9 @@ def of_session(items: Iterable[T], sid: str, seen: list[bool],
     ``--session`` on frames (acp-frame, acp-replay; docs/acp-frame.md).
 
     A request of no session is held, with the frames after it, until its answer says
-    whose it is (a response's ``sessionId``): memory holds what is in flight. One never
+    whose it is (a response's ``sessionId``): memory holds what is in flight. An answer
+    that names no session follows its request: the one to another session's prompt is
+    dropped with it. One never
     answered is kept, and so is one still open when a stream ends (a record with no
     ``dir``: the next stream's header, which matching restarts at). ``items`` are frame
     records, or anything ``record`` takes one from (its ``dir``, ``id``, ``sessionId``)
@@ -339,6 +341,7 @@ def of_session(items: Iterable[T], sid: str, seen: list[bool],
     a frame of ``sid`` went by, so a caller can say the session was not there."""
     held: deque[list] = deque()  # [item, "keep" | "drop" | "open" (not answered yet)]
     waiting: dict[tuple, list[list]] = {}  # (dir, id type, id) -> its held requests
+    others: dict[tuple, int] = {}  # (dir, id type, id) -> other sessions' requests open
     for item in items:
         rec = record(item)
         d = rec.get("dir")
@@ -348,6 +351,7 @@ def of_session(items: Iterable[T], sid: str, seen: list[bool],
                     yield entry[0]
             held.clear()
             waiting.clear()
+            others.clear()
             yield item
             continue
         k = kind(item)
@@ -360,6 +364,17 @@ def of_session(items: Iterable[T], sid: str, seen: list[bool],
                 asked.pop(0)[1] = "keep" if s is None or s == sid else "drop"
                 if not asked:
                     del waiting[key]
+            elif s is None and key in others:
+                # the answer to another session's request (a prompt's) is theirs
+                if others[key] == 1:
+                    del others[key]
+                else:
+                    others[key] -= 1
+                continue
+        elif k == "request" and s is not None and s != sid:
+            rid = rec.get("id")
+            key = (d, rid.__class__, rid)
+            others[key] = others.get(key, 0) + 1
         if s is None or s == sid:
             if s is not None and not seen:
                 seen.append(True)

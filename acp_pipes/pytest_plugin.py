@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from acp_pipes.cassette import (
+    EXIT_WAIT,
     RECORD_MODES,
     CassetteError,
     ClientReplay,
@@ -33,6 +34,7 @@ from acp_pipes.cassette import (
 
 MARKER = "acp_cassette"
 _REPORTS = pytest.StashKey[dict]()
+_EXIT_WAIT = pytest.StashKey[float]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,9 +44,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="once: play a test's cassette, record it when missing (default); none: play "
         "only, a missing cassette fails; all: record every cassette again")
     parser.addini("acp_record_mode", "default --acp-record-mode", default="once")
+    parser.addini("acp_exit_wait", "seconds acp_agent waits, after a test, for the "
+                  f"agent it launched to exit (default {EXIT_WAIT:g})", default=str(EXIT_WAIT))
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_EXIT_WAIT] = _exit_wait(config)  # a bad value stops the run at once
     config.addinivalue_line(
         "markers",
         f"{MARKER}(path=None, *, record_mode=None, ignore=(), tee_args=None, "
@@ -82,6 +87,17 @@ def _beside(request: pytest.FixtureRequest, path: str | Path | None) -> Path:
     if path is None:
         return default_path(test_file, request.node.nodeid.split("::", 1)[-1])
     return test_file.parent / Path(path)
+
+
+def _exit_wait(config: pytest.Config) -> float:
+    text = config.getini("acp_exit_wait")
+    try:
+        wait = float(text)
+    except ValueError:
+        wait = -1.0
+    if not wait >= 0:  # also NaN
+        raise pytest.UsageError(f"acp_exit_wait: {text!r} is not a number of seconds")
+    return wait
 
 
 def _passed(request: pytest.FixtureRequest) -> bool:
@@ -122,9 +138,11 @@ def acp_agent(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 
     yield agent
     passed = _passed(request)
+    wait = request.config.stash[_EXIT_WAIT]
     problems = []
     for use in used:
-        problems += use.finish(passed) if isinstance(use, Recording) else use.finish()
+        problems += use.finish(passed, wait) if isinstance(use, Recording) \
+            else use.finish(wait)
     if problems:
         pytest.fail("\n\n".join(problems), pytrace=False)
 

@@ -293,6 +293,29 @@ def test_a_batch_killed_half_way_then_rerun_ends_as_one_never_stopped(tmp_path, 
     assert state(manifest(tmp_path / "out")) == state(manifest(tmp_path / "ref"))
 
 
+def test_an_interrupted_batch_drops_the_rest_of_each_workers_chunk(tmp_path):
+    """A SIGINT to the driver alone (``kill -INT PID``: no worker gets it) stops each
+    worker once its job in hand is done: the outputs written are the manifest's and the
+    few done while the stop reached the worker, not the rest of a chunk of 32 (whose
+    results nobody keeps)."""
+    _copies(tmp_path, 200)
+    proc = subprocess.Popen(tool_argv("batch", "view", "many", "-o", "out", "-j", "1",
+                                      "--no-validate"),
+                            cwd=tmp_path, env=tool_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while _lines(tmp_path / "out" / "manifest.jsonl") < 1:
+        assert proc.poll() is None and time.monotonic() < deadline, "never got going"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    done = _lines(tmp_path / "out" / "manifest.jsonl")
+    assert done < 200, "the batch was not stopped half-way"
+    written = [p for p in (tmp_path / "out").iterdir() if p.suffix == ".html"]
+    assert done <= len(written) < done + 8, (done, len(written))
+
+
 def _workers(pid: int) -> list[int]:
     """The pool's worker processes: forked, so their command line is the driver's (not
     multiprocessing's helpers)."""

@@ -1,5 +1,6 @@
-"""The pytest plugin, run as its users run it: real inner pytest sessions (pytester, one
-process each) whose tests drive a real client, the official TypeScript SDK's
+"""The pytest plugin, run as its users run it: real inner pytest sessions (pytester, in
+this process; the entry point's in a process of its own, as an installation loads it;
+the real fast-agent's too) whose tests drive a real client, the official TypeScript SDK's
 (tests/clients/sdk_client.mjs), against the command ``acp_agent`` gives them, with the echo
 agent as the real agent. The first run records the cassette through acp-tee; the next
 plays it with the agent gone (its path no longer exists), and a client that sends what
@@ -63,8 +64,8 @@ def inner(pytester, monkeypatch):
             m.setenv("ACP_TEST_AGENT", orjson.dumps(agent).decode())
             for k, v in env.items():
                 m.setenv(k, v)
-            return pytester.runpytest_subprocess("-p", "acp_pipes.pytest_plugin",
-                                                 "-p", "no:cacheprovider", *args, timeout=120)
+            return pytester.runpytest_inprocess("-p", "acp_pipes.pytest_plugin",
+                                                "-p", "no:cacheprovider", *args)
 
     return run
 
@@ -227,13 +228,17 @@ def test_the_client_leaves_its_agent_running(acp_agent):
 
 
 def test_a_recording_whose_agent_is_still_running_is_not_written(pytester, inner):
+    """The wait is the ini's acp_exit_wait (10 s unless set)."""
     pytester.makepyfile(test_client=LEFT_RUNNING)
-    got = inner()
+    got = inner("-o", "acp_exit_wait=0.5")
     got.assert_outcomes(passed=1, errors=1)
     out = got.stdout.str()
-    assert "was still running 10 s after the test" in out
+    assert "was still running 0.5 s after the test" in out
     assert "the cassette was not written" in out
     assert _left(pytester) == []
+    bad = inner("-o", "acp_exit_wait=soon")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "acp_exit_wait: 'soon' is not a number of seconds" in bad.stderr.str()
 
 
 def test_the_marker_names_the_cassette(pytester, inner):
@@ -308,8 +313,8 @@ def _agent_run(pytester, monkeypatch, trace: str, agent: list[str]):
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("ACP_TEST_AGENT", orjson.dumps(agent).decode())
     monkeypatch.setenv("TRACE", trace)
-    return pytester.runpytest_subprocess("-p", "acp_pipes.pytest_plugin",
-                                         "-p", "no:cacheprovider", timeout=120)
+    return pytester.runpytest_inprocess("-p", "acp_pipes.pytest_plugin",
+                                        "-p", "no:cacheprovider")
 
 
 def test_a_recorded_session_redrives_its_agent_with_a_pass(pytester, monkeypatch, echo_cassette):
@@ -391,8 +396,7 @@ def test_the_docs_examples_run(pytester, monkeypatch):
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("PATH", f"{REPO / 'bin'}:{tool_env()['PATH']}")
     run = ("-p", "acp_pipes.pytest_plugin", "-p", "no:cacheprovider")
-    pytester.runpytest_subprocess(*run, timeout=120).assert_outcomes(passed=3)
+    pytester.runpytest_inprocess(*run).assert_outcomes(passed=3)
     assert _left(pytester) == ["cassettes/shared/echo.wire.jsonl",
                                "cassettes/test_echo/test_echo_session.wire.jsonl"]
-    pytester.runpytest_subprocess(*run, "--acp-record-mode", "none",
-                                  timeout=120).assert_outcomes(passed=3)
+    pytester.runpytest_inprocess(*run, "--acp-record-mode", "none").assert_outcomes(passed=3)

@@ -131,3 +131,51 @@ def test_of_session_reads_a_trace_as_it_goes():
     assert got == [0, 1, 3, 5, 6, 7, 8, 10]
     with pytest.raises(InputError, match="no session 'c'"):
         list(of_session(iter(trace), "c", "t.jsonl"))
+
+
+# Two sessions prompting at once: the answers to the prompts name no session, and each
+# belongs to the session its request named.
+INTERLEAVED = [
+    ("c2a", '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'),
+    ("a2c", '{"jsonrpc":"2.0","id":0,"result":{}}'),
+    ("c2a", '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}'),
+    ("a2c", '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"a"}}'),
+    ("c2a", '{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}'),
+    ("a2c", '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"b"}}'),
+    ("c2a", '{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"a"}}'),
+    ("c2a", '{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"b"}}'),
+    ("a2c", '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'),
+    ("a2c", '{"jsonrpc":"2.0","id":4,"result":{"stopReason":"cancelled"}}'),
+]
+
+
+def test_of_session_leaves_out_the_answers_to_another_sessions_requests():
+    from acp_pipes.replay.trace.tracefile import of_session
+
+    trace = [({"dir": d}, m.encode()) for d, m in INTERLEAVED]
+    for sid, made, prompt, other in (("a", 2, 6, 7), ("b", 4, 7, 6)):
+        got = [trace.index(pair) for pair in of_session(iter(trace), sid)]
+        assert got == [0, 1, made, made + 1, prompt, prompt + 2], sid
+        assert other not in got and other + 2 not in got
+
+
+def test_session_leaves_out_the_answers_to_another_sessions_prompts(tmp_path):
+    """On a wire log, through the CLIs: acp-replay --session emits, and acp-frame
+    --session writes, the answer to its own prompt and not to the other's."""
+    from acp_pipes import wire
+
+    log = tmp_path / "two.wire.jsonl"
+    records = [wire.header(["agent"], started_ns=0)] + [
+        wire.frame_record(i, i, d, m.encode()) for i, (d, m) in enumerate(INTERLEAVED)]
+    log.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    for sid, mine, theirs in (("b", 4, 3), ("a", 3, 4)):  # the ids of the two prompts
+        emitted = run_tool("replay", "--emit", "a2c", "--session", sid, str(log))
+        assert emitted.returncode == 0, emitted.stderr
+        answered = [orjson.loads(line)["id"] for line in emitted.stdout.splitlines()]
+        assert answered == [0, 1 if sid == "a" else 2, mine], answered
+        r = run_tool("frame", "--session", sid, str(log))
+        assert r.returncode == 0, r.stderr
+        frames = [f for f in map(orjson.loads, r.stdout.splitlines()) if "dir" in f]
+        ids = [(f["dir"], f.get("id")) for f in frames]
+        assert ("c2a", mine) in ids and ("a2c", mine) in ids, ids
+        assert ("c2a", theirs) not in ids and ("a2c", theirs) not in ids, ids

@@ -25,6 +25,8 @@ from tests.conftest import tool_argv, tool_env
 HELLO = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
 # the bound on each wait below: far beyond acp-tee's two grace periods, far below forever
 BOUND = 6 * GRACE + 30
+# the tests that wait out a grace period take a short one (--grace; the default is GRACE)
+SHORT = ("--grace", "0.5")
 
 
 def _alive(pid: int) -> bool:
@@ -77,7 +79,7 @@ def test_a_launcher_whose_child_keeps_stdout_ends(tmp_path):
     child = tmp_path / "child.pid"
     agent = ["sh", "-c", f'sleep 300 & echo $! > {child}; read line; echo "$line"']
     log = tmp_path / "wire.jsonl"
-    proc = subprocess.Popen(tool_argv("tee", "-o", str(log), "--", *agent),
+    proc = subprocess.Popen(tool_argv("tee", *SHORT, "-o", str(log), "--", *agent),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=tool_env())
     out, _ = proc.communicate(HELLO, timeout=BOUND)
     assert out == HELLO  # the launcher's answer reached the client, byte for byte
@@ -92,7 +94,7 @@ def test_an_agent_that_outlives_its_input_is_ended(tmp_path):
     says so. What it sent before is the client's and the log's."""
     script = "read line; echo \"$line\"; exec sleep 300"
     log = tmp_path / "wire.jsonl"
-    proc, first = _started(["-o", str(log), "--", "sh", "-c", script])
+    proc, first = _started([*SHORT, "-o", str(log), "--", "sh", "-c", script])
     rest, _ = proc.communicate(timeout=BOUND)  # the input ends here
     assert first + rest == HELLO
     assert proc.returncode == 128 + signal.SIGTERM
@@ -103,12 +105,25 @@ def test_an_agent_that_outlives_its_input_is_ended(tmp_path):
         ("c2a", HELLO.decode().rstrip("\n")), ("a2c", HELLO.decode().rstrip("\n"))]
 
 
+def test_grace_is_how_long_an_agent_that_outlives_its_input_is_waited_for(tmp_path):
+    """An agent that ends by itself 3 s after its input: within a --grace of 30 it is
+    not signalled (its own exit status), past one of 0.5 it gets SIGTERM."""
+    script = "read line; echo \"$line\"; exec sleep 3"
+    for grace, status in (("30", 0), ("0.5", 128 + signal.SIGTERM)):
+        log = tmp_path / f"wire-{grace}.jsonl"
+        proc, first = _started(["--grace", grace, "-o", str(log), "--", "sh", "-c", script])
+        rest, _ = proc.communicate(timeout=BOUND)
+        assert first + rest == HELLO
+        assert proc.returncode == status, grace
+        assert _end(log)["status"] == status
+
+
 def test_an_agent_that_ignores_sigterm_is_killed(tmp_path):
     """SIGTERM ignored (a trap): SIGKILL follows a grace period later."""
     script = "trap '' TERM; read line; echo \"$line\"; while :; do sleep 1; done"
     log = tmp_path / "wire.jsonl"
     # the input ends once the trap is set: else a SIGTERM could come before it
-    proc, first = _started(["-o", str(log), "--", "sh", "-c", script])
+    proc, first = _started([*SHORT, "-o", str(log), "--", "sh", "-c", script])
     rest, _ = proc.communicate(timeout=BOUND)
     assert first + rest == HELLO
     assert proc.returncode == 128 + signal.SIGKILL

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from acp_pipes.batch.jobs import Job, run_jobs
+from acp_pipes.batch.jobs import Job, run_job, run_jobs
 from acp_pipes.errors import Note, UsageError
 
 __all__ = ["DaskWorkers", "LocalWorkers", "chunked", "default_jobs"]
@@ -65,13 +65,22 @@ PR_SET_PDEATHSIG = 1
 WATCH_SECONDS = 0.5
 
 
-def _worker_start(driver: int) -> None:
+#: A local worker's stop flag (the driver's Event): set, the chunk ends at the next job.
+_stop: Any = None
+
+
+def _worker_start(driver: int, stop: Any) -> None:
     """A local worker's start. Ctrl-C is the driver's to handle: it stops giving out
-    jobs and ends the pool; a worker finishes (or is ended in) the job it has, never
-    half-writes an output. And a worker dies with its driver, however that ends (a
+    jobs, sets ``stop`` and ends the pool; a worker finishes the job it has, never
+    half-writes an output, and drops the rest of its chunk (:func:`_run_chunk`): a
+    Ctrl-C costs one job a worker, not a chunk of 32 (the driver would not keep their
+    results, and a signal to the driver's pid alone reaches no worker). And a worker
+    dies with its driver, however that ends (a
     ``kill -9`` runs no clean-up): on Linux the kernel kills it (``PR_SET_PDEATHSIG``);
     everywhere a thread of its own ends it once the driver is gone. What it was
     writing stays in ``DEST/.acp-batch-tmp``, dropped by the next run."""
+    global _stop
+    _stop = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         import ctypes
@@ -86,6 +95,16 @@ def _worker_start(driver: int) -> None:
         os._exit(1)
     threading.Thread(target=_watch, args=(driver, parent), name="acp-batch-driver-watch",
                      daemon=True).start()
+
+
+def _run_chunk(jobs: list[Job]) -> list[dict[str, Any]]:
+    """:func:`run_jobs` in a local worker, up to the job in hand once the driver stops."""
+    entries = []
+    for job in jobs:
+        if _stop is not None and _stop.is_set():
+            break
+        entries.append(run_job(job))
+    return entries
 
 
 def _alive(driver: int, parent: int) -> bool:
@@ -122,15 +141,20 @@ class LocalWorkers:
         self.jobs = jobs
         self.note = note
         self.pool: Any = None
+        self.stop: Any = None  # the workers' stop flag (a multiprocessing Event)
 
     def describe(self) -> str:
         return f"{self.jobs} local worker{'s' if self.jobs != 1 else ''}"
 
     def _start(self) -> Any:
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_worker_start,
-                                        initargs=(os.getpid(),))
+        context = multiprocessing.get_context()
+        self.stop = context.Event()
+        self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context,
+                                        initializer=_worker_start,
+                                        initargs=(os.getpid(), self.stop))
         return self.pool
 
     @property
@@ -152,7 +176,7 @@ class LocalWorkers:
                 chunk = again.pop() if again else next(todo, None)
                 if chunk is None:
                     break
-                pending[pool.submit(run_jobs, chunk)] = chunk
+                pending[pool.submit(_run_chunk, chunk)] = chunk
             if not pending:
                 return
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -182,11 +206,12 @@ class LocalWorkers:
                 pool = self._start()
 
     def close(self) -> None:
-        """Jobs not started are dropped; each worker finishes the chunk it has (after
-        Ctrl-C: a moment), so none is ended mid-write. Not ``wait=False``: the pool's
-        thread would then race the interpreter's exit (a traceback from its wake-up
-        pipe, on Python 3.11)."""
+        """Jobs not started are dropped; each worker finishes the job it has (after
+        Ctrl-C: a moment), so none is ended mid-write, and drops the rest of its chunk.
+        Not ``wait=False``: the pool's thread would then race the interpreter's exit (a
+        traceback from its wake-up pipe, on Python 3.11)."""
         if self.pool is not None:
+            self.stop.set()
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 

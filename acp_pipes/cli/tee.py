@@ -118,6 +118,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "knowledge for http://, ALPN h2 for https://); default HTTP/1.1, "
                         "or HTTP/2 to a server that speaks nothing else. An "
                         "http:// listener takes both, HTTP/2 as h2c with prior knowledge")
+    p.add_argument("--grace", type=float, metavar="SECONDS",
+                   help="how long an agent that outlives the client's input, or a child "
+                        "of it that holds its output, is waited for before SIGTERM to its "
+                        "process group, and again before SIGKILL (default 5)")
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "
@@ -182,6 +186,7 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
     make_clock(args.clock)  # an OptionError, before the agent starts
+    _check_grace(args.grace)
     script = None if args.script is None else open_script(args.script)
     check(args.output)
     log_path, on_log = _log_target(args, ctx)
@@ -196,7 +201,15 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
         agent=early,
         script=script,
         on_log=on_log,
+        grace=args.grace,
     )
+
+
+def _check_grace(grace: float | None) -> None:
+    from acp_pipes.errors import OptionError
+
+    if grace is not None and not 0 <= grace < float("inf"):  # NaN too
+        raise OptionError("--grace must be a number of seconds, 0 or more")
 
 
 def _log_target(args: argparse.Namespace,

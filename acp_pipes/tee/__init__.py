@@ -236,6 +236,7 @@ def record(
     agent: Agent | None = None,
     script: Iterable[bytes] | None = None,
     on_log: Note | None = None,
+    grace: float | None = None,
 ) -> int:
     """Run ``argv`` as the agent between ``stdin_fd``/``stdout_fd`` and log to ``log_path``.
 
@@ -250,7 +251,9 @@ def record(
     starting one. ``script`` (lines of client frames) replaces the client on
     ``stdin_fd``: each frame is sent once the agent is done with the previous one, as an
     editor waits (:mod:`acp_pipes.tee.script`), and the agent's stdin is closed after the
-    last. Returns the agent's exit status (128+N if signal N killed it; 127/126 if
+    last. ``grace`` (default :data:`GRACE`) is how long an agent that outlives its
+    input, or a child of it that holds its stdout, is waited for at each step of its
+    ending. Returns the agent's exit status (128+N if signal N killed it; 127/126 if
     it could not be started, as a shell would). Raises ValueError for a bad ``clock``, a
     bad ``log_path`` template (both an OptionError, said by the CLI as a usage error) or
     an empty ``argv``. ``note`` gets what the proxy says about the run (a log it cannot
@@ -292,10 +295,11 @@ def record(
         agent.abandon()
         raise
     try:
-        wait_status = end_agent(agent, session)
+        grace = GRACE if grace is None else grace
+        wait_status = end_agent(agent, session, grace)
         code = os.waitstatus_to_exitcode(wait_status)
         status = 128 - code if code < 0 else code
-        drain_output(agent, session)  # what the agent wrote before it ended
+        drain_output(agent, session, grace)  # what the agent wrote before it ended
         session.finish(status, -code if code < 0 else None)
     finally:
         agent.restore_signals()
@@ -306,6 +310,7 @@ def record(
 #: after the client's input has ended and nothing has been sent either way (then SIGTERM
 #: to the agent's process group, and SIGKILL as long again later); and after the agent
 #: has exited, for a child of it that still holds its stdout (the same two steps).
+#: ``--grace`` sets it (an agent that saves its state at exit may need longer).
 GRACE = 5.0
 #: Seconds acp-tee gives its agent once a signal told acp-tee itself to stop (passed on
 #: to the agent's group): then SIGKILL, and the end record. Editors allow a stopped
@@ -314,10 +319,10 @@ GRACE = 5.0
 STOP_GRACE = 0.5
 
 
-def drain_output(agent: Agent, session: Session) -> None:
+def drain_output(agent: Agent, session: Session, grace: float = GRACE) -> None:
     """After the agent has exited: forward what it wrote, to the end of its stdout. A
-    child of the agent that still holds its stdout gets ``GRACE`` seconds, then SIGTERM
-    to the group, ``GRACE`` again, then SIGKILL and ``GRACE`` more. Once a signal has
+    child of the agent that still holds its stdout gets ``grace`` seconds, then SIGTERM
+    to the group, ``grace`` again, then SIGKILL and ``grace`` more. Once a signal has
     told acp-tee to stop, the rest is bounded at ``STOP_GRACE`` from the signal, or from
     the agent's exit if that came later (then SIGKILL to the group), even when the agent
     was reaped before the signal came: the editor that sends it may have stopped
@@ -335,16 +340,16 @@ def drain_output(agent: Agent, session: Session) -> None:
             agent.signal_group(signal.SIGKILL)
             session.drain(0.05)  # a pipe the kill closed is read to its end
             return
-        if now - since >= GRACE:
+        if now - since >= grace:
             if step == 2:
                 return
             agent.signal_group(signal.SIGTERM if step == 0 else signal.SIGKILL)
             step, since = step + 1, now
 
 
-def end_agent(agent: Agent, session: Session) -> int:
+def end_agent(agent: Agent, session: Session, grace: float = GRACE) -> int:
     """Wait for the agent to exit and return its wait status; an agent that outlives
-    the client's input (codex-acp, for one, does not end at EOF), silent for ``GRACE``
+    the client's input (codex-acp, for one, does not end at EOF), silent for ``grace``
     seconds, is ended: SIGTERM to its process group, then SIGKILL; after a signal told
     acp-tee to stop (passed on to the agent), SIGKILL once ``STOP_GRACE`` has passed.
     Waiting is a blocking ``waitpid`` in a thread, so an agent that exits is seen at
@@ -377,7 +382,7 @@ def end_agent(agent: Agent, session: Session) -> int:
         if frames != seen:
             seen, since = frames, now  # something was said: the silence starts again
             continue
-        if now - since < GRACE:
+        if now - since < grace:
             continue
         if step == 0:
             agent.signal_group(signal.SIGTERM)
