@@ -52,10 +52,13 @@ fields, no ``seq`` and no ``dir``, so every reader passes over it
      "headers":[...]}
 
 ``side`` is who sent it (``client`` or ``agent``); headers are ``[name, value]`` pairs
-in order; ``http-end`` says an SSE stream ended. Binary WebSocket frames are no ACP
-messages (the transport ignores them) and are logged as events, flagged, their bytes
-as received. Header values that carry credentials (``Authorization``, ``Cookie``,
-``Set-Cookie``, API keys) are logged as redaction tokens unless ``--keep-secrets``.
+in order (lower-case names over HTTP/2, as it carries them); ``http-end`` says an SSE
+stream ended. ``http`` (``"1.1"`` or ``"2"``, added later: older logs lack it) is the
+HTTP version of the hop an ``http-request``/``http-response`` crossed. Binary
+WebSocket frames are no ACP messages (the transport ignores them) and are logged as
+events, flagged, their bytes as received. Header values that carry credentials
+(``Authorization``, ``Cookie``, ``Set-Cookie``, API keys) are logged as redaction
+tokens unless ``--keep-secrets``.
 """
 
 from __future__ import annotations

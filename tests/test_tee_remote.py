@@ -418,7 +418,11 @@ def test_a_log_that_cannot_be_written_never_stops_the_session(tmp_path):
     (["--listen", "ws://127.0.0.1:0/acp"], b"--listen needs an agent"),
     (["--connect", "ws://127.0.0.1:9/acp", "--", "agent"], b"give it or -- AGENT, not both"),
     (["--header", "nocolon", "--connect", "ws://127.0.0.1:9/acp"], b"--header needs"),
-    (["--header", "A: b", "--", "true"], b"--header and --protocol go with --connect or"),
+    (["--header", "A: b", "--", "true"], b"--header, --protocol and --http2 go with --connect or"),
+    (["--http2", "--", "true"], b"--header, --protocol and --http2 go with --connect or"),
+    (["--http2", "--connect", "ws://127.0.0.1:9/acp"], b"--http2 is how acp-tee speaks to an"),
+    (["--http2", "--listen", "http://127.0.0.1:0/acp", "--", "true"],
+     b"(a listener takes HTTP/2 without it)"),
 ])
 def test_usage_errors(args, message):
     r = run_tool("tee", *args, input=b"")

@@ -76,8 +76,9 @@ http:// URL instead of starting one (the client stays on stdio; its input's end 
 the connection once every request is answered); --listen URL serves clients there (one
 agent process per connection, or with --connect a recording reverse proxy); port 0
 picks a free port, said on stderr as "listening on URL"; an http:// listener speaks
-Streamable HTTP (POST, SSE streams, DELETE) and WebSocket. Each connection gets its own
-log (-o FILE: FILE, then FILE-1, FILE-2, ...). WebSocket text frames are relayed and
+Streamable HTTP (POST, SSE streams, DELETE; HTTP/1.1, and HTTP/2 as h2c with prior
+knowledge) and WebSocket; --http2 speaks HTTP/2 to an http(s):// agent. Each connection
+gets its own log (-o FILE: FILE, then FILE-1, FILE-2, ...). WebSocket text frames are relayed and
 logged byte for byte, one message each; binary frames are logged as events and passed
 on between WebSockets only; handshakes and close codes are logged. Headers pass through
 (Authorization, cookies, API keys, Acp-*); their credentials are redacted in the log
@@ -112,6 +113,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", action="append", default=[], metavar="NAME",
                    help="a WebSocket subprotocol: offered to the agent (--connect from "
                         "stdio), or accepted from clients (--listen -- AGENT); repeatable")
+    p.add_argument("--http2", action="store_true",
+                   help="speak HTTP/2 to the --connect http(s):// agent (h2c with prior "
+                        "knowledge for http://, ALPN h2 for https://); default HTTP/1.1, "
+                        "or HTTP/2 to a server that speaks nothing else. An "
+                        "http:// listener takes both, HTTP/2 as h2c with prior knowledge")
     p.add_argument("--grace", type=float, metavar="SECONDS",
                    help="how long an agent that outlives the client's input, or a child "
                         "of it that holds its output, is waited for before SIGTERM to its "
@@ -175,8 +181,8 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     agent = list(args.command)  # everything after the first '--' (the runner splits it)
     if args.listen is not None or args.connect is not None:
         return _run_remote(args, ctx, agent)
-    if args.header or args.protocol:
-        raise UsageError("--header and --protocol go with --connect or --listen")
+    if args.header or args.protocol or args.http2:
+        raise UsageError("--header, --protocol and --http2 go with --connect or --listen")
     if not agent:
         raise UsageError("no agent command: acp-tee [OPTIONS] -- AGENT [ARGS ...]")
     make_clock(args.clock)  # an OptionError, before the agent starts
@@ -240,12 +246,15 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
     for url, listening in ((args.listen, True), (args.connect, False)):
         if url is not None:
             remote.parse_url(url, listening=listening)
+    if args.http2 and not (args.connect or "").startswith("http"):
+        raise UsageError("--http2 is how acp-tee speaks to an agent at --connect "
+                         "http(s)://URL (a listener takes HTTP/2 without it)")
     log_path, on_log = _log_target(args, ctx)
     opts = remote.Options(
         log_path=log_path, clock=args.clock, host=not args.no_host,
         env={name: os.environ.get(name) for name in args.capture_env},
         keep_secrets=args.keep_secrets, note=ctx.note, on_log=on_log, headers=headers,
-        protocols=args.protocol)
+        protocols=args.protocol, http2=args.http2)
     if args.listen is not None:
         return remote.listen(args.listen, opts, connect=args.connect, argv=agent)
     return remote.connect_stdio(args.connect, opts)

@@ -10,7 +10,10 @@ a2c frame, both on the POST's stream ``post:N`` with ``sseq`` 0 and 1; every SSE
 that carries ``data`` as an a2c frame of its GET stream (``get``: connection-scoped,
 ``get:SESSION``: session-scoped), whose ``raw`` is the event's joined ``data`` and whose
 ``sse`` the event's own bytes, with its ``sseq`` in that stream. The log is in arrival
-order; order holds only within a stream, as the RFD says.
+order; order holds only within a stream, as the RFD says. ``http`` on a request or
+response event says which HTTP version carried it (``"1.1"``, ``"2"``): both are
+served and spoken (:mod:`acp_pipes.tee.h2`), with the same statuses, headers and
+records.
 
 The proxy relays bytes: a request's body and a response's body (an SSE stream too) are
 passed on as they came, up to the end of the last complete SSE event (the unfinished
@@ -28,6 +31,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from acp_pipes.errors import Note
 from acp_pipes.tee.pump import _Log
 from acp_pipes.tee.remote import (
     GRACE,
@@ -131,6 +135,47 @@ def _get_stream(headers) -> str:
     return f"get:{sid}" if sid else "get"
 
 
+class AioExchange:
+    """One HTTP/1.1 request to acp-tee's listener (aiohttp's) and its answer, as the
+    handlers below see a request whatever its HTTP version (the HTTP/2 one:
+    :class:`acp_pipes.tee.h2.H2Exchange`): ``method``, ``headers``, ``url``,
+    ``query_string``, ``version``, :meth:`read` the body, then either :meth:`respond`
+    with a whole answer or :meth:`start` a streamed one, :meth:`write` to it (a
+    ConnectionError once the client is gone) and :meth:`finish` it."""
+
+    version = "1.1"
+
+    def __init__(self, request: web.Request):
+        self.request = request
+        self.method = request.method
+        self.headers = request.headers
+        self.url = str(request.url)
+        self.query_string = request.query_string
+        self.response: web.StreamResponse | None = None
+
+    async def read(self) -> bytes:
+        return await self.request.read()
+
+    async def respond(self, status: int, *, text: str | None = None, body: bytes = b"",
+                      headers=(), reason: str | None = None) -> None:
+        self.response = web.Response(status=status, reason=reason, text=text,
+                                     body=None if text is not None else body,
+                                     headers=list(headers) or None)
+
+    async def start(self, status: int, headers, reason: str | None = None) -> None:
+        out = self.response = web.StreamResponse(status=status, reason=reason)
+        for k, v in headers:
+            out.headers.add(k, v)
+        await out.prepare(self.request)
+
+    async def write(self, data: bytes) -> None:
+        await self.response.write(data)  # type: ignore[union-attr]  # (after start)
+
+    async def finish(self) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.response.write_eof()  # type: ignore[union-attr]  # (after start)
+
+
 # -- the reverse proxy: HTTP client, HTTP agent ------------------------------------------
 
 
@@ -144,17 +189,18 @@ class _Conn:
         self.deleted = False
 
 
-async def handle(listener, request: web.Request) -> web.StreamResponse:
-    """One Streamable HTTP request to acp-tee's listener: relayed to ``--connect``'s
-    HTTP agent and logged in its connection's log."""
+async def handle(listener, ex) -> None:
+    """One Streamable HTTP request to acp-tee's listener (an :class:`AioExchange` or an
+    HTTP/2 one): relayed to ``--connect``'s HTTP agent and logged in its connection's
+    log, or served (:func:`serve`)."""
     if listener.connect is None:
-        return await serve(listener, request)
+        return await serve(listener, ex)
     if not listener.connect.startswith("http"):
-        return web.Response(status=501, text="acp-tee relays Streamable HTTP to an HTTP "
-                                             "agent (--connect http://...) or a local one "
-                                             "(-- AGENT); WebSocket upgrades are served here\n")
+        return await ex.respond(501, text="acp-tee relays Streamable HTTP to an HTTP "
+                                          "agent (--connect http://...) or a local one "
+                                          "(-- AGENT); WebSocket upgrades are served here\n")
     conns: dict[str, _Conn] = listener.__dict__.setdefault("http_conns", {})
-    cid = request.headers.get(CONNECTION)
+    cid = ex.headers.get(CONNECTION)
     conn = conns.get(cid) if cid else None
     if conn is None:
         conn = _Conn(listener.next_log("http"))
@@ -162,41 +208,41 @@ async def handle(listener, request: web.Request) -> web.StreamResponse:
             conns[cid] = conn
     conn.open += 1
     try:
-        return await _relay(listener, conn, conns, request)
+        await _relay(listener, conn, conns, ex)
     finally:
         conn.open -= 1
         if conn.deleted and conn.open == 0:
             conn.log.end(0, None)
 
 
-async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
-                 ) -> web.StreamResponse:
+async def _relay(listener, conn: _Conn, conns: dict, ex) -> None:
     log, streams = conn.log, conn.streams
-    method = request.method
+    method = ex.method
     stream = streams.post() if method == "POST" else (
-        _get_stream(request.headers) if method == "GET" else "delete")
-    body = await request.read()
+        _get_stream(ex.headers) if method == "GET" else "delete")
+    body = await ex.read()
     streams.event("http-request", "client", stream=stream, method=method,
-                  url=logged_url(str(request.url), log),
-                  headers=logged_headers(request.headers, log))
+                  url=logged_url(ex.url, log), headers=logged_headers(ex.headers, log),
+                  http=ex.version)
     if method == "POST" and body:
         streams.frame(C2A, stream, body)
     up = listener.connect
-    if request.query_string:
-        up += ("&" if "?" in up else "?") + request.query_string
-    headers = passed_headers(request.headers) + listener.opts.headers
+    if ex.query_string:
+        up += ("&" if "?" in up else "?") + ex.query_string
+    headers = passed_headers(ex.headers) + listener.opts.headers
+    http = listener.http
     try:
-        resp = await listener.http.request(method, up, headers=headers, data=body or None,
-                                           allow_redirects=False, auto_decompress=False,
-                                           timeout=aiohttp.ClientTimeout(total=None))
+        resp = await http.request(method, up, headers=headers, data=body or None,
+                                  allow_redirects=False, auto_decompress=False,
+                                  timeout=aiohttp.ClientTimeout(total=None))
     except (aiohttp.ClientError, OSError) as e:
         streams.event("http-response", "agent", stream=stream, status=None,
-                      error=_why(e))
+                      error=_why(e), http=_version(http))
         listener.opts.note(f"cannot reach {listener.connect}: {_why(e)}")
-        return web.Response(status=502, text="the agent cannot be reached\n")
+        return await ex.respond(502, text="the agent cannot be reached\n")
     async with resp:
         streams.event("http-response", "agent", stream=stream, status=resp.status,
-                      headers=logged_headers(resp.headers, log))
+                      headers=logged_headers(resp.headers, log), http=_version(http))
         cid = resp.headers.get(CONNECTION)
         if cid and cid not in conns:
             conns[cid] = conn
@@ -207,12 +253,9 @@ async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
                 streams.frame(A2C, stream, data)
             if method == "DELETE" and resp.status < 300:
                 conn.deleted = True
-            return web.Response(status=resp.status, reason=resp.reason, body=data,
-                                headers=passed_headers(resp.headers))
-        out = web.StreamResponse(status=resp.status, reason=resp.reason)
-        for k, v in passed_headers(resp.headers):
-            out.headers.add(k, v)
-        await out.prepare(request)
+            return await ex.respond(resp.status, reason=resp.reason, body=data,
+                                    headers=passed_headers(resp.headers))
+        await ex.start(resp.status, passed_headers(resp.headers), reason=resp.reason)
         parser = SseParser()
         try:
             async for chunk in resp.content.iter_any():
@@ -221,21 +264,24 @@ async def _relay(listener, conn: _Conn, conns: dict, request: web.Request
                     if data is not None:
                         streams.frame(A2C, stream, data, **_sse_fields(raw))
                 if done:
-                    await out.write(done)
+                    await ex.write(done)
             raw, data = parser.rest()
             if data is not None:
                 streams.frame(A2C, stream, data, **_sse_fields(raw))
             if raw:
-                await out.write(raw)
+                await ex.write(raw)
             streams.event("http-end", "agent", stream=stream)
         except (ConnectionError, aiohttp.ClientError, asyncio.CancelledError) as e:
             streams.event("http-end", "client" if isinstance(e, ConnectionError) else "agent",
                           stream=stream, error=type(e).__name__)
             if isinstance(e, asyncio.CancelledError):
                 raise
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await out.write_eof()
-        return out
+        await ex.finish()
+
+
+def _version(http) -> str:
+    """The HTTP version a client to the agent speaks: 2 for acp-tee's HTTP/2 one."""
+    return getattr(http, "http_version", "1.1")
 
 
 # -- a stdio client to an HTTP agent -------------------------------------------------------
@@ -292,12 +338,12 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
         if sid:
             headers.append((SESSION, sid))
         streams.event("http-request", "client", stream=name, method="GET",
-                      headers=logged_headers(_multi(headers), log))
+                      headers=logged_headers(_multi(headers), log), http=_version(http))
         try:
             async with http.get(url, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=None)) as resp:
                 streams.event("http-response", "agent", stream=name, status=resp.status,
-                              headers=logged_headers(resp.headers, log))
+                              headers=logged_headers(resp.headers, log), http=_version(http))
                 if resp.status != 200:
                     opts.note(f"{url}: GET {name} answered {resp.status}")
                     return
@@ -330,14 +376,14 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                 headers.append((SESSION, sid))
                 open_session(sid)
         streams.event("http-request", "client", stream=stream, method="POST",
-                      headers=logged_headers(_multi(headers), log))
+                      headers=logged_headers(_multi(headers), log), http=_version(http))
         streams.frame(C2A, stream, raw)
         track.sending(raw)
         try:
             async with http.post(url, data=raw, headers=headers) as resp:
                 body = await resp.read()
                 streams.event("http-response", "agent", stream=stream, status=resp.status,
-                              headers=logged_headers(resp.headers, log))
+                              headers=logged_headers(resp.headers, log), http=_version(http))
                 if resp.status >= 300:
                     opts.note(f"{url}: POST {stream} answered {resp.status} "
                               f"{body[:200].decode('utf-8', 'replace')!r}")
@@ -352,7 +398,8 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                 if body:
                     await deliver(stream, body, {})
         except (aiohttp.ClientError, OSError) as e:
-            streams.event("http-response", "agent", stream=stream, status=None, error=_why(e))
+            streams.event("http-response", "agent", stream=stream, status=None,
+                          error=_why(e), http=_version(http))
             opts.note(f"cannot reach {url}: {_why(e)}")
             state["status"] = 126 if not state["cid"] else 1
             return False
@@ -360,7 +407,7 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
 
     status = 0
     try:
-        async with aiohttp.ClientSession() as http:
+        async with client_for(url, opts) as http:
             try:
                 while True:
                     item = await client.recv()
@@ -372,15 +419,15 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
                     await _answered(track)
                     headers = base + [(CONNECTION, state["cid"])]
                     streams.event("http-request", "client", stream="delete", method="DELETE",
-                                  headers=logged_headers(_multi(headers), log))
+                                  headers=logged_headers(_multi(headers), log), http=_version(http))
                     try:
                         async with http.delete(url, headers=headers) as resp:
                             streams.event("http-response", "agent", stream="delete",
-                                          status=resp.status,
+                                          status=resp.status, http=_version(http),
                                           headers=logged_headers(resp.headers, log))
                     except (aiohttp.ClientError, OSError) as e:
                         streams.event("http-response", "agent", stream="delete",
-                                      status=None, error=_why(e))
+                                      status=None, error=_why(e), http=_version(http))
                 status = state["status"]
             except asyncio.CancelledError:
                 status = 128 + (_stopped_by() or 2)
@@ -394,6 +441,143 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
     finally:
         log.end(status, None)
     return status
+
+
+def client_for(url: str, opts: Options):
+    """The HTTP client acp-tee reaches an agent's ``url`` with: with ``--http2``
+    :class:`acp_pipes.tee.h2.H2Client` (aiohttp's calls, over HTTP/2), else
+    :class:`AutoClient` (aiohttp's, HTTP/1.1, unless the server speaks only HTTP/2)."""
+    if opts.http2:
+        from acp_pipes.tee.h2 import H2Client
+
+        return H2Client(url)
+    return AutoClient(url, opts.note)
+
+
+class AutoClient:
+    """aiohttp's HTTP/1.1 client to an agent's server, until that server shows it
+    speaks HTTP/2 only: its first answer is no HTTP/1.1 (an HTTP/2 frame, or nothing)
+    and a probe over h2c with prior knowledge gets its SETTINGS. Then the request is
+    sent again, and every later one, over HTTP/2 (:class:`acp_pipes.tee.h2.H2Client`),
+    said once. Over TLS (``https://``) the sign is the server's alert that it speaks
+    no protocol offered (aiohttp offers none by ALPN: a server that chooses by ALPN
+    and has h2 only refuses it so); then acp-tee offers h2."""
+
+    def __init__(self, url: str, note: Note):
+        self.url = url
+        self.note = note
+        self.h1 = aiohttp.ClientSession()
+        self.h2: Any = None
+        self.proven = False  # an HTTP/1.1 answer came: no probing any more
+
+    @property
+    def http_version(self) -> str:
+        return "2" if self.h2 is not None else "1.1"
+
+    async def __aenter__(self) -> AutoClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.h1.close()
+        if self.h2 is not None:
+            await self.h2.close()
+
+    def request(self, method: str, url: str, **kw) -> _AutoCall:
+        return _AutoCall(self, method, url, kw)
+
+    def get(self, url: str, **kw) -> _AutoCall:
+        return self.request("GET", url, **kw)
+
+    def post(self, url: str, **kw) -> _AutoCall:
+        return self.request("POST", url, **kw)
+
+    def delete(self, url: str, **kw) -> _AutoCall:
+        return self.request("DELETE", url, **kw)
+
+    async def send(self, method: str, url: str, kw: dict):
+        if self.h2 is not None:
+            return await self.h2.request(method, url, **kw)
+        try:
+            resp = await self.h1.request(method, url, **kw)
+        except (aiohttp.ClientResponseError, aiohttp.ServerDisconnectedError,
+                aiohttp.ClientSSLError) as e:
+            if self.proven or not await _only_h2(url, e):
+                raise
+            from acp_pipes.tee.h2 import H2Client
+
+            if self.h2 is None:
+                self.h2 = H2Client(self.url)
+                how = "h2c" if url.startswith("http://") else "ALPN h2"
+                self.note(f"{self.url} speaks HTTP/2 only: acp-tee speaks HTTP/2 ({how}) "
+                          "to it (--http2 says so from the start)")
+            return await self.h2.request(method, url, **kw)
+        self.proven = True
+        return resp
+
+
+class _AutoCall:
+    """A request of :class:`AutoClient` under way: awaited, or ``async with``."""
+
+    def __init__(self, client: AutoClient, method: str, url: str, kw: dict):
+        self.client = client
+        self.args = (method, url, kw)
+        self.response: Any = None
+
+    def __await__(self):
+        return self.client.send(*self.args).__await__()
+
+    async def __aenter__(self):
+        self.response = await self.client.send(*self.args)
+        return self.response
+
+    async def __aexit__(self, *exc) -> None:
+        if self.response is not None:
+            self.response.release()
+
+
+async def _only_h2(url: str, e: Exception) -> bool:
+    """Whether the failure ``e`` of an HTTP/1.1 request to ``url`` says its server
+    speaks HTTP/2 only: over TLS, its alert that no protocol acp-tee's client offered
+    is one it speaks (a server choosing by ALPN, h2 only); in clear, an answer that is
+    no HTTP/1.1 and a server that answers the HTTP/2 preface (:func:`speaks_h2c`)."""
+    if url.startswith("https://"):
+        return no_protocol_alert(getattr(e, "os_error", None) or e)
+    if isinstance(e, aiohttp.ClientSSLError):
+        return False
+    return url.startswith("http://") and await speaks_h2c(url)
+
+
+def no_protocol_alert(e: BaseException) -> bool:
+    """Whether a TLS failure is the server's no_application_protocol alert (RFC 7301:
+    it speaks none of the protocols offered by ALPN). Python's ``reason`` for it is
+    empty with some OpenSSL versions: its text is what says it."""
+    return (getattr(e, "reason", None) == "TLSV1_ALERT_NO_APPLICATION_PROTOCOL"
+            or "no application protocol" in str(e).lower())
+
+
+async def speaks_h2c(url: str) -> bool:
+    """Whether the server at ``url`` answers the HTTP/2 preface (h2c, prior knowledge)
+    with a SETTINGS frame, as an HTTP/2 server must first (RFC 9113, 3.4)."""
+    from urllib.parse import urlsplit
+
+    from acp_pipes.tee.remote import PREFACE
+
+    parts = urlsplit(url)
+    writer = None
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(parts.hostname, parts.port or 80), GRACE)
+        writer.write(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # SETTINGS
+        head = await asyncio.wait_for(reader.readexactly(9), GRACE)
+    except (OSError, TimeoutError, asyncio.IncompleteReadError):
+        return False
+    finally:
+        if writer is not None:
+            writer.close()
+    return head[3] == 0x04 and head[5:9] == b"\x00\x00\x00\x00"
 
 
 def _parse(raw: bytes) -> dict | None:
@@ -485,21 +669,21 @@ class _Served:
                      self.agent.signal)
 
 
-async def serve(listener, request: web.Request) -> web.StreamResponse:
+async def serve(listener, ex) -> None:
     """The RFD's Streamable HTTP server in front of a local agent: POST (200 with the
     body for initialize, 202 otherwise), GET (the connection's or a session's SSE
     stream), DELETE; each request and status logged, as acp-tee logs a proxy's."""
     import uuid
 
     served: dict[str, _Served] = listener.__dict__.setdefault("served", {})
-    cid = request.headers.get(CONNECTION)
+    cid = ex.headers.get(CONNECTION)
     conn = served.get(cid) if cid else None
-    method = request.method
-    body = await request.read() if method == "POST" else b""
+    method = ex.method
+    body = await ex.read() if method == "POST" else b""
     msg = _parse(body) if body else None
-    json_body = request.headers.get("Content-Type", "").startswith("application/json")
+    json_body = ex.headers.get("Content-Type", "").startswith("application/json")
     if method == "POST" and conn is None and not json_body:
-        return web.Response(status=415, text="POST needs Content-Type: application/json\n")
+        return await ex.respond(415, text="POST needs Content-Type: application/json\n")
     if method == "POST" and conn is None and cid is None and msg is not None \
             and msg.get("method") == "initialize":
         cid = str(uuid.uuid4())
@@ -508,79 +692,75 @@ async def serve(listener, request: web.Request) -> web.StreamResponse:
         except (OSError, ValueError) as e:
             listener.opts.note(f"cannot run {listener.argv[0]}: "
                                f"{getattr(e, 'strerror', None) or e}")
-            return web.Response(status=502, text="the agent cannot be run\n")
+            return await ex.respond(502, text="the agent cannot be run\n")
     if conn is None:
         status = 400 if not cid else 404
-        return web.Response(status=status, text=("no Acp-Connection-Id" if status == 400
-                                                 else "unknown Acp-Connection-Id") + "\n")
+        return await ex.respond(status, text=("no Acp-Connection-Id" if status == 400
+                                              else "unknown Acp-Connection-Id") + "\n")
     log, streams = conn.log, conn.streams
     stream = streams.post() if method == "POST" else (
-        _get_stream(request.headers) if method == "GET" else "delete")
+        _get_stream(ex.headers) if method == "GET" else "delete")
     streams.event("http-request", "client", stream=stream, method=method,
-                  url=logged_url(str(request.url), log),
-                  headers=logged_headers(request.headers, log))
+                  url=logged_url(ex.url, log), headers=logged_headers(ex.headers, log),
+                  http=ex.version)
 
-    def answer(status: int, text: str = "", **headers: str) -> web.Response:
+    def logged(status: int, headers: list[tuple[str, str]]) -> None:
         streams.event("http-response", "agent", stream=stream, status=status,
-                      headers=[[k, v] for k, v in headers.items()])
-        return web.Response(status=status, text=text or None, headers=headers or None)
+                      headers=[[k, v] for k, v in headers], http=ex.version)
+
+    async def answer(status: int, text: str = "", **fields: str) -> None:
+        headers = list(fields.items())
+        logged(status, headers)
+        await ex.respond(status, text=text or None, headers=headers)
 
     if method == "POST":
         if body:
             streams.frame(C2A, stream, body)
         if not json_body:
-            return answer(415, "POST needs Content-Type: application/json\n")
+            return await answer(415, "POST needs Content-Type: application/json\n")
         if body.lstrip()[:1] == b"[":
-            return answer(501, "ACP has no JSON-RPC batches\n")
+            return await answer(501, "ACP has no JSON-RPC batches\n")
         if msg is not None and "id" in msg and "method" in msg:
             params_sid = _sid(msg)
-            sid = request.headers.get(SESSION) or params_sid
+            sid = ex.headers.get(SESSION) or params_sid
             route = f"get:{sid}" if sid else "get"
             if msg.get("method") == "initialize":
                 future = asyncio.get_running_loop().create_future()
                 conn.waiting[_key(msg["id"])] = future
                 await conn.agent.send((body, False))
-                try:
-                    raw = await asyncio.wait_for(future, None)
-                except asyncio.CancelledError:
-                    raise
+                raw = await future
                 if raw is None:
-                    return answer(502, "the agent ended before it answered\n")
+                    return await answer(502, "the agent ended before it answered\n")
                 streams.frame(A2C, stream, raw)
-                streams.event("http-response", "agent", stream=stream, status=200,
-                              headers=[["Content-Type", "application/json"],
-                                       [CONNECTION, conn.cid]])
-                return web.Response(status=200, body=raw, headers={
-                    "Content-Type": "application/json", CONNECTION: conn.cid})
+                headers = [("Content-Type", "application/json"), (CONNECTION, conn.cid)]
+                logged(200, headers)
+                return await ex.respond(200, body=raw, headers=headers)
             conn.origin[_key(msg["id"])] = route
         if not await conn.agent.send((body, False)):
-            return answer(410, "the agent has ended\n")
-        return answer(202)
-    if method == "DELETE":
-        done = answer(202)
+            return await answer(410, "the agent has ended\n")
+        return await answer(202)
+    if method == "DELETE":  # answered once the agent has ended (and its log with it)
+        logged(202, [])
         served.pop(conn.cid, None)
         await conn.end()
-        return done
+        return await ex.respond(202)
     if method != "GET":
-        return answer(405, "POST, GET or DELETE\n")
-    if "text/event-stream" not in request.headers.get("Accept", ""):
-        return answer(406, "GET needs Accept: text/event-stream\n")
-    out = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                  "Cache-Control": "no-cache",
-                                                  CONNECTION: conn.cid})
-    streams.event("http-response", "agent", stream=stream, status=200,
-                  headers=[[k, v] for k, v in out.headers.items()])
-    await out.prepare(request)
+        return await answer(405, "POST, GET or DELETE\n")
+    if "text/event-stream" not in ex.headers.get("Accept", ""):
+        return await answer(406, "GET needs Accept: text/event-stream\n")
+    headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
+               (CONNECTION, conn.cid)]
+    logged(200, headers)
     q = conn.queue(stream)
     try:
+        await ex.start(200, headers)
         while True:
             event = await q.get()
             if event is None:
                 break
-            await out.write(event)
+            await ex.write(event)
         streams.event("http-end", "agent", stream=stream)
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await out.write_eof()
+        await ex.finish()
     except ConnectionError:
         streams.event("http-end", "client", stream=stream)
-    return out
+    return None

@@ -15,6 +15,11 @@ Design choices, and why:
 - aiohttp for both sides of both transports: one well-kept library with a WebSocket
   client and server and an HTTP client and server (SSE is a response body), on asyncio.
   It is imported only here, so the stdio path (:mod:`acp_pipes.tee`) keeps its start-up.
+- HTTP/2, which aiohttp lacks, is :mod:`acp_pipes.tee.h2` (h2, the protocol without
+  I/O, on asyncio): the listener's socket is asyncio's, and each connection's first
+  bytes hand it to aiohttp (HTTP/1.1, WebSocket) or, the HTTP/2 preface, to h2
+  (:class:`_Sniff`); the HTTP/2 code is imported by the first such connection, or
+  by ``--http2``.
 - A frame is relayed as it came: a WebSocket text frame's payload is sent on as the
   same bytes (aiohttp checks that a text frame is UTF-8; ``str.encode`` of that text
   gives the bytes back exactly), a stdio line becomes one text frame without its LF and
@@ -558,7 +563,8 @@ class Options:
                  env: dict | None = None, keep_secrets: bool = False,
                  note: Note | None = None, on_log: Note | None = None,
                  headers: Sequence[tuple[str, str]] = (), protocols: Sequence[str] = (),
-                 stderr_fd: int | None = None, on_listen: Note | None = None):
+                 stderr_fd: int | None = None, on_listen: Note | None = None,
+                 http2: bool = False):
         self.log_path = log_path
         self.clock = clock
         self.tick = make_clock(clock)
@@ -571,6 +577,7 @@ class Options:
         self.protocols = list(protocols)
         self.stderr_fd = stderr_fd
         self.on_listen = on_listen
+        self.http2 = http2  # --http2: HTTP/2 to an http(s):// agent
 
     def log(self, argv: Sequence[str], nth: int, transport: dict) -> _Log:
         log = open_log(self.log_path, argv or ["remote"], nth, self.note, self.tick,
@@ -710,6 +717,7 @@ class Listener:
         self.http: aiohttp.ClientSession | None = None
         self.tasks: set[asyncio.Task] = set()
         self.live: set = set()  # WsSide of clients still connected
+        self.h2: set = set()  # HTTP/2 connections of clients (acp_pipes.tee.h2.H2Server)
         self.scheme, _host, _port, self.path = parse_url(url, listening=True)
 
     def transport(self, kind: str) -> dict:
@@ -730,11 +738,26 @@ class Listener:
         if request.method == "GET" and request.headers.get("Upgrade", "").lower() == "websocket":
             return await self.websocket(request)
         if self.scheme == "http":
+            from acp_pipes.tee.http import AioExchange
             from acp_pipes.tee.http import handle as http_handle
 
-            return await http_handle(self, request)
+            ex = AioExchange(request)
+            await http_handle(self, ex)
+            return ex.response  # type: ignore[return-value]  # (every handler answers)
         return web.Response(status=426, text="this endpoint speaks WebSocket only\n",
                             headers={"Upgrade": "websocket"})
+
+    async def h2_request(self, ex) -> None:
+        """One request that came over HTTP/2 (:mod:`acp_pipes.tee.h2`): Streamable HTTP,
+        as over HTTP/1.1 (WebSocket has no HTTP/2 form here: it upgrades HTTP/1.1)."""
+        if ex.path != self.path:
+            return await ex.respond(404, text="404: Not Found")
+        if self.scheme == "http":
+            from acp_pipes.tee.http import handle as http_handle
+
+            return await http_handle(self, ex)
+        return await ex.respond(426, text="this endpoint speaks WebSocket only\n",
+                                headers=[("Upgrade", "websocket")])
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         task = asyncio.current_task()
@@ -815,6 +838,46 @@ class Listener:
             log.end(status, sig)
 
 
+#: What an HTTP/2 client with prior knowledge sends first (RFC 9113, 3.4).
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+class _Sniff(asyncio.Protocol):
+    """A new connection to the listener, until its first bytes tell what it speaks: the
+    HTTP/2 preface (h2c with prior knowledge) hands it to :mod:`acp_pipes.tee.h2`, any
+    other byte to aiohttp's HTTP/1.1 server (which serves the WebSocket upgrade too).
+    Both get the transport and the bytes read so far, as if they had been there from
+    the start; the HTTP/2 code is imported by the first such connection only."""
+
+    def __init__(self, http1, listener: Listener):
+        self.http1 = http1
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.buf = b""
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        n = min(len(self.buf), len(PREFACE))
+        if self.buf[:n] != PREFACE[:n]:
+            self._hand_to(self.http1())
+        elif len(self.buf) >= len(PREFACE):
+            from acp_pipes.tee.h2 import H2Server
+
+            self._hand_to(H2Server(self.listener))
+
+    def _hand_to(self, protocol: asyncio.Protocol) -> None:
+        transport, buf, self.buf = self.transport, self.buf, b""
+        transport.set_protocol(protocol)  # type: ignore[union-attr]  # (connected)
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        protocol.data_received(buf)
+
+    def eof_received(self) -> bool:
+        return False  # nothing said yet, or half a preface: the connection is closed
+
+
 async def _listen(url: str, opts: Options, connect: str | None, argv: list[str]) -> int:
     listener = Listener(url, opts, connect, argv)
     _scheme, host, port, path = parse_url(url, listening=True)
@@ -823,29 +886,40 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
     runner = web.AppRunner(app, handle_signals=False, access_log=None,
                            shutdown_timeout=1.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    http1 = runner.server  # aiohttp's protocol factory: a handler per HTTP/1.1 connection
+    loop = asyncio.get_running_loop()
     try:
-        await site.start()
+        server = await loop.create_server(lambda: _Sniff(http1, listener), host, port,
+                                          backlog=128)
     except OSError as e:
         opts.note(f"cannot listen on {url}: {e.strerror or e}")
         await runner.cleanup()
         return 2
-    # port 0: the one the system chose (a started TCPSite has a server with sockets)
-    real = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    real = server.sockets[0].getsockname()[1]  # port 0: the one the system chose
     shown = urlunsplit((_scheme, f"{host}:{real}", path, "", ""))
     (opts.on_listen or opts.note)(f"listening on {shown}")
-    listener.http = aiohttp.ClientSession()
+    http: aiohttp.ClientSession
+    if connect is not None and connect.startswith("http"):
+        from acp_pipes.tee.http import client_for
+
+        http = client_for(connect, opts)  # aiohttp's, or its calls over HTTP/2
+    else:
+        http = aiohttp.ClientSession()
+    listener.http = http
     try:
         await asyncio.Event().wait()  # until a signal cancels it: the listener's end
     except asyncio.CancelledError:
         if not _SIGNALLED:
             raise
     finally:
+        server.close()
         for task in list(listener.tasks):
             task.cancel()
+        for conn in list(listener.h2):
+            conn.shut()
         if listener.tasks:
             await asyncio.wait(list(listener.tasks), timeout=GRACE * 2 + 2)
-        await listener.http.close()
+        await http.close()
         await runner.cleanup()
         for conn in getattr(listener, "http_conns", {}).values():  # never DELETEd
             conn.log.end(0, None)

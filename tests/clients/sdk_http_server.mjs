@@ -2,11 +2,18 @@
 // transport) in front of a stdio agent: each connection starts AGENT and relays its
 // messages, so a test can put acp-tee on either side of a real RFD server.
 //
-// usage: node sdk_http_server.mjs PORT -- AGENT [ARGS...]
+// usage: node sdk_http_server.mjs PORT [--h2] [--tls KEY CERT] -- AGENT [ARGS...]
+//   --h2: the server speaks HTTP/2 only (node:http2, h2c with prior knowledge), as an
+//   RFD server may; without it HTTP/1.1 (node:http)
+//   --tls KEY CERT: over TLS (https://), HTTP/2 chosen by ALPN only with --h2 (no
+//   HTTP/1.1 then), HTTP/1.1 without (and no ALPN)
 //   prints "listening on http://127.0.0.1:PORT/acp" on stderr once it listens (PORT 0:
 //   a free one)
 import { spawn } from "node:child_process";
 import { createServer } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import { createServer as createH2Server, createSecureServer } from "node:http2";
+import { readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2/unstable";
 import { AcpServer } from "@agentclientprotocol/sdk/experimental/server";
@@ -30,9 +37,31 @@ const connector = {
   },
 };
 const server = new AcpServer({ agent: connector });
-const http = createServer(createNodeHttpHandler(server));
+const handler = createNodeHttpHandler(server);
+// node:http2's compatibility request lists the pseudo-headers among its headers, which
+// the SDK's adapter (written for node:http) copies into a fetch Headers, which refuses
+// them: it is given the headers without them, and :authority as the Host it looks for
+const h2handler = (req, res) => {
+  const headers = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (!name.startsWith(":")) headers[name] = value;
+  }
+  if (headers.host === undefined) headers.host = req.headers[":authority"];
+  Object.defineProperty(req, "headers", { value: headers });
+  handler(req, res);
+};
+const opts = args.slice(1, cut);
+const h2 = opts.includes("--h2");
+const tlsAt = opts.indexOf("--tls");
+const tls = tlsAt < 0 ? null
+  : { key: readFileSync(opts[tlsAt + 1]), cert: readFileSync(opts[tlsAt + 2]) };
+const http = tls
+  ? (h2 ? createSecureServer({ ...tls, allowHTTP1: false }, h2handler)
+    : createHttpsServer(tls, handler))
+  : (h2 ? createH2Server(h2handler) : createServer(handler));
 http.listen(port, "127.0.0.1", () => {
-  process.stderr.write(`listening on http://127.0.0.1:${http.address().port}/acp\n`);
+  const scheme = tls ? "https" : "http";
+  process.stderr.write(`listening on ${scheme}://127.0.0.1:${http.address().port}/acp\n`);
 });
 const stop = async () => {
   await server.close().catch(() => {});

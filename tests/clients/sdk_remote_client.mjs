@@ -9,15 +9,19 @@
 //   PERMISSION_EVERY   every k-th prompt starts with /permission (0: never); the client
 //                      allows every permission request it gets
 //   HEADERS_JSON       headers sent on the handshake and every request, e.g. Authorization
+// With ACP_SDK_HTTP2=1 the http-client's requests go over node:http2 (h2c with prior
+// knowledge, h2_fetch.mjs) instead of the built-in fetch (HTTP/1.1).
 import * as acp from "@agentclientprotocol/sdk/experimental/v2/unstable";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
 import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+import { closeWhenIdle, h2fetch } from "./h2_fetch.mjs";
 
 const [url, prompts, permissionEvery, headersJson] = process.argv.slice(2);
 const headers = headersJson ? JSON.parse(headersJson) : undefined;
+const http2 = process.env.ACP_SDK_HTTP2 === "1";
 const stream = url.startsWith("ws")
   ? createWebSocketStream(url, { headers })
-  : createHttpStream(url, { headers });
+  : createHttpStream(url, http2 ? { headers, fetch: h2fetch } : { headers });
 let permissions = 0;
 const app = acp
   .client({ name: "acp-pipes-sdk-client" })
@@ -51,5 +55,6 @@ try {
   console.error(`sdk_remote_client: ${e?.stack ?? e}`);
 }
 console.log(JSON.stringify({ done: !failed, permissions }));
+if (http2) await closeWhenIdle();
 // no process.exit: the transport's own close (the HTTP DELETE) is still under way
 process.exitCode = failed ? 1 : 0;
