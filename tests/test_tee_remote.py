@@ -691,6 +691,35 @@ def test_a_client_that_vanishes_is_logged_and_its_agent_ended(tmp_path):
     assert [r["dir"] for r in recs if "dir" in r] == ["c2a", "a2c"]
 
 
+def test_grace_is_how_long_a_listeners_agent_is_given_to_end(tmp_path):
+    """The client goes; the agent behind the listener, its stdin closed, goes on for
+    3 s: within --grace 30 it ends by itself (its own status), past --grace 0.5 its
+    group gets SIGTERM (143), as an agent behind stdio acp-tee does. And --grace with
+    no local agent to give it to is a usage error."""
+    agent = [sys.executable, "-c", "import sys, time\n"
+             "sys.stdout.write(sys.stdin.readline()); sys.stdout.flush()\n"
+             "sys.stdin.read(); time.sleep(3)\n"]
+    code = ("import asyncio, aiohttp, sys\n"
+            "async def main():\n"
+            "    async with aiohttp.ClientSession() as s:\n"
+            "        async with s.ws_connect(sys.argv[1]) as ws:\n"
+            f"            await ws.send_str({INIT!r})\n"
+            "            await ws.receive()\n"
+            "asyncio.run(main())\n")
+    for grace, status in (("30", 0), ("0.5", 128 + signal.SIGTERM)):
+        log = tmp_path / f"l-{grace}.jsonl"
+        with listener(log, *agent, extra=("--grace", grace)) as server:
+            client = subprocess.run([sys.executable, "-c", code, server.url],
+                                    capture_output=True, timeout=60)
+            assert client.returncode == 0, client.stderr
+            deadline = time.monotonic() + 60
+            while not _lines(log)[-1].get("end") and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert _lines(log)[-1]["status"] == status, grace
+    r = tee_connect("ws://127.0.0.1:9/acp", tmp_path / "x.jsonl", b"", "--grace", "1")
+    assert r.returncode == 2 and b"--grace is how long a local agent" in r.stderr
+
+
 def test_subprotocols_pass_through_a_proxy(tmp_path):
     """The client offers two subprotocols; the proxy offers them upstream as offered;
     the agent's side (acp-tee --listen --protocol acp.v2 -- echo-agent) chooses one,

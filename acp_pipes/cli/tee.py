@@ -119,9 +119,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "or HTTP/2 to a server that speaks nothing else. An "
                         "http:// listener takes both, HTTP/2 as h2c with prior knowledge")
     p.add_argument("--grace", type=float, metavar="SECONDS",
-                   help="how long an agent that outlives the client's input, or a child "
-                        "of it that holds its output, is waited for before SIGTERM to its "
-                        "process group, and again before SIGKILL (default 5)")
+                   help="how long a local agent that outlives the client's input (or a "
+                        "child of it that holds its output) is waited for before SIGTERM to "
+                        "its process group, and again before SIGKILL (default 5)")
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "
@@ -249,12 +249,17 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
     if args.http2 and not (args.connect or "").startswith("http"):
         raise UsageError("--http2 is how acp-tee speaks to an agent at --connect "
                          "http(s)://URL (a listener takes HTTP/2 without it)")
+    _check_grace(args.grace)
+    if args.grace is not None and not agent:
+        raise UsageError("--grace is how long a local agent (-- AGENT) is given to end; "
+                         "an agent at --connect URL ends its own way")
     log_path, on_log = _log_target(args, ctx)
     opts = remote.Options(
         log_path=log_path, clock=args.clock, host=not args.no_host,
         env={name: os.environ.get(name) for name in args.capture_env},
         keep_secrets=args.keep_secrets, note=ctx.note, on_log=on_log, headers=headers,
-        protocols=args.protocol, http2=args.http2)
+        protocols=args.protocol, http2=args.http2,
+        **({} if args.grace is None else {"grace": args.grace}))
     if args.listen is not None:
         return remote.listen(args.listen, opts, connect=args.connect, argv=agent)
     return remote.connect_stdio(args.connect, opts)

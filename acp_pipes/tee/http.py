@@ -618,7 +618,8 @@ class _Served:
         self.cid = cid
         self.log = listener.next_log("http")
         self.streams = Streams(self.log)
-        self.agent = ProcessAgent(listener.argv, listener.opts.note, listener.opts.stderr_fd)
+        self.agent = ProcessAgent(listener.argv, listener.opts.note, listener.opts.stderr_fd,
+                                  listener.opts.grace)
         self.queues: dict[str, asyncio.Queue] = {}
         self.origin: dict[tuple[bool, object], str] = {}  # request id -> stream
         self.waiting: dict[tuple[bool, object], asyncio.Future] = {}  # initialize

@@ -221,15 +221,18 @@ class ProcessAgent:
 
     kind = "stdio"
 
-    def __init__(self, argv: Sequence[str], note: Note, stderr_fd: int | None = None):
+    def __init__(self, argv: Sequence[str], note: Note, stderr_fd: int | None = None,
+                 grace: float = GRACE):
         from acp_pipes.tee import spawn
 
         self.pid, self.stdin, self.stdout = spawn(argv, stderr_fd)
+        self.grace = grace  # --grace
         self.reader = _FdReader(self.stdout, asyncio.get_running_loop())
         self.note = note
         self.status: int | None = None
         self.signal: int | None = None
         self._stdin_open = True
+        self._ending: asyncio.Future | None = None
 
     async def recv(self):
         return await self.reader.recv()
@@ -250,9 +253,19 @@ class ProcessAgent:
             os.close(self.stdin)
 
     async def end(self) -> None:
-        """Wait for the agent to exit after its stdin was closed (GRACE, then SIGTERM to
-        its group, GRACE, then SIGKILL); its exit status in ``status``."""
+        """Wait for the agent to exit after its stdin was closed (``grace``, then SIGTERM
+        to its group, ``grace``, then SIGKILL); its exit status in ``status``. Started
+        once, when its client goes (:func:`relay`: an agent that outlives its input would
+        hold the connection open), and awaited as often as asked."""
+        if self._ending is None:
+            self._ending = asyncio.ensure_future(self._end())
+        await asyncio.shield(self._ending)
+
+    async def _end(self) -> None:
         await self.close()
+        # one waitpid for the whole ending: a second one, after the first timed out,
+        # would find the agent reaped by the first (ECHILD) and lose its status
+        waited = asyncio.ensure_future(asyncio.to_thread(os.waitpid, self.pid, 0))
         for sig in (None, signal.SIGTERM, signal.SIGKILL):
             if sig is not None:
                 try:
@@ -260,8 +273,9 @@ class ProcessAgent:
                 except OSError:
                     pass
             try:
-                status = await asyncio.wait_for(asyncio.to_thread(os.waitpid, self.pid, 0),
-                                                GRACE if sig != signal.SIGKILL else None)
+                status = await asyncio.wait_for(asyncio.shield(waited),
+                                                self.grace if sig != signal.SIGKILL
+                                                else None)
             except TimeoutError:
                 continue
             code = os.waitstatus_to_exitcode(status[1])
@@ -491,6 +505,8 @@ async def relay(client, agent, log: _Log, *, input_ends_session: bool) -> Closed
         if input_ends_session:
             await _answered(track)
         await agent.close(item.code, item.reason)
+        if isinstance(agent, ProcessAgent):
+            await agent.end()  # bounded: its output ends with it, and the relay with that
 
     async def agent_to_client() -> Closed:
         while True:
@@ -564,7 +580,7 @@ class Options:
                  note: Note | None = None, on_log: Note | None = None,
                  headers: Sequence[tuple[str, str]] = (), protocols: Sequence[str] = (),
                  stderr_fd: int | None = None, on_listen: Note | None = None,
-                 http2: bool = False):
+                 http2: bool = False, grace: float = GRACE):
         self.log_path = log_path
         self.clock = clock
         self.tick = make_clock(clock)
@@ -578,6 +594,7 @@ class Options:
         self.stderr_fd = stderr_fd
         self.on_listen = on_listen
         self.http2 = http2  # --http2: HTTP/2 to an http(s):// agent
+        self.grace = grace  # --grace: for a local agent behind a listener to end
 
     def log(self, argv: Sequence[str], nth: int, transport: dict) -> _Log:
         log = open_log(self.log_path, argv or ["remote"], nth, self.note, self.tick,
@@ -799,7 +816,7 @@ class Listener:
                          if k.lower().startswith("acp-") or k.lower() == "set-cookie"}
             else:
                 try:
-                    agent = ProcessAgent(self.argv, opts.note, opts.stderr_fd)
+                    agent = ProcessAgent(self.argv, opts.note, opts.stderr_fd, opts.grace)
                 except (OSError, ValueError) as e:
                     opts.note(f"cannot run {self.argv[0]}: {getattr(e, 'strerror', None) or e}")
                     status = 127 if isinstance(e, FileNotFoundError) else 126
