@@ -1,6 +1,10 @@
 """The trace modes of ``acp-replay`` (as the agent, ``--client``, ``--emit``), over
 :mod:`acp_pipes.replay.trace`. Arguments were checked against the mode table in
-:mod:`acp_pipes.cli.replay`; what is left here are the values only a body can judge."""
+:mod:`acp_pipes.cli.replay`; what is left here are the values only a body can judge.
+
+``--client`` starts the agent as soon as everything that could refuse the run has been
+checked (the arguments, the trace's header, the files to write), before the driver is
+loaded: the agent's start-up overlaps the rest of acp-replay's own."""
 
 from __future__ import annotations
 
@@ -14,10 +18,12 @@ __all__ = ["run"]
 
 
 def _options(args: argparse.Namespace, remap_log, report: Callable[[dict], None]):
-    from acp_pipes.normalize import Normalizer
-    from acp_pipes.replay.trace import ReplayOptions
+    from acp_pipes.replay.trace.options import ReplayOptions
 
-    Normalizer.from_option(args.ignore)  # refused before the agent starts
+    if args.ignore:  # refused before the agent starts
+        from acp_pipes.normalize import Normalizer
+
+        Normalizer.from_option(args.ignore)
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
     return ReplayOptions(match=args.match, pace=args.pace, ignore=list(args.ignore),
@@ -29,11 +35,13 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
         lines: Iterable[bytes] | None, report: Callable[[dict], None]) -> int:
     """``mode`` is ``agent``, ``client`` or ``emit``; ``lines`` the trace's lines when its
     start was already read (None: read ``path``)."""
-    from acp_pipes.replay.trace import drive_agent, emit, open_trace, replay_agent
+    from acp_pipes.replay.trace.tracefile import open_trace
 
     trace = open_trace(path, lines=lines, warn=ctx.warn)  # read as the replay goes
     trace.session = args.session  # None: every session
     if mode == "emit":
+        from acp_pipes.replay.trace.tracefile import emit
+
         emit(trace, args.emit, ctx.out)
         return EXIT_OK
     remap_log = None
@@ -42,12 +50,28 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
     try:
         options = _options(args, remap_log, report)
         if mode == "client":
-            agent = list(args.command)
-            result = drive_agent(trace, agent, ctx.out, options, clock=args.clock,
-                                 host=not args.no_host)
-            return EXIT_OK if result.ok else EXIT_DIFFERENT  # 1 at the first divergence
+            return _client(args, ctx, trace, options)
+        from acp_pipes.replay.trace.agent import replay_agent
+
         result = replay_agent(trace, ctx.stdin(), ctx.out, options)
         return EXIT_OK if result.ok else EXIT_DIFFERENT
     finally:
         if remap_log is not None:
             remap_log.close()
+
+
+def _client(args: argparse.Namespace, ctx: Context, trace, options) -> int:
+    from acp_pipes.replay.trace.spawn import end_agent, start_agent
+    from acp_pipes.wire import make_clock
+
+    command = list(args.command)
+    make_clock(args.clock)  # refused before the agent starts
+    agent = start_agent(command)
+    try:  # the driver, loaded while the agent starts
+        from acp_pipes.replay.trace.client import drive_agent
+    except BaseException:
+        end_agent(agent)
+        raise
+    result = drive_agent(trace, command, ctx.out, options, clock=args.clock,
+                         host=not args.no_host, agent=agent)
+    return EXIT_OK if result.ok else EXIT_DIFFERENT  # 1 at the first divergence

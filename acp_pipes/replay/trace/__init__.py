@@ -8,6 +8,7 @@ live peer.
   (:func:`replay_agent`).
 - :mod:`acp_pipes.replay.trace.client`: a trace replayed as the client to a live agent
   (:func:`drive_agent`), writing a new wire log of the run.
+- :mod:`acp_pipes.replay.trace.options`: how either replays (:class:`ReplayOptions`).
 - :mod:`acp_pipes.replay.trace.ids`: JSON-RPC id splicing on raw bytes (``--remap-ids``).
 - :mod:`acp_pipes.replay.trace.report`: JSON-pointer diffs for miss reports.
 
@@ -24,7 +25,7 @@ from typing import Any
 _HOME = {
     "DriveResult": "client",
     "drive_agent": "client",
-    "ReplayOptions": "agent",
+    "ReplayOptions": "options",
     "ReplayResult": "agent",
     "Trace": "tracefile",
     "TraceReader": "tracefile",

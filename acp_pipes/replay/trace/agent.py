@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -36,6 +36,7 @@ from acp_pipes.frame.core import raw_hash
 from acp_pipes.normalize import Normalizer
 from acp_pipes.redact import conceal, may_hold_secrets
 from acp_pipes.replay.trace.ids import id_key, id_span, note_live_id
+from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.report import MAX_CANDIDATES, nearest
 from acp_pipes.replay.trace.tracefile import (
     CutWatch,
@@ -60,9 +61,6 @@ __all__ = [
     "recorded_hash",
     "replay_agent",
 ]
-
-Report = Callable[[dict[str, Any]], None]
-
 
 # -- hashing live frames -----------------------------------------------------------------
 
@@ -98,24 +96,6 @@ def live_hash(raw: bytes, normalizer: Normalizer, drop_id: bool) -> tuple[Any, s
 
 
 # -- replay as the agent -----------------------------------------------------------------
-
-
-@dataclass
-class ReplayOptions:
-    """How to replay; the defaults replay byte-exact, in order, as fast as possible."""
-
-    match: str = "order"  # "order" | "any"
-    pace: str = "fast"  # "fast" | "recorded"
-    ignore: Sequence[str] = ()  # --ignore JSON pointers (acp_pipes.normalize)
-    remap_ids: bool = False
-    remap_log: BinaryIO | None = None  # JSONL: recorded id, live id, dir, seq
-    report: Report | None = None  # one dict per diagnostic (the CLI prints JSON lines)
-    timeout: float = 10.0  # --client: how long to wait for the agent's frames
-    strict: bool = False  # --client: stop at the first difference (exit 1)
-    sleep: Callable[[float], None] = time.sleep
-
-    def normalizer(self) -> Normalizer:
-        return Normalizer.from_pointers(list(self.ignore))
 
 
 @dataclass

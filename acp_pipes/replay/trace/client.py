@@ -36,13 +36,13 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from acp_pipes.errors import UsageError
 from acp_pipes.jsondiff import dumps
 from acp_pipes.minted import drop_clocks, learn, rename
 from acp_pipes.redact import Redactor, logged_hash
-from acp_pipes.replay.trace.agent import ReplayOptions
 from acp_pipes.replay.trace.ids import id_key, id_span, splice_id
+from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.report import pointer_diff
+from acp_pipes.replay.trace.spawn import end_agent, start_agent
 from acp_pipes.replay.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, classify, parsed
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
 
@@ -111,8 +111,24 @@ class _Log:
         redactor = self.redactor
         out = bytearray()
         dumps = orjson.dumps
+        plain: list[dict[str, Any]] = []  # frame_record's dicts, dumped in one call
         for direction, at, t, raws, nolf in noted:
             wants = redactor.wants_c2a if direction == C2A else redactor.wants_a2c
+            # wants() looks for substrings: no frame wants what their concatenation
+            # does not (and for the agent's frames it holds no state)
+            if not wants(raws[0] if len(raws) == 1 else b"\n".join(raws)):
+                try:
+                    plain += [{"seq": at + i, "t": t, "dir": direction, "raw": raw.decode()}
+                              for i, raw in enumerate(raws)]
+                except UnicodeDecodeError:  # raw_b64: one by one, below
+                    pass
+                else:
+                    if nolf:
+                        plain[-1]["nolf"] = True
+                    continue
+            if plain:
+                out += _records(plain)
+                plain = []
             head = b'{"seq":%d,"t":%d,"dir":"' + direction.encode() + b'","raw":'
             tail = b',"nolf":true}\n' if nolf else b"}\n"
             for raw in raws:
@@ -133,6 +149,8 @@ class _Log:
                     out += dumps(frame_record(at, t, direction, raw, nolf=nolf, **extra))
                     out += b"\n"
                 at += 1
+        if plain:
+            out += _records(plain)
         sink.write(out)
         sink.flush()
 
@@ -147,6 +165,20 @@ class _Log:
         self.out.write(orjson.dumps(end_record(self.clock(), status, self.seq, signal))
                        + b"\n")
         self.out.flush()
+
+
+def _records(recs: list[dict[str, Any]]) -> bytes:
+    r"""Wire records of flat dicts (ints, strings, true), one a line, in one orjson call
+    (a call a record cost twice as much): the array's separators ``},{"seq":`` become
+    line ends, and nothing else can be one, since every quote inside a string is
+    escaped.
+
+    >>> recs = [{"seq": 0, "t": 1, "dir": "a2c", "raw": '{"x":"},{\\"seq\\":"}'},
+    ...         {"seq": 1, "t": 1, "dir": "c2a", "raw": "},{\"seq\":", "nolf": True}]
+    >>> _records(recs) == b"".join(orjson.dumps(r) + b"\n" for r in recs)
+    True
+    """
+    return orjson.dumps(recs)[1:-1].replace(b'},{"seq":', b'}\n{"seq":') + b"\n"
 
 
 class _Ahead:
@@ -778,11 +810,14 @@ def drive_agent(
     *,
     clock: str = "system",
     host: bool = True,
+    agent: subprocess.Popen[bytes] | None = None,
 ) -> DriveResult:
     """Start ``argv`` (the agent under test), replay the recorded client frames to it and
     write the run's wire log to ``out``. Raises an OptionError for a bad ``clock`` and a
     UsageError when the agent cannot be started, both before anything is sent.
-    ``trace`` is read as the run goes when it is a :class:`TraceReader`.
+    ``trace`` is read as the run goes when it is a :class:`TraceReader`. ``agent``: the
+    agent started already from ``argv`` (:func:`acp_pipes.replay.trace.spawn.start_agent`),
+    driven from here on, and ended here whatever happens.
 
     Recording a session with the echo agent in memory, then driving a live echo agent
     with it, reproduces the bytes of each direction, in order (across directions, a
@@ -815,22 +850,27 @@ def drive_agent(
     >>> len(lines) == len(wire) + 2  # the header, every frame, the end record
     True
     """
-    tr = trace if isinstance(trace, (Trace, TraceReader)) else Trace.of(trace)
-    opt = options or ReplayOptions()
     if not argv:
         raise ValueError("no agent command")
-    make_clock(clock)  # refused before the agent starts
+    proc = agent
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    except OSError as e:
-        raise UsageError(f"cannot start {argv[0]}: {e.strerror or e}") from None
-    log = _Log(out, clock, argv, host)
-    driver = _Driver(tr, proc, log, opt)
+        tr = trace if isinstance(trace, (Trace, TraceReader)) else Trace.of(trace)
+        opt = options or ReplayOptions()
+        make_clock(clock)  # refused before the agent starts
+    except BaseException:
+        if proc is not None:
+            end_agent(proc)
+        raise
+    if proc is None:
+        proc = start_agent(argv)
+    log = None
     try:
-        result = driver.run()
+        log = _Log(out, clock, argv, host)
+        result = _Driver(tr, proc, log, opt).run()
     except BaseException:
         try:
-            log.flush()  # the frames so far, as they went
+            if log is not None:
+                log.flush()  # the frames so far, as they went
         except (OSError, ValueError):
             pass
         proc.kill()
