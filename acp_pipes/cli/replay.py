@@ -16,7 +16,7 @@ import orjson
 
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.reports import Reporter
-from acp_pipes.cli.runner import Context, Tool, UsageError, run
+from acp_pipes.cli.runner import Context, Tool, UsageError, exit_now, run
 from acp_pipes.lines import STDIN, display_name
 from acp_pipes.streams import ASR, describe, header_format
 
@@ -330,8 +330,13 @@ def _sniff(path: str):
     return fmt, itertools.chain(head, lines)
 
 
+#: Whether the run was ``--client``, which :func:`main` ends at once (:func:`_exit`).
+_CLIENT_RUN: list[bool] = [False]
+
+
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     name, _fmt, lines = choose(args, _sniff)
+    _CLIENT_RUN[0] = name == "client"
     report = Reporter(ctx.prog, ctx.term, quiet=bool(getattr(args, "quiet", False)))
     status = None
     try:
@@ -412,8 +417,17 @@ TOOL = Tool(
 )
 
 
+def _exit(status: int) -> None:
+    """``--client``: the run's log is closed and the agent reaped (the driver waits for
+    it whatever happens), so the process ends without the interpreter's teardown (~10 ms
+    of freeing modules one by one, after the session); every other mode exits as usual."""
+    if _CLIENT_RUN[0]:
+        exit_now(status)
+    sys.exit(status)
+
+
 def main() -> None:
-    run(TOOL)
+    run(TOOL, exit=_exit)
 
 
 if __name__ == "__main__":

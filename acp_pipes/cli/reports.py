@@ -13,8 +13,6 @@ import sys
 from typing import Any
 
 from acp_pipes.errors import say
-from acp_pipes.jsondiff import dumps
-from acp_pipes.reports import readable
 from acp_pipes.terminal import Terminal
 
 __all__ = ["Reporter"]
@@ -46,6 +44,11 @@ class Reporter:
         self.held.clear()
 
     def _say(self, event: dict[str, Any]) -> None:
+        # imported when there is something to say (acp-replay --client starts its agent
+        # before it loads them)
+        from acp_pipes.jsondiff import dumps
+        from acp_pipes.reports import readable
+
         if not self.term.err_tty:
             err = sys.stderr
             if err is None:

@@ -16,7 +16,6 @@ bytes verbatim.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -24,7 +23,6 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.errors import InputError, Warn
-from acp_pipes.jsonrpc import classify as classify_message
 from acp_pipes.lines import display_name, raw_lines, records
 from acp_pipes.lines import of_session as frames_of_session
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
@@ -75,6 +73,10 @@ def _classify(rec: dict[str, Any], value: Any) -> None:
     if value is UNPARSED:
         rec["kind"] = "invalid_json"
         return
+    # (imported here: acp-replay --client reads a trace's header, then starts its agent,
+    # then loads the rest; ~0.3 us a call, once for each client frame)
+    from acp_pipes.jsonrpc import classify as classify_message
+
     kind, method, rid, sid = classify_message(value)
     rec["kind"] = kind
     if method is not None:
@@ -191,6 +193,8 @@ def _raw_bytes(rec: dict[str, Any]) -> bytes:
     r = rec.get("raw")
     if r.__class__ is str:
         return r.encode("utf-8", "surrogatepass")
+    import base64  # (a frame that is not UTF-8, rare)
+
     return base64.b64decode(rec["raw_b64"], validate=True)
 
 
