@@ -7,6 +7,7 @@ fresh by the real acp-tee."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import orjson
@@ -135,6 +136,46 @@ def test_unusable_input_exits_2(tmp_path):
     bad.write_bytes(b"not json\n")
     p = run_tool("replay", "--client", str(bad), "--", *tool_argv("echo-agent"))
     assert p.returncode == 2, p.stderr
+
+
+def test_what_refuses_the_run_does_so_before_the_agent_starts(echo, tmp_path):
+    """The agent starts as soon as the run can go, before the driver is loaded (its
+    start-up overlaps acp-replay's): an unusable trace, a bad option or a file that
+    cannot be written still exits 2 with the reason, and the agent never ran."""
+    mark = tmp_path / "started"
+    agent = ["sh", "-c", f'touch "{mark}"; exec "$@"', "sh", *tool_argv("echo-agent")]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json\n")
+    cases = [
+        ([str(bad)], b"expected a wire log (acp-tee) or frames (acp-frame)"),
+        (["--ignore", "params", str(echo)], b"--ignore: JSON pointer must be empty"),
+        (["--timeout", "0", str(echo)], b"--timeout must be positive"),
+        (["--clock", "bogus", str(echo)], b"--clock must be system, epoch or nanos:N"),
+        (["--remap-ids", "--remap-log", str(tmp_path / "no" / "r.jsonl"), str(echo)],
+         b"cannot write"),
+    ]
+    for argv, said in cases:
+        p = run_tool("replay", "--client", *argv, "--", *agent)
+        assert p.returncode == 2 and said in p.stderr, (argv, p.stderr)
+        assert not mark.exists(), argv
+    p = run_tool("replay", "--client", str(echo), "-o", str(tmp_path / "o.jsonl"), "--",
+                 *agent)
+    assert p.returncode == 0 and mark.exists(), p.stderr  # (the agent of the cases above)
+
+
+def test_a_trace_unusable_past_its_header_ends_the_started_agent(echo, tmp_path):
+    """A trace found unusable once the agent runs (a second stream in it): exit 2 with
+    the file and line, and the agent was ended, not left behind."""
+    lines = echo.read_bytes().splitlines(keepends=True)
+    spoilt = tmp_path / "two.jsonl"
+    spoilt.write_bytes(b"".join(lines[:4]) + lines[0] + b"".join(lines[4:]))
+    pid = tmp_path / "pid"
+    agent = ["sh", "-c", f'echo $$ > "{pid}"; exec "$@"', "sh", *tool_argv("echo-agent")]
+    p = run_tool("replay", "--client", str(spoilt), "--", *agent)
+    assert p.returncode == 2, p.stderr
+    assert b"two.jsonl:5: a trace is one recorded session" in p.stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid.read_text()), 0)  # ended and reaped
 
 
 # fast-agent: a real agent that mints its own session and tool-call ids
