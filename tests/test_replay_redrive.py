@@ -163,7 +163,7 @@ def test_what_refuses_the_run_does_so_before_the_agent_starts(echo, tmp_path):
     assert p.returncode == 0 and mark.exists(), p.stderr  # (the agent of the cases above)
 
 
-def test_a_trace_unusable_past_its_header_ends_the_started_agent(echo, tmp_path):
+def test_what_is_found_unusable_once_the_agent_runs_ends_it(echo, tmp_path):
     """A trace found unusable once the agent runs (a second stream in it): exit 2 with
     the file and line, and the agent was ended, not left behind."""
     lines = echo.read_bytes().splitlines(keepends=True)
@@ -176,6 +176,16 @@ def test_a_trace_unusable_past_its_header_ends_the_started_agent(echo, tmp_path)
     assert b"two.jsonl:5: a trace is one recorded session" in p.stderr
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid.read_text()), 0)  # ended and reaped
+    pid.unlink()
+    # a plain command line starts the agent before parsing: an -o that cannot be
+    # written is found after, and ends it the same way
+    nowhere = tmp_path / "no" / "o.jsonl"
+    p = run_tool("replay", "--client", str(echo), "-o", str(nowhere), "--", *agent,
+                 process=True, timeout=60)
+    assert p.returncode == 2 and f"cannot write {nowhere}".encode() in p.stderr, p.stderr
+    if pid.exists():  # (it may be ended before its shell wrote its pid)
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid.read_text()), 0)
 
 
 # fast-agent: a real agent that mints its own session and tool-call ids
@@ -343,3 +353,66 @@ def test_an_agent_that_stops_reading_is_a_timeout_not_a_hang(tmp_path):
     (event,) = _events(p)
     assert event["event"] == "timeout" and event["received"] == 1
     assert _records(tmp_path / "o.jsonl")[-1].get("end")  # the agent ended, and said so
+
+
+@pytest.mark.parametrize("options", [
+    [],
+    ["-o", "{out}"],
+    ["--output", "{out}", "--timeout", "5", "--clock", "epoch", "--no-host"],
+    ["--strict", "--remap-ids", "--session", "s1", "--pace", "recorded", "--color", "never"],
+    ["--timeout", "0.5", "-o", "{out}", "--strict"],
+])
+def test_a_plain_client_command_line_is_one_the_parser_accepts(echo, tmp_path, options):
+    """acp-replay starts --client's agent before parsing only for command lines
+    ``plain_client`` accepts: each is a --client run the parser takes, with the same
+    command, the checks of the mode passed (so no usage error follows a start)."""
+    from acp_pipes.cli.replay import plain_client
+    from acp_pipes.cli.replay_tool import TOOL, _sniff, choose
+
+    words = [w.format(out=tmp_path / "o.jsonl") for w in options]
+    for argv in (["--client", *words, str(echo)], [str(echo), *words, "--client"]):
+        command = ["acp-echo-agent", "--x", "--", "y"]
+        assert plain_client([*argv, "--", *command]) == command, argv
+        args = TOOL.parser().parse_args(argv)
+        args.command = command
+        name, _fmt, _lines = choose(args, _sniff)
+        assert name == "client"
+
+
+def test_anything_else_goes_the_usual_way(echo, tmp_path):
+    from acp_pipes.cli.replay import plain_client
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json\n")
+    asr = tmp_path / "s.asr.jsonl"
+    asr.write_bytes(b'{"type":"header","asr":"1.0"}\n')
+    gz = tmp_path / "t.jsonl.gz"
+    gz.write_bytes(b"")
+    trace, agent = str(echo), ["--", "agent"]
+    for argv in (
+        [trace, *agent],  # not --client
+        ["--client", trace],  # no command
+        ["--client", trace, "--"],
+        ["--client", "--client", trace, *agent],
+        ["--client", trace, trace, *agent],  # two traces
+        ["--client", *agent],  # none
+        ["--client", "-", *agent],  # stdin
+        ["--client", str(bad), *agent],
+        ["--client", str(asr), *agent],
+        ["--client", str(gz), *agent],
+        ["--client", str(tmp_path / "none.jsonl"), *agent],
+        ["--client", str(tmp_path), *agent],  # a directory
+        ["--client", trace, "-o", trace, *agent],  # the output is the input
+        ["--client", trace, "--timeout", "0", *agent],
+        ["--client", trace, "--timeout", "x", *agent],
+        ["--client", trace, "--clock", "bogus", *agent],
+        ["--client", trace, "--pace", "slow", *agent],
+        ["--client", trace, "--ignore", "/x", *agent],
+        ["--client", trace, "--remap-ids", "--remap-log", "r.jsonl", *agent],
+        ["--client", trace, "--output=o.jsonl", *agent],
+        ["--client", trace, "--out", "o.jsonl", *agent],  # an abbreviation
+        ["--client", trace, "-o", *agent],
+        ["--client", trace, "--help", *agent],
+        ["--client", trace, "--max-line-bytes", "1K", *agent],
+    ):
+        assert plain_client(argv) is None, argv

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from acp_pipes.cli.replay import TOOL
+from acp_pipes.cli.replay_tool import TOOL
 
 
 def _play(reports: Path, argv: list[str]) -> int:

@@ -9,10 +9,12 @@ loaded: the agent's start-up overlaps the rest of acp-replay's own."""
 from __future__ import annotations
 
 import argparse
+import subprocess
 from collections.abc import Callable, Iterable
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, UsageError
 from acp_pipes.output import create
+from acp_pipes.replay.trace.spawn import end_agent, start_agent
 
 __all__ = ["run"]
 
@@ -32,45 +34,58 @@ def _options(args: argparse.Namespace, remap_log, report: Callable[[dict], None]
 
 
 def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
-        lines: Iterable[bytes] | None, report: Callable[[dict], None]) -> int:
+        lines: Iterable[bytes] | None, report: Callable[[dict], None],
+        early: subprocess.Popen[bytes] | None = None) -> int:
     """``mode`` is ``agent``, ``client`` or ``emit``; ``lines`` the trace's lines when its
-    start was already read (None: read ``path``)."""
-    from acp_pipes.replay.trace.tracefile import open_trace
-
-    trace = open_trace(path, lines=lines, warn=ctx.warn)  # read as the replay goes
-    trace.session = args.session  # None: every session
-    if mode == "emit":
-        from acp_pipes.replay.trace.tracefile import emit
-
-        emit(trace, args.emit, ctx.out)
-        return EXIT_OK
-    remap_log = None
-    if args.remap_log:
-        remap_log = create(args.remap_log)  # as private as the trace; closed below
+    start was already read (None: read ``path``); ``early``: ``--client``'s agent when
+    it was started before parsing (:func:`acp_pipes.cli.replay.plain_client`), ended
+    here when the run stops before driving it."""
     try:
-        options = _options(args, remap_log, report)
-        if mode == "client":
-            return _client(args, ctx, trace, options)
-        from acp_pipes.replay.trace.agent import replay_agent
+        from acp_pipes.replay.trace.tracefile import open_trace
 
-        result = replay_agent(trace, ctx.stdin(), ctx.out, options)
-        return EXIT_OK if result.ok else EXIT_DIFFERENT
+        trace = open_trace(path, lines=lines, warn=ctx.warn)  # read as the replay goes
+        trace.session = args.session  # None: every session
+        if mode == "emit":
+            from acp_pipes.replay.trace.tracefile import emit
+
+            emit(trace, args.emit, ctx.out)
+            return EXIT_OK
+        remap_log = None
+        if args.remap_log:
+            remap_log = create(args.remap_log)  # as private as the trace; closed below
+        try:
+            options = _options(args, remap_log, report)
+            if mode == "client":
+                agent, early = early, None  # the driver's from here
+                return _client(args, ctx, trace, options, agent)
+            from acp_pipes.replay.trace.agent import replay_agent
+
+            result = replay_agent(trace, ctx.stdin(), ctx.out, options)
+            return EXIT_OK if result.ok else EXIT_DIFFERENT
+        finally:
+            if remap_log is not None:
+                remap_log.close()
     finally:
-        if remap_log is not None:
-            remap_log.close()
+        if early is not None:
+            end_agent(early)
 
 
-def _client(args: argparse.Namespace, ctx: Context, trace, options) -> int:
-    from acp_pipes.replay.trace.spawn import end_agent, start_agent
+def _client(args: argparse.Namespace, ctx: Context, trace, options,
+            agent: subprocess.Popen[bytes] | None) -> int:
+    """Drive the agent: ``agent`` when it was started already, else started here, once
+    everything that could refuse the run has been checked, before the driver is loaded
+    (the agent's start-up overlaps the import); ended whatever happens."""
     from acp_pipes.wire import make_clock
 
     command = list(args.command)
-    make_clock(args.clock)  # refused before the agent starts
-    agent = start_agent(command)
-    try:  # the driver, loaded while the agent starts
+    try:
+        make_clock(args.clock)  # refused before the agent starts
+        if agent is None:
+            agent = start_agent(command)
         from acp_pipes.replay.trace.client import drive_agent
     except BaseException:
-        end_agent(agent)
+        if agent is not None:
+            end_agent(agent)
         raise
     result = drive_agent(trace, command, ctx.out, options, clock=args.clock,
                          host=not args.no_host, agent=agent)
