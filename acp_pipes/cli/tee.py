@@ -3,8 +3,9 @@ logs every frame (a thin layer over :func:`acp_pipes.tee.record`).
 
 Start-up: acp-tee's alone. In front of a fast agent the proxy's start-up is most of what
 it adds to a session, so acp-tee (and acp-replay --client, for the same reason:
-:mod:`acp_pipes.cli.replay`) bends the usual order; this is every trick it plays and what each one saves (figures and commands: BENCHMARKS.md, ``python -m
-bench tee`` and ``python -m bench startup``):
+:mod:`acp_pipes.cli.replay`) bends the usual order; this is every trick it plays and
+what each one saves (figures and commands: BENCHMARKS.md, ``python -m bench tee`` and
+``python -m bench startup``):
 
 - The agent starts before anything else loads: when the command line is plain (see
   :func:`plain_command`) :func:`main` starts it, and only then imports the runner,
