@@ -32,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
@@ -45,6 +45,9 @@ from acp_pipes.replay.trace.report import pointer_diff
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 from acp_pipes.replay.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, classify, parsed
 from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
+
+if TYPE_CHECKING:
+    from acp_pipes.normalize import Normalizer
 
 __all__ = ["DriveResult", "drive_agent"]
 
@@ -285,7 +288,7 @@ class _Driver:
         self.proc = proc
         self.log = log
         self.opt = opt
-        self.norm = opt.normalizer()
+        self._norm: Normalizer | None = None  # made when a frame is first compared as JSON
         self.live: deque[tuple[int, bytes]] = deque()  # (seq, raw), not yet compared
         self.arrived = 0
         self.eof = False
@@ -320,6 +323,15 @@ class _Driver:
         self.broken = False  # the agent's input is closed
         self.moved = False  # the last wait read or wrote something
         self.ending = False  # the run is over: no more reading ahead
+
+    @property
+    def norm(self) -> Normalizer:
+        """The ``--ignore`` normaliser, made (and :mod:`acp_pipes.canonical` loaded, ~15
+        ms) when a frame is first compared as JSON: a run whose frames are the recorded
+        bytes never needs it."""
+        if self._norm is None:
+            self._norm = self.opt.normalizer()
+        return self._norm
 
     def say(self, event: dict[str, Any]) -> None:
         event = {"event": event.pop("event"), "tool": "acp-replay", **event}
