@@ -3,7 +3,9 @@ the options each takes and checked in :func:`choose` before anything runs: a tra
 log or frames) replayed byte for byte as the agent, as the client (``--client``) or one
 direction emitted (``--emit``), with bodies in :mod:`acp_pipes.cli.replay_trace`; an ASR
 stream replayed as ACP, served to an editor (``--serve``) or compared with another
-(``--compare``), with bodies in :mod:`acp_pipes.cli.replay_asr`."""
+(``--compare``), with bodies in :mod:`acp_pipes.cli.replay_asr`. The entry point is
+:mod:`acp_pipes.cli.replay`, which may start ``--client``'s agent before this module
+loads (:func:`main` gets it)."""
 
 from __future__ import annotations
 
