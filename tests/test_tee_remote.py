@@ -839,6 +839,21 @@ def test_agent_frames_sent_as_acp_tee_closes_are_logged_and_forwarded(tmp_path):
     assert _lines(log)[-1]["frames"] == 5  # INIT and the four answers
 
 
+def test_the_private_aiohttp_surface_acp_tee_stands_on_is_there():
+    """aiohttp has no public call to drop a WebSocket without (another) close frame, nor
+    for a client's handshake answer: acp_pipes.tee.remote uses these private names
+    (_let_go, the ws-accept's headers). An aiohttp that renames them fails here, by name,
+    not in a live session's last second."""
+    import inspect
+
+    from aiohttp import client_ws, web
+
+    assert callable(getattr(client_ws.ClientWebSocketResponse, "_set_closed", None))
+    assert callable(getattr(web.WebSocketResponse, "_set_closed", None))
+    assert callable(getattr(web.WebSocketResponse, "_close_transport", None))
+    assert "self._response = " in inspect.getsource(client_ws.ClientWebSocketResponse.__init__)
+
+
 def test_an_agent_that_never_answers_the_close_is_dropped(tmp_path):
     """The wait for the agent's answering close frame is bounded (GRACE, 5 s): then
     acp-tee drops the connection, logs 1006 and ends."""
