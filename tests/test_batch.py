@@ -313,7 +313,8 @@ def test_an_interrupted_batch_drops_the_rest_of_each_workers_chunk(tmp_path):
     done = _lines(tmp_path / "out" / "manifest.jsonl")
     assert done < 200, "the batch was not stopped half-way"
     written = [p for p in (tmp_path / "out").iterdir() if p.suffix == ".html"]
-    assert done <= len(written) < done + 8, (done, len(written))
+    # 200 inputs, one worker: chunks of 32; the rest of the one in hand is not done
+    assert done <= len(written) < done + 32, (done, len(written))
 
 
 def _workers(pid: int) -> list[int]:
