@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from acp_pipes.tee import GRACE
 from tests.conftest import tool_argv, tool_env
@@ -105,6 +106,7 @@ def test_an_agent_that_outlives_its_input_is_ended(tmp_path):
         ("c2a", HELLO.decode().rstrip("\n")), ("a2c", HELLO.decode().rstrip("\n"))]
 
 
+@pytest.mark.slow  # waits out an agent's 3 s, twice
 def test_grace_is_how_long_an_agent_that_outlives_its_input_is_waited_for(tmp_path):
     """An agent that ends by itself 3 s after its input: within a --grace of 30 it is
     not signalled (its own exit status), past one of 0.5 it gets SIGTERM."""

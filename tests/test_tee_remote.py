@@ -691,6 +691,7 @@ def test_a_client_that_vanishes_is_logged_and_its_agent_ended(tmp_path):
     assert [r["dir"] for r in recs if "dir" in r] == ["c2a", "a2c"]
 
 
+@pytest.mark.slow  # waits out real seconds (an agent's, acp-tee's grace)
 def test_grace_is_how_long_a_listeners_agent_is_given_to_end(tmp_path):
     """The client goes; the agent behind the listener, its stdin closed, goes on for
     3 s: within --grace 30 it ends by itself (its own status), past --grace 0.5 its
@@ -854,6 +855,7 @@ def test_the_private_aiohttp_surface_acp_tee_stands_on_is_there():
     assert "self._response = " in inspect.getsource(client_ws.ClientWebSocketResponse.__init__)
 
 
+@pytest.mark.slow  # waits out real seconds (an agent's, acp-tee's grace)
 def test_an_agent_that_never_answers_the_close_is_dropped(tmp_path):
     """The wait for the agent's answering close frame is bounded (GRACE, 5 s): then
     acp-tee drops the connection, logs 1006 and ends."""
