@@ -58,9 +58,10 @@ _LOOKAHEAD = 64  # recorded frames read ahead from a file while the agent works
 
 @dataclass
 class DriveResult:
-    """``status``: ``ok`` (no difference), ``different`` (differences reported),
-    ``stopped`` (``strict`` stopped at the first one) or ``agent_exited`` (the agent ended
-    before the recorded session did). ``frames`` counts the frames of the run."""
+    """``status``: ``ok`` (no difference), ``stopped`` (at the first difference, which
+    is reported: a re-drive always stops there, ``strict`` or not) or ``agent_exited``
+    (the agent ended before the recorded session did). ``sent`` and ``received`` count
+    the frames of the run each way."""
 
     status: str
     differences: int
