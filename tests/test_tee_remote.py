@@ -552,14 +552,19 @@ def test_the_sdk_http_client_through_a_recording_proxy(tmp_path):
     text = log.read_bytes()
     assert SECRET.encode() not in text and b"<redacted hmac-blake3:" in text
     assert _lines(log)[-1]["end"] is True
-    a, b = run_tool("asr", str(log)), run_tool("asr", str(stdio))
-    assert a.returncode == 0 and a.stderr == b"", a.stderr
-    assert sorted(_frames_of(log)) == sorted(_frames_of(stdio))
-    assert a.stdout == b.stdout
+    _same_session_as(log, stdio)
 
 
 def _frames_of(log: Path) -> list[tuple]:
     return [(f[1], f[2]) for f in _frames(log)]
+
+
+def _same_session_as(log: Path, stdio: Path) -> None:
+    """A remote recording holds the stdio recording's frames, and converts to its ASR."""
+    assert sorted(_frames_of(log)) == sorted(_frames_of(stdio))
+    a, b = run_tool("asr", str(log)), run_tool("asr", str(stdio))
+    assert a.returncode == 0 and a.stderr == b"", a.stderr
+    assert a.stdout == b.stdout
 
 
 @needs_node
@@ -579,10 +584,7 @@ def test_the_sdk_http_client_against_a_local_agent_served_over_http(tmp_path):
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout == local.stdout
     _check_http_log(log)
-    assert sorted(_frames_of(log)) == sorted(_frames_of(stdio))
-    a, b = run_tool("asr", str(log)), run_tool("asr", str(stdio))
-    assert a.returncode == 0 and a.stderr == b"", a.stderr
-    assert a.stdout == b.stdout
+    _same_session_as(log, stdio)
 
 
 @needs_node
