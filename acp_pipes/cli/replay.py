@@ -13,6 +13,7 @@ written) ends the agent started (:func:`acp_pipes.replay.trace.spawn.end_agent`)
 the error is said. Any other command line goes the usual way: parse, check, then start.
 
 What this module imports before that start is the interpreter's core and
+:mod:`acp_pipes.cli.plain` (the command-line reading it shares with acp-tee),
 :mod:`acp_pipes.errors`, :mod:`acp_pipes.streams`, :mod:`acp_pipes.wire`, orjson and
 :mod:`acp_pipes.replay.trace.spawn` (``subprocess``).
 """
@@ -22,6 +23,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+
+from acp_pipes.cli.plain import plain_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,34 +48,15 @@ def plain_client(argv: list[str]) -> list[str] | None:
     wire log or frames, then ``--`` and a command. Anything else (abbreviations,
     ``--opt=value``, ``--help``, ``--ignore``, ``--remap-log``, stdin, ...) gives None
     and the usual order."""
-    if "--" not in argv:
+    plain = plain_words(argv, _FLAGS, _VALUED)
+    if plain is None or argv[:argv.index("--")].count("--client") != 1:
         return None
-    cut = argv.index("--")
-    words, command = argv[:cut], argv[cut + 1:]
-    if not command or words.count("--client") != 1:
+    options, operands, command = plain
+    if len(operands) != 1 or not all(_good_value(o, v) for o, v in options):
         return None
-    trace = output = None
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in _FLAGS:
-            i += 1
-            continue
-        if word in _VALUED:
-            if i + 1 >= len(words) or words[i + 1].startswith("-"):
-                return None
-            value = words[i + 1]
-            if not _good_value(word, value):
-                return None
-            if word in ("-o", "--output"):
-                output = value
-            i += 2
-            continue
-        if word.startswith("-") or trace is not None:
-            return None
-        trace = word
-        i += 1
-    if trace is None or trace.endswith(".gz") or not header_is_a_trace(trace):
+    trace = operands[0]
+    output = next((v for o, v in reversed(options) if o in ("-o", "--output")), None)
+    if trace.endswith(".gz") or not header_is_a_trace(trace):
         return None
     if output is not None and os.path.exists(output):
         try:

@@ -16,7 +16,8 @@ what each one saves (figures and commands: BENCHMARKS.md, ``python -m bench tee`
   :mod:`acp_pipes.tee` (``_signal``, not the ``signal`` module with its enums, ~3 ms),
   :mod:`acp_pipes.wire` (annotations under TYPE_CHECKING) and :mod:`acp_pipes.errors`
   (``Callable`` from ``_collections_abc``, which the interpreter has loaded, not
-  ``collections.abc``, which loads ``collections``).
+  ``collections.abc``, which loads ``collections``); :mod:`acp_pipes.cli.plain` imports
+  nothing.
 - It ends with ``os._exit`` once its log is closed and the agent reaped
   (:func:`acp_pipes.cli.runner.exit_now`), skipping ~5 ms of interpreter teardown.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 
+from acp_pipes.cli.plain import plain_words
 from acp_pipes.tee import Agent, record, start_agent
 from acp_pipes.wire import make_clock
 
@@ -142,31 +144,21 @@ def plain_command(argv: Sequence[str]) -> tuple[list[str], str] | None:
     order: parse, then start. Whatever this accepts, the parser accepts with the same
     command and clock, and :func:`_run` with the same ``-o`` (tests/test_tee.py holds
     that), so a usage error never starts an agent."""
-    if "--" not in argv:
+    plain = plain_words(argv, _FLAGS, _VALUED)
+    if plain is None or plain[1]:  # (acp-tee takes no operands)
         return None
-    cut = list(argv).index("--")
-    options, command = list(argv[:cut]), list(argv[cut + 1:])
-    if not command:
-        return None
+    options, _, command = plain
     clock = "system"
-    i = 0
-    while i < len(options):
-        word = options[i]
-        if word in _FLAGS:
-            i += 1
-        elif word in _VALUED and i + 1 < len(options) and not options[i + 1].startswith("-"):
-            if word == "--clock":
-                clock = options[i + 1]
-            elif word in ("-o", "--output") and ("{" in options[i + 1] or "}" in options[i + 1]):
-                from acp_pipes.tee.logfile import check  # only for a template (~0.4 ms)
+    for option, value in options:
+        if option == "--clock":
+            clock = value
+        elif option in ("-o", "--output") and ("{" in value or "}" in value):
+            from acp_pipes.tee.logfile import check  # only for a template (~0.4 ms)
 
-                try:
-                    check(options[i + 1])
-                except ValueError:
-                    return None
-            i += 2
-        else:
-            return None
+            try:
+                check(value)
+            except ValueError:
+                return None
     try:
         make_clock(clock)
     except ValueError:
