@@ -33,7 +33,7 @@ import orjson
 from acp_pipes.errors import Note
 from acp_pipes.tee.logfile import Sink, open_sink
 from acp_pipes.tee.logfile import write_all as _write_all
-from acp_pipes.wire import A2C, C2A, end_record, frame_record, header
+from acp_pipes.wire import A2C, C2A, end_record, frame_lines, header
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,51 +73,16 @@ class _Log:
         self.said += 1
         if self.sink is None:
             return
-        dumps = orjson.dumps
-        tail = b',"nolf":true}\n' if nolf else b"}\n"
         with self.lock:
             redactor = self.redactor
             if redactor is None and self.redact:  # under the lock: one key per recording
                 redactor = self._redactor()
-            wants = None if redactor is None else (
-                redactor.wants_c2a if direction == C2A else redactor.wants_a2c)
-            t = self.clock()
-            seq = self.seq
             # One buffer for the whole read, each record formatted straight into it: a
             # list of per-record dumps() results cost ~4x as much (every result a fresh
             # heap block, and glibc hands the freed batch back to the OS between reads).
             out = bytearray()
-            head = b'{"seq":%d,"t":%d,"dir":"' + direction.encode() + b'","raw":'
-            for raw in frames:
-                if wants is not None and wants(raw):
-                    from acp_pipes.redact import UNCHECKED, logged_hash
-
-                    try:
-                        logged = redactor.frame(direction, raw)  # type: ignore[union-attr]  # wants
-                    except Exception:  # a bug: never log what could not be checked
-                        logged = UNCHECKED
-                    if logged is not None:
-                        out += dumps(frame_record(seq, t, direction, raw, nolf=nolf,
-                                                  redacted=logged,
-                                                  logged_hash=logged_hash(logged),
-                                                  extra=extra))
-                        out += b"\n"
-                        seq += 1
-                        continue
-                text = None
-                if extra is None:
-                    try:  # the common case, inline: the bytes orjson writes for frame_record's
-                        text = raw.decode()  # dict (tests/test_tee.py holds the two equal)
-                    except UnicodeDecodeError:
-                        pass
-                if text is None:
-                    out += dumps(frame_record(seq, t, direction, raw, nolf=nolf, extra=extra))
-                    out += b"\n"
-                else:
-                    out += head % (seq, t)
-                    out += dumps(text)
-                    out += tail
-                seq += 1
+            seq = frame_lines(out, self.seq, self.clock(), direction, frames, nolf, redactor,
+                              extra)
             self.seq = seq
             self._write(out)
 

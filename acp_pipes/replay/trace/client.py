@@ -38,13 +38,13 @@ import orjson
 
 from acp_pipes.jsondiff import dumps
 from acp_pipes.minted import drop_clocks, learn, rename
-from acp_pipes.redact import Redactor, logged_hash
+from acp_pipes.redact import Redactor
 from acp_pipes.replay.trace.ids import id_key, id_span, splice_id
 from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.report import pointer_diff
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 from acp_pipes.replay.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, classify, parsed
-from acp_pipes.wire import A2C, C2A, end_record, frame_record, header, make_clock
+from acp_pipes.wire import A2C, C2A, end_record, frame_lines, header, make_clock
 
 if TYPE_CHECKING:
     from acp_pipes.normalize import Normalizer
@@ -114,7 +114,6 @@ class _Log:
         noted, self.noted = self.noted, []
         redactor = self.redactor
         out = bytearray()
-        dumps = orjson.dumps
         plain: list[dict[str, Any]] = []  # frame_record's dicts, dumped in one call
         for direction, at, t, raws, nolf in noted:
             wants = redactor.wants_c2a if direction == C2A else redactor.wants_a2c
@@ -133,26 +132,7 @@ class _Log:
             if plain:
                 out += _records(plain)
                 plain = []
-            head = b'{"seq":%d,"t":%d,"dir":"' + direction.encode() + b'","raw":'
-            tail = b',"nolf":true}\n' if nolf else b"}\n"
-            for raw in raws:
-                logged = redactor.frame(direction, raw) if wants(raw) else None
-                text = None
-                if logged is None:
-                    try:  # the bytes orjson writes for frame_record's dict, spelt out
-                        text = raw.decode()
-                    except UnicodeDecodeError:
-                        pass
-                if text is not None:
-                    out += head % (at, t)
-                    out += dumps(text)
-                    out += tail
-                else:
-                    extra: dict[str, Any] = {} if logged is None else {"redacted": logged,
-                                                       "logged_hash": logged_hash(logged)}
-                    out += dumps(frame_record(at, t, direction, raw, nolf=nolf, **extra))
-                    out += b"\n"
-                at += 1
+            frame_lines(out, at, t, direction, raws, nolf, redactor)
         if plain:
             out += _records(plain)
         sink.write(out)
