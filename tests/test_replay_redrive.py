@@ -131,6 +131,38 @@ def test_a_request_the_recording_cannot_answer_is_a_divergence(echo, tmp_path):
     assert event["event"] == "unanswerable" and event["seq"] == ask["seq"]
 
 
+#: an agent request whose keys are spelt with escapes: bytes without a plain "id"
+_ESCAPED_ASK = (b'{"jsonrpc":"2.0","\\u0069d":7,"\\u006dethod":"session/request_permission",'
+                b'"params":{"sessionId":"s","options":[{"optionId":"y","kind":"allow_once"}]}}')
+
+
+def test_a_request_spelt_with_escapes_is_still_answered(tmp_path):
+    """The recorded agent is the agent (acp-replay TRACE, byte for byte): its permission
+    request names ``id`` and ``method`` by \\u escapes only, so no byte search for
+    ``"id"`` finds it; the re-drive still knows it for a request and answers it from the
+    recording (a missed request would leave the replayed agent waiting: exit 1)."""
+    from acp_pipes.wire import encode_raw
+
+    frames = [("c2a", b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'),
+              ("a2c", b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}'),
+              ("c2a", b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":'
+                      b'{"sessionId":"s","prompt":[]}}'),
+              ("a2c", _ESCAPED_ASK),
+              ("c2a", b'{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected",'
+                      b'"optionId":"y"}}}'),
+              ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}')]
+    head = {"format": "acp-pipes/wire", "version": 1, "recorder": "test", "argv": [],
+            "started": "1970-01-01T00:00:00.000000Z", "clock": "epoch", "env": {}}
+    recs = [head] + [{"seq": i, "t": 0, "dir": d, "raw": encode_raw(raw)[1]}
+                     for i, (d, raw) in enumerate(frames)]
+    trace = _write(tmp_path / "escaped.wire.jsonl", recs)
+    out = tmp_path / "rerun.jsonl"
+    p = _redrive(trace, out, *tool_argv("replay", str(trace)), limit=60)
+    assert p.returncode == 0, p.stderr.decode()
+    assert _frames(out, "c2a") == [raw for d, raw in frames if d == "c2a"]
+    assert _frames(out, "a2c") == [raw for d, raw in frames if d == "a2c"]
+
+
 def test_unusable_input_exits_2(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"not json\n")

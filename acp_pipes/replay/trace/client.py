@@ -53,7 +53,15 @@ __all__ = ["DriveResult", "drive_agent"]
 
 _READ = 65536  # a pipe's default capacity: one read takes what the agent has written
 _AHEAD = 256  # recorded frames read ahead of the run from a trace that can block (a pipe)
-_LOOKAHEAD = 64  # recorded frames read ahead from a file while the agent works
+# Read ahead from a file while the agent has nothing ready: at most this many recorded
+# frames, and this many of their bytes. Much of it is read while the agent starts (of a
+# 1000-prompt echo session's 16,566 frames, ~5,600 before its first answer), so they are
+# parsed and judged (_plain) before the run needs them; 64 frames ahead, all of it was
+# done in the gaps of the session's ping-pong, where the driver's CPU is wall time
+# (BENCHMARKS.md, acp-replay --client: 1.14x the bare client before, 1.09x now).
+_LOOKAHEAD = 8192
+_LOOKAHEAD_BYTES = 8 << 20
+_TAKE = 64  # frames taken from those read ahead at a time
 
 
 @dataclass
@@ -264,7 +272,9 @@ class _Driver:
                  opt: ReplayOptions):
         self.ahead = _Ahead(trace) if _may_block(trace) else None
         self.it = iter(trace) if self.ahead is None else iter(())
-        self.look: deque[Pair] = deque()  # read ahead from a file (:meth:`idle`)
+        # read ahead from a file (:meth:`idle`): (record, bytes, plain: see _plain)
+        self.look: deque[tuple[dict[str, Any], bytes, bool]] = deque()
+        self.look_bytes = 0
         self.trace_error: Exception | None = None  # met reading ahead, raised in its place
         self.proc = proc
         self.log = log
@@ -276,7 +286,8 @@ class _Driver:
         self.reports: list[dict[str, Any]] = []
         self.differences = 0
         self.checked = 0  # live agent frames compared
-        self.recorded: deque[Pair] = deque()  # recorded agent frames not yet compared
+        # recorded agent frames not yet compared: (record, bytes, plain: see _plain)
+        self.recorded: deque[tuple[dict[str, Any], bytes, bool]] = deque()
         self.seen_a2c = 0  # recorded agent frames read
         self.pending: deque[tuple[dict[str, Any], bytes, int]] = deque()  # to send
         # recorded request id -> its recorded answers, in order (an id can come again once
@@ -360,7 +371,9 @@ class _Driver:
         when the agent's pipes were ready (and taken)."""
         if self.ahead is not None or self.ending:
             return False
-        while len(self.look) < _LOOKAHEAD and self.read_ahead():
+        look = self.look
+        while (len(look) < _LOOKAHEAD and self.look_bytes < _LOOKAHEAD_BYTES
+               and self.read_ahead()):
             events = self.poll.poll(0)
             if events:
                 self.ready(events)
@@ -380,9 +393,13 @@ class _Driver:
                 if pair is None:
                     self.it = iter(())
                     return False
-                if pair[0]["dir"] != A2C:
-                    classify(*pair)
-                look.append(pair)
+                rec, raw = pair
+                self.look_bytes += len(raw)
+                if rec["dir"] == A2C:
+                    look.append((rec, raw, _plain(rec, raw)))
+                else:
+                    classify(rec, raw)
+                    look.append((rec, raw, False))
         except Exception as e:
             self.trace_error = e
             return False
@@ -479,8 +496,6 @@ class _Driver:
     def next_pair(self) -> Pair | None:
         """The next recorded frame, None after the last; from a trace that can block,
         the agent's output is read while it comes."""
-        if self.look:
-            return self.look.popleft()
         if self.trace_error is not None:
             raise self.trace_error
         if self.ahead is None:
@@ -490,30 +505,35 @@ class _Driver:
         return got if isinstance(got, tuple) else None  # else _Ahead.END
 
     def read_trace(self) -> None:
-        """Read more of the recording (what was read ahead, else a few frames of a file,
-        else one): an agent frame is queued for comparison, a client answer (to an agent
-        request) kept by the request's id, any other client frame queued to be sent once
-        the agent frames recorded before it have come."""
+        """Read more of the recording (up to :data:`_TAKE` frames of what was read ahead,
+        else a few frames of a file, else one): an agent frame is queued for comparison,
+        a client answer (to an agent request) kept by the request's id, any other client
+        frame queued to be sent once the agent frames recorded before it have come."""
         look = self.look
         if not look and self.ahead is None:
             self.read_ahead()
-        while True:
-            pair = look.popleft() if look else self.next_pair()
-            if pair is None:
-                self.trace_done = True
-                return
-            f, raw = pair
+        for _ in range(_TAKE):
+            if look:
+                f, raw, plain = look.popleft()
+                self.look_bytes -= len(raw)
+            else:
+                pair = self.next_pair()
+                if pair is None:
+                    self.trace_done = True
+                    return
+                f, raw = pair
+                plain = f["dir"] == A2C and _plain(f, raw)
             if f["dir"] == A2C:
-                self.recorded.append(pair)
+                self.recorded.append((f, raw, plain))
                 self.seen_a2c += 1
             else:
                 c = classify(f, raw)
                 if c.get("kind") in ("response", "error"):
                     key = id_key(c.get("id"))
                     if key in self.answers:
-                        self.answers[key].append(pair)
+                        self.answers[key].append((f, raw))
                     else:
-                        self.answers[key] = deque((pair,))
+                        self.answers[key] = deque(((f, raw),))
                 else:
                     self.pending.append((f, raw, self.seen_a2c))
             if not look:
@@ -537,12 +557,10 @@ class _Driver:
                           "message": f"the agent sent frame live seq {seq}, more than "
                           "was recorded"})
             return False
-        rec, rraw = self.recorded.popleft()
+        rec, rraw, plain = self.recorded.popleft()
         if raw == rraw and not self.renamed and not rec.get("redacted"):
-            # the same bytes: only a request needs more (its answer), and bytes with
-            # neither "method" nor "id" (nor an escape that could spell them) are none
-            if "kind" not in rec and not (b'"id"' in rraw and b'"method"' in rraw) and (
-                    b"\\u" not in rraw):
+            # the same bytes: only a request needs more (its answer)
+            if plain:
                 return True
             f = classify(rec, rraw)
             return self.answer(f, raw, True) if f.get("kind") == "request" else True
@@ -650,13 +668,10 @@ class _Driver:
         while status is None:
             if live:
                 while live:
-                    # check()'s first case inline: the recorded bytes, no renaming, no
-                    # request (nothing to answer), nothing redacted
+                    # check()'s first case inline: the recorded bytes of a plain frame
+                    # (no request, nothing redacted), no renaming
                     if recorded and not self.renamed:
-                        rec, rraw = recorded[0]
-                        if (live[0][1] == rraw and "kind" not in rec
-                                and not (b'"id"' in rraw and b'"method"' in rraw)
-                                and b"\\u" not in rraw and not rec.get("redacted")):
+                        if recorded[0][2] and live[0][1] == recorded[0][1]:
                             live.popleft()
                             recorded.popleft()
                             self.checked += 1
@@ -760,6 +775,17 @@ class _Driver:
             status = "ok"
         return DriveResult(status, self.differences, self.sent, self.arrived,
                            proc.returncode, self.reports)
+
+
+def _plain(rec: dict[str, Any], raw: bytes) -> bool:
+    """Whether a recorded agent frame needs nothing but its bytes compared: no request
+    (whose answer must be sent: bytes with neither ``"id"`` nor ``"method"``, nor a
+    ``\\u`` escape that could spell them, are none), nothing redacted. Judged as the
+    trace is read ahead, while the agent works, so that what stands between the agent's
+    frames and the next prompt is a comparison of bytes."""
+    return ("kind" not in rec and not rec.get("redacted")
+            and not (b'"id"' in raw and b'"method"' in raw)
+            and (b"\\" not in raw or b"\\u" not in raw))
 
 
 #: a top-level id member's value token, when ``"id"`` is in the bytes once (see _id_span)
