@@ -337,12 +337,12 @@ class Session:
                     break
                 lockstep.sending(frame)  # before the agent can answer it
                 self.log.frames(C2A, [frame])
+                sent += 1  # logged: the log and the note count the same frames
                 try:
                     _write_all(self.agent_in, frame + b"\n")
                 except OSError:  # the agent stopped reading
-                    self._unsent(1 + sum(1 for _ in frames), sent)
+                    self._unsent(sum(1 for _ in frames), sent, unread=True)
                     break
-                sent += 1
             else:
                 lockstep.wait()  # the last frame answered too, as an editor ends a session
         except OSError as e:
@@ -352,9 +352,12 @@ class Session:
         self._close(self.agent_in)  # the script is over: the agent sees EOF
         self.input_ended = time.monotonic()
 
-    def _unsent(self, count: int, sent: int) -> None:
+    def _unsent(self, count: int, sent: int, unread: bool = False) -> None:
+        """Say how far the script got; ``unread``: the last frame sent (and logged, as a
+        client's is once it said it) met an agent that had closed its input."""
+        last = ", the last after the agent had closed its input" if unread else ""
         self.note(f"the agent ended before the script did: {sent} of its {sent + count} "
-                  "frames were sent")
+                  f"frames were sent{last}")
 
     def _agent_to_client(self) -> None:
         lockstep = self.lockstep
