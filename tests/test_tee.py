@@ -1127,16 +1127,25 @@ def test_script_answers_a_v2_request_without_requires_action(tmp_path):
                             "c2a:#ask", "a2c:idle"]
 
 
-def test_script_the_agent_ends_early(tmp_path):
-    agent = agent_script(tmp_path, """
+def _script_to_an_agent_that_answers_once(tmp_path: Path, before: str = "",
+                                           after: str = "") -> tuple:
+    """A script of three ``session/new`` to an agent that answers the first and exits 5;
+    ``before`` and ``after`` its answer run in the agent."""
+    agent = agent_script(tmp_path, f"""
         line = sys.stdin.readline()
-        os.write(1, b'{"jsonrpc":"2.0","id":1,"result":{}}\\n')
+        {before}
+        os.write(1, b'{{"jsonrpc":"2.0","id":1,"result":{{}}}}\\n')
+        {after}
         sys.exit(5)
     """)
-    frames = [_rpc(1, "session/new", cwd="/"), _rpc(2, "session/new", cwd="/"),
-              _rpc(3, "session/new", cwd="/")]
+    frames = [_rpc(n, "session/new", cwd="/") for n in (1, 2, 3)]
     r, recs = _tee_script(tmp_path, frames, agent)
     assert r.returncode == 5
+    return r, recs
+
+
+def test_script_the_agent_ends_early(tmp_path):
+    r, recs = _script_to_an_agent_that_answers_once(tmp_path)
     # the second frame may be sent before the agent is gone, or as it goes, or not at
     # all; whichever it was, the note counts the client frames the log holds
     said = re.fullmatch(rb"acp-tee: the agent ended before the script did: ([12]) of its 3 "
@@ -1148,17 +1157,9 @@ def test_script_the_agent_ends_early(tmp_path):
 
 
 def test_script_a_frame_the_agent_no_longer_reads_is_logged_and_counted(tmp_path):
-    agent = agent_script(tmp_path, """
-        line = sys.stdin.readline()
-        os.close(0)  # no reader left: the next frame's write fails
-        os.write(1, b'{"jsonrpc":"2.0","id":1,"result":{}}\\n')
-        import time; time.sleep(0.3)  # the script's next frame meets the closed pipe
-        sys.exit(5)
-    """)
-    frames = [_rpc(1, "session/new", cwd="/"), _rpc(2, "session/new", cwd="/"),
-              _rpc(3, "session/new", cwd="/")]
-    r, recs = _tee_script(tmp_path, frames, agent)
-    assert r.returncode == 5
+    r, recs = _script_to_an_agent_that_answers_once(
+        tmp_path, before="os.close(0)  # no reader left: the next frame's write fails",
+        after="import time; time.sleep(0.3)  # alive when the next frame meets the pipe")
     assert r.stderr == (b"acp-tee: the agent ended before the script did: 2 of its 3 frames "
                         b"were sent, the last after the agent had closed its input\n")
     assert _steps(recs) == ["c2a:session/new", "a2c:#1", "c2a:session/new"]

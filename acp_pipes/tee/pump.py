@@ -353,8 +353,8 @@ class Session:
         self.input_ended = time.monotonic()
 
     def _unsent(self, count: int, sent: int, unread: bool = False) -> None:
-        """Say how far the script got; ``unread``: the last frame sent (and logged, as a
-        client's is once it said it) met an agent that had closed its input."""
+        """Say how far the script got; ``unread``: the last frame counted as sent (it is
+        logged, as a client's frame is once the client wrote it) met a closed input."""
         last = ", the last after the agent had closed its input" if unread else ""
         self.note(f"the agent ended before the script did: {sent} of its {sent + count} "
                   f"frames were sent{last}")
