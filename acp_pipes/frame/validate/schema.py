@@ -10,9 +10,10 @@ Open variants. ACP v2 unions end with a catch-all titled ``other`` that accepts 
 of the union's tag ("Unknown values that do not begin with ``_`` are reserved for future
 ACP variants"), so a misspelt ``sessionUpdate`` or ``stopReason`` passes the official
 schema. :class:`Schema` also builds a *closed* copy, in which each ``other`` variant
-accepts only ``_``-prefixed extension values, exactly as those words say. A frame valid
-under the closed copy is valid under the official one (the copy only adds constraints);
-a frame that fails the closed copy but passes the official schema uses a reserved value,
+accepts only ``_``-prefixed extension values, exactly as those words say, and each path
+the schema's words call absolute takes absolute paths only. A frame valid under the closed
+copy is valid under the official one (the copy only adds constraints); a frame that fails
+the closed copy but passes the official schema uses a reserved value or a relative path,
 and the closed copy's error says where. Violations are always explained in the words of
 the official files; the closed copy is never named.
 
