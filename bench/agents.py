@@ -136,17 +136,22 @@ def redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path) -> d
     ws = workspace_of(trace)
     argv, env, _ = harness.prepare(name, ws.parent, llm_url)
     cmd = [str(bin_dir / "acp-replay"), "--client", str(trace), "-o", str(log), "--", *argv]
+    errlog = log.with_suffix(".stderr")
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ws, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    try:
-        _, err = proc.communicate(timeout=RUN_LIMIT)
-    except subprocess.TimeoutExpired:
-        harness.end_session(proc.pid)
-        _, err = proc.communicate()
+    with open(errlog, "wb") as err_file:
+        proc = subprocess.Popen(cmd, cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err_file,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=RUN_LIMIT)
+        except subprocess.TimeoutExpired:
+            harness.end_session(proc.pid)
+            proc.wait()
     wall = time.monotonic() - started
+    # what acp-replay left running of its session (the agent, its children)
+    left = harness.session_members(proc.pid)
     harness.end_session(proc.pid)
+    err = errlog.read_bytes()
     report = None
     for line in err.decode(errors="replace").splitlines():
         with contextlib.suppress(ValueError):
@@ -154,7 +159,7 @@ def redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path) -> d
             if isinstance(got, dict) and "event" in got:
                 report = got
                 break
-    return {"exit": proc.returncode, "wall": wall, "report": report,
+    return {"exit": proc.returncode, "wall": wall, "report": report, "left_running": left,
             "stderr_tail": err.decode(errors="replace")[-600:] if report is None else ""}
 
 
@@ -257,6 +262,12 @@ def _said(run: dict[str, Any]) -> str:
             f"{shown or r.get('message', '')}")
 
 
+def _left(run: dict[str, Any]) -> str:
+    left = run.get("left_running") or []
+    return f"; acp-replay exited leaving {len(left)} process(es) running: {left[0][:80]}" \
+        if left else ""
+
+
 def align_finds_plant(r: dict[str, Any], plant: str) -> bool | None:
     """Whether acp-align same-1 planted-PLANT's first difference is the planted frame
     (None where there is no such recording)."""
@@ -299,11 +310,11 @@ def details(results: list[dict[str, Any]]) -> str:
         out.append(f"\n### {r['agent']}\n")
         for i, run in enumerate(r["self"], 1):
             out.append(f"- self re-drive {i}: exit {run['exit']}, {run['wall']:.1f} s; "
-                       f"{_said(run) if run['exit'] else 'same'}")
+                       f"{_said(run) if run['exit'] else 'same'}{_left(run)}")
         for plant, run in r["planted"].items():
             out.append(f"- planted {plant} (frame seq {run['planted_seq']}): exit "
                        f"{run['exit']}, at the change: {'yes' if run['at_change'] else 'no'}; "
-                       f"{_said(run)}")
+                       f"{_said(run)}{_left(run)}")
         for other, got in r["align"].items():
             first = got.get("first") or {}
             out.append(f"- `acp-align same-1 {other}`: exit {got['exit']}, {got['hunks']} "

@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,21 +101,29 @@ def end_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def session_members(sid: int) -> list[str]:
+    """The command lines of the processes in session ``sid`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[3]) != sid or fields[0] == "Z":
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        found.append(f"{entry.name} {cmd.strip()}")
+    return found
+
+
 def end_session(sid: int) -> None:
     """SIGKILL every process left in session ``sid`` (one a recording started with
     setsid: acp-tee, the agent in its own process group, whatever the agent started)."""
     for _ in range(3):
-        left = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[3]) == sid:
-                left.append(int(entry.name))
+        left = [int(m.split()[0]) for m in session_members(sid)]
         if not left:
             return
         for pid in left:
@@ -138,9 +146,11 @@ class Agent:
     #: ws -> the prompts of the first connection; the last asks for permission
     prompts: Callable[[Path], list[str]]
     uses_llm: bool = True
+    #: whether it exits once its input ends (codex-acp does not: acp-tee's grace, then
+    #: SIGTERM to its process group, acp-tee's exit status 143)
+    ends_at_eof: bool = True
     #: what the client of this agent is asked besides permissions (the ``client`` plant)
     client_answers: tuple[str, ...] = ()
-    notes: list[str] = field(default_factory=list)
 
 
 def _call(tool: str, args: dict) -> str:
@@ -272,7 +282,8 @@ AGENTS: dict[str, Agent] = {a.name: a for a in [
           uses_llm=False, client_answers=("fs/read_text_file", "terminal/output")),
     Agent("qwen-code", lambda: _exe(NPM_BIN / "qwen") + ["--acp"], _qwen_env, _qwen_prompts,
           client_answers=("fs/read_text_file",)),
-    Agent("codex-acp", lambda: _exe(NPM_BIN / "codex-acp"), _codex_env, _codex_prompts),
+    Agent("codex-acp", lambda: _exe(NPM_BIN / "codex-acp"), _codex_env, _codex_prompts,
+          ends_at_eof=False),
     Agent("opencode", lambda: _exe(NPM_BIN / "opencode") + ["acp"], _opencode_env,
           _opencode_prompts),
     Agent("mistral-vibe", lambda: _exe(PEERS / "mistral-vibe" / "bin" / "vibe-acp"),
@@ -489,6 +500,8 @@ async def connection(wire: Path, argv: list[str], env: dict[str, str], ws: Path,
         except TimeoutError:
             out["killed"] = True
         await conn.close()
+        # what outlived acp-tee (which ends its agent's process group): nothing, or a leak
+        out["left_running"] = session_members(proc.pid) if proc.returncode is not None else []
         end_session(proc.pid)
         if proc.returncode is None:
             await proc.wait()
@@ -509,13 +522,15 @@ async def _drain_and_wait(proc) -> None:
 
 
 def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
-           llm: CannedLLM | None = None, tools: Path | None = None) -> dict[str, Any]:
+           llm: CannedLLM | None = None, tools: Path | None = None,
+           load: bool = True) -> dict[str, Any]:
     """One scripted session of agent ``name``: its first connection's wire log to
     ``out/LABEL.wire.jsonl``, the second's (where the agent loads sessions) to
     ``out/LABEL.load.wire.jsonl``. ``root`` is made afresh (home, workspace): give the
     same root to every recording that is to be compared, the paths are in the frames.
     Without ``llm`` a canned server is started for this recording (with the plant's
-    variant); with one, a ``reply`` plant needs a server started with that variant."""
+    variant); with one, a ``reply`` plant needs a server started with that variant.
+    ``load=False`` leaves out the second connection."""
     agent = AGENTS[name]
     if plant and plant not in plants_for(agent):
         raise ValueError(f"{name}: no {plant!r} change can be planted in its script")
@@ -535,7 +550,7 @@ def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
             "agent": name, "label": label, "plant": plant, "root": root, "ws": ws,
             "wire": wire, "sid": first["sid"], "prompts": prompts, "first": first,
             "client": client, "load_wire": None, "again": None, "second": None}
-        if first["caps"].get("loadSession"):
+        if load and first["caps"].get("loadSession"):
             again = ScriptClient(ws, "")
             load_wire = out / f"{label}.load.wire.jsonl"
             second = asyncio.run(connection(
