@@ -54,8 +54,11 @@ NPM_BIN = PEERS / "agents" / "node_modules" / ".bin"
 
 #: Seconds one request of the script may take before the recording fails.
 REQUEST_TIMEOUT = 120.0
-#: acp-tee's --grace: how long an agent that outlives its client's input is given.
-GRACE = "3"
+#: acp-tee's --grace: how long an agent is given to end once its client's input has
+#: ended. fast-agent takes 1-1.7 s to exit at a load of 5 on 2 cores, over 3 s at 7:
+#: ample for every agent that ends by itself; codex-acp never does, and is given little.
+GRACE = 10.0
+GRACE_NO_EOF = 2.0
 PLANTS = ("reply", "client", "permission")
 PLANTED_TEXT = "planted\n"
 
@@ -440,15 +443,21 @@ class ScriptClient(Editor):
 # -- one connection ------------------------------------------------------------------------
 
 
-def tee_argv(wire: Path, agent_argv: list[str], tools: Path | None = None) -> list[str]:
-    """acp-tee recording into ``wire``: this checkout's, or ``tools``/acp-tee."""
-    head = [str(tools / "acp-tee")] if tools else [sys.executable, "-m", "acp_pipes.cli.tee"]
-    return [*head, "--grace", GRACE, "-o", str(wire), "--", *agent_argv]
+#: Where the acp-tee the recordings are made with is: this checkout's console script.
+TOOLS = REPO / ".venv" / "bin"
+
+
+def tee_argv(wire: Path, agent_argv: list[str], tools: Path | None = None,
+             grace: float = GRACE) -> list[str]:
+    """The real acp-tee (``tools``/acp-tee, default this checkout's) recording into
+    ``wire``. Nothing is added to the environment it passes on to the agent."""
+    return [str((tools or TOOLS) / "acp-tee"), "--grace", str(grace), "-o", str(wire),
+            "--", *agent_argv]
 
 
 async def connection(wire: Path, argv: list[str], env: dict[str, str], ws: Path,
                      client: ScriptClient, steps: list[tuple[str, str]],
-                     tools: Path | None = None) -> dict[str, Any]:
+                     tools: Path | None = None, grace: float = GRACE) -> dict[str, Any]:
     """One connection of the SDK client to the agent through acp-tee (its own session,
     ended whole afterwards): initialize, then ``steps`` — ("new", ""), ("load", SID),
     ("prompt", TEXT), ("reject", TEXT: a prompt whose permissions the permission plant
@@ -456,10 +465,9 @@ async def connection(wire: Path, argv: list[str], env: dict[str, str], ws: Path,
     from acp import connect_to_agent, text_block
     from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
-    tee = tee_argv(wire, argv, tools)
-    penv = {**env, "PYTHONPATH": str(REPO)} if not tools else env
+    tee = tee_argv(wire, argv, tools, grace)
     proc = await asyncio.create_subprocess_exec(
-        *tee, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=penv,
+        *tee, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
         cwd=str(ws), start_new_session=True, limit=64 << 20)
     conn = connect_to_agent(client, proc.stdin, proc.stdout)
     out: dict[str, Any] = {"sid": "", "stops": []}
@@ -496,7 +504,7 @@ async def connection(wire: Path, argv: list[str], env: dict[str, str], ws: Path,
         with contextlib.suppress(OSError):
             proc.stdin.close()
         try:
-            await asyncio.wait_for(_drain_and_wait(proc), float(GRACE) * 3 + 10)
+            await asyncio.wait_for(_drain_and_wait(proc), grace * 3 + 10)
         except TimeoutError:
             out["killed"] = True
         await conn.close()
@@ -545,7 +553,8 @@ def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
         client = ScriptClient(ws, plant)
         steps = [("new", "")] + [("prompt", p) for p in prompts[:-1]] + [("reject", prompts[-1])]
         wire = out / f"{label}.wire.jsonl"
-        first = asyncio.run(connection(wire, argv, env, ws, client, steps, tools))
+        grace = GRACE if agent.ends_at_eof else GRACE_NO_EOF
+        first = asyncio.run(connection(wire, argv, env, ws, client, steps, tools, grace))
         result: dict[str, Any] = {
             "agent": name, "label": label, "plant": plant, "root": root, "ws": ws,
             "wire": wire, "sid": first["sid"], "prompts": prompts, "first": first,
@@ -555,7 +564,7 @@ def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
             load_wire = out / f"{label}.load.wire.jsonl"
             second = asyncio.run(connection(
                 load_wire, argv, env, ws, again,
-                [("load", first["sid"]), ("prompt", "goodbye")], tools))
+                [("load", first["sid"]), ("prompt", "goodbye")], tools, grace))
             result.update(load_wire=load_wire, again=again, second=second)
     return result
 
@@ -596,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="recordings of the unchanged script in the set (default 3)")
     parser.add_argument("--tools", type=Path,
                         help="directory holding the acp-tee to record with "
-                             "(default: this checkout's)")
+                             "(default: this checkout's .venv/bin)")
     args = parser.parse_args(argv)
     names = sorted(AGENTS) if "all" in args.agent else args.agent
     for name in names:
