@@ -189,6 +189,7 @@ def _client_diff(m: Matcher, slot: Slot, ev: Any) -> list[dict[str, Any]]:
     names, back = ChainMap({}, m.names), ChainMap({}, m.back)
     if not learn(rec.value, ev.value, names, back):
         m._commit((names.maps[0], back.maps[0]))
-    r = m.view.recorded(rec.value, m.names, False)
-    x = m.view.live(ev.value, False)
+    answer = ev.is_answer  # (its id is the agent request's: the agent's to mint)
+    r = m.view.recorded(rec.value, m.names, answer)
+    x = m.view.live(ev.value, answer)
     return pointer_diff(r, x, limit=MAX_DIFF)
