@@ -17,7 +17,8 @@ VALUES = {"emit": "a2c", "match": "any", "pace": "recorded", "ignore": "/params/
           "remap_log": "ids.jsonl", "timeout": "3", "clock": "epoch", "session_id": "x",
           "session": "x",
           "report": "r.json", "wire": "w.jsonl", "protocol": "1",
-          "listen": "ws://127.0.0.1:0/acp"}
+          "listen": "ws://127.0.0.1:0/acp", "workspace": "ws", "preset": "p.json",
+          "noise": "other.wire.jsonl"}
 
 
 @pytest.fixture(scope="module")

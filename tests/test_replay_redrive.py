@@ -91,7 +91,7 @@ def test_a_renaming_that_is_not_one_to_one_is_a_divergence(echo, tmp_path):
     p = _redrive(_write(tmp_path / "t.jsonl", recs), tmp_path / "o.jsonl")
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "diverged"
+    assert event["event"] == "difference" and event["kind"] == "renaming"
     again = next(r for r in recs[at + 1:] if r.get("dir") == "a2c" and "sess-1" in r["raw"])
     assert event["seq"] == again["seq"]  # the first agent frame naming sess-1 again
     assert event["renaming_broken"] == ["/params/sessionId"]
@@ -107,7 +107,8 @@ def test_a_changed_prompt_stops_at_the_first_differing_frame(echo, tmp_path):
     p = _redrive(_write(tmp_path / "t.jsonl", recs), out)
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "diverged" and event["seq"] == first["seq"]
+    assert event["event"] == "difference" and event["kind"] == "content"
+    assert event["seq"] == first["seq"]
     assert event["after_client_seq"] == recs[at]["seq"]
     assert any("hello 5" in str(d.get("recorded")) and "changed 5" in str(d.get("received"))
                for d in event["diff"])
@@ -128,7 +129,8 @@ def test_a_request_the_recording_cannot_answer_is_a_divergence(echo, tmp_path):
     p = _redrive(_write(tmp_path / "t.jsonl", recs), tmp_path / "o.jsonl", timeout="60")
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "unanswerable" and event["seq"] == ask["seq"]
+    assert (event["event"], event["kind"]) == ("difference", "unanswerable")
+    assert event["seq"] == ask["seq"]
 
 
 #: an agent request whose keys are spelt with escapes: bytes without a plain "id"
@@ -264,7 +266,8 @@ def test_a_changed_prompt_in_a_fast_agent_trace_exits_1(fast, tmp_path):
                  timeout="60")
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "diverged" and event["seq"] == echoed["seq"]
+    assert (event["event"], event["kind"]) == ("difference", "content")
+    assert event["seq"] == echoed["seq"]
     assert {"op": "replace", "path": "/params/update/content/text", "recorded": "goodbye",
             "received": "farewell"} in event["diff"]
 
@@ -276,27 +279,29 @@ def test_a_changed_agent_exits_1_at_its_first_frame(fast, tmp_path):
     p = _redrive(fast["wire"], tmp_path / "o.jsonl")
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "diverged" and event["seq"] == 1
-    assert event["method"] is None and event["diff"]
+    assert (event["event"], event["kind"]) == ("difference", "result")
+    assert event["seq"] == 1 and event["method"] is None and event["diff"]
 
 
 # the pipes: one thread writes the agent's input and reads its output
 
-#: An agent that answers initialize, then writes FLOOD notifications (its stdout pipe
-#: fills) before it reads the prompt that was sent meanwhile (bigger than the pipe holds),
-#: then answers that; it says hello on stderr. With a driver that writes while nothing
-#: reads the agent, both sides would wait on each other for ever.
+#: An agent that answers initialize, then, once the prompt starts to come (bigger than the
+#: pipe holds), writes FLOOD notifications of its turn (its stdout pipe fills) before it
+#: reads the rest of the prompt, then answers that; it says hello on stderr. With a
+#: driver that writes while nothing reads the agent, both sides would wait on each other
+#: for ever.
 _FLOODING_AGENT = r"""
 import sys
 out, inp = sys.stdout.buffer, sys.stdin.buffer
 sys.stderr.write("agent says hi\n"); sys.stderr.flush()
 first = inp.readline()
 out.write(b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}\n'); out.flush()
+start = inp.read(1)
 for i in range(FLOOD):
     out.write(NOTE % i + b"\n")
 out.write(b'{"jsonrpc":"2.0","method":"x/odd","params":{"b":"\xff\xfe"}}\n')
 out.flush()
-prompt = inp.readline()
+prompt = start + inp.readline()
 assert len(prompt) > (1 << 20), len(prompt)
 out.write(b'{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn","n":%d}}\n'
           % len(prompt))
@@ -383,7 +388,8 @@ def test_an_agent_that_stops_reading_is_a_timeout_not_a_hang(tmp_path):
                  limit=60)
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "timeout" and event["received"] == 1
+    assert (event["event"], event["kind"]) == ("difference", "timeout")
+    assert event["received"] == 1
     assert _records(tmp_path / "o.jsonl")[-1].get("end")  # the agent ended, and said so
 
 

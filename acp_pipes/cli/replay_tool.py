@@ -102,8 +102,9 @@ MODES: dict[str, Mode] = {
                   ("session", "match", "pace", "ignore", "remap_ids", "remap_log", "listen"),
                   stdin_is_the_clients=True),
     "client": Mode("client", TRACE, "TRACE -- AGENT [ARGS ...]", (1, 1),
-                   ("session", "pace", "ignore", "remap_ids", "remap_log", "timeout",
-                    "strict", "clock", "no_host")),
+                   ("session", "pace", "ignore", "preset", "no_preset", "noise",
+                    "workspace", "keep_going", "strict_order", "remap_ids", "remap_log",
+                    "timeout", "strict", "clock", "no_host")),
     "emit": Mode("emit", TRACE, "TRACE", (1, 1), ("session",)),
     "stream": Mode(None, STREAM, "STREAM", (1, 1),
                    ("protocol", "session_id", "report", "wire", "quiet")),
@@ -150,7 +151,29 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
         type=float,
         help="--client: how long an agent may stay silent (default 10)")),
     "strict": ("--strict", None, dict(
-        action="store_true", help="--client: stop at the first difference (always so)")),
+        action="store_true", help="--client: stop at the first difference (the default)")),
+    "keep_going": ("--keep-going", None, dict(
+        action="store_true",
+        help="--client: go on after a difference and list every one to the end")),
+    "strict_order": ("--strict-order", None, dict(
+        action="store_true",
+        help="--client: compare the agent's frames in recorded order, floating "
+             "notifications too (the re-drive before the model of the same session)")),
+    "workspace": ("--workspace", "DIR", dict(
+        help="--client: perform the recorded client's file writes under DIR, the "
+             "session's working directory mapped onto it (without it nothing is written)")),
+    "preset": ("--preset", "FILE", dict(
+        action="append",
+        help="--client: volatile values of more agents (a preset file, as "
+             "acp_pipes/sameness/presets.json); repeatable")),
+    "no_preset": ("--no-preset", None, dict(
+        action="store_true",
+        help="--client: none of the package's presets (minted IDs and clocks still "
+             "learned and dropped)")),
+    "noise": ("--noise", "TRACE", dict(
+        action="append",
+        help="--client: another recording of the same script: what differs between it "
+             "and TRACE is noise, tolerated and said; repeatable")),
     "clock": ("--clock", "system|epoch|nanos:N", dict(
         help="--client: receipt times in the run's wire log (as acp-tee)")),
     "no_host": ("--no-host", None, dict(
@@ -184,7 +207,7 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
         help="compare the context views of two ASR streams: --compare S S2")),
 }
 DEFAULTS = {"match": "order", "pace": "fast", "ignore": [], "timeout": 10.0,
-            "clock": "system", "wire": [], "protocol": 2}
+            "clock": "system", "wire": [], "protocol": 2, "preset": [], "noise": []}
 
 
 def usage() -> str:
@@ -418,13 +441,15 @@ TOOL = Tool(
     description=DESCRIPTION,
     takes_command=True,
     command_metavar="",
-    inputs=lambda args: list(args.wire or []),
+    inputs=lambda args: [*(args.wire or []), *(args.preset or []), *(args.noise or [])],
     outputs=lambda args: [args.report, args.remap_log],
     files_metavar="TRACE|STREAM",
     files_help="a trace (wire log or frames) or an ASR stream; several ASR streams with "
                "--serve, two with --compare",
-    exits="0 ok, 1 a frame matched nothing (a stop; --client: the first divergence), or "
-          "--compare found differences, 2 usage or unusable input, 130 interrupted",
+    exits="0 ok (--client: the same session; notes may say what was tolerated), 1 a "
+          "frame matched nothing (a stop; --client: a difference), or --compare found "
+          "differences, 2 usage or unusable input (--client: or an agent that did not "
+          "start), 130 interrupted",
 )
 
 
