@@ -38,11 +38,8 @@ def requirements(extra: str) -> list[str]:
 def install_hint(extra: str, prefix: str | None = None,
                  python: str | None = None) -> str:
     """A command that adds ``extra`` to the environment at ``prefix`` (default: this
-    one, run by ``python``).
-
-    >>> install_hint("export", prefix="/opt/env", python="/opt/env/bin/python")  # doctest: +SKIP
-    "/opt/env/bin/python -m pip install 'opentelemetry-sdk>=1.30' ..."
-    """
+    one, run by ``python``): ``/opt/env/bin/python -m pip install 'opentelemetry-sdk>=1.30'
+    ...`` for a virtual environment at /opt/env (tests/test_extras.py)."""
     prefix = prefix or sys.prefix
     python = python or sys.executable
     reqs = requirements(extra)
