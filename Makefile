@@ -17,7 +17,7 @@ NODE_STAMP := tests/clients/node_modules/.installed-stamp
 PEERS_STAMP := .peers/.installed-stamp
 
 .PHONY: install peers demo check test test-agents test-export fuzz bench lint clean tools \
-        prereqs-demo prereqs-check prereqs-test manuals
+        prereqs-demo prereqs-check prereqs-test manuals install-manuals
 
 # .venv: acp-pipes (editable) with its test and dev tools; pip alone, nothing else.
 install: $(STAMP)
@@ -51,9 +51,10 @@ $(NODE_STAMP): tests/clients/package.json tests/clients/package-lock.json
 
 # Graphviz's `dot` renders acp-align's graphs; the Python package only writes DOT.
 # Debian's Chromium is the real browser the acp-view pages are tested in (Playwright
-# drives it; it never downloads a browser of its own).
+# drives it; it never downloads a browser of its own). man renders the man pages.
 tools:
-	@{ command -v dot && command -v chromium; } >/dev/null 2>&1 || scripts/install-system-deps
+	@{ command -v dot && command -v chromium && command -v man; } >/dev/null 2>&1 || \
+		scripts/install-system-deps
 
 # Prerequisites are made left to right: what is missing is said before anything is built.
 demo: prereqs-demo $(BASE_STAMP)
@@ -99,6 +100,22 @@ test-export: install $(PHOENIX_STAMP)
 # The stateful oracle (tests/test_oracle.py) at length: thousands of generated sessions.
 fuzz: install
 	ACP_PIPES_ORACLE=fuzz $(BIN)/pytest -q -p no:cacheprovider tests/test_oracle.py
+
+# Man pages and shell completion, made from each executable's own argument parser
+# (argparse-manpage, shtab: the dev extra) into out/; install-manuals copies them under
+# PREFIX, where man and bash-completion (and zsh, with PREFIX/share/zsh/site-functions
+# on its fpath) look.
+PREFIX ?= $(HOME)/.local
+
+manuals: $(STAMP)
+	$(BIN)/python scripts/manuals $(OUT)
+
+install-manuals: manuals
+	mkdir -p $(PREFIX)/share/man/man1 $(PREFIX)/share/bash-completion/completions \
+	         $(PREFIX)/share/zsh/site-functions
+	cp $(OUT)/man/man1/*.1 $(PREFIX)/share/man/man1/
+	cp $(OUT)/completion/bash/* $(PREFIX)/share/bash-completion/completions/
+	cp $(OUT)/completion/zsh/_* $(PREFIX)/share/zsh/site-functions/
 
 bench: install tools
 	$(BIN)/python -m bench

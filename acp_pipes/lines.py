@@ -18,7 +18,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar, cast
 
 import orjson
 
@@ -205,10 +205,16 @@ def stdin_stream() -> BinaryIO:
     as a file is (:func:`judge_start`); one that sends nothing ended its session, which
     is each tool's own business."""
     stream = _capped(stdin(), RUN.max_line_bytes, "stdin")
-    head = stream.peek(SNIFF_BYTES)
+    head = first_bytes(stream)
     if head:
         judge_start(head, "stdin")
     return stream
+
+
+def first_bytes(stream: BinaryIO) -> bytes:
+    """What a buffered input holds at its start (one read at most: a pipe is not waited
+    on for more), without consuming it: for :func:`judge_start`."""
+    return cast(io.BufferedReader, stream).peek(SNIFF_BYTES)
 
 
 #: How much of an input's start :func:`judge_start` looks at: what one read gives, at

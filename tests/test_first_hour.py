@@ -79,7 +79,7 @@ def _plain_path(tmp: Path) -> Path:
         found = shutil.which(tool)
         assert found, tool
         (bin_dir / tool).symlink_to(found)
-    for absent in ("node", "npm", "python3.13", "chromium", "dot", "apt-get"):
+    for absent in ("node", "npm", "python3.13", "chromium", "dot", "man", "apt-get"):
         assert shutil.which(absent, path=str(bin_dir)) is None
     return bin_dir
 
@@ -119,7 +119,7 @@ def test_make_test_names_what_is_missing_at_once(fresh_clone):
     assert r.returncode == 2, said
     assert took < 120
     named = re.findall(r"^  (\S+) +\S.*\n  +get it: (.+)$", said, flags=re.M)
-    assert [name for name, _ in named] == ["node", "npm", "python3.13", "dot", "chromium"]
+    assert [name for name, _ in named] == ["node", "npm", "python3.13", "dot", "chromium", "man"]
     assert all(how.strip() for _, how in named)
     assert "make test needs what this machine lacks:" in said
     assert r.stdout.decode().count("\n") <= 2  # make's own echo of the check, nothing built

@@ -55,8 +55,8 @@ from acp_pipes.errors import InputError, Warn
 from acp_pipes.frame.core import raw_hash
 from acp_pipes.lines import (
     READ_ERRORS,
-    SNIFF_BYTES,
     display_name,
+    first_bytes,
     judge_start,
     open_source,
     raw_lines,
@@ -265,7 +265,7 @@ def spool_stdin() -> str:
     """Copy stdin to a temporary file, so it can be read twice like a named file; stdin
     that is empty or no JSONL is said as such, by its own name (:func:`judge_start`)."""
     source = stdin()
-    judge_start(source.peek(SNIFF_BYTES), "stdin")
+    judge_start(first_bytes(source), "stdin")
     fd, path = tempfile.mkstemp(prefix="acp-align-", suffix=".jsonl")
     with os.fdopen(fd, "wb") as f:
         shutil.copyfileobj(source, f)

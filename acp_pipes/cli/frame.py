@@ -266,7 +266,7 @@ class FrameTable:
             self.start = t
         at = f"{(t - self.start) / 1e9:.3f}" if isinstance(t, int) and self.start is not None \
             else "-"
-        arrow = {"c2a": "→", "a2c": "←"}.get(rec.get("dir"), "?")
+        arrow = {"c2a": "→", "a2c": "←"}.get(str(rec.get("dir")), "?")
         kind = str(rec.get("kind") or "")
         rid = rec.get("id")
         row = (f"{rec.get('seq', ''):>5} {at:>8}  {arrow:<3} {kind:<12} "
