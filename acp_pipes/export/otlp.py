@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from acp_pipes import __version__
-from acp_pipes.errors import UsageError
+from acp_pipes.errors import Note, UsageError
 from acp_pipes.export.spans import Span
 from acp_pipes.output import OutputError
 
@@ -139,7 +139,7 @@ class Sender:
 
     def __init__(self, endpoint: str, timeout: float = 10.0,
                  headers: dict[str, str] | None = None, retries: int = 4,
-                 note: Callable[[str], None] | None = None,
+                 note: Note | None = None,
                  sleep: Callable[[float], None] | None = None):
         require_sdk()
         import time
