@@ -190,9 +190,15 @@ def _fast_agent_prompts(ws: Path) -> list[str]:
             tool("execute", {"command": "echo two > perm.txt"})]
 
 
+def _config(path: Path, text: str) -> Path:
+    """Write an agent's config file, its directory made; returns the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path.parent
+
+
 def _qwen_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    (home / ".qwen").mkdir(parents=True, exist_ok=True)
-    (home / ".qwen" / "settings.json").write_text(json.dumps({
+    _config(home / ".qwen" / "settings.json", json.dumps({
         "security": {"auth": {"selectedType": "openai"}},
         "model": {"name": "canned"},
         "privacy": {"usageStatisticsEnabled": False},
@@ -211,10 +217,9 @@ def _qwen_prompts(ws: Path) -> list[str]:
 
 
 def _codex_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    codex = home / ".codex"
-    codex.mkdir(parents=True, exist_ok=True)
     # untrusted: every command outside codex's known-safe list (cat is in it) asks
-    (codex / "config.toml").write_text(
+    codex = _config(
+        home / ".codex" / "config.toml",
         'model = "canned"\nmodel_provider = "canned"\napproval_policy = "untrusted"\n'
         'sandbox_mode = "danger-full-access"\ncheck_for_update_on_startup = false\n'
         '[analytics]\nenabled = false\n[feedback]\nenabled = false\n'
@@ -258,9 +263,8 @@ def _opencode_prompts(ws: Path) -> list[str]:
 
 
 def _vibe_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    vibe = home / ".vibe"
-    vibe.mkdir(parents=True, exist_ok=True)
-    (vibe / "config.toml").write_text(
+    vibe = _config(
+        home / ".vibe" / "config.toml",
         'active_model = "canned"\nenable_telemetry = false\nenable_update_checks = false\n'
         'enable_auto_update = false\nenable_notifications = false\n'
         'enable_connectors = false\nexperimental_enable_model_catalog = false\n'
