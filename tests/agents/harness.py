@@ -55,9 +55,11 @@ NPM_BIN = PEERS / "agents" / "node_modules" / ".bin"
 #: Seconds one request of the script may take before the recording fails.
 REQUEST_TIMEOUT = 120.0
 #: acp-tee's --grace: how long an agent is given to end once its client's input has
-#: ended. fast-agent takes 1-1.7 s to exit at a load of 5 on 2 cores, over 3 s at 7:
-#: ample for every agent that ends by itself; codex-acp never does, and is given little.
-GRACE = 10.0
+#: ended. On 2 cores at a load of 5-10, fast-agent takes 1-3.4 s to exit, qwen-code
+#: 0.1-4.5 s and once over 10 s (it finishes its background model requests first:
+#: memory extraction, suggestions): ample for every agent that ends by itself, and
+#: paid only by one that does not; codex-acp never does, and is given little.
+GRACE = 30.0
 GRACE_NO_EOF = 2.0
 PLANTS = ("reply", "client", "permission")
 PLANTED_TEXT = "planted\n"
