@@ -134,6 +134,12 @@ def redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path) -> d
     """One ``acp-replay --client TRACE -- AGENT`` on a fresh home and workspace at the
     recording's root: exit status, wall seconds, the report (stderr's JSON line)."""
     ws = workspace_of(trace)
+    with harness.holding(ws.parent):
+        return _redrive(bin_dir, name, trace, llm_url, log, ws)
+
+
+def _redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path,
+             ws: Path) -> dict[str, Any]:
     argv, env, _ = harness.prepare(name, ws.parent, llm_url)
     cmd = [str(bin_dir / "acp-replay"), "--client", str(trace), "-o", str(log), "--", *argv]
     errlog = log.with_suffix(".stderr")

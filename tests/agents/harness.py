@@ -308,10 +308,27 @@ def plants_for(agent: Agent) -> list[str]:
             and (p != "client" or agent.client_answers)]
 
 
+@contextlib.contextmanager
+def holding(root: Path) -> Iterator[None]:
+    """Hold ``root`` for one recording or re-drive: the recordings' roots are fixed paths
+    (they are in the frames), so two runs at one root, from two checkouts, take turns
+    instead of wiping each other's home and workspace (a lock on ``ROOT.lock``)."""
+    import fcntl
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def prepare(name: str, root: Path, url: str = "") -> tuple[list[str], dict[str, str], Path]:
     """A fresh ``root`` (home and workspace) for agent ``name`` pointed at the model
     server ``url``: the agent's argv, its environment, its workspace. A re-drive of a
-    recording made at ``root`` prepares the same root."""
+    recording made at ``root`` prepares the same root, while it holds it
+    (:func:`holding`)."""
     agent = AGENTS[name]
     argv = agent.argv()
     shutil.rmtree(root, ignore_errors=True)
@@ -550,6 +567,7 @@ def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
         raise ValueError(f"{name}: no {plant!r} change can be planted in its script")
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(holding(root))
         if llm is None and agent.uses_llm:
             variant = "reply" if plant == "reply" else ""
             llm = stack.enter_context(canned_llm(
