@@ -73,16 +73,18 @@ check: prereqs-check lint
 test: prereqs-test install peers
 	ACP_PIPES_HYPOTHESIS=ci $(BIN)/pytest -q $(XDIST)
 
-# Opt-in: real agents from npm (qwen-code, codex-acp) run whole turns against a canned
-# model server on 127.0.0.1, recorded through acp-tee (tests/agents/).
-AGENTS_STAMP := tests/agents/node_modules/.installed-stamp
+# Five real agents (fast-agent, qwen-code, codex-acp, opencode, mistral-vibe), pinned
+# under .peers/, run whole turns offline (against a canned model server on 127.0.0.1)
+# recorded through acp-tee (tests/agents/). `make peers` installs fast-agent; the
+# other four, ~900 MB, are installed for this target alone (scripts/install-agents). A
+# missing agent fails; plain `make test` does not collect these tests.
+AGENTS_STAMP := .peers/.agents-stamp
 
-$(AGENTS_STAMP): tests/agents/package.json tests/agents/package-lock.json
-	# npm ci refuses this lock (optional per-platform packages npm leaves out of it)
-	cd tests/agents && npm install --no-save --silent --no-audit --no-fund
+$(AGENTS_STAMP): scripts/install-agents tests/agents/package.json tests/agents/package-lock.json
+	scripts/install-agents
 	touch $@
 
-test-agents: install $(AGENTS_STAMP)
+test-agents: prereqs-test install peers $(AGENTS_STAMP)
 	ACP_PIPES_REAL_AGENTS=1 $(BIN)/pytest -q tests/agents
 
 # acp-export against a real OTLP receiver: Arize Phoenix on 127.0.0.1, in an environment
