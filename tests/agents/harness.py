@@ -55,9 +55,11 @@ NPM_BIN = PEERS / "agents" / "node_modules" / ".bin"
 #: Seconds one request of the script may take before the recording fails.
 REQUEST_TIMEOUT = 120.0
 #: acp-tee's --grace: how long an agent is given to end once its client's input has
-#: ended. fast-agent takes 1-1.7 s to exit at a load of 5 on 2 cores, over 3 s at 7:
-#: ample for every agent that ends by itself; codex-acp never does, and is given little.
-GRACE = 10.0
+#: ended. On 2 cores at a load of 5-10, fast-agent takes 1-3.4 s to exit, qwen-code
+#: 0.1-4.5 s and once over 10 s (it finishes its background model requests first:
+#: memory extraction, suggestions): ample for every agent that ends by itself, and
+#: paid only by one that does not; codex-acp never does, and is given little.
+GRACE = 30.0
 GRACE_NO_EOF = 2.0
 PLANTS = ("reply", "client", "permission")
 PLANTED_TEXT = "planted\n"
@@ -190,9 +192,15 @@ def _fast_agent_prompts(ws: Path) -> list[str]:
             tool("execute", {"command": "echo two > perm.txt"})]
 
 
+def _config(path: Path, text: str) -> Path:
+    """Write an agent's config file, its directory made; returns the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path.parent
+
+
 def _qwen_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    (home / ".qwen").mkdir(parents=True, exist_ok=True)
-    (home / ".qwen" / "settings.json").write_text(json.dumps({
+    _config(home / ".qwen" / "settings.json", json.dumps({
         "security": {"auth": {"selectedType": "openai"}},
         "model": {"name": "canned"},
         "privacy": {"usageStatisticsEnabled": False},
@@ -211,10 +219,9 @@ def _qwen_prompts(ws: Path) -> list[str]:
 
 
 def _codex_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    codex = home / ".codex"
-    codex.mkdir(parents=True, exist_ok=True)
     # untrusted: every command outside codex's known-safe list (cat is in it) asks
-    (codex / "config.toml").write_text(
+    codex = _config(
+        home / ".codex" / "config.toml",
         'model = "canned"\nmodel_provider = "canned"\napproval_policy = "untrusted"\n'
         'sandbox_mode = "danger-full-access"\ncheck_for_update_on_startup = false\n'
         '[analytics]\nenabled = false\n[feedback]\nenabled = false\n'
@@ -258,9 +265,8 @@ def _opencode_prompts(ws: Path) -> list[str]:
 
 
 def _vibe_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    vibe = home / ".vibe"
-    vibe.mkdir(parents=True, exist_ok=True)
-    (vibe / "config.toml").write_text(
+    vibe = _config(
+        home / ".vibe" / "config.toml",
         'active_model = "canned"\nenable_telemetry = false\nenable_update_checks = false\n'
         'enable_auto_update = false\nenable_notifications = false\n'
         'enable_connectors = false\nexperimental_enable_model_catalog = false\n'
@@ -302,10 +308,27 @@ def plants_for(agent: Agent) -> list[str]:
             and (p != "client" or agent.client_answers)]
 
 
+@contextlib.contextmanager
+def holding(root: Path) -> Iterator[None]:
+    """Hold ``root`` for one recording or re-drive: the recordings' roots are fixed paths
+    (they are in the frames), so two runs at one root, from two checkouts, take turns
+    instead of wiping each other's home and workspace (a lock on ``ROOT.lock``)."""
+    import fcntl
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def prepare(name: str, root: Path, url: str = "") -> tuple[list[str], dict[str, str], Path]:
     """A fresh ``root`` (home and workspace) for agent ``name`` pointed at the model
     server ``url``: the agent's argv, its environment, its workspace. A re-drive of a
-    recording made at ``root`` prepares the same root."""
+    recording made at ``root`` prepares the same root, while it holds it
+    (:func:`holding`)."""
     agent = AGENTS[name]
     argv = agent.argv()
     shutil.rmtree(root, ignore_errors=True)
@@ -544,6 +567,7 @@ def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
         raise ValueError(f"{name}: no {plant!r} change can be planted in its script")
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(holding(root))
         if llm is None and agent.uses_llm:
             variant = "reply" if plant == "reply" else ""
             llm = stack.enter_context(canned_llm(
