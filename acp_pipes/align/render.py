@@ -60,7 +60,16 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 t["approximate"] = True
         return t
 
+    kinds = cmp.kinds
     for tag, lo, hi in cmp.runs():
+        if tag == "note":
+            for k in range(lo, hi):
+                i, j = oa[k], ob[k]
+                rec = {"op": "note", "a": i if i >= 0 else None, "b": j if j >= 0 else None,
+                       "note": cmp.notes[k]}
+                rec.update(tail(sa[i] if i >= 0 else sb[j]))
+                yield rec
+            continue
         if tag == "equal":
             for k in range(lo, hi):
                 i = oa[k]
@@ -72,12 +81,16 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 i = oa[k]
                 rec = {"op": "only-a", "a": i, "b": None}
                 rec.update(tail(sa[i]))
+                if kinds:
+                    rec["difference"] = kinds[k]
                 yield rec
         elif tag == "only-b":
             for k in range(lo, hi):
                 j = ob[k]
                 rec = {"op": "only-b", "a": None, "b": j}
                 rec.update(tail(sb[j]))
+                if kinds:
+                    rec["difference"] = kinds[k]
                 yield rec
         else:
             for k in range(lo, hi):
@@ -85,6 +98,8 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 rec = {"op": "changed", "a": i, "b": j}
                 rec.update(tail(sa[i]))
                 rec["hash_b"] = table.hashes[sb[j]]
+                if kinds:
+                    rec["difference"] = kinds[k]
                 _add_diff(rec, changes.get(k))
                 yield rec
 
@@ -126,12 +141,16 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
             "step_a": step_info(a, table, i, ta),
             "step_b": step_info(b, table, j, tb),
         }
+        if cmp.kinds:
+            first["difference"] = cmp.kinds[k]
         _add_diff(first, changes.get(k))
     changed = []
     for pos in sorted(changes):
         c = changes[pos]
         rec = {"a": c.a, "b": c.b, **_tail(table, a.seq[c.a], a.kind),
                "hash_b": table.hashes[b.seq[c.b]]}
+        if cmp.kinds:
+            rec["difference"] = cmp.kinds[pos]
         _add_diff(rec, c)
         changed.append(rec)
     out = {
@@ -145,8 +164,12 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
         "first_divergence": first,
         "changed": changed,
     }
-    if a.minted is not None and b.minted is not None:
+    if a.model is not None and b.model is not None:
         out["renamed"] = renaming(cmp)
+        out["notes"] = notes(cmp)
+        out["rules"] = cmp.rules
+        if cmp.learned is not None:
+            out["learned"] = cmp.learned
     if a.latency is not None and b.latency is not None:
         from acp_pipes.frame.latency import deltas
 
@@ -162,6 +185,26 @@ def renaming(cmp: Comparison) -> list[dict[str, Any]]:
         for x, y in pairs.items():
             if x != y:
                 out.append({"kind": kind, "a": x, "b": y})
+    return out
+
+
+def notes(cmp: Comparison) -> list[dict[str, Any]]:
+    """What the model tolerated, in the merged order: ``{"note", "a", "b", dir, kind,
+    method, hash, "summary"}`` per step (one of ``a``, ``b`` null)."""
+    if not cmp.notes:
+        return []
+    a, b, table = cmp.a, cmp.b, cmp.table
+    at = {k: cmp.at(k) for k in sorted(cmp.notes)}
+    ta = a.describe([i for i, _ in at.values() if i >= 0])
+    tb = b.describe([j for i, j in at.values() if i < 0])
+    out = []
+    for k, (i, j) in at.items():
+        steps, x, texts = (a, i, ta) if i >= 0 else (b, j, tb)
+        rec = {"note": cmp.notes[k], "a": i if i >= 0 else None, "b": j if i < 0 else None,
+               **_tail(table, steps.seq[x], steps.kind)}
+        if x in texts:
+            rec["summary"] = texts[x]
+        out.append(rec)
     return out
 
 
@@ -234,6 +277,10 @@ def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | N
             tag = cmp.tag(k)
             if tag == "equal":
                 yield line(" ", a, oa[k], text_a)
+            elif tag == "note":
+                i = oa[k]
+                side = line("~", a, i, text_a) if i >= 0 else line("~", b, ob[k], text_b)
+                yield paint(f"{side} (note: {cmp.notes[k]})", "context")
             elif tag == "only-a":
                 yield paint(line("-", a, oa[k], text_a), "removed")
             elif tag == "only-b":

@@ -95,8 +95,21 @@ def configure(p: argparse.ArgumentParser) -> None:
                    "field to leave out before hashing; repeatable (same meaning as in "
                    "acp-replay)")
     p.add_argument("--strict", action="store_true",
-                   help="compare traces byte for byte: identifiers the agent mints and "
-                   "clock fields count, steps stay in the order they were logged")
+                   help="compare traces byte for byte: identifiers the agent mints, "
+                   "clock fields and vendor values count, steps stay in the order they "
+                   "were logged, floating notifications are steps like any other")
+    p.add_argument("--preset", action="append", default=[], metavar="FILE",
+                   help="a preset file (the format of acp_pipes/sameness/presets.json) "
+                   "whose presets apply with the package's: more volatile values and "
+                   "scrubbers, floating kinds, frames an agent sends only sometimes; "
+                   "repeatable")
+    p.add_argument("--no-preset", action="store_true",
+                   help="leave the package's vendor presets out (--preset files still "
+                   "apply)")
+    p.add_argument("--noise", action="append", default=[], metavar="TRACE",
+                   help="another recording of A's script: what differs between it and A "
+                   "is noise, tolerated where it was found (said on stderr and in the "
+                   "JSON summary); repeatable")
     p.add_argument("--session", action="append", default=[], metavar="ID",
                    help="align only session ID of an input; give it once per input "
                    "(once: for every input). One file with two --session aligns two "
@@ -161,6 +174,28 @@ def _lineage(args, ctx: Context, paths, names) -> int:
     return EXIT_OK
 
 
+def _model(args, ctx: Context):
+    """The default comparison's rules (None under --strict): the package's presets
+    (unless --no-preset) and each --preset FILE's, and --ignore."""
+    if args.strict:
+        if args.preset or args.no_preset or args.noise:
+            raise UsageError("--preset, --no-preset and --noise are the default "
+                             "comparison's: --strict compares the bytes as sent")
+        return None
+    from acp_pipes.align.model import Volatile
+    from acp_pipes.sameness.volatile import default_presets, load_presets
+
+    presets = [] if args.no_preset else default_presets()
+    for path in args.preset:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise UsageError(f"--preset {path}: cannot read it: {e.strerror or e}") from None
+        presets += load_presets(data, path)
+    return Volatile(presets, args.ignore)
+
+
 def _align(args, ctx: Context, paths, names) -> int:
     from acp_pipes.align.steps import StepTable, load_steps
     from acp_pipes.normalize import Normalizer
@@ -175,15 +210,29 @@ def _align(args, ctx: Context, paths, names) -> int:
     if len(sessions) == 1:
         sessions = sessions * len(paths)
     normalizer = Normalizer.from_option(args.ignore)
+    model = _model(args, ctx)
+    if args.noise and len(paths) != 2:
+        raise UsageError("--noise takes other recordings of A's script to align A with B: "
+                         "two inputs")
 
+    # What is read lives to the end and holds no cycle: the collector need not walk it
+    # while it grows nor after (its collections were a tenth of the time at 200,000
+    # steps, measured: BENCHMARKS.md)
+    import gc
+
+    gc.disable()
     table = StepTable()
-    runs = [
-        load_steps(path, table, normalizer=normalizer,
-                   session=sessions[i] if sessions else None, warn=ctx.warn,
-                   source=names[i], direction=args.direction, keep_cut=True,
-                   strict=args.strict)
-        for i, path in enumerate(paths)
-    ]
+    try:
+        runs = [
+            load_steps(path, table, normalizer=normalizer,
+                       session=sessions[i] if sessions else None, warn=ctx.warn,
+                       source=names[i], direction=args.direction, keep_cut=True,
+                       strict=args.strict, model=model)
+            for i, path in enumerate(paths)
+        ]
+    finally:
+        gc.freeze()
+        gc.enable()
     kinds = {r.kind for r in runs}
     if len(kinds) > 1:
         what = "; ".join(f"{r.source} is {r.what}" for r in runs)
@@ -209,7 +258,8 @@ def _pair(args, ctx: Context, a, b, table) -> int:
     fmt = args.fmt or ("diff" if ctx.term.tty else "ops")
     if fmt == "svg":
         _no_svg_on_terminal(ctx)
-    cmp = compare(a, b, table, args.max_cost)
+    learned = _learned(args, ctx, a, b) if args.noise else None
+    cmp = compare(a, b, table, args.max_cost, learned)
     if cmp.approximate:
         ctx.note(f"approximate: the edit distance passed --max-cost {args.max_cost}; the "
                  "alignment is valid but may not be minimal")
@@ -237,6 +287,29 @@ def _pair(args, ctx: Context, a, b, table) -> int:
     return EXIT_OK if cmp.equal else EXIT_DIFFERENT
 
 
+def _learned(args, ctx: Context, a, b):
+    """The noise between A and each --noise recording (by the model, under the rules
+    both runs are compared by), said on stderr before the comparison."""
+    from acp_pipes.align.model import learn
+
+    if a.kind != "trace" or a.model is None:
+        raise UsageError("--noise learns from traces (wire logs, frames streams), not "
+                         "ASR streams")
+    a.model.decide([a.agent, b.agent])
+    learned = learn(a.path, [(n, n) for n in args.noise], a.model, ctx.warn)
+    s = learned.summary()
+    ctx.note(s["message"])
+    for v in s.get("values") or []:
+        shown = f"as {v.get('template')!r}" if v.get("as") == "text" else "ignored"
+        ctx.note(f"  seq {v.get('seq')} ({v.get('label')}) {v.get('path')} {shown} "
+                 f"(from {v.get('from')})")
+    for index, why in s.get("optional") or []:
+        ctx.note(f"  frame {index} of {a.source}: sent only sometimes ({why})")
+    for extra in s.get("extras") or []:
+        ctx.note(f"  {extra.get('label')}: allowed extra ({extra.get('from')} has it)")
+    return learned
+
+
 def _no_svg_on_terminal(ctx: Context) -> None:
     if ctx.term.tty:
         raise UsageError("--format svg writes an SVG document, not for a terminal: give "
@@ -249,7 +322,12 @@ def _nway(args, ctx: Context, runs, table) -> int:
     fmt = args.fmt or "json"
     if fmt not in ("dot", "svg", "json"):
         raise UsageError(f"three or more inputs draw a tree: --format dot, svg or json, not {fmt}")
-    tree = build_tree(runs)
+    seqs = None
+    if runs[0].model is not None:  # the steps as the model sees them, in the order logged
+        from acp_pipes.align.model import viewed_seqs
+
+        seqs = viewed_seqs(runs, table)
+    tree = build_tree(runs, seqs)
     if fmt == "json":
         rec = tree_json(runs, table, tree)
         ctx.out.write(json_line(rec))
