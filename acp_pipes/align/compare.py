@@ -99,6 +99,10 @@ class Comparison:
         #: the model: op position -> the kind of difference
         #: (:data:`acp_pipes.sameness.DIFFERENCES`)
         self.kinds: dict[int, str] = {}
+        #: the model: op position -> why a difference is one some agents make now and then
+        self.marks: dict[int, str] = {}
+        #: the model: op position -> why a note's step is tolerated
+        self.whys: dict[int, str] = {}
         self._marked = sorted([*differing, *self.notes]) if self.notes else differing
         self._n_ops = n_ops
         self._at = ops_at

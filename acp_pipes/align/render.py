@@ -83,6 +83,8 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 rec.update(tail(sa[i]))
                 if kinds:
                     rec["difference"] = kinds[k]
+                    if k in cmp.marks:
+                        rec["sometimes"] = cmp.marks[k]
                 yield rec
         elif tag == "only-b":
             for k in range(lo, hi):
@@ -91,6 +93,8 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 rec.update(tail(sb[j]))
                 if kinds:
                     rec["difference"] = kinds[k]
+                    if k in cmp.marks:
+                        rec["sometimes"] = cmp.marks[k]
                 yield rec
         else:
             for k in range(lo, hi):
@@ -143,6 +147,8 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
         }
         if cmp.kinds:
             first["difference"] = cmp.kinds[k]
+            if k in cmp.marks:
+                first["sometimes"] = cmp.marks[k]
         _add_diff(first, changes.get(k))
     changed = []
     for pos in sorted(changes):
@@ -190,7 +196,7 @@ def renaming(cmp: Comparison) -> list[dict[str, Any]]:
 
 def notes(cmp: Comparison) -> list[dict[str, Any]]:
     """What the model tolerated, in the merged order: ``{"note", "a", "b", dir, kind,
-    method, hash, "summary"}`` per step (one of ``a``, ``b`` null)."""
+    method, hash, "summary", "why"}`` per step (one of ``a``, ``b`` null)."""
     if not cmp.notes:
         return []
     a, b, table = cmp.a, cmp.b, cmp.table
@@ -204,6 +210,8 @@ def notes(cmp: Comparison) -> list[dict[str, Any]]:
                **_tail(table, steps.seq[x], steps.kind)}
         if x in texts:
             rec["summary"] = texts[x]
+        if cmp.whys.get(k):
+            rec["why"] = cmp.whys[k]
         out.append(rec)
     return out
 
@@ -282,9 +290,9 @@ def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | N
                 side = line("~", a, i, text_a) if i >= 0 else line("~", b, ob[k], text_b)
                 yield paint(f"{side} (note: {cmp.notes[k]})", "context")
             elif tag == "only-a":
-                yield paint(line("-", a, oa[k], text_a), "removed")
+                yield paint(line("-", a, oa[k], text_a) + _marked(cmp, k), "removed")
             elif tag == "only-b":
-                yield paint(line("+", b, ob[k], text_b), "added")
+                yield paint(line("+", b, ob[k], text_b) + _marked(cmp, k), "added")
             else:
                 yield paint(line("!", a, oa[k], text_a), "warning")
                 change = changes.get(k)
@@ -297,6 +305,12 @@ def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | N
                            + " → " + paint(vb, "added"))
                 if change.cut:
                     yield paint("!", "warning") + "     … and more differences"
+
+
+def _marked(cmp: Comparison, k: int) -> str:
+    """What a diff line says after a difference some agents make now and then."""
+    return " (sometimes sent: the other run made this call unannounced)" \
+        if k in cmp.marks else ""
 
 
 def _plain(text: str, role: str) -> str:

@@ -80,8 +80,13 @@ class _Pairs:
         self.changed: dict[int, str] = {}  # A step -> kind (renaming, content, ...)
         self.note_a: dict[int, str] = {}
         self.note_b: dict[int, str] = {}
+        self.why: dict[tuple[int, int], str] = {}  # (side, step) -> why a note is one
         self.order_a: set[int] = set()  # steps only one run has where the other has the
         self.order_b: set[int] = set()  # same step elsewhere in the chain
+        #: steps only one run has that are marked (an announcement the other run did not
+        #: make of a call both made): step -> why
+        self.marks_a: dict[int, str] = {}
+        self.marks_b: dict[int, str] = {}
         self.equal = 0
         #: steps of A paired equal as the model sees them, not as written (the pairs
         #: the renaming has to look at)
@@ -174,8 +179,10 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
         else:
             for i in fa:
                 p.note_a[i] = "floating_missing"
+                p.why[(0, i)] = f"it floats: {FLOATING.get(floating[sa[i]], 'a preset says so')}"
             for j in fb:
                 p.note_b[j] = "floating_extra"
+                p.why[(1, j)] = f"it floats: {FLOATING.get(floating[sb[j]], 'a preset says so')}"
     # 2b. the renaming of minted identifiers, over every equal pair
     renamed = _renaming(a, b, table, p)
     # 5. changed steps in what is left of the gaps
@@ -186,6 +193,7 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
     # 4. replies pair only when their requests do; then what one run lacks
     _replies(a, b, p)
     _one_sided(a, b, table, gaps, p)
+    _unannounced(a, b, table, gaps, chains, p)
     if learned is not None:
         _tolerated(a, b, table, p, learned)
     # 6. the printed order
@@ -359,8 +367,10 @@ def _floats(a: Steps, b: Steps, table: StepTable, fa: list[int], fb: list[int],
         match(lambda k: floating[sa[fa[k]]], lambda k: floating[sb[fb[k]]], "content")
     for k in left_a:
         p.note_a[fa[k]] = "floating_missing"
+        p.why[(0, fa[k])] = f"it floats: {FLOATING.get(floating[sa[fa[k]]], 'a preset says so')}"
     for k in left_b:
         p.note_b[fb[k]] = "floating_extra"
+        p.why[(1, fb[k])] = f"it floats: {FLOATING.get(floating[sb[fb[k]]], 'a preset says so')}"
 
 
 def _renaming(a: Steps, b: Steps, table: StepTable, p: _Pairs) -> dict[str, dict[Any, Any]]:
@@ -495,8 +505,10 @@ def _one_sided(a: Steps, b: Steps, table: StepTable, gaps: list, p: _Pairs) -> N
         for seq, only, note, why in ((sa, only_a, p.note_a, "optional_missing"),
                                      (sb, only_b, p.note_b, "optional_extra")):
             for x in only:
-                if meta[seq[x]][0] == "a2c" and vol.optional(table, seq[x]):
+                said = vol.optional(table, seq[x]) if meta[seq[x]][0] == "a2c" else None
+                if said:
                     note[x] = why
+                    p.why[(0 if note is p.note_a else 1, x)] = said
         got = by_chain.setdefault(c, ([], []))
         got[0].extend(i for i in only_a if i not in p.note_a)
         got[1].extend(j for j in only_b if j not in p.note_b)
@@ -505,6 +517,46 @@ def _one_sided(a: Steps, b: Steps, table: StepTable, gaps: list, p: _Pairs) -> N
         steps_a = {sa[i] for i in only_a}
         p.order_a.update(i for i in only_a if sa[i] in steps_b)
         p.order_b.update(j for j in only_b if sb[j] in steps_a)
+
+
+#: How far after a tool call's creation its updates are looked for (:func:`_unannounced`).
+UPDATES_AFTER = 32
+UNANNOUNCED = ("a tool call the other run made without announcing it (its updates are in "
+               "both runs): an agent that sends its tool_call only sometimes (codex-acp's "
+               "exec calls)")
+
+
+def _unannounced(a: Steps, b: Steps, table: StepTable, gaps: list, chains: list,
+                 p: _Pairs) -> None:
+    """Mark a ``tool_call`` only one run has whose tool call both runs made: a later
+    update of the same call, in its chain, is paired with the other run's. Still a
+    difference (a missing announcement may be real), marked so a reader knows it is the
+    one some agents leave out now and then."""
+    updates = table.updates
+    for side, (steps, seq, mate, marks) in enumerate(
+            ((a, a.seq, p.mate_a, p.marks_a), (b, b.seq, p.mate_b, p.marks_b))):
+        notes = p.note_a if side == 0 else p.note_b
+        for gap in gaps:
+            for x in gap[side]:
+                if mate[x] >= 0 or x in notes or updates.get(seq[x]) != "tool_call":
+                    continue
+                pos = chains[gap[2]][side]
+                k = bisect_left(pos, x)
+                after = [y for y in pos[k + 1:k + 1 + UPDATES_AFTER]
+                         if mate[y] >= 0 and updates.get(seq[y]) == "tool_call_update"]
+                if not after:
+                    continue
+                ids = {i: _tool_call_id(v) for i, v in steps.values([x, *after])}
+                mine = ids.get(x)
+                if mine is not None and any(ids.get(y) == mine for y in after):
+                    marks[x] = UNANNOUNCED
+
+
+def _tool_call_id(value: Any) -> Any:
+    try:
+        return value["params"]["update"]["toolCallId"]
+    except (KeyError, TypeError):
+        return None
 
 
 def _tolerated(a: Steps, b: Steps, table: StepTable, p: _Pairs, learned: Any) -> None:
@@ -537,6 +589,7 @@ def _tolerated(a: Steps, b: Steps, table: StepTable, p: _Pairs, learned: Any) ->
         k = index.get(seq_of.get(i))
         if k is not None and k in noise.optional:
             p.note_a[i] = "optional_missing"
+            p.why[(0, i)] = f"learned: {noise.optional[k]}"
             p.order_a.discard(i)
     if noise.extras:
         from acp_pipes.sameness.events import describe
@@ -550,9 +603,11 @@ def _tolerated(a: Steps, b: Steps, table: StepTable, p: _Pairs, learned: Any) ->
             if d is None:
                 continue
             ev = describe(got[0], d, frame)
-            if noise.extra(ev, view):
+            said = noise.extra(ev, view)
+            if said:
                 for j in got:
                     p.note_b[j] = "optional_extra"
+                    p.why[(1, j)] = f"learned: {said}"
                     p.order_b.discard(j)
     del table
 
@@ -617,12 +672,19 @@ def _ops(a: Steps, b: Steps, table: StepTable, p: _Pairs, approximate: bool) -> 
             return oa, ob
     notes: dict[int, str] = {}
     kinds: dict[int, str] = {}
+    marks: dict[int, str] = {}
     sa, sb = a.seq, b.seq
+    whys: dict[int, str] = {}
     for k, (i, j) in ops_at.items():
+        why = p.marks_a.get(i) if j < 0 else p.marks_b.get(j) if i < 0 else None
+        if why is not None:
+            marks[k] = why
         if i >= 0 and i in p.note_a:
             notes[k] = p.note_a[i]
+            whys[k] = p.why.get((0, i), "")
         elif i < 0 and j in p.note_b:
             notes[k] = p.note_b[j]
+            whys[k] = p.why.get((1, j), "")
         elif i >= 0 and j >= 0:
             why = p.changed[i]
             kinds[k] = "renaming" if why == "renaming" else kind_of(table, sa[i], "")
@@ -634,6 +696,8 @@ def _ops(a: Steps, b: Steps, table: StepTable, p: _Pairs, approximate: bool) -> 
     cmp = Comparison(a, b, table, n + len(attached), p.equal, len(p.changed), approximate,
                      differing, ops_at, build, notes)
     cmp.kinds = kinds
+    cmp.marks = marks
+    cmp.whys = whys
     if p.back:
         cmp.name_b = _names_b(p.back)
     return cmp

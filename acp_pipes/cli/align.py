@@ -22,13 +22,21 @@ streams. A trace step is (direction, canonical hash of the message); an ASR step
 (record type, canonical hash of the record without its bookkeeping fields: seq, id, ts,
 tsSource, observedAt, native, supersedes, parent, copiedFrom).
 
-By default, in traces, the identifiers an agent mints (sessionId, toolCallId,
-terminalId, messageId, elicitationId, the JSON-RPC ids of the agent's requests) are
-compared as a consistent renaming (the first run's sess-1 is the second's ses_ab12
-everywhere, or it is a difference; --format json lists the renaming under "renamed"),
-clock fields (updatedAt of session_info_update and of session/list entries) are no
-difference, and a reply logged before the request it answers is put right after it.
---strict compares the bytes as sent, in the order logged.
+By default two traces are compared by the model of the same session (its manual is
+named below): the identifiers an agent mints (sessionId, toolCallId, terminalId, messageId,
+elicitationId, the JSON-RPC ids of the agent's requests) are a consistent renaming
+(--format json lists it under "renamed"); the protocol's clocks are no difference; the
+vendor presets whose agent either run's initialize answer names apply (JSON pointers left
+out, scrubbers masking ids, clocks and pids inside text; --preset FILE adds presets,
+--no-preset leaves the package's out); floating notifications (available_commands_update,
+usage_update, session_info_update, ...) are matched within a window of client steps,
+and one a run lacks is a note, as is a frame a preset says the agent sends only
+sometimes; with --noise TRACE (other recordings of A's script) what differs between them
+and A is learned where it was found, said on stderr, and tolerated. Notes are no
+difference (exit 0): the JSON lists them, stderr counts them. Each difference has the
+model's kind (content, request, result, client, missing, extra, order, renaming). The
+steps are printed in an order that keeps both runs' happens-before (an answer after the
+request it answers). --strict compares the bytes as sent, in the order logged.
 
 Order the protocol does not fix is no difference: each direction of each session is
 aligned on its own (where session/close lands among the agent's updates is scheduling),
@@ -37,9 +45,10 @@ something else (a prompt and a prompt) are one changed step, shown with the JSON
 pointers that differ and both values.
 
 --format ops (default in a pipe): JSONL, one op per step:
-  {"op":"equal"|"changed"|"only-a"|"only-b","a":INDEX|null,"b":INDEX|null,
+  {"op":"equal"|"changed"|"only-a"|"only-b"|"note","a":INDEX|null,"b":INDEX|null,
    "dir"|"type", "kind", "method", "hash"}; changed also "hash_b" and
-   "diff": [{"op","path","a","b"}]
+   "diff": [{"op","path","a","b"}]; by default a difference also "difference" (its
+   kind), a note "note" (floating_missing, optional_extra, ...)
 --format diff (default at a terminal, in colour unless NO_COLOR is set): a unified diff
   (-U N context), one line per step: direction arrow and a short summary (method,
   prompt text, update kind); "!" marks a changed step, followed by its pointers. json:
@@ -60,11 +69,12 @@ diff, graph title) with a note on stderr. Without it the alignment is always exa
 
 Exit status: 0 the runs are equal, 1 they differ, 2 usage or unusable input.
 
-""" + f"Manual: {page('acp-align.md')}"
+""" + f"Manual: {page('acp-align.md')}; the model of the same session: {page('sameness.md')}"
 
 EXAMPLE = """\
 acp-align run1.jsonl run2.jsonl
 acp-align run1.jsonl run2.jsonl --format json
+acp-align run1.jsonl run2.jsonl --noise run3.jsonl --preset my-agent.presets.json
 acp-align run1.jsonl run2.jsonl --strict --ignore /params/sessionId --format json
 acp-align run.jsonl --session sess-1 --session sess-2 --format diff
 acp-align runs/*.jsonl --format svg -o tree.svg
@@ -263,6 +273,14 @@ def _pair(args, ctx: Context, a, b, table) -> int:
     if cmp.approximate:
         ctx.note(f"approximate: the edit distance passed --max-cost {args.max_cost}; the "
                  "alignment is valid but may not be minimal")
+    if cmp.notes:
+        kinds: dict[str, int] = {}
+        for kind in cmp.notes.values():
+            kinds[kind] = kinds.get(kind, 0) + 1
+        ctx.note(f"{len(cmp.notes)} step{'s' * (len(cmp.notes) != 1)} one run lacks, "
+                 "tolerated by the model of the same session (not differences): "
+                 + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+                 + ("; --format json lists them" if fmt != "json" else ""))
     out = ctx.out
     if fmt == "ops":
         write = out.write
