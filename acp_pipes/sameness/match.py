@@ -440,7 +440,13 @@ class Matcher:
         trial = self._same(slot, ev)
         if trial is not None:
             return self._matched(slot, ev, trial)
-        return self._differs(slot, ev)
+        d = self._differs(slot, ev)
+        if slot.cls != ev.cls():  # another kind of frame where this one was recorded
+            rec = slot.event()
+            d.kind = "order"
+            d.message = (f"agent frame seq {rec.seq} ({rec.label}) was recorded next; the "
+                         f"agent sent {ev.label} (live seq {ev.seq})")
+        return d
 
     def in_order_sendable(self, slot: Slot) -> bool:
         """``--strict-order``: the client step ``slot`` goes once every agent frame
@@ -568,8 +574,8 @@ class Matcher:
         bad = learn(rec.value, ev.value, names, back)
         r, x = self._views(slot, ev, names if not bad else self.names)
         diff = pointer_diff(r, x, limit=MAX_DIFF)
-        kind = ("request" if ev.kind == "request" else "result" if ev.is_answer
-                else "content") if diff else "renaming"
+        kind = "renaming" if bad else "request" if ev.kind == "request" \
+            else "result" if ev.is_answer else "content"
         where = ", ".join([d["path"] or "/" for d in diff] + bad)
         d = Difference(kind, f"agent frame seq {rec.seq} ({rec.label}) differs from the "
                        f"recording at {where}", rec, ev, r, x, diff)
