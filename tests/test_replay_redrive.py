@@ -639,3 +639,26 @@ def test_a_workspace_writes_only_regular_files(tmp_path):
     assert (tmp_path / "f.txt").read_text() == "new\n"
     assert ws.write(str(tmp_path), "x") == "the workspace itself"
     ws.close()
+
+
+@pytest.mark.slow  # an agent that takes 1.5 s to start
+def test_an_agent_may_take_as_long_as_it_took_when_recorded_three_times_over(tmp_path):
+    """The recording's agent took a second to answer initialize (its start-up): the live
+    one may take up to three, whatever --timeout says; without such a gap in the
+    recording (an epoch clock), --timeout is all it has."""
+    frames = _v1("/w", [_say("one")])
+    slow = _trace(tmp_path / "slow.jsonl", frames)
+    recs = _records(slow)
+    recs[2]["t"] = 1_000_000_000  # initialize answered a second after it was sent
+    for r in recs[3:-1]:
+        r["t"] = 1_000_000_000
+    slow = _write(tmp_path / "slow.jsonl", recs)
+    agent = ["sh", "-c", 'sleep 1.5; exec "$@"', "sh", *tool_argv("replay", str(slow))]
+    p = _redrive(slow, tmp_path / "o.jsonl", *agent, timeout="0.5", limit=60)
+    assert p.returncode == 0, p.stderr.decode()
+    flat = _trace(tmp_path / "flat.jsonl", frames)
+    p = _redrive(flat, tmp_path / "o2.jsonl", *agent[:-1], str(flat), timeout="0.5",
+                 limit=60)
+    assert p.returncode == 1
+    (event,) = [e for e in _events(p) if e["event"] == "difference"]
+    assert (event["kind"], event["waiting_for"]) == ("timeout", 1)

@@ -325,3 +325,11 @@ def test_a_frame_another_recording_lacks_is_learned_as_sent_only_sometimes():
     noise_back = learn_noise(run(*b), [("a", run(*a))])
     back = compare(b, a, noise=noise_back)
     assert back.same and [n.kind for n in back.notes] == ["optional_extra"]
+
+
+def test_a_changed_reply_that_equals_a_later_turns_is_caught_where_it_changed():
+    """Turn 1's reply now says what turn 2's says: a content difference at turn 1's
+    chunk, not a frame of turn 2 come early (the agent was not asked turn 2 yet)."""
+    a = session([a2c(chunk("changed"))], [a2c(chunk("done"))])
+    b = session([a2c(chunk("done"))], [a2c(chunk("done"))])
+    assert kinds(compare(a, b))[0] == ("content", 5)

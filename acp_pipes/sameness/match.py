@@ -477,8 +477,12 @@ class Matcher:
             trial = self._same(slot, ev)
             if trial is not None:
                 return self._matched(slot, ev, trial)
-        waiting = _ordered(self.waiting.get(cls))
-        for slot in waiting:
+        # a frame waiting only on the agent's own frames is one the live frame may stand
+        # for; one that waits on a client step still to come (a later turn's) is not:
+        # the agent has not been asked for it
+        near = [s for s in _ordered(self.waiting.get(cls))
+                if all(self.slots[p].dir == A2C for p in s.preds if p in self.slots)]
+        for slot in near:
             trial = self._same(slot, ev)
             if trial is not None:
                 return self._out_of_order(slot, ev, trial)
@@ -486,10 +490,6 @@ class Matcher:
             trial = self._same(slot, ev)
             if trial is not None:
                 return self._late(slot, ev, trial)
-        # a frame waiting only on the agent's own frames (not on a client step still to
-        # come) is one the live frame may stand for
-        near = [s for s in waiting if all(self.slots[p].dir == A2C for p in s.preds
-                                          if p in self.slots)]
         paired = self._pair(ev, cands) or self._pair(ev, near)
         if paired is None and ev.is_answer:  # an answer to no request of that id: the
             paired = self._pair(ev, [s for c, t in self.enabled.items()  # one due

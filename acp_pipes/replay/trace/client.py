@@ -72,7 +72,9 @@ _AHEAD = 256  # recorded frames read ahead of the run from a trace that can bloc
 # (BENCHMARKS.md, acp-replay --client: 1.14x the bare client before, 1.09x now).
 _LOOKAHEAD = 8192
 _LOOKAHEAD_BYTES = 8 << 20
-_TAKE = 64  # frames taken from those read ahead at a time
+#: How many times as long as the recording waited for the next agent frame a re-drive
+#: waits for it when that is longer than --timeout (:meth:`_Driver.patience`).
+_PATIENCE = 3
 
 
 @dataclass
@@ -790,6 +792,7 @@ class _Driver:
         prev_t = None
         status = None
         live, look, judge, m = self.live, self.look, self.judge, self.m
+        silent_since, patient = time.monotonic(), False
         while status is None:
             if live:
                 while live:
@@ -843,6 +846,7 @@ class _Driver:
                         status = "stopped"
                         break
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
                 continue
             if self.step_ready():
                 slot = self.pending.popleft()
@@ -858,6 +862,7 @@ class _Driver:
                 if not self.verdicts(m.sent(slot)):
                     status = "stopped"
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
                 continue
             if not self.pending and not self.more and self.all_came():
                 break  # the whole recording happened
@@ -866,12 +871,18 @@ class _Driver:
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                self.silence(timeout)
+                more = 0.0 if patient else self.patience(timeout)
+                patient = True
+                if more > 0:
+                    deadline += more
+                    continue
+                self.silence(timeout, deadline - silent_since)
                 status = "stopped"
                 continue
             self.wait(left)
             if self.moved:
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
         if status is None:  # the client frames still in the pipe, then its end
             status = self.finish(timeout)
         if status is None:
@@ -904,16 +915,40 @@ class _Driver:
             return "stopped"
         return None
 
-    def silence(self, timeout: float) -> None:
-        slot = self.m.waiting_for() if not self.opt.strict_order else \
-            next(self.m.unmatched(), None)
+    def patience(self, timeout: float) -> float:
+        """How much longer than ``timeout`` the agent may stay silent now: the recording
+        took its time here too (an agent's start-up, a slow tool), so the wait for the
+        agent frame due next may last three times as long as the recording waited for it
+        after the client frame sent last (a loaded CI machine is slower, not wrong)."""
+        slot = self.due()
+        sent = self.last_sent
+        if slot is None or sent is None:
+            return 0.0
+        due, since = slot.rec.get("t"), sent.get("t")
+        if not isinstance(due, int) or not isinstance(since, int) or due <= since:
+            return 0.0
+        return max(0.0, _PATIENCE * (due - since) / 1e9 - timeout)
+
+    def due(self) -> Slot | None:
+        """The recorded agent frame the run waits for (admitted to the matcher first,
+        when it is not yet)."""
+        m = self.m
+        while True:
+            slot = m.waiting_for() if not self.opt.strict_order else \
+                next(m.unmatched(), None)
+            if slot is not None or self.admit() is None:
+                return slot
+
+    def silence(self, timeout: float, waited: float | None = None) -> None:
+        slot = self.due()
         event = {"waiting_for": None, "received": self.checked, "timeout": timeout}
         what = ""
         if slot is not None:
             ev = slot.event()
             event["waiting_for"] = ev.seq
             what = f": the recording's agent frame seq {ev.seq} ({ev.label}) never came"
-        d = Difference("timeout", f"the agent sent nothing for {timeout:g} s{what}",
+        waited = round(max(timeout, waited or 0.0), 1)
+        d = Difference("timeout", f"the agent sent nothing for {waited:g} s{what}",
                        slot.event() if slot is not None else None, None)
         d.extra.update(event)
         self.difference(d)
