@@ -74,7 +74,7 @@ _LOOKAHEAD = 8192
 _LOOKAHEAD_BYTES = 8 << 20
 #: How many times as long as the recording waited for the next agent frame a re-drive
 #: waits for it when that is longer than --timeout (:meth:`_Driver.patience`).
-_PATIENCE = 3
+_PATIENCE = 4
 
 
 @dataclass
@@ -918,7 +918,7 @@ class _Driver:
     def patience(self, timeout: float) -> float:
         """How much longer than ``timeout`` the agent may stay silent now: the recording
         took its time here too (an agent's start-up, a slow tool), so the wait for the
-        agent frame due next may last three times as long as the recording waited for it
+        agent frame due next may last four times as long as the recording waited for it
         after the client frame sent last (a loaded CI machine is slower, not wrong)."""
         slot = self.due()
         sent = self.last_sent
