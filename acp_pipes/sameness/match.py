@@ -80,7 +80,7 @@ class Slot:
     state, and the frames waiting on it."""
 
     __slots__ = ("index", "rec", "raw", "dir", "ev", "state", "missing", "succ",
-                 "preds", "steps", "gates", "optional", "cls", "sent")
+                 "preds", "steps", "gates", "optional", "cls", "sent", "step")
 
     def __init__(self, index: int, rec: dict[str, Any], raw: bytes, d: str, steps: int):
         self.index = index
@@ -97,6 +97,7 @@ class Slot:
         self.optional: str | None = None  # why it is one the agent sends only sometimes
         self.cls: tuple = ()
         self.sent = False  # it happened: a client frame sent, an agent frame taken
+        self.step = False  # a client frame the client started (no answer)
 
     @property
     def done(self) -> bool:
@@ -163,9 +164,12 @@ class Matcher:
 
     # -- the recording
 
-    def admit(self, rec: dict[str, Any], raw: bytes, ev: Event | None = None) -> Slot:
+    def admit(self, rec: dict[str, Any], raw: bytes, ev: Event | None = None,
+              step: bool | None = None) -> Slot:
         """Take the recording's next frame (``ev``: a client frame's event, when the
-        caller described it already, :func:`acp_pipes.sameness.events.describe`)."""
+        caller described it already, :func:`acp_pipes.sameness.events.describe`;
+        ``step``: whether a client frame is one the client started, when the caller
+        knows it from its bytes: it is described when the order needs it)."""
         d = rec["dir"]
         slot = Slot(self.admitted, rec, raw, d, self.steps_admitted)
         self.admitted += 1
@@ -174,12 +178,13 @@ class Matcher:
             self.front.append(slot)
             self.open_a2c += 1
         else:
-            if ev is None:
-                ev = slot.event()  # a client frame: what it is decides the pacing
-            else:
+            if ev is not None:
                 ev.index = slot.index
                 slot.ev = ev
-            if not ev.is_answer:
+            if step is None:  # a client frame: what it is decides the pacing
+                step = not slot.event().is_answer
+            slot.step = step
+            if step:
                 self.steps_admitted += 1
             self.c2a_open.append(slot)
             self.open_c2a += 1
@@ -347,7 +352,7 @@ class Matcher:
         self.open_c2a -= 1
         if slot.state != _UNBUILT:
             self._done(slot)
-        if slot.ev is not None and not slot.ev.is_answer:
+        if slot.step:
             self.steps_sent += 1
             return self.settle()
         return []

@@ -444,10 +444,13 @@ class _Driver:
         self.look_bytes += len(raw)
         if rec["dir"] == A2C:
             self.look.append([rec, raw, _SKIP if _skippable(rec, raw) else _TAKE])
-            return
-        entry = [rec, raw, None]
-        self.look.append(entry)
-        self.undescribed.append(entry)
+        elif ("kind" not in rec and b'"method"' in raw and b'"result"' not in raw
+              and b'"error"' not in raw and b"\\u" not in raw):
+            self.look.append([rec, raw, _STEP])  # (an answer has a result or an error)
+        else:
+            entry = [rec, raw, None]
+            self.look.append(entry)
+            self.undescribed.append(entry)
 
     def mapped(self, slot: Slot) -> None:
         """The recorded session's working directory: with ``--workspace``, mapped onto
@@ -583,11 +586,13 @@ class _Driver:
         self.look_bytes -= len(raw)
         if judged is None:
             judged = _described(rec, raw)
-        slot = self.m.admit(rec, raw, None if judged.__class__ is int else judged)
+        if judged.__class__ is int:
+            slot = self.m.admit(rec, raw, step=True if judged == _STEP else None)
+        else:
+            slot = self.m.admit(rec, raw, judged)
         if slot.dir == C2A:
-            ev = slot.event()
-            if ev.is_answer:
-                key = id_key(ev.rid)
+            if not slot.step:
+                key = id_key(slot.event().rid)
                 if key in self.answers:
                     self.answers[key].append(slot)
                 else:
@@ -1024,10 +1029,12 @@ class _Driver:
                            proc.returncode, self.reports, self.notes)
 
 
-#: How a recorded agent frame read ahead is judged (:meth:`_Driver.ahead_one`): matched by
-#: its bytes alone it needs nothing more (_SKIP: nothing can wait on it), or its place
-#: in the order, built later (_TAKE). A client frame is described (:func:`_described`).
-_SKIP, _TAKE = 1, 2
+#: How a recorded frame read ahead is judged (:meth:`_Driver.ahead_one`): an agent frame
+#: matched by its bytes alone needs nothing more (_SKIP: nothing can wait on it), or its
+#: place in the order, built later (_TAKE); a client frame with "method" in its bytes is
+#: a step (_STEP: described when the order needs it); any other is described
+#: (:func:`_described`).
+_SKIP, _TAKE, _STEP = 1, 2, 3
 
 
 def _described(rec: dict[str, Any], raw: bytes) -> Any:
