@@ -137,6 +137,12 @@ def redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path,
     first difference), the notes. ``options``: acp-replay's (the workspace, with tools
     that take ``--workspace``; noise)."""
     ws = workspace_of(trace)
+    with harness.holding(ws.parent):
+        return _redrive(bin_dir, name, trace, llm_url, log, ws)
+
+
+def _redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path,
+             ws: Path) -> dict[str, Any]:
     argv, env, _ = harness.prepare(name, ws.parent, llm_url)
     cmd = [str(bin_dir / "acp-replay"), "--client", str(trace), "-o", str(log),
            *(options or []), "--", *argv]

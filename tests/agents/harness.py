@@ -54,8 +54,13 @@ NPM_BIN = PEERS / "agents" / "node_modules" / ".bin"
 
 #: Seconds one request of the script may take before the recording fails.
 REQUEST_TIMEOUT = 120.0
-#: acp-tee's --grace: how long an agent that outlives its client's input is given.
-GRACE = "3"
+#: acp-tee's --grace: how long an agent is given to end once its client's input has
+#: ended. On 2 cores at a load of 5-10, fast-agent takes 1-3.4 s to exit, qwen-code
+#: 0.1-4.5 s and once over 10 s (it finishes its background model requests first:
+#: memory extraction, suggestions): ample for every agent that ends by itself, and
+#: paid only by one that does not; codex-acp never does, and is given little.
+GRACE = 30.0
+GRACE_NO_EOF = 2.0
 PLANTS = ("reply", "client", "permission")
 PLANTED_TEXT = "planted\n"
 
@@ -187,9 +192,15 @@ def _fast_agent_prompts(ws: Path) -> list[str]:
             tool("execute", {"command": "echo two > perm.txt"})]
 
 
+def _config(path: Path, text: str) -> Path:
+    """Write an agent's config file, its directory made; returns the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path.parent
+
+
 def _qwen_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    (home / ".qwen").mkdir(parents=True, exist_ok=True)
-    (home / ".qwen" / "settings.json").write_text(json.dumps({
+    _config(home / ".qwen" / "settings.json", json.dumps({
         "security": {"auth": {"selectedType": "openai"}},
         "model": {"name": "canned"},
         "privacy": {"usageStatisticsEnabled": False},
@@ -208,10 +219,9 @@ def _qwen_prompts(ws: Path) -> list[str]:
 
 
 def _codex_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    codex = home / ".codex"
-    codex.mkdir(parents=True, exist_ok=True)
     # untrusted: every command outside codex's known-safe list (cat is in it) asks
-    (codex / "config.toml").write_text(
+    codex = _config(
+        home / ".codex" / "config.toml",
         'model = "canned"\nmodel_provider = "canned"\napproval_policy = "untrusted"\n'
         'sandbox_mode = "danger-full-access"\ncheck_for_update_on_startup = false\n'
         '[analytics]\nenabled = false\n[feedback]\nenabled = false\n'
@@ -255,9 +265,8 @@ def _opencode_prompts(ws: Path) -> list[str]:
 
 
 def _vibe_env(home: Path, ws: Path, url: str) -> dict[str, str]:
-    vibe = home / ".vibe"
-    vibe.mkdir(parents=True, exist_ok=True)
-    (vibe / "config.toml").write_text(
+    vibe = _config(
+        home / ".vibe" / "config.toml",
         'active_model = "canned"\nenable_telemetry = false\nenable_update_checks = false\n'
         'enable_auto_update = false\nenable_notifications = false\n'
         'enable_connectors = false\nexperimental_enable_model_catalog = false\n'
@@ -299,10 +308,27 @@ def plants_for(agent: Agent) -> list[str]:
             and (p != "client" or agent.client_answers)]
 
 
+@contextlib.contextmanager
+def holding(root: Path) -> Iterator[None]:
+    """Hold ``root`` for one recording or re-drive: the recordings' roots are fixed paths
+    (they are in the frames), so two runs at one root, from two checkouts, take turns
+    instead of wiping each other's home and workspace (a lock on ``ROOT.lock``)."""
+    import fcntl
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def prepare(name: str, root: Path, url: str = "") -> tuple[list[str], dict[str, str], Path]:
     """A fresh ``root`` (home and workspace) for agent ``name`` pointed at the model
     server ``url``: the agent's argv, its environment, its workspace. A re-drive of a
-    recording made at ``root`` prepares the same root."""
+    recording made at ``root`` prepares the same root, while it holds it
+    (:func:`holding`)."""
     agent = AGENTS[name]
     argv = agent.argv()
     shutil.rmtree(root, ignore_errors=True)
@@ -440,15 +466,21 @@ class ScriptClient(Editor):
 # -- one connection ------------------------------------------------------------------------
 
 
-def tee_argv(wire: Path, agent_argv: list[str], tools: Path | None = None) -> list[str]:
-    """acp-tee recording into ``wire``: this checkout's, or ``tools``/acp-tee."""
-    head = [str(tools / "acp-tee")] if tools else [sys.executable, "-m", "acp_pipes.cli.tee"]
-    return [*head, "--grace", GRACE, "-o", str(wire), "--", *agent_argv]
+#: Where the acp-tee the recordings are made with is: this checkout's console script.
+TOOLS = REPO / ".venv" / "bin"
+
+
+def tee_argv(wire: Path, agent_argv: list[str], tools: Path | None = None,
+             grace: float = GRACE) -> list[str]:
+    """The real acp-tee (``tools``/acp-tee, default this checkout's) recording into
+    ``wire``. Nothing is added to the environment it passes on to the agent."""
+    return [str((tools or TOOLS) / "acp-tee"), "--grace", str(grace), "-o", str(wire),
+            "--", *agent_argv]
 
 
 async def connection(wire: Path, argv: list[str], env: dict[str, str], ws: Path,
                      client: ScriptClient, steps: list[tuple[str, str]],
-                     tools: Path | None = None) -> dict[str, Any]:
+                     tools: Path | None = None, grace: float = GRACE) -> dict[str, Any]:
     """One connection of the SDK client to the agent through acp-tee (its own session,
     ended whole afterwards): initialize, then ``steps`` — ("new", ""), ("load", SID),
     ("prompt", TEXT), ("reject", TEXT: a prompt whose permissions the permission plant
@@ -456,10 +488,9 @@ async def connection(wire: Path, argv: list[str], env: dict[str, str], ws: Path,
     from acp import connect_to_agent, text_block
     from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
-    tee = tee_argv(wire, argv, tools)
-    penv = {**env, "PYTHONPATH": str(REPO)} if not tools else env
+    tee = tee_argv(wire, argv, tools, grace)
     proc = await asyncio.create_subprocess_exec(
-        *tee, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=penv,
+        *tee, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
         cwd=str(ws), start_new_session=True, limit=64 << 20)
     conn = connect_to_agent(client, proc.stdin, proc.stdout)
     out: dict[str, Any] = {"sid": "", "stops": []}
@@ -496,7 +527,7 @@ async def connection(wire: Path, argv: list[str], env: dict[str, str], ws: Path,
         with contextlib.suppress(OSError):
             proc.stdin.close()
         try:
-            await asyncio.wait_for(_drain_and_wait(proc), float(GRACE) * 3 + 10)
+            await asyncio.wait_for(_drain_and_wait(proc), grace * 3 + 10)
         except TimeoutError:
             out["killed"] = True
         await conn.close()
@@ -536,6 +567,7 @@ def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
         raise ValueError(f"{name}: no {plant!r} change can be planted in its script")
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(holding(root))
         if llm is None and agent.uses_llm:
             variant = "reply" if plant == "reply" else ""
             llm = stack.enter_context(canned_llm(
@@ -545,7 +577,8 @@ def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
         client = ScriptClient(ws, plant)
         steps = [("new", "")] + [("prompt", p) for p in prompts[:-1]] + [("reject", prompts[-1])]
         wire = out / f"{label}.wire.jsonl"
-        first = asyncio.run(connection(wire, argv, env, ws, client, steps, tools))
+        grace = GRACE if agent.ends_at_eof else GRACE_NO_EOF
+        first = asyncio.run(connection(wire, argv, env, ws, client, steps, tools, grace))
         result: dict[str, Any] = {
             "agent": name, "label": label, "plant": plant, "root": root, "ws": ws,
             "wire": wire, "sid": first["sid"], "prompts": prompts, "first": first,
@@ -555,7 +588,7 @@ def record(name: str, out: Path, label: str, root: Path, *, plant: str = "",
             load_wire = out / f"{label}.load.wire.jsonl"
             second = asyncio.run(connection(
                 load_wire, argv, env, ws, again,
-                [("load", first["sid"]), ("prompt", "goodbye")], tools))
+                [("load", first["sid"]), ("prompt", "goodbye")], tools, grace))
             result.update(load_wire=load_wire, again=again, second=second)
     return result
 
@@ -596,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="recordings of the unchanged script in the set (default 3)")
     parser.add_argument("--tools", type=Path,
                         help="directory holding the acp-tee to record with "
-                             "(default: this checkout's)")
+                             "(default: this checkout's .venv/bin)")
     args = parser.parse_args(argv)
     names = sorted(AGENTS) if "all" in args.agent else args.agent
     for name in names:

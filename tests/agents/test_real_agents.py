@@ -25,14 +25,12 @@ import orjson
 import pytest
 
 from tests.agents import harness
-from tests.conftest import run_tool, skip_unless_installed
+from tests.conftest import run_tool
 from tests.sdk_editor import seen_by_client
 
 pytest_plugins = ["pytester"]
 
 pytestmark = pytest.mark.slow  # real agents, whole turns
-
-skip_unless_installed("acp")
 
 
 @pytest.fixture(scope="module", params=sorted(harness.AGENTS))
@@ -56,6 +54,15 @@ def recorded(request, tmp_path_factory) -> dict:
     except harness.MissingAgent as e:
         pytest.fail(str(e))
     return got
+
+
+def test_a_missing_agent_fails_the_suite(tmp_path):
+    """An agent that is not installed is an error naming what installs it, never a
+    skip: each agent's command is looked up when it is recorded."""
+    with pytest.raises(harness.MissingAgent, match="make test-agents"):
+        harness._exe(tmp_path / "no-such-agent")
+    for agent in harness.AGENTS.values():
+        assert Path(agent.argv()[0]).is_file(), agent.name
 
 
 def _files(ws: Path) -> dict[str, str]:
