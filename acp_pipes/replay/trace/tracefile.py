@@ -32,8 +32,8 @@ from acp_pipes.sameness.events import parse as parsed
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
 from acp_pipes.wire import A2C, C2A, is_end, is_event
 
-__all__ = ["CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
-           "of_session", "open_trace"]
+__all__ = ["UNPARSED", "CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
+           "of_session", "open_trace", "parsed"]
 
 #: One frame of a trace: its record and its bytes (without LF).
 Pair = tuple[dict[str, Any], bytes]
