@@ -662,3 +662,27 @@ def test_an_agent_may_take_as_long_as_it_took_when_recorded_three_times_over(tmp
     assert p.returncode == 1
     (event,) = [e for e in _events(p) if e["event"] == "difference"]
     assert (event["kind"], event["waiting_for"]) == ("timeout", 1)
+
+
+def test_a_request_matched_by_its_bytes_is_answered_whatever_was_read_ahead(tmp_path):
+    """The agent's permission request matched by its bytes is answered from the
+    recording whether the trace was read ahead (a file) or is read as the run goes (a
+    pipe: every frame admitted to the model before it is matched); and a usage report
+    recorded before it that never comes is a note."""
+    ask = [("a2c", {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission",
+                    "params": {"sessionId": "s", "toolCall": {"toolCallId": "t"},
+                               "options": [{"optionId": "ok", "kind": "allow_once"}]}}),
+           ("c2a", {"jsonrpc": "2.0", "id": 7, "result": {"outcome": {
+               "outcome": "selected", "optionId": "ok"}}})]
+    a = _trace(tmp_path / "a.jsonl", _v1("/w", [_USAGE, *ask, _say("done")]))
+    b = _trace(tmp_path / "b.jsonl", _v1("/w", [*ask, _say("done")]))
+    for trace, given in ((a, {"args": [str(a)]}), (a, {"args": ["-"], "input": a}),
+                         (b, {"args": ["-"], "input": b})):
+        p = run_tool("replay", "--client", *given["args"], "-o", str(tmp_path / "o.jsonl"),
+                     "--timeout", "20", "--", *tool_argv("replay", str(b)),
+                     input=given["input"].read_bytes() if "input" in given else None,
+                     process=True, timeout=60)
+        assert p.returncode == 0, p.stderr.decode()
+        notes = [("note", "floating_missing")] if trace is a else []
+        assert [(e["event"], e["kind"]) for e in _events(p)] == notes
+        assert b'"optionId":"ok"' in b"".join(_frames(tmp_path / "o.jsonl", "c2a"))

@@ -157,6 +157,7 @@ class Matcher:
         self.live_n = 0
         self.floating_extra: frozenset[str] = frozenset()
         self.agent: str | None = None
+        self.named = False  # the agent's initialize answer was read (its presets chosen)
         self.matched_by_live: dict[Any, Slot] = {}  # a live request's id key -> its slot
         # recorded frames given up as missing (going on after a difference), by class:
         # one that comes after all is late, not new
@@ -217,7 +218,7 @@ class Matcher:
 
     def skip(self) -> None:
         """The recording's next frame, an agent frame nothing can wait on (no answer, no
-        v2 state: no ``"id"``, no ``state_update`` in its bytes), matched by its bytes
+        end of a v2 turn: no ``"id"``, no ``"idle"`` in its bytes), matched by its bytes
         while everything admitted before it had happened (:attr:`open_a2c` and
         :attr:`open_c2a` are 0): taken as matched without being admitted. A caller's
         fast path, inline."""
@@ -227,7 +228,11 @@ class Matcher:
     def plain_rules(self) -> bool:
         """Whether what floats and what is optional is the model's alone (no preset or
         noise adds to it), so a frame's bytes can say it is one a client step waits for
-        (:func:`may_float`)."""
+        (:func:`may_float`). The presets are the agent's: its ``initialize`` answer is
+        built first, when it is admitted and the presets are not chosen yet."""
+        if not self.named and self.rules_for is not None:
+            while self.unbuilt and not self.named:
+                self._build(self.unbuilt.popleft())
         return not self.floating_extra and self.noise is None \
             and not self.view.rules.has_optional
 
@@ -248,16 +253,16 @@ class Matcher:
             self._build_to(self.unbuilt[-1].index)
 
     def _build(self, slot: Slot) -> None:
-        if slot.sent and slot.ev is None and slot.dir == A2C and self.agent is not None:
+        if slot.sent and slot.ev is None and slot.dir == A2C and self.named:
             self.order.happened(parse(slot.raw))  # taken by its bytes: the cheap half
             slot.state = _DONE
             return
         ev = slot.event()
-        if ev.dir == A2C and ev.is_answer and self.agent is None and self.rules_for is not None:
-            name = agent_name(ev.value)
-            if name is not None:
-                self.agent = name
-                self.set_rules(self.rules_for(name))
+        if ev.dir == A2C and ev.is_answer and not self.named:  # initialize's, first
+            self.named = True
+            self.agent = agent_name(ev.value)
+            if self.agent is not None and self.rules_for is not None:
+                self.set_rules(self.rules_for(self.agent))
         if ev.update is not None and ev.update in self.floating_extra and not ev.floating:
             ev.floating, ev.entity = True, None
         if slot.sent:  # a client frame sent, an agent frame taken by its bytes: its

@@ -160,7 +160,7 @@ class _Walk:
             slot = m.fast(raw)
             if slot is not None:
                 self.pair(slot.index, j, [])
-                if slot.ev is not None and slot.ev.kind == "request":
+                if slot.event().kind == "request":
                     self.asked[slot.ev.key] = slot
                 continue
             self.live_at[m.live_n] = j

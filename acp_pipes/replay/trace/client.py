@@ -824,12 +824,8 @@ class _Driver:
                                 look.popleft()
                                 self.look_bytes -= len(raw)
                                 self.checked += 1
-                                # (only a request is described now: its answer is due;
-                                # one without "id" and "method" in its bytes, nor a \u
-                                # escape that could spell them, is none)
-                                ev = _described(rec, raw) if (
-                                    b'"id"' in raw and b'"method"' in raw
-                                    or b"\\u" in raw) else None
+                                # (only a request is described now: its answer is due)
+                                ev = _described(rec, raw) if _asks(raw) else None
                                 slot = m.take(rec, raw, ev)
                                 if ev is not None and ev.kind == "request" \
                                         and not self.answer(slot, raw):
@@ -842,7 +838,7 @@ class _Driver:
                     fast = m.fast(raw)
                     if fast is not None:
                         self.checked += 1
-                        if fast.ev is not None and fast.ev.kind == "request" \
+                        if _asks(raw) and fast.event().kind == "request" \
                                 and not self.answer(fast, raw):
                             status = "stopped"
                             break
@@ -1043,6 +1039,13 @@ def _described(rec: dict[str, Any], raw: bytes) -> Any:
     from acp_pipes.sameness.events import describe
 
     return describe(-1, rec["dir"], raw, seq=rec.get("seq"))
+
+
+def _asks(raw: bytes) -> bool:
+    """Whether an agent frame's bytes may be a request (whose answer is due): one without
+    ``"id"`` and ``"method"`` in its bytes, nor a ``\\u`` escape that could spell them,
+    is none."""
+    return b'"id"' in raw and b'"method"' in raw or b"\\u" in raw
 
 
 def _skippable(rec: dict[str, Any], raw: bytes) -> bool:
