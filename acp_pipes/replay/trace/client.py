@@ -72,6 +72,10 @@ _AHEAD = 256  # recorded frames read ahead of the run from a trace that can bloc
 # (BENCHMARKS.md, acp-replay --client: 1.14x the bare client before, 1.09x now).
 _LOOKAHEAD = 8192
 _LOOKAHEAD_BYTES = 8 << 20
+#: Frames matched by their bytes whose place in the model's order is not built yet (a
+#: run that goes as recorded never asks for it), at most: past it they are built while
+#: the agent works, so memory stays bounded (~300 bytes a frame, its record aside).
+_BACKLOG = 4096
 #: How many times as long as the recording waited for the next agent frame a re-drive
 #: waits for it when that is longer than --timeout (:meth:`_Driver.patience`).
 _PATIENCE = 4
@@ -399,9 +403,8 @@ class _Driver:
             if events:
                 self.ready(events)
                 return True
-        # the frames read ahead described, and the order built past the frames matched by
-        # their bytes, a frame at a time (~5-10 us a frame: the agent's next frame waits
-        # on no more than one of them)
+        # the frames read ahead described, a frame at a time (~5 us a frame: the agent's
+        # next frame waits on no more than one of them)
         undescribed = self.undescribed
         while undescribed:
             entry = undescribed.popleft()
@@ -411,7 +414,10 @@ class _Driver:
             if events:
                 self.ready(events)
                 return True
-        while self.m.build_some(1):
+        # the order built past the frames matched by their bytes once they are many: a
+        # run that goes as recorded never needs it (a difference builds it at once)
+        m = self.m
+        while len(m.unbuilt) > _BACKLOG and m.build_some(1):
             events = self.poll.poll(0)
             if events:
                 self.ready(events)
@@ -424,14 +430,19 @@ class _Driver:
         to be raised where the run reaches it, as without reading ahead)."""
         if self.trace_error is not None:
             return False
-        it = self.it
+        it, look = self.it, self.look
         try:
             for _ in range(n):
                 pair = next(it, None)
                 if pair is None:
                     self.it = iter(())
                     return False
-                self.ahead_one(*pair)
+                rec, raw = pair
+                if rec["dir"] == A2C:  # (ahead_one's first case, inline: most frames)
+                    self.look_bytes += len(raw)
+                    look.append([rec, raw, _SKIP if _skippable(rec, raw) else _TAKE])
+                else:
+                    self.ahead_one(rec, raw)
         except Exception as e:
             self.trace_error = e
             return False
