@@ -102,8 +102,10 @@ def _learned(e: dict[str, Any]) -> list[str]:
             shown = f" as {_json(v.get('template'))}" if v.get("as") == "text" else " ignored"
             lines.append(f"seq {_text(v.get('seq'))} ({_text(v.get('label'))}) "
                          f"{_text(v.get('path'))}{shown} (from {_text(v.get('from'))})")
-    for item in e.get("optional") or []:
-        lines.append(f"recorded frame {_describe(item)}: sent only sometimes")
+    for v in e.get("frames") or []:
+        if isinstance(v, dict):
+            lines.append(f"seq {_text(v.get('seq'))} ({_text(v.get('label'))}) "
+                         f"{_text(v.get('as'))} (from {_text(v.get('from'))})")
     return lines
 
 

@@ -138,11 +138,11 @@ def redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path,
     that take ``--workspace``; noise)."""
     ws = workspace_of(trace)
     with harness.holding(ws.parent):
-        return _redrive(bin_dir, name, trace, llm_url, log, ws)
+        return _redrive(bin_dir, name, trace, llm_url, log, ws, options)
 
 
 def _redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path,
-             ws: Path) -> dict[str, Any]:
+             ws: Path, options: list[str] | None) -> dict[str, Any]:
     argv, env, _ = harness.prepare(name, ws.parent, llm_url)
     cmd = [str(bin_dir / "acp-replay"), "--client", str(trace), "-o", str(log),
            *(options or []), "--", *argv]

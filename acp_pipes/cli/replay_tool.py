@@ -42,13 +42,21 @@ expected (seq, method, hash), received (method, id, hash), consumed, and a JSON-
 diff to the nearest recorded candidate. A client that sends more than was recorded, or
 a trace cut off mid-session, is reported the same way (events trace_ended, trace_cut).
 
-As the client (--client TRACE -- AGENT [ARGS...]): re-drives AGENT from its recording.
-The ids it mints (session, tool-call, message ids) are learned from its answers as a
-renaming and rewritten in what is sent next; its requests (permission, fs/*,
-terminal/*) are answered from the recording when they equal the recorded ones; each
-client frame goes once the agent frames recorded before it came. The first agent frame
-that differs stops the run (exit 1, one JSON line on stderr: expected, received, the
-JSON pointers that differ); the run's wire log goes to -o (default stdout).
+As the client (--client TRACE -- AGENT [ARGS...]): re-drives AGENT from its recording
+and judges its frames by the model of the same session (docs/sameness.md): a partial
+order, not a sequence (a response after its request, a turn's frames inside the turn,
+one tool call's in order; floating notifications such as usage_update anywhere in
+their window), the ids it mints learned as a renaming and rewritten in what is sent
+next, clocks and its vendor's own values (a preset chosen by its agentInfo name;
+--preset FILE adds more) not compared, --noise OTHER tolerating what differs between
+two recordings of the script. Its requests (permission, fs/*, terminal/*) are answered
+from the recording; with --workspace DIR the recorded client's file writes are done
+under DIR. Each client frame goes once the agent frames recorded before it came. The
+first difference stops the run (exit 1, one JSON line on stderr: its kind, the recorded
+and live frames, the JSON pointers that differ; --keep-going lists all); what was
+tolerated is said as notes; --strict-order compares in recorded order. At the end the
+agent's input is closed and, after a grace, its process group ended. The run's wire log
+goes to -o (default stdout).
 
 --emit a2c|c2a writes one direction's recorded bytes verbatim (offline, no peer).
 
@@ -71,6 +79,7 @@ acp-tee -o s.jsonl -- acp-echo-agent < client.jsonl > /dev/null   # record once
 acp-replay s.jsonl < client.jsonl | cmp - <(acp-replay --emit a2c s.jsonl)
 acp-replay --remap-ids --ignore /params/cwd s.jsonl                # in the editor
 acp-replay --client s.jsonl -o rerun.jsonl -- acp-echo-agent
+acp-replay --client s.jsonl --workspace ws/ --noise s2.jsonl -o rerun.jsonl -- my-agent
 acp-asr -o asr/ s.jsonl && acp-replay --serve asr/*.asr.jsonl      # stored sessions"""
 
 TRACE, STREAM = "trace", "ASR stream"

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from acp_pipes.jsonrpc import classify as classify_message
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
 
@@ -37,8 +39,6 @@ CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_
 def parse(raw: bytes) -> Any:
     """A frame's JSON value (orjson, then the parser of what orjson refuses: lone
     surrogates, numbers beyond a double); :data:`UNPARSED` when it is not JSON."""
-    import orjson
-
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:

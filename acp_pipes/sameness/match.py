@@ -80,7 +80,7 @@ class Slot:
     state, and the frames waiting on it."""
 
     __slots__ = ("index", "rec", "raw", "dir", "ev", "state", "missing", "succ",
-                 "preds", "steps", "gates", "optional", "cls", "sent")
+                 "preds", "steps", "gates", "optional", "cls", "sent", "step")
 
     def __init__(self, index: int, rec: dict[str, Any], raw: bytes, d: str, steps: int):
         self.index = index
@@ -97,6 +97,7 @@ class Slot:
         self.optional: str | None = None  # why it is one the agent sends only sometimes
         self.cls: tuple = ()
         self.sent = False  # it happened: a client frame sent, an agent frame taken
+        self.step = False  # a client frame the client started (no answer)
 
     @property
     def done(self) -> bool:
@@ -156,6 +157,7 @@ class Matcher:
         self.live_n = 0
         self.floating_extra: frozenset[str] = frozenset()
         self.agent: str | None = None
+        self.named = False  # the agent's initialize answer was read (its presets chosen)
         self.matched_by_live: dict[Any, Slot] = {}  # a live request's id key -> its slot
         # recorded frames given up as missing (going on after a difference), by class:
         # one that comes after all is late, not new
@@ -163,9 +165,12 @@ class Matcher:
 
     # -- the recording
 
-    def admit(self, rec: dict[str, Any], raw: bytes, ev: Event | None = None) -> Slot:
+    def admit(self, rec: dict[str, Any], raw: bytes, ev: Event | None = None,
+              step: bool | None = None) -> Slot:
         """Take the recording's next frame (``ev``: a client frame's event, when the
-        caller described it already, :func:`acp_pipes.sameness.events.describe`)."""
+        caller described it already, :func:`acp_pipes.sameness.events.describe`;
+        ``step``: whether a client frame is one the client started, when the caller
+        knows it from its bytes: it is described when the order needs it)."""
         d = rec["dir"]
         slot = Slot(self.admitted, rec, raw, d, self.steps_admitted)
         self.admitted += 1
@@ -174,12 +179,13 @@ class Matcher:
             self.front.append(slot)
             self.open_a2c += 1
         else:
-            if ev is None:
-                ev = slot.event()  # a client frame: what it is decides the pacing
-            else:
+            if ev is not None:
                 ev.index = slot.index
                 slot.ev = ev
-            if not ev.is_answer:
+            if step is None:  # a client frame: what it is decides the pacing
+                step = not slot.event().is_answer
+            slot.step = step
+            if step:
                 self.steps_admitted += 1
             self.c2a_open.append(slot)
             self.open_c2a += 1
@@ -212,7 +218,7 @@ class Matcher:
 
     def skip(self) -> None:
         """The recording's next frame, an agent frame nothing can wait on (no answer, no
-        v2 state: no ``"id"``, no ``state_update`` in its bytes), matched by its bytes
+        end of a v2 turn: no ``"id"``, no ``"idle"`` in its bytes), matched by its bytes
         while everything admitted before it had happened (:attr:`open_a2c` and
         :attr:`open_c2a` are 0): taken as matched without being admitted. A caller's
         fast path, inline."""
@@ -222,7 +228,11 @@ class Matcher:
     def plain_rules(self) -> bool:
         """Whether what floats and what is optional is the model's alone (no preset or
         noise adds to it), so a frame's bytes can say it is one a client step waits for
-        (:func:`may_float`)."""
+        (:func:`may_float`). The presets are the agent's: its ``initialize`` answer is
+        built first, when it is admitted and the presets are not chosen yet."""
+        if not self.named and self.rules_for is not None:
+            while self.unbuilt and not self.named:
+                self._build(self.unbuilt.popleft())
         return not self.floating_extra and self.noise is None \
             and not self.view.rules.has_optional
 
@@ -243,16 +253,16 @@ class Matcher:
             self._build_to(self.unbuilt[-1].index)
 
     def _build(self, slot: Slot) -> None:
-        if slot.sent and slot.ev is None and slot.dir == A2C and self.agent is not None:
+        if slot.sent and slot.ev is None and slot.dir == A2C and self.named:
             self.order.happened(parse(slot.raw))  # taken by its bytes: the cheap half
             slot.state = _DONE
             return
         ev = slot.event()
-        if ev.dir == A2C and ev.is_answer and self.agent is None and self.rules_for is not None:
-            name = agent_name(ev.value)
-            if name is not None:
-                self.agent = name
-                self.set_rules(self.rules_for(name))
+        if ev.dir == A2C and ev.is_answer and not self.named:  # initialize's, first
+            self.named = True
+            self.agent = agent_name(ev.value)
+            if self.agent is not None and self.rules_for is not None:
+                self.set_rules(self.rules_for(self.agent))
         if ev.update is not None and ev.update in self.floating_extra and not ev.floating:
             ev.floating, ev.entity = True, None
         if slot.sent:  # a client frame sent, an agent frame taken by its bytes: its
@@ -347,7 +357,7 @@ class Matcher:
         self.open_c2a -= 1
         if slot.state != _UNBUILT:
             self._done(slot)
-        if slot.ev is not None and not slot.ev.is_answer:
+        if slot.step:
             self.steps_sent += 1
             return self.settle()
         return []
@@ -440,7 +450,13 @@ class Matcher:
         trial = self._same(slot, ev)
         if trial is not None:
             return self._matched(slot, ev, trial)
-        return self._differs(slot, ev)
+        d = self._differs(slot, ev)
+        if slot.cls != ev.cls():  # another kind of frame where this one was recorded
+            rec = slot.event()
+            d.kind = "order"
+            d.message = (f"agent frame seq {rec.seq} ({rec.label}) was recorded next; the "
+                         f"agent sent {ev.label} (live seq {ev.seq})")
+        return d
 
     def in_order_sendable(self, slot: Slot) -> bool:
         """``--strict-order``: the client step ``slot`` goes once every agent frame
@@ -471,8 +487,12 @@ class Matcher:
             trial = self._same(slot, ev)
             if trial is not None:
                 return self._matched(slot, ev, trial)
-        waiting = _ordered(self.waiting.get(cls))
-        for slot in waiting:
+        # a frame waiting only on the agent's own frames is one the live frame may stand
+        # for; one that waits on a client step still to come (a later turn's) is not:
+        # the agent has not been asked for it
+        near = [s for s in _ordered(self.waiting.get(cls))
+                if all(self.slots[p].dir == A2C for p in s.preds if p in self.slots)]
+        for slot in near:
             trial = self._same(slot, ev)
             if trial is not None:
                 return self._out_of_order(slot, ev, trial)
@@ -480,10 +500,6 @@ class Matcher:
             trial = self._same(slot, ev)
             if trial is not None:
                 return self._late(slot, ev, trial)
-        # a frame waiting only on the agent's own frames (not on a client step still to
-        # come) is one the live frame may stand for
-        near = [s for s in waiting if all(self.slots[p].dir == A2C for p in s.preds
-                                          if p in self.slots)]
         paired = self._pair(ev, cands) or self._pair(ev, near)
         if paired is None and ev.is_answer:  # an answer to no request of that id: the
             paired = self._pair(ev, [s for c, t in self.enabled.items()  # one due
@@ -568,8 +584,8 @@ class Matcher:
         bad = learn(rec.value, ev.value, names, back)
         r, x = self._views(slot, ev, names if not bad else self.names)
         diff = pointer_diff(r, x, limit=MAX_DIFF)
-        kind = ("request" if ev.kind == "request" else "result" if ev.is_answer
-                else "content") if diff else "renaming"
+        kind = "renaming" if bad else "request" if ev.kind == "request" \
+            else "result" if ev.is_answer else "content"
         where = ", ".join([d["path"] or "/" for d in diff] + bad)
         d = Difference(kind, f"agent frame seq {rec.seq} ({rec.label}) differs from the "
                        f"recording at {where}", rec, ev, r, x, diff)

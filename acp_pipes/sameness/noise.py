@@ -142,18 +142,17 @@ class Noise:
     def summary(self) -> dict[str, Any]:
         """What was learned, for the report: one entry per pointer, per optional frame,
         per extra and per order."""
+        values = sum(1 for v in self.learned if "path" in v)
         return {"event": "learned", "recordings": self.recordings,
-                "values": self.learned,
-                "optional": sorted(self.optional.items()),
+                "values": [v for v in self.learned if "path" in v],
+                "frames": [v for v in self.learned if "path" not in v],
                 "extras": [{"label": " ".join(str(x) for x in c[1:] if x), "from": s}
                            for c, _v, s in self.extras],
-                "unordered": sorted(self.unordered),
                 "message": f"learned from {self.recordings} other recording"
-                f"{'s' if self.recordings != 1 else ''}: {len(self.learned)} value"
-                f"{'s' if len(self.learned) != 1 else ''}, {len(self.optional)} frame"
-                f"{'s' if len(self.optional) != 1 else ''} sent only sometimes, "
-                f"{len(self.extras)} extra, {len(self.unordered)} order"
-                f"{'s' if len(self.unordered) != 1 else ''}"}
+                f"{'s' if self.recordings != 1 else ''}: {_count(values, 'value')}, "
+                f"{_count(len(self.optional), 'frame')} sent only sometimes, "
+                f"{_count(len(self.extras), 'extra frame')}, "
+                f"{_count(len(self.unordered), 'frame')} in another order"}
 
 
 def learn_noise(primary: list, others: list[tuple[str, list]], **compare_kw: Any) -> Noise:
@@ -171,12 +170,21 @@ def learn_noise(primary: list, others: list[tuple[str, list]], **compare_kw: Any
                 noise.learn_diff(rec.index, rec, d.diff, name)
             elif d.kind == "missing" and rec is not None:
                 for ev in [rec, *d.related]:
-                    noise.optional.setdefault(ev.index, f"{name} does not have it")
+                    if ev.index not in noise.optional:
+                        noise.optional[ev.index] = f"{name} does not have it"
+                        noise.learned.append({"seq": ev.seq, "label": ev.label,
+                                              "as": "sent only sometimes", "from": name})
             elif d.kind == "extra" and live is not None:
                 noise.extras.append((live.cls(), d.live, name))
-            elif d.kind == "order" and rec is not None:
+            elif d.kind == "order" and rec is not None and rec.index not in noise.unordered:
                 noise.unordered.add(rec.index)
+                noise.learned.append({"seq": rec.seq, "label": rec.label,
+                                      "as": "in another order", "from": name})
     return noise
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def _get(value: Any, segs: list[str]) -> Any:

@@ -160,8 +160,9 @@ class _Walk:
             slot = m.fast(raw)
             if slot is not None:
                 self.pair(slot.index, j, [])
-                if slot.ev is not None and slot.ev.kind == "request":
-                    self.asked[slot.ev.key] = slot
+                ev = slot.event()
+                if ev.kind == "request":
+                    self.asked[ev.key] = slot
                 continue
             self.live_at[m.live_n] = j
             got = m.live(raw, rec.get("seq"))

@@ -193,10 +193,13 @@ def default_presets() -> list[Preset]:
 
 
 def agent_name(initialize_result: Any) -> str | None:
-    """``agentInfo.name`` of an ``initialize`` answer (a whole frame or its result)."""
+    """The agent's name in an ``initialize`` answer (a whole frame or its result): v1's
+    ``agentInfo.name``, v2's ``info.name``."""
     if isinstance(initialize_result, dict) and "result" in initialize_result:
         initialize_result = initialize_result["result"]
-    info = initialize_result.get("agentInfo") if isinstance(initialize_result, dict) else None
+    info = None
+    if isinstance(initialize_result, dict):
+        info = initialize_result.get("agentInfo", initialize_result.get("info"))
     name = info.get("name") if isinstance(info, dict) else None
     return name if isinstance(name, str) else None
 

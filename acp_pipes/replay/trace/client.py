@@ -72,7 +72,13 @@ _AHEAD = 256  # recorded frames read ahead of the run from a trace that can bloc
 # (BENCHMARKS.md, acp-replay --client: 1.14x the bare client before, 1.09x now).
 _LOOKAHEAD = 8192
 _LOOKAHEAD_BYTES = 8 << 20
-_TAKE = 64  # frames taken from those read ahead at a time
+#: Frames matched by their bytes whose place in the model's order is not built yet (a
+#: run that goes as recorded never asks for it), at most: past it they are built while
+#: the agent works, so memory stays bounded (~300 bytes a frame, its record aside).
+_BACKLOG = 4096
+#: How many times as long as the recording waited for the next agent frame a re-drive
+#: waits for it when that is longer than --timeout (:meth:`_Driver.patience`).
+_PATIENCE = 4
 
 
 @dataclass
@@ -397,9 +403,8 @@ class _Driver:
             if events:
                 self.ready(events)
                 return True
-        # the frames read ahead described, and the order built past the frames matched by
-        # their bytes, a frame at a time (~5-10 us a frame: the agent's next frame waits
-        # on no more than one of them)
+        # the frames read ahead described, a frame at a time (~5 us a frame: the agent's
+        # next frame waits on no more than one of them)
         undescribed = self.undescribed
         while undescribed:
             entry = undescribed.popleft()
@@ -409,7 +414,10 @@ class _Driver:
             if events:
                 self.ready(events)
                 return True
-        while self.m.build_some(1):
+        # the order built past the frames matched by their bytes once they are many: a
+        # run that goes as recorded never needs it (a difference builds it at once)
+        m = self.m
+        while len(m.unbuilt) > _BACKLOG and m.build_some(1):
             events = self.poll.poll(0)
             if events:
                 self.ready(events)
@@ -422,14 +430,19 @@ class _Driver:
         to be raised where the run reaches it, as without reading ahead)."""
         if self.trace_error is not None:
             return False
-        it = self.it
+        it, look = self.it, self.look
         try:
             for _ in range(n):
                 pair = next(it, None)
                 if pair is None:
                     self.it = iter(())
                     return False
-                self.ahead_one(*pair)
+                rec, raw = pair
+                if rec["dir"] == A2C:  # (ahead_one's first case, inline: most frames)
+                    self.look_bytes += len(raw)
+                    look.append([rec, raw, _SKIP if _skippable(rec, raw) else _TAKE])
+                else:
+                    self.ahead_one(rec, raw)
         except Exception as e:
             self.trace_error = e
             return False
@@ -442,10 +455,13 @@ class _Driver:
         self.look_bytes += len(raw)
         if rec["dir"] == A2C:
             self.look.append([rec, raw, _SKIP if _skippable(rec, raw) else _TAKE])
-            return
-        entry = [rec, raw, None]
-        self.look.append(entry)
-        self.undescribed.append(entry)
+        elif ("kind" not in rec and b'"method"' in raw and b'"result"' not in raw
+              and b'"error"' not in raw and b"\\u" not in raw):
+            self.look.append([rec, raw, _STEP])  # (an answer has a result or an error)
+        else:
+            entry = [rec, raw, None]
+            self.look.append(entry)
+            self.undescribed.append(entry)
 
     def mapped(self, slot: Slot) -> None:
         """The recorded session's working directory: with ``--workspace``, mapped onto
@@ -581,11 +597,13 @@ class _Driver:
         self.look_bytes -= len(raw)
         if judged is None:
             judged = _described(rec, raw)
-        slot = self.m.admit(rec, raw, None if judged.__class__ is int else judged)
+        if judged.__class__ is int:
+            slot = self.m.admit(rec, raw, step=True if judged == _STEP else None)
+        else:
+            slot = self.m.admit(rec, raw, judged)
         if slot.dir == C2A:
-            ev = slot.event()
-            if ev.is_answer:
-                key = id_key(ev.rid)
+            if not slot.step:
+                key = id_key(slot.event().rid)
                 if key in self.answers:
                     self.answers[key].append(slot)
                 else:
@@ -790,6 +808,7 @@ class _Driver:
         prev_t = None
         status = None
         live, look, judge, m = self.live, self.look, self.judge, self.m
+        silent_since, patient = time.monotonic(), False
         while status is None:
             if live:
                 while live:
@@ -816,12 +835,8 @@ class _Driver:
                                 look.popleft()
                                 self.look_bytes -= len(raw)
                                 self.checked += 1
-                                # (only a request is described now: its answer is due;
-                                # one without "id" and "method" in its bytes, nor a \u
-                                # escape that could spell them, is none)
-                                ev = _described(rec, raw) if (
-                                    b'"id"' in raw and b'"method"' in raw
-                                    or b"\\u" in raw) else None
+                                # (only a request is described now: its answer is due)
+                                ev = _described(rec, raw) if _asks(raw) else None
                                 slot = m.take(rec, raw, ev)
                                 if ev is not None and ev.kind == "request" \
                                         and not self.answer(slot, raw):
@@ -834,7 +849,7 @@ class _Driver:
                     fast = m.fast(raw)
                     if fast is not None:
                         self.checked += 1
-                        if fast.ev is not None and fast.ev.kind == "request" \
+                        if _asks(raw) and fast.event().kind == "request" \
                                 and not self.answer(fast, raw):
                             status = "stopped"
                             break
@@ -843,6 +858,7 @@ class _Driver:
                         status = "stopped"
                         break
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
                 continue
             if self.step_ready():
                 slot = self.pending.popleft()
@@ -858,6 +874,7 @@ class _Driver:
                 if not self.verdicts(m.sent(slot)):
                     status = "stopped"
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
                 continue
             if not self.pending and not self.more and self.all_came():
                 break  # the whole recording happened
@@ -866,12 +883,18 @@ class _Driver:
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                self.silence(timeout)
+                more = 0.0 if patient else self.patience(timeout)
+                patient = True
+                if more > 0:
+                    deadline += more
+                    continue
+                self.silence(timeout, deadline - silent_since)
                 status = "stopped"
                 continue
             self.wait(left)
             if self.moved:
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
         if status is None:  # the client frames still in the pipe, then its end
             status = self.finish(timeout)
         if status is None:
@@ -904,16 +927,40 @@ class _Driver:
             return "stopped"
         return None
 
-    def silence(self, timeout: float) -> None:
-        slot = self.m.waiting_for() if not self.opt.strict_order else \
-            next(self.m.unmatched(), None)
+    def patience(self, timeout: float) -> float:
+        """How much longer than ``timeout`` the agent may stay silent now: the recording
+        took its time here too (an agent's start-up, a slow tool), so the wait for the
+        agent frame due next may last four times as long as the recording waited for it
+        after the client frame sent last (a loaded CI machine is slower, not wrong)."""
+        slot = self.due()
+        sent = self.last_sent
+        if slot is None or sent is None:
+            return 0.0
+        due, since = slot.rec.get("t"), sent.get("t")
+        if not isinstance(due, int) or not isinstance(since, int) or due <= since:
+            return 0.0
+        return max(0.0, _PATIENCE * (due - since) / 1e9 - timeout)
+
+    def due(self) -> Slot | None:
+        """The recorded agent frame the run waits for (admitted to the matcher first,
+        when it is not yet)."""
+        m = self.m
+        while True:
+            slot = m.waiting_for() if not self.opt.strict_order else \
+                next(m.unmatched(), None)
+            if slot is not None or self.admit() is None:
+                return slot
+
+    def silence(self, timeout: float, waited: float | None = None) -> None:
+        slot = self.due()
         event = {"waiting_for": None, "received": self.checked, "timeout": timeout}
         what = ""
         if slot is not None:
             ev = slot.event()
             event["waiting_for"] = ev.seq
             what = f": the recording's agent frame seq {ev.seq} ({ev.label}) never came"
-        d = Difference("timeout", f"the agent sent nothing for {timeout:g} s{what}",
+        waited = round(max(timeout, waited or 0.0), 1)
+        d = Difference("timeout", f"the agent sent nothing for {waited:g} s{what}",
                        slot.event() if slot is not None else None, None)
         d.extra.update(event)
         self.difference(d)
@@ -989,10 +1036,12 @@ class _Driver:
                            proc.returncode, self.reports, self.notes)
 
 
-#: How a recorded agent frame read ahead is judged (:meth:`_Driver.ahead_one`): matched by
-#: its bytes alone it needs nothing more (_SKIP: nothing can wait on it), or its place
-#: in the order, built later (_TAKE). A client frame is described (:func:`_described`).
-_SKIP, _TAKE = 1, 2
+#: How a recorded frame read ahead is judged (:meth:`_Driver.ahead_one`): an agent frame
+#: matched by its bytes alone needs nothing more (_SKIP: nothing can wait on it), or its
+#: place in the order, built later (_TAKE); a client frame with "method" in its bytes is
+#: a step (_STEP: described when the order needs it); any other is described
+#: (:func:`_described`).
+_SKIP, _TAKE, _STEP = 1, 2, 3
 
 
 def _described(rec: dict[str, Any], raw: bytes) -> Any:
@@ -1001,6 +1050,13 @@ def _described(rec: dict[str, Any], raw: bytes) -> Any:
     from acp_pipes.sameness.events import describe
 
     return describe(-1, rec["dir"], raw, seq=rec.get("seq"))
+
+
+def _asks(raw: bytes) -> bool:
+    """Whether an agent frame's bytes may be a request (whose answer is due): one without
+    ``"id"`` and ``"method"`` in its bytes, nor a ``\\u`` escape that could spell them,
+    is none."""
+    return b'"id"' in raw and b'"method"' in raw or b"\\u" in raw
 
 
 def _skippable(rec: dict[str, Any], raw: bytes) -> bool:

@@ -93,8 +93,24 @@ def stop_agent(proc: subprocess.Popen[bytes], grace: float) -> None:
         signal_agent(proc, sig)
     else:
         exited(proc, grace)
+    group = _leads_group(proc)
     signal_agent(proc, signal.SIGKILL)  # what is left of its group
     proc.wait()
+    if group:  # the rest of it dies of the SIGKILL: a moment for it to be gone
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.005)
+
+
+def _leads_group(proc: subprocess.Popen[bytes]) -> bool:
+    try:
+        return os.getpgid(proc.pid) == proc.pid
+    except (ProcessLookupError, PermissionError):
+        return False
 
 
 def end_agent(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:

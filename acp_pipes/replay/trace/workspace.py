@@ -48,6 +48,8 @@ class Workspace:
         if "\0" in path:
             return "a NUL in the path"
         root = self.root.rstrip("/") + "/"
+        if path.rstrip("/") == self.root.rstrip("/"):
+            return "the workspace itself"
         if not path.startswith(root):
             return f"outside the workspace {self.root}"
         parts = [p for p in path[len(root):].split("/") if p != ""]
