@@ -33,32 +33,19 @@ from acp_pipes.align.minted import Found, mask
 from acp_pipes.align.table import REPLIES, StepTable
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
-from acp_pipes.sameness.volatile import Preset, Rules, View, map_strings
+from acp_pipes.sameness.volatile import Preset, Rules, View, agent_name
 
 if TYPE_CHECKING:
     from acp_pipes.align.steps import Steps
     from acp_pipes.sameness.noise import Noise
 
-__all__ = ["Learned", "Volatile", "agent_name", "happens_before", "kind_of"]
+__all__ = ["Learned", "Volatile", "agent_name", "happens_before", "kind_of", "learn",
+           "viewed_seqs"]
 
 #: The window of a floating notification, in client steps on each side of where it was
 #: recorded: the model's (:data:`acp_pipes.sameness.match.WINDOW`), not imported so a
 #: comparison does not load the online matcher.
 WINDOW = 1
-
-
-def agent_name(msg: Any) -> str | None:
-    """The agent an ``initialize`` answer names: ``agentInfo.name`` (ACP v1) or
-    ``info.name`` (v2)."""
-    from acp_pipes.sameness.volatile import agent_name as v1_name
-
-    name = v1_name(msg)
-    if name is not None:
-        return name
-    result = msg.get("result") if isinstance(msg, dict) else None
-    info = result.get("info") if isinstance(result, dict) else None
-    name = info.get("name") if isinstance(info, dict) else None
-    return name if isinstance(name, str) else None
 
 
 class Volatile:
@@ -254,9 +241,3 @@ def _frame_of(line: bytes, steps: Steps) -> tuple[str | None, bytes]:
     if steps.direction is not None:  # a bare stream
         return steps.direction, line
     return None, b""
-
-
-def scrubbed(value: Any, volatile: Volatile) -> Any:
-    """``value`` with every scrubber of the rules applied to its strings."""
-    scrubbers = volatile.rules.scrubbers
-    return map_strings(value, volatile.view.scrub) if scrubbers else value

@@ -64,6 +64,7 @@ from acp_pipes.sameness.floating import FLOATING
 __all__ = ["compare_model"]
 
 _CHAIN = tuple[array, array]
+_NONE = array("L")
 #: The edit script a subproblem is first searched for as it is (two runs of one script
 #: part in few places): :func:`acp_pipes.align.myers.align`'s ``try_first``
 TRY_FIRST = 256
@@ -124,7 +125,6 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
     n, m = len(a.seq), len(b.seq)
     sa, sb = a.seq, b.seq
     p = _Pairs(n, m)
-    mate_a, mate_b = p.mate_a, p.mate_b
     approximate = False
     chains = _pair_chains(a, b, named=True)
     # (a preset may make more kinds float than the reading set apart: those are split off)
@@ -133,6 +133,8 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
     # between its blocks are the chain's gaps
     gaps: list[tuple[list[int], list[int], int]] = []  # (A's steps, B's, chain pair)
     floats: dict[tuple[Any, Any], tuple[list[int], list[int]]] = {}
+    ma: dict[int, int] = {}
+    mb: dict[int, int] = {}
     for c, (pa, pb, name_a, name_b) in enumerate(chains):
         sessions = (name_a and name_a[1], name_b and name_b[1])
         if (name_a or name_b)[0] == FLOATS:
@@ -140,6 +142,8 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
             got[0].extend(pa or ())
             got[1].extend(pb or ())
             continue
+        oa: Any
+        ob: Any
         if more:
             oa, fa = _split(pa, sa, floating)
             ob, fb = _split(pb, sb, floating)
@@ -148,11 +152,11 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
                 got[0].extend(fa)
                 got[1].extend(fb)
         else:
-            oa = list(pa) if pa is not None else []
-            ob = list(pb) if pb is not None else []
-        if not oa or not ob:
-            if oa or ob:
-                gaps.append((oa, ob, c))
+            oa = pa if pa is not None else _NONE
+            ob = pb if pb is not None else _NONE
+        if not len(oa) or not len(ob):
+            if len(oa) or len(ob):
+                gaps.append((list(oa), list(ob), c))
             continue
         al = align(list(map(sa.__getitem__, oa)), list(map(sb.__getitem__, ob)), max_cost,
                    TRY_FIRST)
@@ -160,12 +164,16 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
         i = j = 0
         for a0, b0, size in (*al.blocks, (len(oa), len(ob), 0)):
             if i < a0 or j < b0:
-                gaps.append((oa[i:a0], ob[j:b0], c))
-            for x, y in zip(oa[a0:a0 + size], ob[b0:b0 + size], strict=True):
-                mate_a[x] = y
-                mate_b[y] = x
+                gaps.append((list(oa[i:a0]), list(ob[j:b0]), c))
+            if size:  # the pairs in bulk, in C (a dict each way, made arrays below)
+                xs, ys = oa[a0:a0 + size], ob[b0:b0 + size]
+                ma.update(zip(xs, ys, strict=True))
+                mb.update(zip(ys, xs, strict=True))
             p.equal += size
             i, j = a0 + size, b0 + size
+    if ma:
+        p.mate_a = array("l", map(ma.get, range(n), repeat(-1, n)))
+        p.mate_b = array("l", map(mb.get, range(m), repeat(-1, m)))
     # 2. the gaps again, each step as the model sees it
     both = [(xa, xb) for xa, xb, _ in gaps if xa and xb]
     if both:
@@ -782,13 +790,13 @@ def _in_b_order(b: Steps, table: StepTable, p: _Pairs, anchors: dict[int, int]) 
     m = len(b.seq)
     if m < 2:
         return True
-    at = array("l", map(operator.mul, p.mate_b, repeat(2, m)))
+    at = array("d", p.mate_b)  # where each is printed: its A step's place (in C)
     for j, x in anchors.items():
-        at[j] = 2 * x + 1
+        at[j] = x + 0.5  # after A step x, before the next
     floating = table.floating
     if floating:
         keep = map(operator.not_, map(floating.__contains__, b.seq))
-        at = array("l", compress(at, keep))
+        at = array("d", compress(at, keep))
     return all(map(operator.le, at, islice(at, 1, None)))
 
 

@@ -321,7 +321,7 @@ class _Builder:
             pos: list[array] = []
             for c in order:
                 one = bytes((c,))
-                if kb.count(one) > 4096:
+                if kb.count(one) > n // 4:
                     pos.append(array("L", compress(range(n), map(c.__eq__, keys))))
                     continue
                 got, i = array("L"), kb.find(one)
@@ -407,7 +407,7 @@ def _agent_of(rec: dict[str, Any]) -> str | None:
         msg = orjson.loads(decode_raw(rec))
     except (ValueError, TypeError):
         return None
-    from acp_pipes.align.model import agent_name
+    from acp_pipes.sameness.volatile import agent_name
 
     return agent_name(msg)
 
