@@ -35,7 +35,7 @@ def _tail(table: StepTable, step: int, kind: str) -> dict[str, Any]:
             tail["kind"] = sub
         if method is not None:
             tail["method"] = method
-    tail["hash"] = table.hashes[step]
+    tail["hash"] = table.hash_of(step)
     return tail
 
 
@@ -101,7 +101,7 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 i, j = oa[k], ob[k]
                 rec = {"op": "changed", "a": i, "b": j}
                 rec.update(tail(sa[i]))
-                rec["hash_b"] = table.hashes[sb[j]]
+                rec["hash_b"] = table.hash_of(sb[j])
                 if kinds:
                     rec["difference"] = kinds[k]
                 _add_diff(rec, changes.get(k))
@@ -154,7 +154,7 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
     for pos in sorted(changes):
         c = changes[pos]
         rec = {"a": c.a, "b": c.b, **_tail(table, a.seq[c.a], a.kind),
-               "hash_b": table.hashes[b.seq[c.b]]}
+               "hash_b": table.hash_of(b.seq[c.b])}
         if cmp.kinds:
             rec["difference"] = cmp.kinds[pos]
         _add_diff(rec, c)

@@ -32,7 +32,7 @@ class StepTable:
     says: two steps that differ only in what they say are one changed step, not two."""
 
     ids: dict[Any, int] = field(default_factory=dict)
-    hashes: list[str | None] = field(default_factory=list)
+    hashes: list[str | bytes | None] = field(default_factory=list)
     meta: list[tuple[str, str | None, str | None]] = field(default_factory=list)
     updates: dict[int, str | None] = field(default_factory=dict)
     #: the model's frame texts (:mod:`acp_pipes.align.traces`): per direction, own hash
@@ -62,15 +62,18 @@ class StepTable:
     def add_text(self, d: str, h: str, meta: tuple[str, str | None, str | None],
                  key: bytes | None = None) -> int:
         """The id of a new frame text of the model (the caller looked it up; ``key``: its
-        hash's bytes, when the caller has them)."""
+        hash's bytes, when the caller has them: then they are kept, and made text only
+        when shown, :meth:`hash_of`)."""
         step = self.texts[d][key or h.encode()] = len(self.hashes)
-        self.hashes.append(h)
+        self.hashes.append(key if key is not None else h)
         self.meta.append(meta)
         self.text_chain.append(None)
         return step
 
     def hash_of(self, step: int) -> str | None:
-        return self.hashes[step]
+        """A step's hash, as text."""
+        h = self.hashes[step]
+        return h.decode() if isinstance(h, bytes) else h
 
     def unanswered(self, step: int) -> bool:
         """A trace's reply that answers no request seen before it."""

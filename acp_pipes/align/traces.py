@@ -74,6 +74,7 @@ class _Builder:
         #: (a notification's is its text's: :attr:`StepTable.text_chain`)
         self.frame_chain: dict[int, tuple[str, str | None]] = {}
         self.agent: str | None = None  # agentInfo.name of the initialize answer
+        self._said: dict[tuple[bytes, bytes, bytes, bytes], tuple] = {}
         #: the model, a frames stream: ``lines`` holds each step's byte offset, so a
         #: few lines are read back by seeking, not by reading the file again
         self.offsets = False
@@ -241,25 +242,21 @@ class _Builder:
         """:meth:`new_text` for a notification's record read by its layout (see
         :func:`_trusted_model`): its method, session and update kind cut out of the
         line, not parsed; None when the line holds anything that would need parsing
-        (an escape where a value is cut), or is no notification."""
+        (an escape where a value is cut), or is no notification. What the texts share
+        (their method, session, update kind, and so their step's kind and chain) is
+        made once: ``_said``."""
         i = chunk.rfind(_METHOD_OF_NOTIFICATION)
         if i < 0:
             return None
         j = i + len(_METHOD_OF_NOTIFICATION)
         k = chunk.find(b'"', j)
-        if b"\\" in chunk[j:k]:
-            return None
-        method = chunk[j:k].decode()
-        sid: str | None = None
+        method = chunk[j:k]
         s0 = chunk.rfind(_SESSION)
+        sid = b""
         if s0 > k:
-            s1 = chunk.find(b'"', s0 + len(_SESSION))
-            value = chunk[s0 + len(_SESSION):s1]
-            if b"\\" in value:
-                return None
-            sid = value.decode()
-        update = None
-        if method == "session/update" and d == b"a2c":
+            sid = chunk[s0 + len(_SESSION):chunk.find(b'"', s0 + len(_SESSION))]
+        update = b""
+        if d == _A2C and method == b"session/update":
             u0 = chunk.find(_UPDATE_IN_RAW)
             if u0 < 0:
                 return None
@@ -267,26 +264,40 @@ class _Builder:
             if chunk.count(b"sessionUpdate") != 1:
                 return None
             update = chunk[u0 + len(_UPDATE_IN_RAW):u1]
-            if b"\\" in update:
+        said = self._said.get((d, method, sid, update))
+        if said is None:
+            if b"\\" in method or b"\\" in sid or b"\\" in update:
                 return None
+            said = self._say(d, method, s0 > k, sid, update)
         table = self.table
-        ds = "a2c" if d == b"a2c" else "c2a"
-        step = table.add_text(ds, h.decode(), (ds, "notification", method), h)
-        chain = ds
-        if update is not None:
-            kind = table.updates[step] = update.decode()
-            if kind in FLOATING:
-                chain = FLOATS
-        elif ds == "a2c" and method != "session/update":
-            table.notified[step] = method
-            if method in FLOATING_METHODS:
-                chain = FLOATS
+        meta, c, kind, notified = said
+        step = table.add_text(meta[0], "", meta, h)
+        if kind is not None:
+            table.updates[step] = kind
+        elif notified is not None:
+            table.notified[step] = notified
+        table.text_chain[step] = c
+        return step
+
+    def _say(self, d: bytes, method_b: bytes, named: bool, sid_b: bytes, update_b: bytes
+             ) -> tuple[tuple[str, str, str], int, str | None, str | None]:
+        """What notification texts of one direction, method, session and update kind
+        share: their step's meta, their chain, their update kind or (another method)
+        the method an agent notified."""
+        ds = "a2c" if d == _A2C else "c2a"
+        method = method_b.decode()
+        sid = sid_b.decode() if named else None
+        kind = update_b.decode() if update_b else None
+        notified = method if ds == "a2c" and method != "session/update" else None
+        chain = FLOATS if kind in FLOATING or notified in FLOATING_METHODS else ds
+        table = self.table
         key = (chain, sid)
         c = table.chain_ids.get(key)
         if c is None:
             c = table.chain_ids[key] = len(table.chain_ids)
-        table.text_chain[step] = c
-        return step
+        said = ((ds, "notification", method), c, kind, notified)
+        self._said[(d, method_b, sid_b, update_b)] = said
+        return said
 
     def _chain(self, key: tuple[str, str | None]) -> int:
         c = self.chain_ids.get(key)
@@ -355,7 +366,7 @@ class _Builder:
         for reply, (request, sid) in self.moves.items():
             step = seq[reply]
             d, kind, _ = table.meta[step]
-            h = table.hashes[step]
+            h = table.hash_of(step)
             method = table.meta[seq[request]][2]
             if h is not None:
                 new = table.texts[d].get(h.encode())
