@@ -47,11 +47,14 @@ def ops_of(a: Path, b: Path, *args: str) -> tuple[int, list[dict]]:
 
 
 def hunks(ops: list[dict]) -> list[list[dict]]:
-    """The runs of ops that differ (a note is no difference), as a diff draws them."""
+    """The runs of ops that differ (a note is no difference: it neither opens nor ends
+    one)."""
     out: list[list[dict]] = []
     inside = False
     for o in ops:
-        differs = o["op"] not in ("equal", "note")
+        if o["op"] == "note":
+            continue
+        differs = o["op"] != "equal"
         if differs and not inside:
             out.append([])
         if differs:
