@@ -241,6 +241,14 @@ def _before(root: Path, *args: str) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
+def _reads(root: Path, wire: Path) -> bool:
+    """Whether the acp-align of ``root`` reads ``wire`` at all (one written by a newer
+    acp-tee may be of a version it does not know)."""
+    p = subprocess.run(_before(root, str(wire), str(wire), "--format", "json"),
+                       capture_output=True, env=env(), cwd=REPO)
+    return p.returncode in (0, 1)
+
+
 def _capped(argv: list[str], cap: float, stdout: Path | None = None) -> Run | None:
     """Run ``argv`` measured as run_cmd does, but stop it (its whole process group) after
     ``cap`` seconds: None then."""
@@ -288,6 +296,8 @@ def _piped(d: Path, prompts: int, repeat: int, before: Path | None) -> str:
         "after-aa": lambda: run_cmd(tool("align", str(wires["a"]), str(wires["a2"]),
                                          "--format", "json"), stdout=out["after-aa"]),
     }
+    if before is not None and not _reads(before, wires["a"]):
+        before = None  # (wire logs newer than it reads)
     if before is not None:
         subjects["before-ab"] = lambda: run_cmd(
             _before(before, str(wires["a"]), str(wires["b"]), "--format", "json"),
@@ -463,8 +473,11 @@ def _svg(d: Path, cases, repeat: int, before: Path | None, cap: float) -> str:
                f"{max_rss(after):.0f} MB", f"{svg.stat().st_size / 1e3:.0f} kB"
                + ("" if ok else " (NOT AN SVG)")]
         if before is not None:
-            b = _capped(_before(before, str(pa), str(pb), "--format", "svg"), cap)
-            row.append(f"{b.wall:.2f} s" if b else f"> {cap:.0f} s (stopped at the cap)")
+            if not _reads(before, pa):
+                row.append("cannot read these logs (a newer wire version)")
+            else:
+                b = _capped(_before(before, str(pa), str(pb), "--format", "svg"), cap)
+                row.append(f"{b.wall:.2f} s" if b else f"> {cap:.0f} s (stopped at the cap)")
         rows.append(row)
     heads = ["case", "--format svg (after)", "peak RSS", "SVG size"]
     if before is not None:

@@ -279,7 +279,14 @@ def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | N
         ia = [oa[k] for k in range(lo, hi) if oa[k] >= 0]
         jb = [ob[k] for k in range(lo, hi) if ob[k] >= 0]
         a_start = ia[0] if ia else _next_index(oa, hi, cmp.n)
-        b_start = min(jb) if jb else _next_index(ob, hi, cmp.m)
+        if cmp.a.model is not None:
+            # by the model the steps of either run may be out of its order (a floating
+            # notification matched elsewhere in its window): a hunk starts, in each
+            # run, at its earliest step there that does not float
+            a_start = _start(ia, a.seq, table.floating, oa, hi, cmp.n)
+            b_start = _start(jb, b.seq, table.floating, ob, hi, cmp.m)
+        else:
+            b_start = min(jb) if jb else _next_index(ob, hi, cmp.m)
         yield paint(f"@@ -{_range(a_start, len(ia))} +{_range(b_start, len(jb))} @@", "heading")
         for k in range(lo, hi):
             tag = cmp.tag(k)
@@ -315,6 +322,15 @@ def _marked(cmp: Comparison, k: int) -> str:
 
 def _plain(text: str, role: str) -> str:
     return text
+
+
+def _start(idx: list[int], seq: list[int], floating: dict[int, str], order, hi: int,
+           end: int) -> int:
+    """Where a hunk starts in one run under the model (see :func:`diff_lines`)."""
+    if not idx:
+        return _next_index(order, hi, end)
+    fixed = [i for i in idx if seq[i] not in floating]
+    return min(fixed or idx)
 
 
 def _next_index(idx, start: int, end: int) -> int:

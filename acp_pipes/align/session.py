@@ -63,7 +63,6 @@ from acp_pipes.sameness.floating import FLOATING
 
 __all__ = ["compare_model"]
 
-_CHAIN = tuple[array, array]
 _NONE = array("L")
 #: The edit script a subproblem is first searched for as it is (two runs of one script
 #: part in few places): :func:`acp_pipes.align.myers.align`'s ``try_first``
@@ -102,6 +101,13 @@ class _Pairs:
             self.equal += 1
         else:
             self.changed[i] = kind
+
+    def floated(self, side: int, x: int, kind: str) -> None:
+        """A floating notification of run A (``side`` 0) or B the other run lacks in its
+        window: a note, saying why it floats."""
+        (self.note_a if side == 0 else self.note_b)[x] = \
+            "floating_missing" if side == 0 else "floating_extra"
+        self.why[(side, x)] = f"it floats: {FLOATING.get(kind, 'a preset says so')}"
 
     def unpair(self, i: int) -> None:
         j = self.mate_a[i]
@@ -186,11 +192,9 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
             _floats(a, b, table, fa, fb, p, sid_a, sid_b)
         else:
             for i in fa:
-                p.note_a[i] = "floating_missing"
-                p.why[(0, i)] = f"it floats: {FLOATING.get(floating[sa[i]], 'a preset says so')}"
+                p.floated(0, i, floating[sa[i]])
             for j in fb:
-                p.note_b[j] = "floating_extra"
-                p.why[(1, j)] = f"it floats: {FLOATING.get(floating[sb[j]], 'a preset says so')}"
+                p.floated(1, j, floating[sb[j]])
     # 2b. the renaming of minted identifiers, over every equal pair
     renamed = _renaming(a, b, table, p)
     # 5. changed steps in what is left of the gaps
@@ -374,11 +378,9 @@ def _floats(a: Steps, b: Steps, table: StepTable, fa: list[int], fb: list[int],
     if left_a and left_b:
         match(lambda k: floating[sa[fa[k]]], lambda k: floating[sb[fb[k]]], "content")
     for k in left_a:
-        p.note_a[fa[k]] = "floating_missing"
-        p.why[(0, fa[k])] = f"it floats: {FLOATING.get(floating[sa[fa[k]]], 'a preset says so')}"
+        p.floated(0, fa[k], floating[sa[fa[k]]])
     for k in left_b:
-        p.note_b[fb[k]] = "floating_extra"
-        p.why[(1, fb[k])] = f"it floats: {FLOATING.get(floating[sb[fb[k]]], 'a preset says so')}"
+        p.floated(1, fb[k], floating[sb[fb[k]]])
 
 
 def _renaming(a: Steps, b: Steps, table: StepTable, p: _Pairs) -> dict[str, dict[Any, Any]]:

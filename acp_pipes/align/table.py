@@ -64,8 +64,9 @@ class StepTable:
         """The id of a new frame text of the model (the caller looked it up; ``key``: its
         hash's bytes, when the caller has them: then they are kept, and made text only
         when shown, :meth:`hash_of`)."""
-        step = self.texts[d][key or h.encode()] = len(self.hashes)
-        self.hashes.append(key if key is not None else h)
+        key = key or h.encode()
+        step = self.texts[d][key] = len(self.hashes)
+        self.hashes.append(key)  # (the key itself: one object, made text when shown)
         self.meta.append(meta)
         self.text_chain.append(None)
         return step

@@ -75,6 +75,7 @@ class _Builder:
         self.frame_chain: dict[int, tuple[str, str | None]] = {}
         self.agent: str | None = None  # agentInfo.name of the initialize answer
         self._said: dict[tuple[bytes, bytes, bytes, bytes], tuple] = {}
+        self._shared: dict[Any, Any] = {}  # values many texts share, made once
         #: the model, a frames stream: ``lines`` holds each step's byte offset, so a
         #: few lines are read back by seeking, not by reading the file again
         self.offsets = False
@@ -217,14 +218,17 @@ class _Builder:
         table = self.table
         method = rec.get("method")
         kind = rec.get("kind")
-        step = table.add_text(d, h, (d, kind, method))
+        shared = self._shared
+        meta = (d, kind, method)
+        meta = shared.setdefault(meta, meta)  # (one tuple for the texts that share it)
+        step = table.add_text(d, h, meta)
         if kind not in REPLIES:
             chain = d
             if d == "a2c" and kind == "notification":
                 if method == "session/update":
                     update = update_kind(rec.get("raw"))
                     if update is not None:
-                        table.updates[step] = update
+                        update = table.updates[step] = shared.setdefault(update, update)
                         if update in FLOATING:
                             chain = FLOATS
                 elif method.__class__ is str:
