@@ -148,6 +148,33 @@ def test_a_floating_notification_that_says_otherwise_is_a_difference(echo, tmp_p
     assert [d["path"] for d in first["diff"]] == ["/params/update/used"]
 
 
+def test_a_title_that_changed_is_a_difference(echo, tmp_path):
+    """A title the agent writes (session_info_update, which floats: RFD
+    session-info-update) after the first turn: another title is a changed session, the
+    first difference, whatever the clock beside it says."""
+    recs = echo["recs"]
+    end = next(i for i, r in enumerate(recs) if update_kind(r) == "state_update"
+               and msg(r)["params"]["update"].get("state") == "idle")
+
+    def titled(title: str, at: str) -> list[dict]:
+        info = {"jsonrpc": "2.0", "method": "session/update", "params": {
+            "sessionId": "sess-1", "update": {"sessionUpdate": "session_info_update",
+                                              "title": title, "updatedAt": at}}}
+        return recs[:end + 1] + [dict(recs[end], raw=orjson.dumps(info).decode())] + \
+            recs[end + 1:]
+
+    a = write(tmp_path / "t1.wire.jsonl", echo["head"], titled("hello", "2026-12-06T01:00:00"))
+    same = write(tmp_path / "t2.wire.jsonl", echo["head"], titled("hello", "2026-12-06T02:00:00"))
+    other = write(tmp_path / "t3.wire.jsonl", echo["head"], titled("goodbye", "2026-12-06T01:00:00"))
+    assert run(a, same)[0] == 0
+    status, s, _ = run(a, other)
+    assert status == 1 and s["counts"]["changed"] == 1
+    first = s["first_divergence"]
+    assert (first["a"], first["difference"]) == (end + 1, "content")
+    assert first["diff"] == [{"op": "replace", "path": "/params/update/title",
+                              "a": "hello", "b": "goodbye"}]
+
+
 def test_an_answer_is_printed_after_the_request_it_answers(echo, tmp_path):
     """The agent asks one more permission (and the client answers it) right after an
     answer: the new request and its answer are B's own, printed in that order after
