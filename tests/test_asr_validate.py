@@ -138,3 +138,17 @@ def test_invalid_stays_invalid_when_the_reader_stops_early(tmp_path):
     assert b"duplicate id" in p.stdout.readline()
     p.stdout.close()
     assert p.wait(timeout=60) == 1
+
+
+def test_every_rule_the_validator_quotes_has_a_fixture():
+    """Each rule --validate enforces beyond the schemas (a rule ID its messages quote)
+    has a negative fixture named by it, as the conformance fixtures are."""
+    import re
+
+    source = (REPO / "acp_pipes" / "asr" / "validate.py").read_text()
+    quoted = re.findall(r'\((ASR-7\d\d(?:, ASR-7\d\d)*)\)"', source)  # a message's end
+    rules = {r.removeprefix("ASR-") for q in quoted for r in q.split(", ")}
+    assert {"706", "711", "717", "722"} <= rules
+    names = " ".join(p.name for p in CASES)
+    for rule in sorted(rules):
+        assert f"ASR-{rule}-" in names, f"no negative fixture for ASR-{rule}"
