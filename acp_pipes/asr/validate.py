@@ -180,17 +180,22 @@ def _supersedes(st: _Stream, where: str, number: int, rid: str, t: Any,
 def _v1_identity(st: _Stream, where: str, number: int, rid: str,
                  rec: dict[str, Any]) -> Iterator[str]:
     """docs/asr.md, "One rule for identity": a v1 user message is the same entity as
-    its load replay when text and place agree. A message replayed (``observedAt``) under
-    the agent's own ID whose text is that of a message the stream holds under a derived
-    ID, not yet matched by an earlier replayed one, is that message stored twice."""
+    its load replay when text and place agree. A message replayed (``observedAt``, not
+    a fork's copy) under the agent's own ID whose text is that of a prompt the stream
+    holds, seen live under a derived ID and not yet matched by an earlier replayed one,
+    is that prompt stored twice. (A stream whose recording began in the middle of its
+    session, then loaded it, can show an earlier prompt of the same text replayed: it
+    is refused too, though it may be another message.)"""
     digest = _content_digest(rec)
     if digest is None:
         return
     if rec.get("idSource") == "derived":
-        st.derived_users.setdefault(digest, []).append((number, str(rec.get("messageId"))))
+        if rec.get("origin") == "prompt" and "ts" in rec:  # a prompt seen live
+            st.derived_users.setdefault(digest, []).append((number, str(rec.get("messageId"))))
         return
-    if "observedAt" not in rec or "ts" in rec or rec.get("supersedes") is not None:
-        return
+    if "observedAt" not in rec or "ts" in rec or rec.get("supersedes") is not None or (
+            rec.get("copiedFrom") is not None):
+        return  # (a fork's copy is judged in the stream it was copied from)
     held = st.derived_users.get(digest) or ()
     n = st.matched.get(digest, 0)
     if n < len(held):
