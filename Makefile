@@ -54,13 +54,15 @@ check: lint
 test: install
 	ACP_PIPES_HYPOTHESIS=ci $(BIN)/pytest -q $(XDIST)
 
-# Opt-in: real agents from npm (qwen-code, codex-acp) run whole turns against a canned
-# model server on 127.0.0.1, recorded through acp-tee (tests/agents/).
-AGENTS_STAMP := tests/agents/node_modules/.installed-stamp
+# Five real agents (fast-agent, qwen-code, codex-acp, opencode, mistral-vibe), pinned
+# under .peers/, run whole turns offline (against a canned model server on 127.0.0.1)
+# recorded through acp-tee (tests/agents/). `make install` installs fast-agent; the
+# other four, ~900 MB, are installed for this target alone (scripts/install-agents). A
+# missing agent fails; plain `make test` does not collect these tests.
+AGENTS_STAMP := .peers/.agents-stamp
 
-$(AGENTS_STAMP): tests/agents/package.json tests/agents/package-lock.json
-	# npm ci refuses this lock (optional per-platform packages npm leaves out of it)
-	cd tests/agents && npm install --no-save --silent --no-audit --no-fund
+$(AGENTS_STAMP): scripts/install-agents tests/agents/package.json tests/agents/package-lock.json
+	scripts/install-agents
 	touch $@
 
 test-agents: install $(AGENTS_STAMP)

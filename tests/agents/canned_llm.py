@@ -4,26 +4,34 @@ the Responses API (`POST /v1/responses`, streamed).
 
 What it answers is decided by the conversation, never at random, so two runs of one
 agent on one script get the same words:
-- the last user text holds ``CALL <tool> <json>``: the reply calls that tool with those
-  arguments (the agent runs it for real, asking the client as it does);
-- the last input is a tool's result: the reply is ``done: <tool>``;
+- the last user text holds lines ``CALL <tool> <json>``: the replies call those tools in
+  turn, one a reply, each with its arguments (the agent runs it for real, asking the
+  client as it does); the n-th reply after that user text calls the n-th tool;
+- every tool of the user text has been called: the reply is ``done: <tool>, <tool>``;
 - anything else: the reply echoes the user's text, streamed in small pieces.
 
-Run it as ``python canned_llm.py PORTFILE``: it writes the port it bound to PORTFILE,
-and every request body to PORTFILE.requests.jsonl (one JSON line each), then serves
-until killed. Only the standard library: it runs in any interpreter the test has.
+``--variant reply`` plants one change: the closing reply to a user text that called
+more than one tool says ``changed: ...`` instead of ``done: ...`` (every other reply as
+without it), so a recording made against the plain server differs from a run against
+this one at that message alone.
+
+Run it as ``python canned_llm.py PORTFILE [--variant reply]``: it writes the port it
+bound to PORTFILE, and every request body to PORTFILE.requests.jsonl (one JSON line
+each), then serves until killed. Only the standard library: it runs in any interpreter
+the test has.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-CALL = re.compile(r"CALL (\S+) (\{.*\})", re.S)
+CALL = re.compile(r"^CALL (\S+) (\{.*\})[ \t]*$", re.M)
 TAG = re.compile(r"<([a-z_-]+)>.*?</\1>|</?[a-z_-]+>", re.S)
 
 
@@ -36,21 +44,24 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def decide(items: list[tuple[str, str]]) -> tuple[str, Any]:
+def decide(items: list[tuple[str, str]], variant: str = "") -> tuple[str, Any]:
     """From the conversation as (role, text) pairs, oldest first ("tool" for a tool's
-    result): ("call", (name, arguments)) or ("say", text)."""
+    result, "call" for the model's own call): ("call", (name, arguments)) or ("say",
+    text)."""
     if not items:
         return "say", "hello"
-    role, text = items[-1]
-    if role == "tool":
-        name = next((t for r, t in reversed(items) if r == "call"), "tool")
-        return "say", f"done: {name}"
-    user = next((t for r, t in reversed(items) if r == "user"), "")
-    found = CALL.search(user)
-    if found and role == "user":
-        return "call", (found.group(1), found.group(2))
-    said = TAG.sub("", user).strip()  # agents wrap their own context in <tags>
-    return "say", "echo: " + said.splitlines()[-1][:200] if said else "hello"
+    # the user's own text, not the context agents send as user text wrapped in <tags>
+    last_user = max((i for i, (r, t) in enumerate(items)
+                     if r == "user" and TAG.sub("", t).strip()), default=-1)
+    user = TAG.sub("", items[last_user][1]).strip() if last_user >= 0 else ""
+    calls = CALL.findall(user)
+    done = sum(1 for r, _ in items[last_user + 1:] if r == "tool")
+    if calls and done < len(calls):
+        return "call", calls[done]
+    if calls:
+        word = "changed" if variant == "reply" and len(calls) > 1 else "done"
+        return "say", f"{word}: " + ", ".join(name for name, _ in calls)
+    return "say", "echo: " + user.splitlines()[-1][:200] if user else "hello"
 
 
 def chat_items(body: dict) -> list[tuple[str, str]]:
@@ -92,17 +103,12 @@ def pieces(text: str, size: int = 7) -> list[str]:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    counter = 0
     lock = threading.Lock()
     log_path = ""
+    variant = ""
 
     def log_message(self, *args: Any) -> None:  # quiet: the test reads the request log
         pass
-
-    def _next_id(self) -> int:
-        with Handler.lock:
-            Handler.counter += 1
-            return Handler.counter
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
@@ -146,8 +152,9 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _chat(self, body: dict) -> None:
-        kind, what = decide(chat_items(body))
-        n = self._next_id()
+        items = chat_items(body)
+        kind, what = decide(items, Handler.variant)
+        n = len(items)  # ids from the conversation, not a count of requests: the same each run
         base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": 0,
                 "model": body.get("model", "canned")}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
@@ -185,8 +192,9 @@ class Handler(BaseHTTPRequestHandler):
         self._event("[DONE]")
 
     def _responses(self, body: dict) -> None:
-        kind, what = decide(responses_items(body))
-        n = self._next_id()
+        items = responses_items(body)
+        kind, what = decide(items, Handler.variant)
+        n = len(items)
         rid = f"resp_{n}"
         resp = {"id": rid, "object": "response", "created_at": 0, "status": "in_progress",
                 "model": body.get("model", "canned"), "output": []}
@@ -221,13 +229,16 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    portfile = sys.argv[1]
+    args = sys.argv[1:]
+    if "--variant" in args:
+        at = args.index("--variant")
+        Handler.variant = args[at + 1]
+        del args[at:at + 2]
+    portfile = args[0]
     Handler.log_path = portfile + ".requests.jsonl"
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     with open(portfile + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
-    import os
-
     os.replace(portfile + ".tmp", portfile)
     server.serve_forever()
 
