@@ -231,6 +231,9 @@ class V1Lift:
         elif kind in _TOOL:
             if s.kind is not None:
                 self._end(s)
+            cid = upd.get("toolCallId")
+            if cid.__class__ is str:  # announced: a permission may show it (ASR-716)
+                self.seen.put(_call_key(sid, cid), 1)
             self.update(seq, t, sid, lift_tool_call(upd))
         elif kind in _CHUNKS:
             if s.kind is not None:
@@ -541,8 +544,11 @@ class V1Lift:
             call = params.get("toolCall")
             if call.__class__ is dict and call.get("toolCallId").__class__ is str:
                 # v1 clients apply the request's toolCall to the call they show (its
-                # title, input, proposed diff): so does the fold, before the request
-                if sid.__class__ is str:
+                # title, input, proposed diff): so does the fold, before the request; a
+                # call the agent never announced (fast-agent asks under "pending", an ID
+                # it never uses) is no call to show: the permission names it, no more
+                if sid.__class__ is str and self.seen.get(
+                        _call_key(sid, call["toolCallId"])) is not None:
                     self.update(seq, t, sid, lift_tool_call(
                         {"sessionUpdate": "tool_call_update", **call}))
                 if call.get("title").__class__ is str:
@@ -601,6 +607,11 @@ class V1Lift:
             upd["exitStatus"] = status
         if len(upd) > 2:
             self._in_order(s, seq, t, upd)
+
+
+def _call_key(sid: str, cid: str) -> bytes:
+    """The key under which a tool call the agent announced in session ``sid`` is known."""
+    return blake3.blake3(orjson.dumps((sid, "call", cid))).digest(16)
 
 
 def _name(names: Any, key: tuple[str, ...]) -> str | None:
