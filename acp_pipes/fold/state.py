@@ -79,6 +79,7 @@ class States:
         # message's place when it is not the derived one (an ID of the agent's own), and
         # the entity each ID of the agent's own names: key tuple -> the ID, UTF-8
         self.names = FinalStore()
+        self.named: set[str] = set()  # the sessions with a name in it (one entry each)
 
     def put(self, key: StateKey, ent: Entity, replayed: bool, conn: int) -> None:
         """Keep the state of entity ``ent`` (a :class:`~acp_pipes.fold.entities.Entity`

@@ -62,6 +62,9 @@ LOSS_FS_WRITES = "_org.agent-session.acp/v1_fs_writes"
 LOSS_TERMINAL_TRUNCATED = "_org.agent-session.acp/v1_terminal_truncated"
 #: Every loss a v1 stream can declare, in the order a header lists them.
 LOSSES = (LOSS_BOUNDARIES, LOSS_FS_WRITES, LOSS_TERMINAL_TRUNCATED)
+#: Tool calls each session remembers as announced (a permission asks about a call of its
+#: turn); older ones are found among the run's final states.
+CALLS_KEPT = 256
 #: The ID of a session's one v1 plan (v1 plans have none).
 PLAN_ID = "v1:plan"
 
@@ -112,7 +115,8 @@ def lift_initialize(params: dict[str, Any], result: dict[str, Any]
 
 class _Session:
     __slots__ = ("sid", "kind", "mid", "chunks", "held", "declared", "echo", "echo_blocks",
-                 "early", "prompting", "prompt", "loading", "history", "parent", "native")
+                 "early", "prompting", "prompt", "loading", "history", "parent", "native",
+                 "calls")
 
     def __init__(self, sid: str):
         self.sid = sid
@@ -138,6 +142,9 @@ class _Session:
         # a message sent live under an ID of the agent's own, folded as it comes:
         # [chunk kind, ID, its blocks], its place counted when it ends
         self.native: list[Any] | None = None
+        # the tool calls the agent announced lately (the newest CALLS_KEPT; older ones
+        # are known from the run's final states): a permission may show one (ASR-716)
+        self.calls: dict[str, None] = {}
 
 
 class V1Lift:
@@ -180,7 +187,8 @@ class V1Lift:
                 if sid.__class__ is str and upd.__class__ is dict:
                     s = self.sessions.get(sid)
                     if s is not None and s.kind is not None and upd.get(
-                            "sessionUpdate") == s.kind and upd.get("messageId") == s.mid:
+                            "sessionUpdate") == s.kind and (
+                            (m := upd.get("messageId")) is s.mid or m == s.mid):
                         s.chunks.append((seq, t, upd))  # the hot path: the message goes on
                     else:
                         self._update(seq, t, sid, upd)
@@ -232,8 +240,11 @@ class V1Lift:
             if s.kind is not None:
                 self._end(s)
             cid = upd.get("toolCallId")
-            if cid.__class__ is str:  # announced: a permission may show it (ASR-716)
-                self.seen.put(_call_key(sid, cid), 1)
+            calls = s.calls
+            if cid.__class__ is str and cid not in calls:
+                calls[cid] = None
+                if len(calls) > CALLS_KEPT:
+                    del calls[next(iter(calls))]
             self.update(seq, t, sid, lift_tool_call(upd))
         elif kind in _CHUNKS:
             if s.kind is not None:
@@ -339,9 +350,11 @@ class V1Lift:
         sid = s.sid
         states = self.states
         names = states.names
+        named = states.named
         history = bool(s.loading or s.history)
         parent = self._parent(s) if (states.parents or s.parent) else None
-        mid = own = None if native is None else _name(names, ("a", sid, role, native))
+        mid = own = None if native is None or sid not in named else _name(
+            names, ("a", sid, role, native))
         epoch = states.epochs.get(sid, 0)
         key = blake3.blake3(orjson.dumps((sid, epoch, stem))).digest(16)
         top = _top(sid, stem)
@@ -361,31 +374,39 @@ class V1Lift:
             self.seen.put(top, k)
         derived = f"v1:{stem}:{k}"
         if mid is None:
-            mid = _name(names, ("p", sid, stem, k))
+            # (a session none of whose messages had an ID of the agent's own names none)
+            mid = _name(names, ("p", sid, stem, k)) if sid in named else None
             if mid is None and history and parent is not None and k <= copied:
                 mid = self._copied_place(s, stem, k)  # the place the fork copied
             if mid is None:  # a place counted before is its derived ID's, else new
                 mid = derived if native is None or k <= high else native
             if mid != derived:
+                named.add(sid)
                 names.put(("p", sid, stem, k), mid.encode())
         if native is not None and own is None:
+            named.add(sid)
             names.put(("a", sid, role, native), mid.encode())
         return mid, mid == derived
 
     def _copied_place(self, s: _Session, stem: str, k: int) -> str | None:
         """The entity ID a fork's parent (or the session it was forked from, up the
         chain) keeps for place ``(stem, k)``, when not the derived one."""
-        names, parents = self.states.names, self.states.parents
+        names, parents, named = self.states.names, self.states.parents, self.states.named
         sid = s.sid
         for i in range(16):  # a chain of forks (and no loop forever on a cycle)
             parent = parents.get(sid) or (s.parent if i == 0 else None)
             if parent is None:
                 return None
-            mid = _name(names, ("p", parent, stem, k))
+            mid = _name(names, ("p", parent, stem, k)) if parent in named else None
             if mid is not None:
                 return mid
             sid = parent
         return None
+
+    def _announced(self, s: _Session, cid: str) -> bool:
+        """Whether the agent announced tool call ``cid`` in session ``s``: lately, or
+        long ago (its state is kept since it became final)."""
+        return cid in s.calls or self.states.get((s.sid, "tool_call", cid)) is not None
 
     def _parent(self, s: _Session) -> str | None:
         """The session a fork was made from (known to the run, or named by the fork
@@ -547,8 +568,7 @@ class V1Lift:
                 # title, input, proposed diff): so does the fold, before the request; a
                 # call the agent never announced (fast-agent asks under "pending", an ID
                 # it never uses) is no call to show: the permission names it, no more
-                if sid.__class__ is str and self.seen.get(
-                        _call_key(sid, call["toolCallId"])) is not None:
+                if s is not None and self._announced(s, call["toolCallId"]):
                     self.update(seq, t, sid, lift_tool_call(
                         {"sessionUpdate": "tool_call_update", **call}))
                 if call.get("title").__class__ is str:
@@ -607,11 +627,6 @@ class V1Lift:
             upd["exitStatus"] = status
         if len(upd) > 2:
             self._in_order(s, seq, t, upd)
-
-
-def _call_key(sid: str, cid: str) -> bytes:
-    """The key under which a tool call the agent announced in session ``sid`` is known."""
-    return blake3.blake3(orjson.dumps((sid, "call", cid))).digest(16)
 
 
 def _name(names: Any, key: tuple[str, ...]) -> str | None:
