@@ -268,7 +268,7 @@ def test_asr_705_every_snapshot_says_it_is_partial(tmp_path):
                          "permission": "partial", "terminal": "partial"}
     superseded = {r["supersedes"]: r for r in body if "supersedes" in r}
     assert set(partial) == set(superseded)
-    for rid, final in superseded.items():
+    for final in superseded.values():
         assert final.get("status") != "partial", final
         assert "record" not in (final.get("capture") or {}), final
     got = run_tool("asr", "--validate", _write(tmp_path / "s.asr.jsonl", [head, *body]))

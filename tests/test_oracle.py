@@ -341,7 +341,14 @@ class Agent(RuleBasedStateMachine):
         u["content"] = [{"type": "content", "content": b} for b in value["content"]]
         return u
 
-    @precondition(lambda self: self.v == 1 and self.turn is None and self._resumable())
+    def _loadable(self) -> list[str]:
+        """Sessions a v1 client may load: any not closed, on another connection or on
+        this one (an editor reopening a session it has open), but for a fork there
+        before its first prompt (its copied history may still be coming)."""
+        return [s for s, v in self.sessions.items()
+                if not v.closed and (v.prompted or s not in self.attached)]
+
+    @precondition(lambda self: self.v == 1 and self.turn is None and self._loadable())
     @rule(data=st.data(), replay=st.sampled_from(["identical", "differing"]))
     def load(self, data, replay: str) -> None:
         """v1's ``session/load``: the agent replays its whole history as v1 sends it
@@ -350,8 +357,9 @@ class Agent(RuleBasedStateMachine):
         replayed as it was is the entity already stored, a message that differs (or that
         the replay runs together with the one before: v1 has no boundaries, the declared
         loss ``v1_message_boundaries``) is a new one, the earlier ones staying stored.
-        Permissions and the client's terminals are not the agent's to replay."""
-        sid = data.draw(st.sampled_from(self._resumable()))
+        Permissions and the client's terminals are not the agent's to replay. A load on
+        the connection that has the session open replays it all the same."""
+        sid = data.draw(st.sampled_from(self._loadable()))
         s = self.sessions[sid]
         rid = self._req("session/load", {"sessionId": sid, "cwd": "/ws", "mcpServers": []})
         items = [i for i, it in enumerate(s.order)

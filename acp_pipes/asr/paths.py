@@ -12,9 +12,9 @@ ACP's absolute paths are those of the agent's machine, as the v2 schema's
 (``C:\\Users\\u\\proj``) or a UNC share (``\\\\server\\share\\proj``). A Windows path
 is split at either slash, its drive letter compared without case (``c:`` is ``C:``) and
 its other segments as sent; a UNC path's first two segments (server and share) are its
-root, the server's name compared without case (a host name has none). A path of one kind never lies under a root of another. The relative ``path`` is
-``/``-separated whatever the kind; :func:`resolve` joins it with the root's own
-separator.
+root, the server's name compared without case (a host name has none). A path of one
+kind never lies under a root of another. The relative ``path`` is ``/``-separated
+whatever the kind; :func:`resolve` joins it with the root's own separator.
 
 A path that is not absolute breaks ACP's schema (its paths are absolute), yet real agents
 send them (a diff's ``path: "out.txt"``). It is kept as sent, never resolved against a

@@ -19,7 +19,12 @@ What differs, and what the lift does (v2 names on the right):
   saw it first, ASR-717) and marked ``idSource: derived``; updates that arrive
   meanwhile (``usage_update`` between chunks) follow it in order. The prompt's
   ``messageId`` is derived the same way (ASR-713), unless the agent echoed the prompt
-  under an ID of its own during the turn: then that ID is the prompt's.
+  under an ID of its own during the turn: then that ID is the prompt's. Which entity a
+  message is follows one rule (docs/asr.md "One rule for identity", ``_identify``): the
+  one its own ID names, else the one at its place (role, text, occurrence; a fork's
+  copied history at the parent's places), else a new one; so an echo without an ID, a
+  load's replay under IDs the agent never sent live (opencode) and a fork's copy are
+  the entity already stored.
 * ``tool_call`` (creation) -> ``tool_call_update`` (an upsert); v1 diffs
   (``path``/``oldText``/``newText``) -> v2 diffs with a full-context ``git_patch``
   (ASR-714, ASR-715).
