@@ -117,7 +117,7 @@ def resolve(ref: dict[str, Any], roots: list[dict[str, Any]]) -> str | None:
         return rel
     for root in roots:
         if root.get("id") == ref["root"] and isinstance(root.get("path"), str):
-            rp = root["path"]
+            rp: str = root["path"]
             sep = "/" if rp.startswith("/") or "\\" not in rp else "\\"
             base = rp.rstrip("/\\") or ""
             if rel == "./":

@@ -634,7 +634,7 @@ class V1Lift:
             self._in_order(s, seq, t, upd)
 
 
-def _name(names: Any, key: tuple[str, ...]) -> str | None:
+def _name(names: Any, key: tuple[str | int, ...]) -> str | None:
     """An entity ID kept in the run's table of names (``States.names``)."""
     data = names.get(key)
     return None if data is None else data.decode()
