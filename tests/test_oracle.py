@@ -178,7 +178,8 @@ class Session:
         # of the agent's own names
         self.places: dict[tuple, str] = {}
         self.alias: dict[tuple, str] = {}
-        self.history_keys: set[tuple] = set()  # what the agent replayed into a fork
+        #: what the agent replayed into a fork, each entity as it stood at the fork
+        self.history: dict[tuple, dict] = {}
         self.prompted = parent is None  # a fork's updates are history until its first prompt
         self.spawned = False  # a subagent's session (ASR-721)
 
@@ -542,14 +543,14 @@ class Agent(RuleBasedStateMachine):
                 continue
             if replay and self.v == 2:
                 child.put(key, value)
-                child.history_keys.add(key)
+                child.history[key] = copy.deepcopy(value)
                 self._upd(sid, self._whole(key, value))
             else:
                 child.copied[key] = copy.deepcopy(value)
         if replay and self.v == 1:
             self._v1_history(sid, child, [i for i, it in enumerate(child.order) if (
                 it[0] == "msg" or it[1][0] not in ("permission", "terminal"))])
-            child.history_keys.update(child.entities)
+            child.history.update(copy.deepcopy(child.entities))
         self._send("a2c", {"id": rid, "result": {"sessionId": sid}})
         self.sessions[sid] = child
         self.attached.add(sid)
@@ -1091,9 +1092,12 @@ class Agent(RuleBasedStateMachine):
         kinds = {k[0] for v in self.sessions.values() for k in v.entities}
         event(f"v{self.v} connections={len(self.connections)} sessions={len(self.sessions)} "
               f"forks={sum(s.startswith('f') for s in self.sessions)} {sorted(kinds)}")
+        self.oracle()
+
+    def oracle(self) -> None:
+        """What acp-fold and acp-asr store of the recording, checked against the truth."""
         check(self.connections, {k: v.entities for k, v in self.sessions.items()},
-              {k: (v.parent, v.history_keys) for k, v in self.sessions.items()
-               if v.history_keys})
+              {k: (v.parent, v.history) for k, v in self.sessions.items() if v.history})
 
 
 def wire_log(connections: list[list[tuple[str, dict]]]) -> bytes:
@@ -1176,7 +1180,7 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
 
 
 def check(connections: list, truth: dict[str, dict[tuple, dict]],
-          copies: dict[str, tuple[str, set]] | None = None) -> None:
+          copies: dict[str, tuple[str, dict[tuple, dict]]] | None = None) -> None:
     data = wire_log(connections)
     with tempfile.NamedTemporaryFile(suffix=".wire.jsonl") as f:
         f.write(data)
@@ -1197,8 +1201,10 @@ def check(connections: list, truth: dict[str, dict[tuple, dict]],
         firsts: dict[tuple, dict] = {}
         for rec in streams[sid][1:]:
             firsts.setdefault(_key(rec), rec)
-        for key in keys:
-            for rkey in _expected(key, truth[sid][key]):
+        for key, at_fork in keys.items():
+            # (the records it stood as at the fork: what either session did later is
+            # its own, as a call's result that came after the fork)
+            for rkey in _expected(key, at_fork):
                 if rkey not in held:
                     continue  # (a replay that ran two messages together: a new one)
                 cf = firsts[rkey].get("copiedFrom")
@@ -1242,3 +1248,41 @@ def check(connections: list, truth: dict[str, dict[tuple, dict]],
 
 Agent.TestCase.settings = settings.get_profile(PROFILE)
 TestOracle = Agent.TestCase
+
+
+class _Drawn:
+    """A stand-in for ``st.data()`` that gives the values a run drew, in order."""
+
+    def __init__(self, *values) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy):
+        return self.values.pop(0)
+
+
+def test_a_fork_is_copied_what_its_parent_held_at_the_fork():
+    """ASR-718, a run the oracle found: a v1 fork is replayed a call that had no result
+    yet; the fork's call and its parent's then complete, each on its own. The fork's
+    result is its own (no ``copiedFrom``), though the parent's stream holds a result of
+    that call by the end: a fork is copied what its parent held at the fork."""
+    hello = [{"type": "text", "text": "Hello "}]
+    m = Agent()
+    m.start(version=1, native=False)
+    m.new_connection()
+    m.load(data=_Drawn("s1"), replay="identical")
+    m.prompt(data=_Drawn("s1"), late=0, prompt=hello)
+    m.tool_start(inp={}, named=False, title="Hello ")
+    m.end_turn()
+    m.fork(data=_Drawn("s1"), replay=True)
+    m.cancel_late()
+    m.new_connection()
+    m.load(data=_Drawn("f2"), replay="identical")
+    m.prompt(data=_Drawn("f2"), late=0, prompt=hello)
+    m.end_turn()
+    m.tool_late(data=_Drawn(("f2", "c1")), output=None, status="completed")
+    m.cancel_late()
+    m.resume(data=_Drawn("s1"), replay="none")
+    m.tool_late(data=_Drawn(("s1", "c1")), output=None, status="completed")
+    assert m.turn is None
+    assert ("tool", "c1") in m.sessions["f2"].history
+    m.oracle()
