@@ -112,7 +112,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="serve clients at this ws:// or http:// URL (127.0.0.1:0 picks a "
                         "port) instead of stdio; the agent is -- AGENT or --connect URL")
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
-                   help="send this header to the agent (--connect; repeatable)")
+                   help="send this header to the agent (--connect; repeatable); a last "
+                        "word @FILE or $VAR is read from FILE or the environment, so a "
+                        "secret stays off the command line")
     p.add_argument("--protocol", action="append", default=[], metavar="NAME",
                    help="a WebSocket subprotocol: offered to the agent (--connect from "
                         "stdio), or accepted from clients (--listen -- AGENT); repeatable")
@@ -129,6 +131,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "
                         "editor waits; for recordings that are the same in every run")
+    from acp_pipes.cli import listen
+
+    listen.configure(p)  # --allow-origin, --allow-host, --token-file, --max-*, timeouts
 
 
 #: The options acp-tee's parser takes, spelled out: what :func:`plain_command` knows.
@@ -174,6 +179,9 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     agent = list(args.command)  # everything after the first '--' (the runner splits it)
     if args.listen is not None or args.connect is not None:
         return _run_remote(args, ctx, agent)
+    from acp_pipes.cli import listen
+
+    listen.options(args)  # a listener's option without --listen: a usage error
     if args.header or args.protocol or args.http2:
         raise UsageError("--header, --protocol and --http2 go with --connect or --listen")
     if not agent:
@@ -239,6 +247,12 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
     for url, listening in ((args.listen, True), (args.connect, False)):
         if url is not None:
             remote.parse_url(url, listening=listening)
+    if args.connect is not None and remote.conflicting_credentials(args.connect, headers):
+        raise UsageError("--connect URL carries user:password and --header an "
+                         "Authorization: give the agent's credentials one way")
+    from acp_pipes.cli import listen
+
+    policy = listen.options(args)  # the listener's policy; a usage error without it
     if args.http2 and not (args.connect or "").startswith("http"):
         raise UsageError("--http2 is how acp-tee speaks to an agent at --connect "
                          "http(s)://URL (a listener takes HTTP/2 without it)")
@@ -251,7 +265,7 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
         log_path=log_path, clock=args.clock, host=not args.no_host,
         env={name: os.environ.get(name) for name in args.capture_env},
         keep_secrets=args.keep_secrets, note=ctx.note, on_log=on_log, headers=headers,
-        protocols=args.protocol, http2=args.http2,
+        protocols=args.protocol, http2=args.http2, **policy,
         **({} if args.grace is None else {"grace": args.grace}))
     if args.listen is not None:
         return remote.listen(args.listen, opts, connect=args.connect, argv=agent)

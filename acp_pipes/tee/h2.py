@@ -121,10 +121,17 @@ class _H2(asyncio.Protocol):
             st.wake()
 
     def pause_writing(self) -> None:
+        # What the peer sends may need an answer (h2 acknowledges each PING and SETTINGS
+        # itself): read nothing more while the peer reads nothing, so those answers
+        # queue up to one read's worth, never without end.
         self.writable.clear()
+        if self.transport is not None:
+            self.transport.pause_reading()
 
     def resume_writing(self) -> None:
         self.writable.set()
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
 
     # -- events
 
@@ -234,11 +241,19 @@ class _H2(asyncio.Protocol):
         self.flush()
 
     def cancel(self, st: _Stream) -> None:
-        """Reset a stream acp-tee no longer wants (CANCEL), unless it is over."""
+        """Reset a stream acp-tee no longer wants (CANCEL), unless it is over; what it
+        received and nobody read is given back to the connection's window."""
+        unread = sum(n for _data, n in st.chunks)
+        st.chunks.clear()
+        if unread:
+            self._ack(unread, st.id)
         if not (st.ended and st.sent_end) and not st.reset and not self.closed:
+            # answered whole before the request was: "stop sending", without an error
+            # (RFC 9113, 8.1), as for a body refused with 413
+            code = h2.errors.ErrorCodes.NO_ERROR if st.sent_end else h2.errors.ErrorCodes.CANCEL
             with contextlib.suppress(h2.exceptions.StreamClosedError,
                                      h2.exceptions.ProtocolError):
-                self.conn.reset_stream(st.id, h2.errors.ErrorCodes.CANCEL)
+                self.conn.reset_stream(st.id, code)
                 self.flush()
         self.streams.pop(st.id, None)
 
@@ -259,9 +274,16 @@ class _H2(asyncio.Protocol):
             st.changed.clear()
             await st.changed.wait()
 
-    async def body(self, st: _Stream) -> bytes:
-        parts = []
+    async def body(self, st: _Stream, limit: int = 0) -> bytes:
+        """The whole body; with a ``limit``, :class:`acp_pipes.tee.http.TooLarge` as
+        soon as it has more bytes than that."""
+        parts, size = [], 0
         while chunk := await self.chunk(st):
+            size += len(chunk)
+            if limit and size > limit:
+                from acp_pipes.tee.http import TooLarge
+
+                raise TooLarge(None)
             parts.append(chunk)
         return b"".join(parts)
 
@@ -289,11 +311,14 @@ def _outbound(headers) -> list[tuple[str, str]]:
 
 class H2Server(_H2):
     """A client's HTTP/2 connection to acp-tee's listener: each request a task that runs
-    the listener's handler (``listener.h2_request``) on an :class:`H2Exchange`."""
+    the listener's handler (``listener.h2_request``) on an :class:`H2Exchange`, counted
+    by the connection's guard (:class:`acp_pipes.tee.accept.Guard`: its header timeout
+    runs while no stream is in flight)."""
 
-    def __init__(self, listener):
+    def __init__(self, listener, guard=None):
         super().__init__(client_side=False)
         self.listener = listener
+        self.guard = guard
         self.tasks: set[asyncio.Task] = set()
 
     def connection_made(self, transport) -> None:
@@ -309,6 +334,8 @@ class H2Server(_H2):
         if isinstance(event, h2.events.RequestReceived):
             st = self.streams[event.stream_id]
             st.ended = event.stream_ended is not None
+            if self.guard is not None:
+                self.guard.started()
             task = asyncio.ensure_future(self._serve(H2Exchange(self, st)))
             for where in (self.tasks, self.listener.tasks):
                 where.add(task)
@@ -329,6 +356,8 @@ class H2Server(_H2):
                     await ex.respond(500, text="acp-tee failed on this request\n")
         finally:
             self.cancel(ex.stream)
+            if self.guard is not None:
+                self.guard.finished()
 
     def shut(self) -> None:
         """The listener's end: its requests cancelled, a GOAWAY, the connection closed."""
@@ -357,14 +386,34 @@ class H2Exchange:
         self.method = pseudo.get(":method", "")
         target = pseudo.get(":path", "/")
         self.path, _q, self.query_string = target.partition("?")
-        self.url = f"{pseudo.get(':scheme', 'http')}://{pseudo.get(':authority', '')}{target}"
+        self.host = pseudo.get(":authority") or self.headers.get("host")
+        self.url = f"{pseudo.get(':scheme', 'http')}://{self.host or ''}{target}"
         self.answered = False
+        self.guard = conn.guard
+        self.peer = conn.guard.peer if conn.guard is not None else "?"
+        self.limit: int = conn.listener.policy.limits.max_message
 
     async def read(self) -> bytes:
-        return await self.conn.body(self.stream)
+        from acp_pipes.tee.http import TooLarge
+
+        declared = self.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            raise TooLarge(int(declared))
+        return await self.conn.body(self.stream, self.limit)
+
+    async def lost(self) -> None:
+        """Returns once the stream is reset or the connection lost."""
+        st = self.stream
+        while not (st.reset or self.conn.closed):
+            st.changed.clear()
+            await st.changed.wait()
+
+    @property
+    def gone(self) -> bool:
+        return bool(self.stream.reset) or self.conn.closed
 
     async def respond(self, status: int, *, text: str | None = None, body: bytes = b"",
-                      headers=(), reason: str | None = None) -> None:
+                      headers=(), reason: str | None = None, close: bool = False) -> None:
         data = text.encode("utf-8") if text is not None else body
         out = [(":status", str(status))]
         if text is not None:
@@ -493,7 +542,13 @@ class H2Client:
             st = proto.streams[sid] = _Stream(sid)
             proto.send_headers(st, out, end=not data)
             if data:
-                await proto.send_data(st, data, end=True)
+                try:
+                    await proto.send_data(st, data, end=True)
+                except ConnectionError:
+                    if st.headers is None:
+                        raise
+                    # answered before the body was all sent (a 413, then "stop
+                    # sending": RFC 9113, 8.1): the answer stands
             while st.headers is None:
                 if st.reset:
                     raise ConnectionResetError(st.reset)

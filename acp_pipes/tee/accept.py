@@ -1,0 +1,149 @@
+"""A connection to acp-tee's listener, from its accept to its end: what it speaks, and
+how long it may take to say what it wants.
+
+:class:`Guard` is the protocol of every accepted socket, for its whole life. Its first
+bytes tell what the client speaks: the HTTP/2 preface (h2c with prior knowledge) hands
+it to :mod:`acp_pipes.tee.h2`, any other byte to aiohttp's HTTP/1.1 server (which
+serves the WebSocket upgrade too); the guard then passes every call of the transport
+on to that protocol (a Python call a read, nothing beside a network round trip).
+
+It stays in between for the header timeout (:class:`acp_pipes.tee.policy.Limits`): a
+connection must complete a request head within ``header_timeout`` seconds of its
+start, or of the end of its last request while none is in flight (an idle keep-alive
+connection too), else it is dropped: with one line on stderr when it had said nothing
+or half a request (an idle keep-alive connection is closed unsaid, as servers do). The
+listener says when a request starts and ends (:meth:`Guard.started`,
+:meth:`Guard.finished`): aiohttp's handler by the request's transport
+(``Listener.guards``), the HTTP/2 server for each of its streams. A silent socket,
+half a request head, a byte every few seconds: each is gone after the timeout,
+whatever it sends in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+#: What an HTTP/2 client with prior knowledge sends first (RFC 9113, 3.4).
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+__all__ = ["PREFACE", "Guard"]
+
+
+def _address(info) -> str:
+    if isinstance(info, tuple) and len(info) >= 2:
+        host = str(info[0])
+        return f"[{host}]:{info[1]}" if ":" in host else f"{host}:{info[1]}"
+    return str(info or "?")
+
+
+class Guard(asyncio.Protocol):
+    """One accepted connection (see the module's docstring). ``http1`` makes aiohttp's
+    protocol for it; ``listener`` has the policy, the guards and the HTTP/2 server."""
+
+    def __init__(self, http1: Callable[[], asyncio.Protocol], listener):
+        self.http1 = http1
+        self.listener = listener
+        self.inner: asyncio.Protocol | None = None
+        self.transport: asyncio.Transport | None = None
+        self.buf = b""
+        self.busy = 0  # requests in flight
+        self.served = 0  # requests ended
+        self.heard = False  # bytes came since the last request ended (or the start)
+        self.timer: asyncio.TimerHandle | None = None
+        self.peer = "?"
+        self.local: str | None = None  # the address the connection came in on
+        self.lost: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    # -- asyncio's calls, passed on once the protocol is known
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = _address(transport.get_extra_info("peername"))
+        sock = transport.get_extra_info("sockname")
+        self.local = str(sock[0]) if isinstance(sock, tuple) else None
+        self.listener.guards[transport] = self
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy:
+            self.heard = True
+        if self.inner is not None:
+            self.inner.data_received(data)
+            return
+        self.buf += data
+        n = min(len(self.buf), len(PREFACE))
+        if self.buf[:n] != PREFACE[:n]:
+            self._hand_to(self.http1())
+        elif len(self.buf) >= len(PREFACE):
+            from acp_pipes.tee.h2 import H2Server
+
+            self._hand_to(H2Server(self.listener, self))
+
+    def _hand_to(self, protocol: asyncio.Protocol) -> None:
+        buf, self.buf = self.buf, b""
+        self.inner = protocol
+        protocol.connection_made(self.transport)  # type: ignore[arg-type]  # (connected)
+        protocol.data_received(buf)
+
+    def eof_received(self) -> bool | None:
+        if self.inner is not None:
+            return self.inner.eof_received()
+        return False  # nothing said yet, or half a preface: the connection is closed
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self.listener.guards.pop(self.transport, None)
+        if not self.lost.done():
+            self.lost.set_result(None)
+        if self.inner is not None:
+            self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.resume_writing()
+
+    # -- the header timeout
+
+    def started(self) -> None:
+        """A request's head is complete: no timeout while it is in flight."""
+        self.busy += 1
+        self._disarm()
+
+    def finished(self) -> None:
+        """A request has ended: with none left in flight, the next must come in time."""
+        self.busy = max(0, self.busy - 1)
+        self.served += 1
+        if self.busy == 0 and not self.lost.done():
+            self.heard = False
+            self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        wait = self.listener.policy.limits.header_timeout
+        self.timer = asyncio.get_running_loop().call_later(wait, self._timed_out, wait)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _timed_out(self, wait: float) -> None:
+        self.timer = None
+        if self.busy or self.transport is None or self.transport.is_closing():
+            return
+        shut = getattr(self.inner, "shut", None)  # HTTP/2: a GOAWAY first
+        if self.served and (not self.heard or shut is not None):
+            # an idle keep-alive connection: closed as servers close them, unsaid
+            if shut is not None:
+                shut()
+            else:
+                self.transport.close()
+            return
+        self.listener.policy.say(f"dropped {self.peer}: no complete request within "
+                                 f"{wait:g} s (--header-timeout)")
+        self.transport.abort()
