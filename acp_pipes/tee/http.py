@@ -292,6 +292,10 @@ async def handle(listener, ex) -> None:
     served (:func:`serve`)."""
     try:
         body = await ex.read()
+    except ConnectionError:
+        listener.policy.say(f"dropped {ex.peer}: it went before its {ex.method} body was "
+                            "whole")
+        return await ex.respond(400, text="the body was cut short\n", close=True)
     except TooLarge as e:
         refusal = listener.policy.too_large(e.size if e.size is not None else ex.limit + 1)
         listener.policy.refused(ex.peer, f"{ex.method} {ex.path} (HTTP/{ex.version})",

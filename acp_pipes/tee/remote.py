@@ -1128,15 +1128,16 @@ def _one_line_errors(loop: asyncio.AbstractEventLoop, say: Callable[[str], None]
     through ``say``, never a traceback on the terminal. Returns what puts it back."""
     import logging
 
+    def line(message: str, e: BaseException | None) -> None:
+        text = " ".join((message + (f": {type(e).__name__}: {e}" if e else "")).split())
+        say(text if len(text) <= 300 else text[:297] + "...")
+
     def handle(_loop, context: dict) -> None:
-        e = context.get("exception")
-        say(f"{context.get('message') or 'error'}"
-            + (f": {type(e).__name__}: {e}" if e is not None else ""))
+        line(context.get("message") or "error", context.get("exception"))
 
     class OneLine(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            e = record.exc_info[1] if record.exc_info else None
-            say(f"{record.getMessage()}" + (f": {type(e).__name__}: {e}" if e else ""))
+            line(record.getMessage(), record.exc_info[1] if record.exc_info else None)
 
     handler = OneLine(logging.WARNING)
     loggers = [logging.getLogger(name) for name in ("aiohttp", "asyncio")]
