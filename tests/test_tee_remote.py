@@ -69,9 +69,9 @@ def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None
 class Server:
     """A real server process on loopback, ended with SIGTERM."""
 
-    def __init__(self, argv: list[str], port: int | None = None):
+    def __init__(self, argv: list[str], port: int | None = None, env: dict | None = None):
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=tool_env())
+                                     stderr=subprocess.PIPE, env=env or tool_env())
         self.stderr = b""
         if port is None:  # acp-tee --listen on port 0 says where it listens
             line = self.proc.stderr.readline()
@@ -82,8 +82,11 @@ class Server:
             self.url = f"ws://127.0.0.1:{port}/acp/ws"
 
     def stop(self) -> int:
+        """SIGTERM, and what it said on stderr (once: stopping again returns the same)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+        elif self.proc.stderr is None or self.proc.stderr.closed:
+            return self.proc.returncode
         try:
             _out, err = self.proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:

@@ -134,7 +134,10 @@ class Guard(asyncio.Protocol):
 
     def _timed_out(self, wait: float) -> None:
         self.timer = None
-        if self.busy or self.transport is None or self.transport.is_closing():
+        if self.busy or self.transport is None:
+            return
+        if self.transport.is_closing():  # still writing to a peer that reads nothing
+            self.transport.abort()
             return
         shut = getattr(self.inner, "shut", None)  # HTTP/2: a GOAWAY first
         if self.served and (not self.heard or shut is not None):

@@ -104,9 +104,9 @@ class _H2(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             events = self.conn.receive_data(data)
-        except h2.exceptions.ProtocolError:
+        except h2.exceptions.ProtocolError as e:
             self.flush()  # h2's GOAWAY, then the end
-            self._lose("the peer broke the HTTP/2 protocol")
+            self.broken(e)
             return
         for event in events:
             self.on_event(event)
@@ -180,12 +180,20 @@ class _H2(asyncio.Protocol):
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)
 
+    def broken(self, e: Exception) -> None:
+        """The peer broke the protocol: the connection is closed (h2's GOAWAY, when the
+        peer reads it; no waiting on one that reads nothing)."""
+        self._lose("the peer broke the HTTP/2 protocol")
+
     def _lose(self, why: str) -> None:
         for st in self.streams.values():
             st.reset = st.reset or why
             st.wake()
         if self.transport is not None:
-            self.transport.close()
+            if self.writable.is_set():
+                self.transport.close()
+            else:
+                self.transport.abort()
 
     def _ack(self, n: int, sid: int) -> None:
         if n:
@@ -328,6 +336,12 @@ class H2Server(_H2):
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self.listener.h2.discard(self)
+
+    def broken(self, e: Exception) -> None:
+        peer = self.guard.peer if self.guard is not None else "?"
+        self.listener.policy.say(f"dropped {peer}: it broke the HTTP/2 protocol "
+                                 f"({type(e).__name__}: {e})")
+        super().broken(e)
 
     def on_event(self, event) -> None:
         super().on_event(event)

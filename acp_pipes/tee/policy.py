@@ -320,6 +320,10 @@ class Policy:
                 pass
         self._held += 1
 
+    def flush(self) -> None:
+        """Say how many lines were held back, if any (at the listener's end too)."""
+        self._flush()
+
     def _flush(self) -> None:
         if self._held:
             held, self._held = self._held, 0

@@ -288,10 +288,31 @@ class ProcessAgent:
             self.status = 128 - code if code < 0 else code
             self.signal = -code if code < 0 else None
             break
+        await self._end_group()
         try:
             os.close(self.stdout)
         except OSError:
             pass
+
+    async def _end_group(self) -> None:
+        """What the agent left in its process group (a tool it started, an MCP server)
+        ends with its connection: SIGTERM to the group, SIGKILL ``grace`` seconds later
+        (a listener serves connection after connection: none may leave processes
+        behind). Safe after the agent was reaped: a pid in use as a process group ID is
+        given to no new process."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.pid, sig)
+            except OSError:
+                return  # nothing is left in it
+            deadline = loop.time() + self.grace
+            while loop.time() < deadline:
+                await asyncio.sleep(0.05)
+                try:
+                    os.killpg(self.pid, 0)
+                except OSError:
+                    return
 
 
 class WsSide:
@@ -1117,6 +1138,7 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
             conn.end()
         for served in list(getattr(listener, "served", {}).values()):
             await served.end()
+        listener.policy.flush()
         quiet()
     return 0
 
