@@ -12,6 +12,7 @@ the proxy adds (two WebSocket hops, and the log written before each frame goes o
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import socket
@@ -45,10 +46,11 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-async def _drive(direct: str, proxied: str, n: int) -> tuple[list[float], list[float]]:
+async def _drive(urls: list[str], n: int) -> list[list[float]]:
+    """Round trips per request on one connection to each of ``urls``, interleaved."""
     import aiohttp
 
-    times: dict[str, list[float]] = {direct: [], proxied: []}
+    times: dict[str, list[float]] = {url: [] for url in urls}
     init = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,'
             '"info":{"name":"bench","version":"1"},"capabilities":{}}}')
     async with aiohttp.ClientSession() as http:
@@ -65,7 +67,24 @@ async def _drive(direct: str, proxied: str, n: int) -> tuple[list[float], list[f
                 times[url].append(time.perf_counter() - start)
         for ws in sockets.values():
             await ws.close()
-    return times[direct], times[proxied]
+    return [times[url] for url in urls]
+
+
+def start_tee(args: list[str], tree: Path = REPO) -> tuple[subprocess.Popen, str]:
+    """``acp-tee ARGS`` (a listener) from ``tree``'s code: the process and where it
+    listens."""
+    e = env()
+    e["PYTHONPATH"] = str(tree) + os.pathsep + e.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "acp_pipes.cli.tee", *args], env=e,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    line = proc.stderr.readline().decode()  # type: ignore[union-attr]  # (a pipe)
+    return proc, line.split("listening on ", 1)[1].strip()
+
+
+def against() -> Path | None:
+    """The other checkout ``ACP_BENCH_AGAINST`` names, if any."""
+    tree = os.environ.get("ACP_BENCH_AGAINST")
+    return Path(tree).resolve() if tree else None
 
 
 def main(quick: bool) -> str:
@@ -77,28 +96,35 @@ def main(quick: bool) -> str:
     served = subprocess.Popen([remote, "expose", "--host", "127.0.0.1", "--port", str(port),
                                "--", *agent], env=e, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, cwd=REPO)
-    proxy = None
+    proxies: list[subprocess.Popen] = []
+    other = against()
     try:
         _wait(port)
         direct = f"ws://127.0.0.1:{port}/acp/ws"
         log = Path(tempfile.mkdtemp()) / "bench-remote.jsonl"
-        proxy = subprocess.Popen([sys.executable, "-m", "acp_pipes.cli.tee", "-o", str(log),
-                                  "--listen", "ws://127.0.0.1:0/acp", "--connect", direct],
-                                 env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 cwd=REPO)
-        line = proxy.stderr.readline().decode()
-        proxied = line.split("listening on ", 1)[1].strip()
-        d, p = asyncio.run(_drive(direct, proxied, n))
+        urls = [direct]
+        for tree in [REPO] + ([other] if other else []):
+            proc, url = start_tee(["-o", str(log.with_suffix(f".{len(urls)}.jsonl")),
+                                   "--listen", "ws://127.0.0.1:0/acp", "--connect", direct],
+                                  tree)
+            proxies.append(proc)
+            urls.append(url)
+        times = asyncio.run(_drive(urls, n))
     finally:
-        for proc in (proxy, served):
-            if proc is not None and proc.poll() is None:
+        for proc in (*proxies, served):
+            if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=30)
+    d, p = times[0], times[1]
     rows = [("direct (acpremote)", d), ("through acp-tee --listen --connect", p)]
+    if other:
+        rows.append((f"through {other.name}'s acp-tee (ACP_BENCH_AGAINST)", times[2]))
     out = [f"## acp-tee over WebSocket: added latency per message ({n} requests)\n",
            "| path | p50 µs | p99 µs |", "|---|---:|---:|"]
     for name, xs in rows:
         out.append(f"| {name} | {_pct(xs, 50) * 1e6:.0f} | {_pct(xs, 99) * 1e6:.0f} |")
-    out.append(f"| added by acp-tee | {(_pct(p, 50) - _pct(d, 50)) * 1e6:.0f} | "
-               f"{(_pct(p, 99) - _pct(d, 99)) * 1e6:.0f} |")
+    for name, xs in rows[1:]:
+        out.append(f"| added by {name.removeprefix('through ')} | "
+                   f"{(_pct(xs, 50) - _pct(d, 50)) * 1e6:.0f} | "
+                   f"{(_pct(xs, 99) - _pct(d, 99)) * 1e6:.0f} |")
     return "\n".join(out)

@@ -35,9 +35,9 @@ OPTIONS: dict[str, tuple[str, str, dict]] = {
     "allow_origin": ("--allow-origin", "ORIGIN", dict(
         action="append",
         help="with --listen: also take requests from web pages of ORIGIN "
-             "(SCHEME://HOST[:PORT], a port of * for any; * for every origin); by default "
-             "only clients that send no Origin, or loopback pages on the listener's own "
-             "port (repeatable)")),
+             "(SCHEME://HOST[:PORT], a port of * for any; *, with a token, every origin); "
+             "by default only clients that send no Origin, or loopback pages on the "
+             "listener's own port (repeatable)")),
     "allow_host": ("--allow-host", "NAME", dict(
         action="append",
         help="with --listen: also answer requests whose Host is NAME (any port; * for "

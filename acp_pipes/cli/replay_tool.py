@@ -63,9 +63,12 @@ compares the context views of two streams (exit 1 when they differ).
 --listen URL (as the agent, or with --serve) serves remote clients over WebSocket at a
 ws:// URL, or Streamable HTTP and WebSocket at an http:// URL, instead of stdio, a replay
 for each connection (acp-tee's listener, without a log); port 0 picks a free port, said
-on stderr as "listening on URL".
+on stderr as "listening on URL". It refuses web pages of other origins and foreign Host
+names, binds beyond loopback only with a token, and takes acp-tee's listener options
+(--allow-origin, --allow-host, --token-file, --max-agents, --max-message,
+--header-timeout, --idle-timeout).
 
-""" + f"Manual: {page('acp-replay.md')}"
+""" + f"Manual: {page('acp-replay.md')}\nListeners: {page('security.md')}"
 
 EXAMPLE = """\
 acp-tee -o s.jsonl -- acp-echo-agent < client.jsonl > /dev/null   # record once

@@ -86,7 +86,15 @@ logged byte for byte, one message each; binary frames are logged as events and p
 on between WebSockets only; handshakes and close codes are logged. Headers pass through
 (Authorization, cookies, API keys, Acp-*); their credentials are redacted in the log
 unless --keep-secrets. A listener runs until SIGINT, SIGTERM or SIGHUP; --connect exits
-0 when the agent closed cleanly, 1 otherwise, 126 when it could not be reached."""
+0 when the agent closed cleanly, 1 otherwise, 126 when it could not be reached.
+
+A listener starts an agent, with your rights, for whoever connects. By default it takes
+no request from a web page of another origin (403) or under a foreign Host name (421),
+binds beyond loopback only with a token (--token-file FILE, or $ACP_LISTEN_TOKEN; then
+every request needs Authorization: Bearer TOKEN, else 401), runs at most 32 agents (503
+beyond), refuses messages over 32 MiB (WebSocket 1009, HTTP 413), drops a connection
+that sends no whole request within 10 s and ends one idle for 300 s with its agent; each
+refusal is one line on stderr."""
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -286,7 +294,9 @@ def make_tool(early: Agent | None = None) -> Tool:
                 "acp-tee --script client.jsonl -o s.jsonl -- acp-echo-agent > /dev/null",
         run=lambda args, ctx: _run(args, ctx, early),
         configure=configure,
-        description=DESCRIPTION + f"\n\nManual: {page('acp-tee.md')}",
+        description=DESCRIPTION + f"\n\nManual: {page('acp-tee.md')}\n"
+                                  f"Listeners, and running one on a network: "
+                                  f"{page('security.md')}",
         takes_files=False,
         takes_output=False,
         reads_lines=False,  # forwards the session's bytes whatever their size

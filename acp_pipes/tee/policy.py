@@ -204,6 +204,10 @@ class Policy:
                 raise OptionError(f"--allow-origin {o!r}: an origin is SCHEME://HOST[:PORT] "
                                   "(a port of * for any), or *")
             self.origins.append((parsed[0], parsed[1], None if wild else parsed[2]))
+        if self.any_origin and token is None:
+            raise OptionError("--allow-origin * lets every web page the user visits drive "
+                              "the agent: it goes with a token only (--token-file FILE, "
+                              f"or {TOKEN_ENV})")
         self.any_host = "*" in allow_hosts
         self.hosts = {_hostname(h) for h in allow_hosts if h != "*"}
         self.agents = 0  # agents running (a process, or a proxy's upstream connection)
