@@ -808,3 +808,87 @@ def test_refused_and_dropped_connections_are_one_line_each(tmp_path):
     assert len(lines) <= 3 and all(x.startswith(b"acp-tee: ") for x in lines), lines
     assert any(b"it went before its POST body was whole" in x for x in lines)
     no_traceback(server.stderr)
+
+
+# -- what held before, and holds ------------------------------------------------------------
+
+
+def test_a_continuation_flood_is_cut(tmp_path):
+    """HEADERS without END_HEADERS, then CONTINUATION frame after frame (a header block
+    that never ends): the connection is dropped, said in one line; the listener stays
+    small and goes on serving."""
+    with listen(tmp_path) as server:
+        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+                  b"\x00\x00\x01\x01\x00\x00\x00\x00\x01" + b"\x82")  # HEADERS, no END_HEADERS
+        block = b"\x00\x40\x00\x09\x00\x00\x00\x00\x01" + b"\x00" * 0x4000  # CONTINUATION
+        sent = 0
+        try:
+            for _ in range(2000):
+                s.sendall(block)
+                sent += len(block)
+        except OSError:
+            pass
+        gone = _closed_by_peer_within(s, 15)
+        s.close()
+        served = asyncio.run(h2_post(server.url))[0]
+        peak = _peak_rss_mb(server.proc.pid)
+    assert gone and served == 200 and peak < 150, (gone, served, peak)
+    assert sent < 2000 * len(block)  # cut before the flood was all sent
+    assert b"it broke the HTTP/2 protocol" in server.stderr
+    no_traceback(server.stderr)
+
+
+def test_five_thousand_streams_on_one_connection_are_answered(tmp_path):
+    """One HTTP/2 connection, 5,000 requests (500 in flight at a time): each is
+    answered, none is refused for the streams before it."""
+    with listen(tmp_path) as server:
+        async def many() -> list[int]:
+            async with H2Client(server.url) as h2:
+                async with h2.post(server.url, data=INIT.encode(),
+                                   headers=list(JSON.items())) as r:
+                    cid = r.headers["Acp-Connection-Id"]
+                headers = [*JSON.items(), ("Acp-Connection-Id", cid)]
+
+                async def one(i: int) -> int:
+                    body = b'{"jsonrpc":"2.0","method":"x/note","params":{"i":%d}}' % i
+                    async with h2.post(server.url, data=body, headers=headers) as r:
+                        return r.status
+
+                got: list[int] = []
+                for start in range(0, 5000, 500):
+                    got += await asyncio.gather(*(one(i) for i in range(start, start + 500)))
+                return got
+
+        got = asyncio.run(many())
+        server.stop()
+    assert got == [202] * 5000
+    assert len([r for r in _lines(tmp_path / "l.jsonl") if r.get("dir") == "c2a"]) == 5001
+    no_traceback(server.stderr)
+
+
+def test_a_listener_killed_with_sigkill_leaves_whole_logs(tmp_path):
+    """kill -9 mid-session: every frame logged so far is a whole line that acp-frame
+    reads (no end record: the process had no chance to write one)."""
+    import signal
+
+    with listen(tmp_path, url="ws://127.0.0.1:0/acp") as server:
+        async def talk() -> None:
+            async with aiohttp.ClientSession() as http:
+                ws = await http.ws_connect(server.url)
+                await ws.send_str(INIT)
+                await ws.receive()
+                for i in range(20):
+                    await ws.send_str(f'{{"jsonrpc":"2.0","method":"x/n","params":{{"i":{i}}}}}')
+                await asyncio.sleep(0.5)
+                server.proc.send_signal(signal.SIGKILL)
+                await asyncio.sleep(0.5)
+
+        asyncio.run(talk())
+        server.proc.wait(timeout=30)
+    recs = _lines(tmp_path / "l.jsonl")
+    assert [r["dir"] for r in recs if "dir" in r] == ["c2a", "a2c"] + ["c2a"] * 20
+    assert not recs[-1].get("end")
+    framed = run_tool("frame", str(tmp_path / "l.jsonl"))
+    assert framed.returncode == 0 and framed.stderr == b"", framed.stderr
