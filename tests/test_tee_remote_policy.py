@@ -333,20 +333,21 @@ SLOW_AGENT = r'''
 import json, sys, time
 for line in sys.stdin:
     msg = json.loads(line)
-    time.sleep(3.0)  # the client resets its stream before this answer
+    time.sleep(60.0)  # the client resets its stream before this answer
     print(json.dumps({"jsonrpc": "2.0", "id": msg.get("id"), "result": {}}), flush=True)
 '''
 
 
 def test_an_initialize_reset_over_http2_leaves_no_agent(tmp_path):
     """50 initialize POSTs over one HTTP/2 connection, each reset (RST_STREAM) before
-    its answer: every agent started for them is ended and its log closed; none is left
+    its answer (the agent takes a minute to give it): every agent started for them is
+    ended (its stdin closed; --grace 1 later SIGTERM) and its log closed; none is left
     for the listener's end."""
     import h2.config
     import h2.connection
     import h2.errors
 
-    with listen(tmp_path, agent=[sys.executable, "-c", SLOW_AGENT]) as server:
+    with listen(tmp_path, "--grace", "1", agent=[sys.executable, "-c", SLOW_AGENT]) as server:
         port = int(server.url.rsplit(":", 1)[1].split("/")[0])
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
         conn.initiate_connection()
@@ -361,7 +362,7 @@ def test_an_initialize_reset_over_http2_leaves_no_agent(tmp_path):
             conn.send_data(sid, INIT.encode(), end_stream=True)
             sids.append(sid)
         sock.sendall(conn.data_to_send())
-        for _ in range(100):  # the first 32 have agents (the cap), the others a 503
+        for _ in range(600):  # the first 32 have agents (the cap), the others a 503
             if len(agents(server)) >= 32:
                 break
             time.sleep(0.1)
@@ -475,9 +476,10 @@ def test_an_idle_streamable_http_connection_ends_with_its_agents_process_group(t
 
 
 def test_a_websocket_that_answers_no_ping_is_closed(tmp_path):
-    """--idle-timeout 1: the listener pings a silent client; one that never answers is
-    closed and its agent ended; one that answers (every WebSocket library does) stays."""
-    with listen(tmp_path, "--idle-timeout", "1", url="ws://127.0.0.1:0/acp") as server:
+    """--idle-timeout 4: the listener pings a silent client; one that never answers (in
+    2 s) is closed and its agent ended; one that answers (every WebSocket library does)
+    stays."""
+    with listen(tmp_path, "--idle-timeout", "4", url="ws://127.0.0.1:0/acp") as server:
         async def both() -> tuple[aiohttp.WSMsgType | None, bool]:
             async with aiohttp.ClientSession() as http:
                 deaf = await http.ws_connect(server.url, autoping=False)
