@@ -480,7 +480,7 @@ def test_a_websocket_that_answers_no_ping_is_closed(tmp_path):
     2 s) is closed and its agent ended; one that answers (every WebSocket library does)
     stays."""
     with listen(tmp_path, "--idle-timeout", "4", url="ws://127.0.0.1:0/acp") as server:
-        async def both() -> tuple[aiohttp.WSMsgType | None, bool]:
+        async def both() -> tuple[aiohttp.WSMsgType | None, bool, int]:
             async with aiohttp.ClientSession() as http:
                 deaf = await http.ws_connect(server.url, autoping=False)
                 alive = await http.ws_connect(server.url)  # answers each ping as it reads
@@ -497,15 +497,16 @@ def test_a_websocket_that_answers_no_ping_is_closed(tmp_path):
                     if msg.type is not aiohttp.WSMsgType.PING:
                         got = msg.type
                 await asyncio.sleep(2)
+                running = len(agents(server))  # the deaf client's agent has ended
                 await alive.send_str(INIT)
                 answer = await asyncio.wait_for(heard.get(), 10)
                 await alive.close()
                 reader.cancel()
-                return got, b'"result"' in answer.data.encode()
+                return got, b'"result"' in answer.data.encode(), running
 
-        closed, still = asyncio.run(both())
+        closed, still, running = asyncio.run(both())
     assert closed in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
-                      aiohttp.WSMsgType.CLOSING) and still
+                      aiohttp.WSMsgType.CLOSING) and still and running == 1
 
 
 # -- size -----------------------------------------------------------------------------------
