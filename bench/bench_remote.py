@@ -72,11 +72,12 @@ async def _drive(urls: list[str], n: int) -> list[list[float]]:
 
 def start_tee(args: list[str], tree: Path = REPO) -> tuple[subprocess.Popen, str]:
     """``acp-tee ARGS`` (a listener) from ``tree``'s code: the process and where it
-    listens."""
+    listens. It runs in ``tree`` (``python -m`` puts the working directory first on
+    the path, before PYTHONPATH)."""
     e = env()
     e["PYTHONPATH"] = str(tree) + os.pathsep + e.get("PYTHONPATH", "")
     proc = subprocess.Popen([sys.executable, "-m", "acp_pipes.cli.tee", *args], env=e,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tree)
     line = proc.stderr.readline().decode()  # type: ignore[union-attr]  # (a pipe)
     return proc, line.split("listening on ", 1)[1].strip()
 
