@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tool, tool_argv
+from tests.conftest import tool_argv
 from tests.test_tee_remote import INIT, Server
+from tests.test_tee_remote_policy import stored_session
 
 pytestmark = pytest.mark.slow  # Chromium
 
@@ -155,13 +156,7 @@ def test_a_dns_rebound_page_reaches_no_agent(chromium, tmp_path):
 def test_a_page_on_another_origin_lists_no_stored_session(chromium, site, tmp_path):
     """acp-replay --serve --listen hands out every stored session: a foreign page gets
     none of them."""
-    from acp_pipes.echo.client import client_session
-    from tests.conftest import record_lockstep
-
-    wire = tmp_path / "s.jsonl"
-    record_lockstep(list(client_session(1)), wire)
-    stream = tmp_path / "s.asr.jsonl"
-    stream.write_bytes(run_tool("asr", str(wire)).stdout)
+    stream = stored_session(tmp_path)
     with Server(tool_argv("replay", "--serve", str(stream), "--listen",
                           "http://127.0.0.1:0/acp")) as server:
         got = visit(chromium, site + "/", server.url)

@@ -166,16 +166,22 @@ def test_allow_origin_and_allow_host_let_them_in(tmp_path):
     assert still == {"ws": 403, "http/1.1": 403, "h2": 403}
 
 
-def test_acp_replay_serve_refuses_a_foreign_origin(tmp_path):
-    """acp-replay --serve --listen hands out every stored session: a foreign page gets
-    none of them (403), no replay process starts; a client with no Origin lists them."""
-    wire = tmp_path / "s.jsonl"
+def stored_session(tmp: Path) -> Path:
+    """An ASR stream of one recorded echo session, as acp-replay --serve serves it."""
     from acp_pipes.echo.client import client_session
     from tests.conftest import record_lockstep
 
+    wire = tmp / "s.jsonl"
     record_lockstep(list(client_session(1)), wire)
-    stream = tmp_path / "s.asr.jsonl"
+    stream = tmp / "s.asr.jsonl"
     stream.write_bytes(run_tool("asr", str(wire)).stdout)
+    return stream
+
+
+def test_acp_replay_serve_refuses_a_foreign_origin(tmp_path):
+    """acp-replay --serve --listen hands out every stored session: a foreign page gets
+    none of them (403), no replay process starts; a client with no Origin lists them."""
+    stream = stored_session(tmp_path)
     with Server(tool_argv("replay", "--serve", str(stream), "--listen",
                           "ws://127.0.0.1:0/acp")) as server:
         foreign = asyncio.run(ws_status(server.url, {"Origin": "https://evil.example"}))

@@ -27,7 +27,44 @@ from collections.abc import Callable
 #: What an HTTP/2 client with prior knowledge sends first (RFC 9113, 3.4).
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-__all__ = ["PREFACE", "Guard"]
+__all__ = ["PREFACE", "Guard", "Quiet"]
+
+
+class Quiet:
+    """Calls ``then(seconds)`` once nothing has been in flight for ``wait()`` seconds:
+    :meth:`begin` and :meth:`done` count what is, :meth:`start` starts the wait with
+    nothing in flight, :meth:`stop` ends it. A connection's header timeout
+    (:class:`Guard`) and a Streamable HTTP connection's idle timeout are each one."""
+
+    def __init__(self, wait: Callable[[], float], then: Callable[[float], None]):
+        self.wait = wait
+        self.then = then
+        self.open = 0
+        self.timer: asyncio.TimerHandle | None = None
+
+    def begin(self) -> None:
+        self.open += 1
+        self.stop()
+
+    def done(self) -> None:
+        self.open = max(0, self.open - 1)
+        if self.open == 0:
+            self.start()
+
+    def start(self) -> None:
+        self.stop()
+        wait = self.wait()
+        self.timer = asyncio.get_running_loop().call_later(wait, self._fire, wait)
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _fire(self, wait: float) -> None:
+        self.timer = None
+        if self.open == 0:
+            self.then(wait)
 
 
 def _address(info) -> str:
@@ -47,10 +84,10 @@ class Guard(asyncio.Protocol):
         self.inner: asyncio.Protocol | None = None
         self.transport: asyncio.Transport | None = None
         self.buf = b""
-        self.busy = 0  # requests in flight
+        #: requests in flight; the header timeout runs while there are none
+        self.quiet = Quiet(lambda: listener.policy.limits.header_timeout, self._timed_out)
         self.served = 0  # requests ended
         self.heard = False  # bytes came since the last request ended (or the start)
-        self.timer: asyncio.TimerHandle | None = None
         self.peer = "?"
         self.local: str | None = None  # the address the connection came in on
         self.lost: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -63,10 +100,10 @@ class Guard(asyncio.Protocol):
         sock = transport.get_extra_info("sockname")
         self.local = str(sock[0]) if isinstance(sock, tuple) else None
         self.listener.guards[transport] = self
-        self._arm()
+        self.quiet.start()
 
     def data_received(self, data: bytes) -> None:
-        if not self.busy:
+        if not self.quiet.open:
             self.heard = True
         if self.inner is not None:
             self.inner.data_received(data)
@@ -92,7 +129,7 @@ class Guard(asyncio.Protocol):
         return False  # nothing said yet, or half a preface: the connection is closed
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self.quiet.stop()
         self.listener.guards.pop(self.transport, None)
         if not self.lost.done():
             self.lost.set_result(None)
@@ -111,30 +148,19 @@ class Guard(asyncio.Protocol):
 
     def started(self) -> None:
         """A request's head is complete: no timeout while it is in flight."""
-        self.busy += 1
-        self._disarm()
+        self.quiet.begin()
 
     def finished(self) -> None:
         """A request has ended: with none left in flight, the next must come in time."""
-        self.busy = max(0, self.busy - 1)
         self.served += 1
-        if self.busy == 0 and not self.lost.done():
-            self.heard = False
-            self._arm()
-
-    def _arm(self) -> None:
-        self._disarm()
-        wait = self.listener.policy.limits.header_timeout
-        self.timer = asyncio.get_running_loop().call_later(wait, self._timed_out, wait)
-
-    def _disarm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        if self.quiet.open == 1:
+            self.heard = False  # what comes from now on is the next request's
+        self.quiet.done()
+        if self.lost.done():
+            self.quiet.stop()  # (no wait for a connection that is gone)
 
     def _timed_out(self, wait: float) -> None:
-        self.timer = None
-        if self.busy or self.transport is None:
+        if self.transport is None:
             return
         if self.transport.is_closing():  # still writing to a peer that reads nothing
             self.transport.abort()

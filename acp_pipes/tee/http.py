@@ -32,6 +32,7 @@ import orjson
 from aiohttp import web
 
 from acp_pipes.errors import Note
+from acp_pipes.tee.accept import Quiet
 from acp_pipes.tee.pump import _Log
 from acp_pipes.tee.remote import (
     CREDENTIALS_CLASH,
@@ -214,42 +215,19 @@ class TooLarge(Exception):
         self.size = size
 
 
-class _Idle:
-    """A Streamable HTTP connection's clock: ``end`` runs once it has had no request in
-    flight and no stream open (:meth:`begin`/:meth:`done` count them) for the policy's
-    ``idle_timeout`` seconds; its agent is ended with it."""
+def _idle(listener, end) -> Quiet:
+    """A Streamable HTTP connection's idle timeout: ``end(seconds)`` runs (a task of
+    the listener's) once it has had no request in flight and no stream open
+    (``begin``/``done`` count them) for ``--idle-timeout`` seconds; its agent is ended
+    with it."""
+    def then(wait: float) -> None:
+        task = asyncio.ensure_future(end(wait))
+        listener.tasks.add(task)
+        task.add_done_callback(listener.tasks.discard)
 
-    def __init__(self, listener, end):
-        self.listener = listener
-        self.end = end
-        self.open = 0
-        self.timer: asyncio.TimerHandle | None = None
-        self.begin()
-        self.done()
-
-    def begin(self) -> None:
-        self.open += 1
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def done(self) -> None:
-        self.open -= 1
-        if self.open == 0:
-            wait = self.listener.policy.limits.idle_timeout
-            self.timer = asyncio.get_running_loop().call_later(wait, self._fire, wait)
-
-    def stop(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def _fire(self, wait: float) -> None:
-        self.timer = None
-        if self.open == 0:
-            task = asyncio.ensure_future(self.end(wait))
-            self.listener.tasks.add(task)
-            task.add_done_callback(self.listener.tasks.discard)
+    quiet = Quiet(lambda: listener.policy.limits.idle_timeout, then)
+    quiet.start()
+    return quiet
 
 
 # -- the reverse proxy: HTTP client, HTTP agent ------------------------------------------
@@ -267,7 +245,7 @@ class _Conn:
         self.streams = Streams(self.log)
         self.deleted = False
         self.ended = False
-        self.idle = _Idle(listener, self._expire)
+        self.idle = _idle(listener, self._expire)
 
     async def _expire(self, wait: float) -> None:
         self.listener.policy.say(f"ended a Streamable HTTP connection idle for {wait:g} s "
@@ -744,7 +722,7 @@ class _Served:
         self.waiting: dict[tuple[bool, object], asyncio.Future] = {}  # initialize
         self.ended = False
         self.reader = asyncio.ensure_future(self._read())
-        self.idle = _Idle(listener, self._expire)
+        self.idle = _idle(listener, self._expire)
 
     def queue(self, stream: str) -> asyncio.Queue:
         q = self.queues.get(stream)
