@@ -71,6 +71,21 @@ def say(line: str) -> None:
     try:
         err.write(line + "\n")
         err.flush()
+    except BrokenPipeError:  # (`2>&1 | head`): quiet from now on, the final flush too
+        _to_devnull(err)
+    except (OSError, ValueError):
+        pass
+
+
+def _to_devnull(stream) -> None:
+    """Point ``stream``'s descriptor at /dev/null, so what it still holds is dropped
+    without an error at exit (which would make the exit status 120)."""
+    import os  # (loaded before any module runs: no cost)
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
     except (OSError, ValueError):
         pass
 

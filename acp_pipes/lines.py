@@ -11,13 +11,14 @@ through :mod:`acp_pipes.output`.
 
 from __future__ import annotations
 
+import codecs
 import io
 import sys
 import zlib
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar, cast
 
 import orjson
 
@@ -116,6 +117,11 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
                              limit)
     else:
         reader = _capped(reader, limit)
+    if hasattr(reader, "peek"):  # (a growing .gz is judged by its readers, line by line)
+        try:
+            judge_start(reader.peek(SNIFF_BYTES), display_name(path))
+        except READ_ERRORS as e:
+            raise InputError(display_name(path), 0, f"cannot read: {e}") from None
     if live is not None and live.follow and path != STDIN:
         return _Followed(reader)  # type: ignore[return-value]  # read for its lines
     return reader
@@ -195,8 +201,61 @@ def _capped(inner: BinaryIO, limit: int, source: str | None = None) -> BinaryIO:
 def stdin_stream() -> BinaryIO:
     """Standard input read as a stream of lines by a loop of its own (a client on
     stdin: ``acp-replay --serve``, the echo agent), its lines capped as every reader's
-    are; the error names the line."""
-    return _capped(stdin(), RUN.max_line_bytes, "stdin")
+    are; the error names the line. A client that sends no UTF-8 JSONL at all is refused
+    as a file is (:func:`judge_start`); one that sends nothing ended its session, which
+    is each tool's own business."""
+    stream = _capped(stdin(), RUN.max_line_bytes, "stdin")
+    head = first_bytes(stream)
+    if head:
+        judge_start(head, "stdin")
+    return stream
+
+
+def first_bytes(stream: BinaryIO) -> bytes:
+    """What a buffered input holds at its start (one read at most: a pipe is not waited
+    on for more), without consuming it: for :func:`judge_start`."""
+    return cast(io.BufferedReader, stream).peek(SNIFF_BYTES)
+
+
+#: How much of an input's start :func:`judge_start` looks at: what one read gives, at
+#: most this (a pipe's first write; a file's first block).
+SNIFF_BYTES = 1 << 16
+
+
+def judge_start(head: bytes, source: str) -> None:
+    r"""The one answer of every tool to an input that is empty or is no UTF-8 JSONL at
+    all, judged from its first bytes before anything is read: an InputError (exit 2)
+    naming the source, ``empty input (0 bytes)``, or ``not UTF-8 JSONL`` with the byte
+    offset of the first byte that no JSON text holds (a NUL, or a byte that is not
+    UTF-8) in the first line that is not blank. JSON text is UTF-8 (RFC 8259 8.1) and
+    never holds a raw NUL, so no JSONL input is refused; a wire log keeps an agent's
+    non-UTF-8 bytes as base64, and a later line that is not JSON is each reader's to
+    report (at most 20 of an input are said: :class:`acp_pipes.cli.runner.Said`).
+
+    >>> judge_start(b'{"format":"acp-pipes/wire"}\n', "w.jsonl")
+    >>> judge_start(b"", "w.jsonl")
+    Traceback (most recent call last):
+    acp_pipes.errors.InputError: w.jsonl: empty input (0 bytes)
+    >>> judge_start(b'{"a":1}\x8f\n', "w.bin")
+    Traceback (most recent call last):
+    acp_pipes.errors.InputError: w.bin: not UTF-8 JSONL: byte 7 (0x8f) is not UTF-8
+    """
+    if not head:
+        raise InputError(source, 0, "empty input (0 bytes)")
+    start = len(head) - len(head.lstrip(b" \t\r\n"))  # blank lines: no line at all
+    end = head.find(b"\n", start)
+    first = head[start:] if end < 0 else head[start:end]
+    nul = first.find(b"\0")
+    try:  # a first line cut at the end of what was read may end inside a character
+        codecs.getincrementaldecoder("utf-8")().decode(first, final=end >= 0)
+    except UnicodeDecodeError as e:
+        bad = e.start if nul < 0 else min(e.start, nul)
+    else:
+        if nul < 0:
+            return
+        bad = nul
+    what = "is a NUL" if first[bad] == 0 else f"(0x{first[bad]:02x}) is not UTF-8"
+    raise InputError(source, 0, f"not UTF-8 JSONL: byte {start + bad} {what}")
 
 
 def iter_lines(stream: BinaryIO, source: str) -> Iterator[Line]:
@@ -257,6 +316,22 @@ def too_deep(error: BaseException) -> bool:
             or str(error).startswith(("depth limit exceeded", "recursion limit exceeded")))
 
 
+def json_error(raw: bytes, error: Exception) -> str:
+    r"""Why ``raw`` is not JSON, as every reader says it: orjson's words, except for a
+    line that is not UTF-8, which orjson calls a string with surrogates: the byte that
+    is not, by its offset in the line.
+
+    >>> json_error(b'{"a":"\xff"}', orjson.JSONDecodeError("not valid UTF-8", "", 0))
+    'byte 6 of the line (0xff) is not UTF-8'
+    """
+    if "not valid UTF-8" in str(error):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return f"byte {e.start} of the line (0x{raw[e.start]:02x}) is not UTF-8"
+    return str(error)
+
+
 #: What a reader does with a line that is not JSON: ``bad(number, what, error)``, what
 #: being :func:`unparsable`'s word for it and error orjson's; it raises, or reports the
 #: line (which is then skipped).
@@ -314,8 +389,8 @@ def records(lines: Iterable[bytes], source: str, bad: Bad | None = None, *,
                 continue
         what = unparsable(line[-1:] == b"\n" or prev[-1:] != b"\n", error)
         if bad is None:
-            raise InputError(source, number, f"{what}: {error}")
-        bad(number, what, error)
+            raise InputError(source, number, f"{what}: {json_error(raw, error)}")
+        bad(number, what, ValueError(json_error(raw, error)))
 
 
 def parse_line(line: Line) -> Any:
@@ -324,7 +399,7 @@ def parse_line(line: Line) -> Any:
         return orjson.loads(line.raw)
     except orjson.JSONDecodeError as e:
         raise InputError(line.source, line.number,
-                         f"{unparsable(line.terminated, e)}: {e}") from None
+                         f"{unparsable(line.terminated, e)}: {json_error(line.raw, e)}") from None
 
 
 def _itself(rec: Any) -> dict:

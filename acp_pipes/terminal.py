@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from typing import BinaryIO, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO, TextIO
 
-__all__ = ["COLOR_CHOICES", "Terminal", "printable"]
+__all__ = ["COLOR_CHOICES", "Rendered", "Terminal", "pretty", "printable"]
 
 COLOR_CHOICES = ("auto", "always", "never")
 
@@ -33,6 +33,10 @@ STYLES = {
     "heading": "1",  # bold
     "warning": "33",  # yellow
     "error": "1;31",  # bold red
+    # JSON shown for reading (:func:`pretty`), in jq's colours
+    "key": "1;34",  # bold blue
+    "string": "32",  # green
+    "null": "1;30",  # bold black: grey on most terminals
 }
 
 
@@ -124,3 +128,76 @@ def printable(text: str) -> str:
 def _escape(m: re.Match[str]) -> str:
     c = m.group()
     return _NAMED.get(c) or f"\\u{ord(c):04x}"
+
+
+def pretty(value: Any, term: Terminal, indent: int = 0) -> str:
+    """``value`` as JSON for a person, as jq shows it: two spaces an indent level, keys
+    and strings coloured when ``term`` has colour, every string :func:`printable` (a
+    recorded string cannot drive the terminal), with the final newline.
+
+    >>> record = {"type": "message", "seq": 1, "tags": [], "text": "hi\x1b"}
+    >>> print(pretty(record, Terminal()), end="")
+    {
+      "type": "message",
+      "seq": 1,
+      "tags": [],
+      "text": "hi\\u001b"
+    }
+    """
+    return _pretty(value, term, indent) + "\n"
+
+
+def _pretty(value: Any, term: Terminal, indent: int) -> str:
+    import json
+
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        pad = "  " * (indent + 1)
+        items = [f"{pad}{term.paint(printable(json.dumps(k, ensure_ascii=False)), 'key')}: "
+                 f"{_pretty(v, term, indent + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        pad = "  " * (indent + 1)
+        items = [pad + _pretty(v, term, indent + 1) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
+    if isinstance(value, str):
+        return term.paint(printable(json.dumps(value, ensure_ascii=False)), "string")
+    if value is None:
+        return term.paint("null", "null")
+    return json.dumps(value)
+
+
+class Rendered:
+    """A writer that takes JSONL, as a tool writes it to stdout, and shows each line as
+    ``render`` makes it for a person (at a terminal, or with ``--format``): the tool
+    writes the same records either way. A line that is not JSON is shown as it is,
+    :func:`printable`."""
+
+    def __init__(self, out: BinaryIO, render: Callable[[Any], str]):
+        self.out = out
+        self.render = render
+        self.rest = b""
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        data = bytes(data)
+        lines = (self.rest + data).split(b"\n")
+        self.rest = lines.pop()
+        for line in lines:
+            if line.strip():
+                self.out.write(self._show(line).encode("utf-8", "backslashreplace"))
+        return len(data)
+
+    def _show(self, line: bytes) -> str:
+        import json
+
+        try:  # the standard library's reader takes lone surrogates, which orjson refuses
+            value = json.loads(line)
+        except ValueError:
+            return printable(line.decode("utf-8", "replace")) + "\n"
+        return self.render(value)
+
+    def flush(self) -> None:
+        self.out.flush()

@@ -322,3 +322,8 @@ def browser():
         b = p.chromium.launch(executable_path=chromium_path(), args=FLAGS)
         yield b
         b.close()
+
+
+# acp-pipes built into a wheel and installed in a fresh environment, once a run
+# (tests/installed.py): for the modules that test it as a user has it
+from tests.installed import venv, wheel  # noqa: E402, F401

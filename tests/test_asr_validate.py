@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import orjson
 import pytest
 
 from tests.conftest import REPO, run_tool
@@ -20,7 +23,11 @@ def test_invalid_stream_is_reported(case):
     assert expect in err, err
     # one problem, one line, naming the file and the line
     assert all(ln.startswith(f"{case}:") for ln in lines), err
-    assert got.stdout == b""
+    # stdout, a pipe: the file's summary as JSON, counting the problems said on stderr
+    (summary,) = [orjson.loads(x) for x in got.stdout.splitlines()]
+    assert summary == {"type": "summary", "source": str(case), "streams": summary["streams"],
+                       "records": summary["records"], "problems": len(lines), "notes": 0,
+                       "valid": False}
 
 
 def test_each_negative_fixture_breaks_one_thing():
@@ -39,6 +46,14 @@ def test_valid_streams_pass(tmp_path):
     got = run_tool("asr", "--validate", *files)
     assert got.returncode == 0, got.stderr.decode()
     assert got.stderr == b""
+    records = [len(Path(f).read_bytes().splitlines()) - 1 for f in files]
+    assert [orjson.loads(x) for x in got.stdout.splitlines()] == [
+        {"type": "summary", "source": f, "streams": 1, "records": n, "problems": 0,
+         "notes": 0, "valid": True} for f, n in zip(files, records, strict=True)]
+    table = run_tool("asr", "--validate", "--format", "table", *files)
+    assert (table.returncode, table.stderr) == (0, b"")
+    assert table.stdout.decode() == "".join(
+        f"{f}: 1 stream, {n} records: valid\n" for f, n in zip(files, records, strict=True))
 
 
 def _valid_stream():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gzip
 import socket
+import sys
 
 import orjson
 import pytest
@@ -292,17 +293,95 @@ def test_bad_input_is_named_and_what_came_before_is_kept(tmp_path):
     assert b"one direction" in r.stderr
 
 
-def test_a_collector_that_is_not_there_is_a_clear_error():
+def test_a_collector_that_is_not_there_is_said_at_once_and_retried():
+    """Nothing listening: the reason on the first try, each retry said, the last line
+    the verdict (it used to be 7 s of silence, then "did not take the spans")."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1/traces"
     r = run_tool("export", "otlp", str(FIX / "ASR-705-v1-turn-end" / "wire.jsonl"),
-                 "--endpoint", f"http://127.0.0.1:{port}", "--timeout", "1", timeout=120)
-    assert r.returncode == 2
-    assert r.stderr.decode().splitlines()[-1] == (
-        f"acp-export: http://127.0.0.1:{port}/v1/traces: the collector did not take the "
-        "spans (0 sent before)")
-    assert b"Traceback" not in r.stderr
+                 "--endpoint", f"http://127.0.0.1:{port}", "--retries", "1", timeout=120)
+    why = "connection refused (is a collector listening there?)"
+    assert (r.returncode, r.stderr.decode()) == (2, (
+        f"acp-export: {url}: {why}; retrying in 1 s (try 2 of 2)\n"
+        f"acp-export: {url}: {why}; 2 tries (0 spans sent before)\n"))
+
+
+class _Collector:
+    """A real HTTP server on 127.0.0.1 answering each POST with the next of ``answers``
+    (status, headers, body), keeping the request bodies (OTLP protobuf)."""
+
+    def __init__(self, answers: list[tuple[int, dict[str, str], bytes]]):
+        import http.server
+        import threading
+
+        self.answers, self.bodies = list(answers), []
+        me = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                me.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+                status, headers, body = me.answers.pop(0)
+                self.send_response(status)
+                for k, v in {**headers, "Content-Length": str(len(body))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _export_to(collector: _Collector, *args: str):
+    return run_tool("export", "otlp", str(FIX / "ASR-705-v1-turn-end" / "wire.jsonl"),
+                    "--endpoint", collector.url, *args, timeout=120)
+
+
+def test_a_refusal_is_said_at_once_with_the_collectors_words():
+    """HTTP 501 is no answer to wait out: one request, its status and the start of its
+    body, exit 2."""
+    collector = _Collector([(501, {"Content-Type": "text/plain"}, b"traces\x1b[31m: not here\n")])
+    try:
+        r = _export_to(collector)
+    finally:
+        collector.close()
+    assert len(collector.bodies) == 1
+    assert (r.returncode, r.stderr.decode()) == (2, (
+        f"acp-export: {collector.url}: HTTP 501 Not Implemented: traces\\u001b[31m: not "
+        "here (0 spans sent before)\n"))
+
+
+def test_a_busy_collector_is_retried_as_it_asks_then_takes_the_spans():
+    """503 with Retry-After 0, then 200: one line says the retry, and the spans the
+    collector finally took are the ones refused before (real protobuf, parsed)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    collector = _Collector([(503, {"Retry-After": "0"}, b"busy"), (200, {}, b"")])
+    try:
+        r = _export_to(collector)
+    finally:
+        collector.close()
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.decode() == (
+        f"acp-export: {collector.url}: HTTP 503 Service Unavailable: busy; retrying in 0 s "
+        "(try 2 of 5)\n"
+        f"acp-export: 1 session, 6 spans sent to {collector.url}\n")
+    first, second = collector.bodies
+    assert first == second
+    request = ExportTraceServiceRequest.FromString(second)
+    spans = [sp for rs in request.resource_spans for ss in rs.scope_spans for sp in ss.spans]
+    assert len(spans) == 6
 
 
 def test_without_the_sdk_the_error_names_the_extra(tmp_path):
@@ -323,9 +402,13 @@ def test_without_the_sdk_the_error_names_the_extra(tmp_path):
                                                         "wire.jsonl")),
                        capture_output=True, env=env, timeout=60)
     assert (r.returncode, r.stdout) == (2, b"")
+    from acp_pipes.extras import install_hint
+
+    hint = install_hint("export")  # the checkout's .venv: its python, its pip
+    assert hint.startswith(f"{sys.executable} -m pip install 'opentelemetry-sdk>=")
     assert r.stderr.decode() == (
-        "acp-export: the OpenTelemetry SDK is not installed (acp-export otlp needs it): "
-        "pip install 'acp-pipes[export]'\n")
+        "acp-export: the OpenTelemetry SDK is not installed (acp-export otlp needs it, "
+        f"acp-pipes' extra 'export'): {hint}\n")
 
 
 @pytest.mark.parametrize("bad", ["--endpoint", "ftp://x", "--header", "nokey"])

@@ -2,7 +2,7 @@
 outside the checkout, with nothing but its console scripts on PATH.
 
 One wheel is built (from a copy of the checkout, pip's cache reused) and installed once
-per test session; every test then runs the installed commands in a scratch directory
+per test run (tests/installed.py, shared with tests/test_first_hour.py); every test then runs the installed commands in a scratch directory
 outside the checkout: the README's pipelines, the example commands of every docs page
 and of every ``--help``, byte for byte where the README shows output.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,18 +24,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.test_readme import console_sessions
+from tests.installed import BUILD_TIMEOUT, SYSTEM_PATH, sh, user_env
 
 pytestmark = pytest.mark.slow  # a wheel built and installed in fresh environments
-
-# What a fresh installation may rely on besides itself: the system's tools (sh, sed,
-# cmp, make, Graphviz's dot), never the checkout's bin/ or its virtual environment.
-SYSTEM_PATH = "/usr/bin:/bin"
-BUILD_TIMEOUT = 600
-NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", ".peers", "node_modules", "__pycache__", "build",
-                                    "dist", "out", ".hypothesis", ".pytest_cache",
-                                    ".ruff_cache", "*.egg-info")
-
 
 def _pyproject() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -42,51 +34,6 @@ def _pyproject() -> dict:
 
 def console_scripts() -> dict[str, str]:
     return _pyproject()["project"]["scripts"]
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> tuple[Path, str]:
-    """The wheel pip builds from a copy of the checkout, and the build's verbose log."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "acp-pipes"
-    shutil.copytree(REPO, source, symlinks=True, ignore=NOT_SOURCE)
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps",
-                        "-w", str(tmp / "dist"), str(source)],
-                       capture_output=True, text=True, cwd=tmp, timeout=BUILD_TIMEOUT)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    (built,) = (tmp / "dist").glob("acp_pipes-*.whl")
-    return built, r.stdout + r.stderr
-
-
-@pytest.fixture(scope="session")
-def venv(wheel, tmp_path_factory) -> Path:
-    """A fresh virtual environment with the wheel and its runtime dependencies only, and
-    the extra `export` (acp-export otlp's OpenTelemetry SDK) as a user who exports has it."""
-    root = tmp_path_factory.mktemp("venv") / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True,
-                   timeout=BUILD_TIMEOUT)
-    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(root / "bin" / "python"),
-                        "install", "-q", f"{wheel[0]}[export]"],
-                       capture_output=True, text=True, cwd=root, timeout=BUILD_TIMEOUT)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    return root
-
-
-def user_env(venv: Path) -> dict[str, str]:
-    """The environment of a user who installed acp-pipes: its scripts first on PATH, then
-    the system's; nothing pointing into the checkout."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSAFEPATH")}
-    env["PATH"] = f"{venv / 'bin'}:{SYSTEM_PATH}"
-    env.pop("COLUMNS", None)
-    return env
-
-
-def sh(command: str, venv: Path, cwd: Path, stdin: Path | None = None,
-       timeout: float = 120) -> subprocess.CompletedProcess:
-    with open(stdin or os.devnull, "rb") as inp:
-        return subprocess.run(["bash", "-c", command], cwd=cwd, env=user_env(venv), stdin=inp,
-                              capture_output=True, timeout=timeout)
 
 
 def test_nothing_else_provides_the_tools():
@@ -207,12 +154,19 @@ def test_acp_batch_without_the_cluster_extra_says_what_to_install(venv, tmp_path
     r = sh("acp-batch asr logs -o streams -j 2", venv, tmp_path)
     assert r.returncode == 0, r.stderr.decode()
     assert len(list((tmp_path / "streams").rglob("*.asr.jsonl"))) == 7
+    python = venv / "bin" / "python"  # (made without pip: pip is asked to install there)
     for command in ("acp-batch asr s3://bucket/logs/ -o out",
                     "acp-batch asr logs -o out --scheduler tcp://127.0.0.1:8786"):
         r = sh(command, venv, tmp_path)
         assert r.returncode == 2, (command, r.stderr)
-        assert b"pip install 'acp-pipes[cluster]'" in r.stderr, r.stderr
+        hint = r.stderr.decode().split("(acp-pipes' extra 'cluster'): ", 1)[1].strip()
+        assert hint == (f"pip --python {python} install 'distributed>=2024.1' "
+                        "'fsspec>=2024.2'"), r.stderr
         assert not (tmp_path / "out").exists()
+    # the hint works: pip resolves it for that environment (without installing it)
+    dry = subprocess.run([sys.executable, "-m", *shlex.split(hint), "--dry-run", "-q"],
+                         capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    assert dry.returncode == 0, dry.stderr[-2000:]
 
 
 def test_help_names_the_installed_manual(venv, tmp_path):
@@ -329,17 +283,6 @@ def _failed(results: list[tuple[str, subprocess.CompletedProcess]]) -> list[tupl
             for command, r in results
             if r.returncode not in (0, 1) or b"Traceback" in r.stderr
             or b"internal error" in r.stderr]
-
-
-def test_the_readme_pipelines_run_as_shown_installed(venv, tmp_path):
-    """The README's console blocks, byte for byte, with only the installed commands."""
-    shutil.copytree(REPO / "examples", tmp_path / "examples",
-                    ignore=shutil.ignore_patterns("asr", ".done"))
-    sessions = console_sessions((REPO / "README.md").read_text())
-    assert len(sessions) >= 8
-    for command, expected in sessions:
-        r = sh(command, venv, tmp_path)
-        assert r.stdout.decode().rstrip("\n") == expected, (command, r.stderr.decode())
 
 
 @pytest.mark.parametrize("page", sorted(p.name for p in (REPO / "docs").glob("*.md")))

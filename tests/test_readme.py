@@ -2,9 +2,9 @@
 
 Each ```console block is a shell session: ``$ `` starts a command (a trailing ``\\``
 continues it), the lines up to the next command are its expected output. The blocks
-run in order in one scratch directory holding the examples, with the checkout's ``bin/``
-first on PATH, as a reader following along has (tests/test_installed.py runs them again
-with the installed commands).
+run in order in one empty scratch directory, with the checkout's ``bin/`` first on PATH,
+as a reader following along has (tests/test_installed.py and tests/test_first_hour.py
+run them again with the installed commands).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 
 from tests.conftest import REPO, tool_env
@@ -42,7 +41,8 @@ def console_sessions(text: str) -> list[tuple[str, str]]:
 
 
 def test_readme_console_examples_run_as_shown(tmp_path):
-    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    """In an empty scratch directory, as the README says to run them: they need nothing
+    from the checkout but the tools."""
     env = tool_env()
     env["PATH"] = os.pathsep.join([str(REPO / "bin"), env.get("PATH", "")])
     sessions = console_sessions((REPO / "README.md").read_text())
@@ -95,3 +95,42 @@ def test_the_zed_settings_are_one_example_that_acp_tee_takes():
     check(parsed.output)
     path, new = resolve(parsed.output, command)
     assert new and os.path.isabs(path)  # a new file per session, wherever the editor runs it
+
+
+RULE = re.compile(r"ASR-7\d\d")
+
+
+def _prose(text: str) -> str:
+    """A page without its code blocks, code spans and headings (where IDs stay plain)."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def test_every_rule_id_links_to_the_rules_text():
+    """ASR-700..735 each have their text in docs/asr.md under a heading of their own, and
+    every rule ID the README and the docs pages name in prose is a link to it."""
+    asr = (REPO / "docs" / "asr.md").read_text()
+    headings = re.findall(r"^#### (ASR-7\d\d)\n(.+)", asr, flags=re.M)
+    assert [h for h, _ in headings] == [f"ASR-{n}" for n in range(700, 736)]
+    assert all(text.strip() for _, text in headings)
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        prose = _prose(page.read_text())
+        target = {"README.md": "docs/asr.md", "asr.md": ""}.get(page.name, "asr.md")
+        for rule, link in re.findall(r"\[(ASR-7\d\d)\]\(([^)]*)\)", prose):
+            assert link == f"{target}#{rule.lower()}", (page.name, rule, link)
+        bare = RULE.findall(re.sub(r"\[ASR-7\d\d\]\([^)]*\)", "", prose))
+        assert bare == [], (page.name, bare)
+
+
+def test_the_readme_says_what_acp_asr_and_the_diff_marks_are():
+    """A newcomer meets ACP, ASR and acp-align's diff before any page explains them."""
+    readme = (REPO / "README.md").read_text()
+    intro = readme.split("## Install", 1)[0]
+    assert "ACP is how an editor (the client) and a coding agent talk" in intro
+    assert "ASR is the durable form acp-pipes stores a session in" in intro
+    first_diff = readme.index("acp-align --format diff")
+    legend = readme[:first_diff]
+    for mark in ("`→` a frame from client to", "`←` one from agent to client", "`!` changed",
+                 "`-` only", "`+` only"):
+        assert mark in legend, mark

@@ -416,7 +416,34 @@ def test_a_log_that_cannot_be_written_never_stops_the_session(tmp_path):
     assert b"cannot write the log" in server.stderr and b"the session goes on" in server.stderr
 
 
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+def test_the_documented_remote_example_records_a_valid_session(scheme, tmp_path):
+    """docs/acp-tee.md: a listener serving the echo agent, and `--script` driving it over
+    `--connect`: the recording is valid ACP (piping the script in all at once, as the page
+    once showed, is not: the client does not wait as an editor does), the client gets the
+    bytes a stdio session gives, and both logs hold the same frames."""
+    doc = (REPO / "docs" / "acp-tee.md").read_text()
+    assert ("acp-tee -o s.jsonl --script client.jsonl --connect ws://127.0.0.1:8080/acp "
+            "> agent.jsonl") in doc
+    client = REPO / "examples" / "hello" / "client.jsonl"
+    with Server(tool_argv("tee", "-o", str(tmp_path / "served.jsonl"), "--clock", "epoch",
+                          "--no-host", "--listen", f"{scheme}://127.0.0.1:0/acp", "--",
+                          *tool_argv("echo-agent"))) as server:
+        r = subprocess.run(tool_argv("tee", "-o", str(tmp_path / "s.jsonl"), "--script",
+                                     str(client), "--connect", server.url),
+                           capture_output=True, env=tool_env(), timeout=120,
+                           stdin=subprocess.DEVNULL)
+    assert (r.returncode, r.stderr) == (0, b"")
+    assert r.stdout == (REPO / "examples" / "hello" / "agent.jsonl").read_bytes()
+    valid = run_tool("frame", "--validate", "--format", "table", str(tmp_path / "s.jsonl"))
+    assert valid.returncode == 0, valid.stdout
+    assert valid.stdout.decode().endswith(": 42 frames, ACP 2 (agreed), v2.0.0-alpha.9: valid\n")
+    assert _frames(tmp_path / "s.jsonl") == _frames(tmp_path / "served.jsonl")
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--script", "x.jsonl", "--listen", "ws://127.0.0.1:0/acp", "--", "true"],
+     b"--script is the client: it does not go with --listen"),
     (["--connect", "ftp://x/acp"], b"expected a ws:// or wss:// or http:// or https:// URL"),
     (["--listen", "ws://127.0.0.1:0/acp"], b"--listen needs an agent"),
     (["--connect", "ws://127.0.0.1:9/acp", "--", "agent"], b"give it or -- AGENT, not both"),

@@ -128,9 +128,13 @@ COLOUR_SITES = {
                                      b'{"jsonrpc":"2.0","id":1,"method":"session/prompt",'
                                      b'"params":{}}\n', "stdout"),
     "acp-replay's reports": ("replay", ["{b}"], b"", "stderr"),
+    "acp-frame's frames table": ("frame", ["{a}"], b"", "stdout"),
+    "acp-fold's records, indented": ("fold", ["{a}"], b"", "stdout"),
+    "acp-asr --validate's summary": ("asr", ["--validate", "{asr}"], b"", "stdout"),
 }
 #: The modules that paint, each shown at a terminal by a COLOUR_SITES entry.
-PAINTERS = {"acp_pipes/align/render.py", "acp_pipes/cli/frame.py", "acp_pipes/cli/reports.py"}
+PAINTERS = {"acp_pipes/align/render.py", "acp_pipes/cli/frame.py", "acp_pipes/cli/reports.py",
+            "acp_pipes/cli/asr.py"}
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +148,9 @@ def differing(tmp_path_factory) -> dict[str, str]:
     a, b = tmp / "a.wire.jsonl", tmp / "b.wire.jsonl"
     record_lockstep(client, a)
     record_lockstep([x.replace(b'"hello 1"', b'"bye 1"') for x in client], b)
-    return {"a": str(a), "b": str(b)}
+    asr = tmp / "a.asr.jsonl"
+    asr.write_bytes(run_tool("asr", str(a)).stdout)
+    return {"a": str(a), "b": str(b), "asr": str(asr)}
 
 
 @pytest.mark.parametrize("site", COLOUR_SITES)

@@ -148,3 +148,24 @@ def test_a_changed_step_shows_each_pointer_that_differs_with_both_values(browser
     assert gaps.count() == 2
     assert gaps.first.inner_text().startswith(f"… {prompt - 2} equal steps (A 0–{prompt - 3},")
     assert opened.console_errors == []
+
+
+def test_every_row_keeps_the_same_height_and_columns_the_badge_too(browser, runs):
+    """The first divergence's badge sits inside its row: that row is as tall as the
+    others, and its cells start where every other row's do (it once pushed the row's
+    text down, out of line with its neighbours)."""
+    page = open_page(browser, runs["html"]).page
+    boxes = page.evaluate("""() => [...document.querySelectorAll('.sbs-row:not(.gap)')].map(
+        r => ({first: r.classList.contains('first'), h: r.getBoundingClientRect().height,
+               cells: [...r.children].map(c => { const b = c.getBoundingClientRect();
+                   return [Math.round(b.left), Math.round(b.top - r.getBoundingClientRect().top),
+                           Math.round(b.height)]; })}))""")
+    first = [b for b in boxes if b["first"]]
+    assert len(first) == 1 and len(boxes) > 10
+    heights = {b["h"] for b in boxes}
+    assert heights == {boxes[0]["h"]}, heights
+    columns = {tuple((left, top, h) for left, top, h in b["cells"]) for b in boxes}
+    assert len(columns) == 1, columns
+    badge = page.locator(".sbs-row.first .fd").bounding_box()
+    row = page.locator(".sbs-row.first").bounding_box()
+    assert row["y"] <= badge["y"] and badge["y"] + badge["height"] <= row["y"] + row["height"]

@@ -501,3 +501,19 @@ def test_recorded_objects_where_text_is_expected_show_as_json(browser, tmp_path)
     assert page.locator(".card.subagent .h span").nth(1).inner_text() == '{"name":"Researcher"}'
     assert '{"actor":"human"}' in page.locator(".card.msg .h .badge").all_inner_texts()
     assert page.locator(".shead dd").all_inner_texts()[-3].endswith('{"field":"x"}')
+
+
+def test_the_session_head_says_which_connections_it_was_recorded_on(browser, echo, tmp_path):
+    """`native.connections` [0] reads "connection #0" (it read "connections 0", as if
+    there were none); a session recorded over two connections names both."""
+    def said(html) -> dict[str, str]:
+        page = open_page(browser, html).page
+        terms = page.locator(".shead dt").all_inner_texts()
+        return dict(zip(terms, page.locator(".shead dd").all_inner_texts(), strict=True))
+
+    assert said(echo["html"])["recorded on"] == "connection #0"
+    two = _fixture("ASR-704-entity-across-connections")  # two wire logs back to back
+    html = tmp_path / "two.html"
+    r = run_tool("view", str(two), "-o", str(html))
+    assert r.returncode == 0, r.stderr
+    assert said(html)["recorded on"].startswith("connections #0, #1")

@@ -53,7 +53,16 @@ from acp_pipes.align.words import (
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.errors import InputError, Warn
 from acp_pipes.frame.core import raw_hash
-from acp_pipes.lines import READ_ERRORS, display_name, open_source, raw_lines, records, stdin
+from acp_pipes.lines import (
+    READ_ERRORS,
+    display_name,
+    first_bytes,
+    judge_start,
+    open_source,
+    raw_lines,
+    records,
+    stdin,
+)
 from acp_pipes.normalize import Normalizer
 from acp_pipes.streams import ASR, describe, header_format, judge
 
@@ -253,8 +262,10 @@ def _value_of_line(raw: bytes, kind: str, norm: Normalizer) -> Any:
 
 
 def spool_stdin() -> str:
-    """Copy stdin to a temporary file, so it can be read twice like a named file."""
+    """Copy stdin to a temporary file, so it can be read twice like a named file; stdin
+    that is empty or no JSONL is said as such, by its own name (:func:`judge_start`)."""
     source = stdin()
+    judge_start(first_bytes(source), "stdin")
     fd, path = tempfile.mkstemp(prefix="acp-align-", suffix=".jsonl")
     with os.fdopen(fd, "wb") as f:
         shutil.copyfileobj(source, f)

@@ -21,7 +21,7 @@ import orjson
 
 from acp_pipes.align.table import REPLIES, StepTable
 from acp_pipes.errors import InputError, Warn
-from acp_pipes.lines import READ_ERRORS, unparsable
+from acp_pipes.lines import READ_ERRORS, json_error, unparsable
 from acp_pipes.redact import may_hold_secrets
 from acp_pipes.streams import FRAMES, WIRE, header_format, judge
 from acp_pipes.wire import is_end, is_event
@@ -303,7 +303,7 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
             except JSONDecodeError as e:
                 if warn is not None and chunk.strip():
                     what = unparsable(chunk.endswith(b"\n"), e)
-                    warn(source, n, f"{what}, frame record skipped: {e}")
+                    warn(source, n, f"{what}, frame record skipped: {json_error(chunk, e)}")
                 continue
             if rec.__class__ is dict and (d := rec.get("dir")) in dirs:
                 kind = rec.get("kind")

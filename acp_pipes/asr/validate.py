@@ -33,7 +33,7 @@ from acp_pipes.asr.paths import LOSS_RELATIVE, is_relative
 from acp_pipes.asr.reader import LONE_SURROGATE, record_without_surrogates
 from acp_pipes.asr.schema import validator_for
 from acp_pipes.fold import v1
-from acp_pipes.lines import display_name, read_lines, unparsable
+from acp_pipes.lines import display_name, json_error, read_lines, unparsable
 from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
 __all__ = ["NoteLine", "validate_paths", "validate_streams"]
@@ -82,10 +82,13 @@ def _pathrefs(rec: dict[str, Any]) -> Iterator[tuple[str, Any]]:
         yield "/cwd", rec["cwd"]
 
 
-def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator[str]:
+def validate_streams(lines: Iterable[tuple[str, int, bytes | None]],
+                     tally: dict[str, list[int]] | None = None) -> Iterator[str]:
     """Problems, one line each, for ASR lines given as (source, line number, bytes without
     the LF; a CR before it kept); bytes ``None``: the source is empty. Each source starts
-    a stream. Raises InputError for a stream of another kind."""
+    a stream. Raises InputError for a stream of another kind. ``tally`` gets, for each
+    source, ``[streams, records]`` (headers, and the records after them), for a summary."""
+    tally = {} if tally is None else tally
     streams: dict[str, _Stream] = {}
     done: list[_Stream] = []
     cur: _Stream | None = None
@@ -132,7 +135,7 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
         except orjson.JSONDecodeError as e:
             rec = record_without_surrogates(raw)
             if rec is None:
-                yield f"{where}: : {unparsable(True, e)}: {e}"
+                yield f"{where}: : {unparsable(True, e)}: {json_error(raw, e)}"
                 continue
             # JSON, but no Unicode text: RFC 8259 8.2 (and I-JSON) want none in a store
             yield f"{where}: : {LONE_SURROGATE}; the rest of the record is checked"
@@ -142,6 +145,8 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
         if header_format(rec) != ASR or (asr_major(rec) or 0) > ASR_MAJOR:
             judge(rec, source, number, _ASR)  # another kind, or a newer ASR: unusable
         is_header = rec.get("type") == "header"
+        counts = tally.setdefault(source, [0, 0])
+        counts[0 if is_header else 1] += 1
         if is_header:
             yield from close(cur)
             cur = _Stream(rec, source, number)
@@ -231,10 +236,11 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]]) -> Iterator
                 yield f"{where}: /copiedFrom/id: {cf.get('id')!r} is not a record of the parent"
 
 
-def validate_paths(paths: Iterable[str]) -> Iterator[str]:
+def validate_paths(paths: Iterable[str],
+                   tally: dict[str, list[int]] | None = None) -> Iterator[str]:
     """Problems in the ASR streams of ``paths`` (each file one or more streams). A file
     that cannot be opened or read raises InputError (after the problems of the lines
-    read before it)."""
+    read before it). ``tally``: as :func:`validate_streams` fills it."""
 
     def lines() -> Iterator[tuple[str, int, bytes | None]]:
         for path in paths:
@@ -248,4 +254,4 @@ def validate_paths(paths: Iterable[str]) -> Iterator[str]:
             if not any_line:
                 yield source, 0, None
 
-    yield from validate_streams(lines())
+    yield from validate_streams(lines(), tally)

@@ -54,7 +54,10 @@ def _fsspec(url: str) -> tuple[Any, str]:
     try:
         from fsspec.core import url_to_fs
     except ImportError:
-        raise UsageError(f"{url}: URLs need fsspec: pip install 'acp-pipes[cluster]'") from None
+        from acp_pipes.extras import install_hint
+
+        raise UsageError(f"{url}: URLs need fsspec (acp-pipes' extra 'cluster'): "
+                         f"{install_hint('cluster')}") from None
     try:
         return url_to_fs(url)
     except (ImportError, ValueError) as e:  # a protocol whose package is not installed

@@ -226,8 +226,10 @@ class DaskWorkers:
         try:
             from distributed import Client
         except ImportError:
-            raise UsageError("--scheduler needs Dask: pip install 'acp-pipes[cluster]'") \
-                from None
+            from acp_pipes.extras import install_hint
+
+            raise UsageError("--scheduler needs Dask (acp-pipes' extra 'cluster'): "
+                             f"{install_hint('cluster')}") from None
         try:
             self.client = Client(address, timeout="20s")
         except OSError as e:

@@ -6,11 +6,22 @@ import argparse
 import gc
 import os
 import sys
+from typing import BinaryIO
+
+import orjson
 
 from acp_pipes.asr.mapping import convert_paths
 from acp_pipes.cli.manual import page
-from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
+from acp_pipes.cli.runner import (
+    EXIT_INTERRUPTED,
+    Context,
+    Tool,
+    UsageError,
+    run,
+    silence_stdout,
+)
 from acp_pipes.output import OutputError
+from acp_pipes.terminal import printable
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee), frames (acp-frame) or folded entities (acp-fold) and runs the
@@ -61,26 +72,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.validate and args.follow:
         raise UsageError("--follow converts a growing log: not with --validate")
     if args.validate:
-        from acp_pipes.asr.validate import NoteLine, validate_paths
-
-        problems = 0
-        quiet = False
-        for line in validate_paths(ctx.files):
-            note = isinstance(line, NoteLine)
-            problems += not note
-            if quiet:
-                if problems:  # `2>&1 | head` has read enough: invalid
-                    return 1
-                continue  # only notes so far: the rest still decides
-            try:
-                print(line, file=sys.stderr, flush=True)
-            except BrokenPipeError:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stderr.fileno())  # quiet the final flush
-                quiet = True
-                if problems:
-                    return 1
-        return 1 if problems else 0
+        return _validate(args, ctx)
+    if args.fmt == "table":
+        raise UsageError("--format table goes with --validate (the streams: json or pretty)")
     # everything imported so far lives as long as the process: keep it out of the
     # collector's scans; records are many, short-lived and acyclic, so the young
     # generation is collected every 50,000 allocations, not every 700 (a few MB at most
@@ -123,10 +117,58 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             raise OutputError(f"{len(failed)} of {len(failed) + len(written)} sessions not "
                               f"written (named above); the others are in {args.output}")
     else:
-        spool.write_to(ctx.out, headers)
+        spool.write_to(ctx.records_out(), headers)
     if unreadable is not None:
         raise unreadable
     return EXIT_INTERRUPTED if done.interrupted else 0
+
+
+def _validate(args: argparse.Namespace, ctx: Context) -> int:
+    """``--validate``: each problem on stderr (``FILE:LINE: POINTER: what``, at most
+    20 of a file, then a count), and a summary of each file on stdout: a line for
+    reading (``table``, a terminal's default) or a JSON object (a pipe's)."""
+    from acp_pipes.asr.validate import NoteLine, validate_paths
+    from acp_pipes.lines import display_name
+
+    fmt = "table" if args.fmt is None and ctx.fmt == "pretty" else ctx.fmt
+    names = sorted({display_name(f) for f in ctx.files}, key=len, reverse=True)
+    tally: dict[str, list[int]] = {}
+    problems: dict[str, int] = {}
+    notes: dict[str, int] = {}
+    for line in validate_paths(ctx.files, tally):
+        source = next((n for n in names if line.startswith(n + ":")), "")
+        counts = notes if isinstance(line, NoteLine) else problems
+        counts[source] = counts.get(source, 0) + 1
+        ctx.problem(source, line)
+    # the summaries once every file is read: a problem of one file (a copy from its
+    # parent's stream) may be found only once another is
+    out = ctx.records_out()
+    for name in dict.fromkeys(display_name(f) for f in ctx.files):
+        try:
+            _summary(ctx, out, fmt, name, tally.get(name, [0, 0]), problems.get(name, 0),
+                     notes.get(name, 0))
+        except BrokenPipeError:  # `| head` has read enough: the verdict still counts
+            silence_stdout()
+            break
+    return 1 if any(problems.values()) else 0
+
+
+def _summary(ctx: Context, out: BinaryIO, fmt: str, name: str, tally: list[int], bad: int,
+             noted: int) -> None:
+    """One file's line of ``--validate``."""
+    streams, records = tally
+    if fmt == "table":
+        verdict = (ctx.term.paint(f"{bad:,} problem{'s' * (bad != 1)}", "error")
+                   + " (on stderr)" if bad else ctx.term.paint("valid", "added"))
+        extra = f", {noted} note{'s' * (noted != 1)}" if noted else ""
+        ctx.out.write(f"{printable(name)}: {streams} stream{'s' * (streams != 1)}, "
+                      f"{records:,} record{'s' * (records != 1)}{extra}: {verdict}\n"
+                      .encode("utf-8", "backslashreplace"))
+    else:
+        out.write(orjson.dumps({"type": "summary", "source": name, "streams": streams,
+                                "records": records, "problems": bad, "notes": noted,
+                                "valid": not bad}) + b"\n")
+    out.flush()
 
 
 def _check_output_dir(path: str, inputs: list[str]) -> None:
@@ -156,6 +198,9 @@ TOOL = Tool(
     configure=configure,
     description=DESCRIPTION,
     takes_output=False,
+    formats=("pretty", "table"),
+    formats_help="; pretty: each record indented, as jq shows JSON; table: --validate's "
+                 "summary of each file, a line for reading (its terminal default)",
     exits="0 ok (--validate: every stream is valid), 1 --validate found an invalid stream, "
           "2 usage or unusable input, 130 interrupted",
 )

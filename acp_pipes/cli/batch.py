@@ -24,8 +24,8 @@ that tool would write for it under DEST:
 
 STEM is the input's path under the SRC it was found in, less .jsonl/.jsonl.gz. SRC is a
 file, a directory (its *.jsonl and *.jsonl.gz, recursively), a glob, or a URL (s3://,
-gs://, file://, memory://, any fsspec file system; pip install 'acp-pipes[cluster]');
-DEST a directory or a URL. The outputs are the same bytes the tool writes.
+gs://, file://, memory://, any fsspec file system: acp-pipes' extra 'cluster'); DEST a
+directory or a URL. The outputs are the same bytes the tool writes.
 
 DEST/manifest.jsonl gets a line per input as it is done: its content hash (blake3), the
 version and options, its outputs, status, error and duration. A rerun skips every input
@@ -37,7 +37,7 @@ apart where case is ignored (macOS, Windows): Run.jsonl beside run.jsonl is writ
 Run~<hash>. One batch at a time on a DEST: a second is refused (exit 2).
 
 The jobs run in -j local worker processes (default: one per core), or with --scheduler
-on a Dask cluster (pip install 'acp-pipes[cluster]'), whose workers need acp-pipes
+on a Dask cluster (acp-pipes' extra 'cluster'), whose workers need acp-pipes
 installed and SRC and DEST within their reach. A progress bar on a terminal.
 
 """ + f"Manual: {page('acp-batch.md')}"

@@ -25,7 +25,8 @@ converts them.
                trace. --endpoint sends OTLP/HTTP (protobuf) to a collector; otherwise
                OTLP/JSON is written (-o FILE or stdout), the format of the OpenTelemetry
                collector's file exporter: one request a line. Needs the OpenTelemetry
-               SDK: pip install 'acp-pipes[export]'. To a collector on this machine:
+               SDK, acp-pipes' extra 'export' (without it acp-export says how to add it
+               to this installation). To a collector on this machine:
                acp-export otlp wire.jsonl --endpoint http://127.0.0.1:4318
   agent-trail  one Agent Trail file per session in -o DIR.
 
@@ -51,6 +52,12 @@ def endpoint_url(text: str) -> str:
     if u.scheme not in ("http", "https") or not u.netloc:
         raise argparse.ArgumentTypeError(f"an http:// or https:// URL, not {text!r}")
     return text if u.path not in ("", "/") else text.rstrip("/") + "/v1/traces"
+
+
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"a number, 0 or more, not {text!r}")
+    return int(text)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -83,6 +90,11 @@ def configure(p: argparse.ArgumentParser) -> None:
                       "links to its parent's trace)")
     otlp.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                       help="--endpoint: how long one request may take (default 10)")
+    otlp.add_argument("--retries", type=_count, default=4, metavar="N",
+                      help="--endpoint: retry a request the collector may take later (no "
+                      "connection, no answer, HTTP 408, 429, 502, 503, 504) N times, "
+                      "waiting 1, 2, 4 ... s or as Retry-After says; each said on stderr "
+                      "(default 4; anything else fails at once)")
     otlp.add_argument("--max-attribute-bytes", type=byte_count, default=None, metavar="N",
                       help="keep at most N bytes of a tool call's input and output "
                       "(default 4K; the size is kept beside it)")
@@ -114,17 +126,21 @@ def _otlp(args: argparse.Namespace, ctx: Context) -> int:
     cap = args.max_attribute_bytes or DEFAULT_CAP
     extra = _headers(args.resource, "--resource")
     if args.endpoint:
-        sender = Sender(args.endpoint, timeout=args.timeout, headers=_headers(args.header))
+        sender = Sender(args.endpoint, timeout=args.timeout, headers=_headers(args.header),
+                        retries=args.retries, note=ctx.note)
         try:
             done = export_otlp(ctx.files, sender.send, warn=ctx.warn, cap=cap,
                                note=ctx.note, encoder=encoder, resource=extra,
                                namespace=args.id_namespace)
         finally:
             sender.close()
-        ctx.note(f"{done.sessions} sessions, {done.spans} spans sent to {args.endpoint}")
+        ctx.note(f"{done.sessions} session{'s' * (done.sessions != 1)}, {done.spans} "
+                 f"span{'s' * (done.spans != 1)} sent to {args.endpoint}")
     else:
         if args.header:
             raise UsageError("--header is for --endpoint")
+        if args.retries != 4:
+            raise UsageError("--retries is for --endpoint")
         if ctx.term.tty and not args.output:
             raise UsageError("writes OTLP/JSON: give -o FILE, --endpoint URL, or redirect "
                              "stdout")

@@ -38,13 +38,14 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     # records go out as soon as the input has nothing more ready (a live acp-tee behind)
-    live = Live(ctx.out.flush, follow=args.follow)
+    out = ctx.records_out()
+    live = Live(out.flush, follow=args.follow)
     records = fold_paths(ctx.files, snapshots=args.snapshots, warn=ctx.warn, live=live)
     if args.session is None:
-        write_records(records, ctx.out)
+        write_records(records, out)
         return EXIT_INTERRUPTED if live.interrupted else 0
     seen: list[bool] = []
-    write_records(of_session(records, args.session, seen), ctx.out)
+    write_records(of_session(records, args.session, seen), out)
     if not seen and not live.interrupted:
         raise UsageError(f"no session {args.session!r} in the input")
     return EXIT_INTERRUPTED if live.interrupted else 0
@@ -73,6 +74,8 @@ TOOL = Tool(
     run=_run,
     configure=configure,
     description=DESCRIPTION,
+    formats=("pretty",),
+    formats_help="; pretty: each record indented, as jq shows JSON",
 )
 
 

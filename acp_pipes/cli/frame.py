@@ -73,9 +73,6 @@ def configure(p: argparse.ArgumentParser) -> None:
                       help="print a summary of each stream instead of the frames")
     mode.add_argument("--validate", action="store_true",
                       help="check every frame against the ACP spec; print the violations")
-    p.add_argument("--format", choices=("json", "table"), dest="fmt",
-                   help="--summary/--validate output: json (default when not a terminal) "
-                        "or table")
     p.add_argument("--protocol", type=int, choices=sorted(REVISIONS),
                    help="--validate: check as this protocol version, whatever initialize "
                         "negotiated (for a recording without initialize)")
@@ -93,8 +90,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    if args.fmt and not (args.summary or args.validate):
-        raise UsageError("--format goes with --summary or --validate")
     if (args.protocol is not None or args.stable or args.revision) and not args.validate:
         raise UsageError("--protocol, --schema and --stable go with --validate")
     if args.revision and args.protocol is not None and (args.revision == ACP_V1) != (
@@ -107,14 +102,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--session selects frames to write; it does not go with --summary "
                          "or --validate")
     if args.validate:
-        return _validate(args, ctx, args.fmt or ("table" if ctx.term.tty else "json"))
+        return _validate(args, ctx, ctx.fmt)
     if args.summary:
-        return _summary(args, ctx, args.fmt or ("table" if ctx.term.tty else "json"))
+        return _summary(args, ctx, ctx.fmt)
 
     # Records are encoded by map() in C and written BATCH at a time: measured ~0.1 us a
     # frame less than one write per record. list.extend keeps what it took before an
     # error (a .gz cut short), and the finally writes it: nothing framed is lost.
-    write = ctx.out.write
+    out = ctx.records_out(FrameTable(ctx.term))
+    write = out.write
     dumps, no_default, newline = orjson.dumps, repeat(None), repeat(orjson.OPT_APPEND_NEWLINE)
     lines: list[bytes] = []
 
@@ -128,7 +124,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         Called from inside the ``extend`` below, which appends as it goes."""
         if lines:
             flush()
-        ctx.out.flush()
+        out.flush()
 
     live = Live(idle, follow=args.follow)
     seen: list[bool] = []
@@ -156,7 +152,7 @@ def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
     from acp_pipes.frame.summary import render_table, summaries
     from acp_pipes.lines import display_name
 
-    write = ctx.out.write
+    write = ctx.records_out().write
     first = True
     for path in ctx.files:
         source = display_name(path)
@@ -170,7 +166,7 @@ def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
                               ends=True)
         gen, holder["warn"] = summaries(records, source)
         for s in gen:
-            if fmt == "json":
+            if fmt != "table":
                 write(orjson.dumps(s, option=orjson.OPT_APPEND_NEWLINE))
             else:
                 write((("" if first else "\n") + render_table(s)).encode("utf-8"))
@@ -183,7 +179,7 @@ def _validate(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
     from acp_pipes.frame.validate import reports
     from acp_pipes.lines import display_name
 
-    write = ctx.out.write
+    write = ctx.records_out().write
     term = ctx.term
     found = 0
     table = fmt == "table"
@@ -241,6 +237,48 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+class FrameTable:
+    """Frame records as rows for reading (``--format table``, a terminal's default):
+    seq, seconds since the stream's first frame, direction (→ client to agent, ← agent
+    to client), kind, method, id, session and size; a stream's header as a line saying
+    what was recorded. Recorded strings are :func:`printable`."""
+
+    HEAD = (f"{'seq':>5} {'t (s)':>8}  dir {'kind':<12} {'method':<26} {'id':>4} "
+            f"{'session':<8} {'bytes':>6}\n")
+
+    def __init__(self, term: Terminal):
+        self.term = term
+        self.start: int | None = None
+
+    def __call__(self, rec: Any) -> str:
+        if not isinstance(rec, dict):
+            return printable(str(rec)) + "\n"
+        if "seq" not in rec:  # a frames header: the next stream starts here
+            self.start = None
+            src = rec.get("source") or {}
+            what = ", ".join(printable(str(x)) for x in (
+                " ".join(src.get("argv") or []) or None, src.get("recorder"),
+                src.get("started"), src.get("clock") and f"clock {src['clock']}")
+                if x) or "a bare ACP JSONL stream"
+            return self.term.paint(f"# {what}", "heading") + "\n" + self.HEAD
+        t = rec.get("t")
+        if isinstance(t, int) and self.start is None:
+            self.start = t
+        at = f"{(t - self.start) / 1e9:.3f}" if isinstance(t, int) and self.start is not None \
+            else "-"
+        arrow = {"c2a": "→", "a2c": "←"}.get(str(rec.get("dir")), "?")
+        kind = str(rec.get("kind") or "")
+        rid = rec.get("id")
+        row = (f"{rec.get('seq', ''):>5} {at:>8}  {arrow:<3} {kind:<12} "
+               f"{_cut(printable(str(rec.get('method') or '-')), 26):<26} "
+               f"{_cut('-' if rid is None else printable(str(rid)), 4):>4} "
+               f"{_cut(printable(str(rec.get('sessionId') or '-')), 8):<8} "
+               f"{rec.get('size', ''):>6}")
+        if kind in ("error", "invalid_json", "not_jsonrpc"):
+            row = self.term.paint(row, "error")
+        return row + "\n"
+
+
 TOOL = Tool(
     prog="acp-frame",
     summary="Classify and hash the frames of a wire log or a bare ACP JSONL stream.",
@@ -248,6 +286,9 @@ TOOL = Tool(
     example=EXAMPLE,
     run=_run,
     configure=configure,
+    formats=("table", "pretty"),
+    formats_help="; the frames, --summary and --validate alike; pretty: each record "
+                 "indented, as jq shows JSON",
     exits="0 ok (frames that are not JSON or not JSON-RPC are reported and kept), "
           "1 --validate found violations, 2 usage or unusable input, 130 interrupted",
 )

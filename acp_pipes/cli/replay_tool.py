@@ -21,7 +21,7 @@ import orjson
 from acp_pipes.cli import listen as listening
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.reports import Reporter
-from acp_pipes.cli.runner import Context, Tool, UsageError, exit_now, run
+from acp_pipes.cli.runner import Context, InputError, Tool, UsageError, exit_now, run
 from acp_pipes.lines import STDIN, display_name
 from acp_pipes.replay.trace.spawn import end_agent
 from acp_pipes.streams import ASR, describe, header_format
@@ -242,6 +242,7 @@ def choose(args: argparse.Namespace, sniff) -> tuple[str, str | None, object]:
     if len(picked) > 1:
         raise UsageError(f"--{picked[0]} and --{picked[1]} do not go together")
     files = [f for f in (args.files or []) if f]
+    unusable: InputError | None = None
     command = list(getattr(args, "command", None) or [])
     if command and picked != ["client"]:
         raise UsageError("an agent command is only used with --client")
@@ -262,7 +263,12 @@ def choose(args: argparse.Namespace, sniff) -> tuple[str, str | None, object]:
         if name is None and files[0] == STDIN and sys.stdin is None:
             name = "agent"  # stdin closed (<&-): nothing to look at
         else:
-            fmt, lines = sniff(files[0])
+            try:
+                fmt, lines = sniff(files[0])
+            except InputError as e:  # empty, or no JSONL: said once the mode is known,
+                if files[0] != STDIN:  # unless stdin turns out to be the client's
+                    raise
+                fmt, lines, unusable = None, iter(()), e
             kind = STREAM if fmt == ASR else TRACE
             if name is None:
                 name = "agent" if kind == TRACE else "stream"
@@ -284,6 +290,8 @@ def choose(args: argparse.Namespace, sniff) -> tuple[str, str | None, object]:
             raise UsageError("--serve: stdin is the client's; name the stream files")
         raise UsageError("TRACE cannot be stdin when replaying as the agent: stdin is "
                          "the client's")
+    if unusable is not None:
+        raise unusable
     for dest, value in DEFAULTS.items():
         if getattr(args, dest, None) is None:
             setattr(args, dest, value)

@@ -35,7 +35,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
@@ -48,7 +48,7 @@ from acp_pipes.output import (
     stdout_fd,
     stdout_sink,
 )
-from acp_pipes.terminal import Terminal
+from acp_pipes.terminal import Rendered, Terminal, pretty
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -60,13 +60,29 @@ class Context:
     """What a tool's ``run`` gets besides its parsed arguments."""
 
     def __init__(self, prog: str, files: list[str], out: BinaryIO,
-                 term: Terminal | None = None):
+                 term: Terminal | None = None, fmt: str = "json"):
         self.prog = prog
         self.files = files
         self.out = out
+        #: ``--format``, decided: as given, else the tool's form for reading at a
+        #: terminal, else ``json`` (JSONL, one record a line).
+        self.fmt = fmt
         #: Terminal or pipe, decided once for the run: read it, never ask ``isatty``.
         self.term = term if term is not None else Terminal()
         self.warnings = 0
+        self._said = Said(prog)
+
+    def records_out(self, table: Callable[[Any], str] | None = None) -> BinaryIO:
+        """Where a tool writes its JSONL records: ``ctx.out`` itself for ``json``;
+        otherwise a writer that shows each record for reading, as ``table`` renders a
+        row (``--format table``; without ``table``, the tool writes its table itself)
+        or indented (``pretty``, as jq shows JSON)."""
+        if self.fmt == "json" or (self.fmt == "table" and table is None):
+            return self.out
+        if self.fmt == "table":
+            return Rendered(self.out, table)  # type: ignore[arg-type,return-value]
+        term = self.term
+        return Rendered(self.out, lambda value: pretty(value, term))  # type: ignore[return-value]
 
     def stdin(self) -> BinaryIO:
         """Standard input (binary) for a tool that reads it as a stream; an InputError
@@ -87,11 +103,52 @@ class Context:
             raise TypeError(f"warn(source, line, message) got line={line!r}")
         self.warnings += 1
         where = f"{source}:{line}" if line else source
-        say(f"{self.prog}: {where}: {message}")
+        self._said(source, f"{self.prog}: {where}: {message}")
+
+    def problem(self, source: str, line: str) -> None:
+        """A line of a report of problems in ``source`` (acp-asr --validate's), said on
+        stderr under the same cap as :meth:`warn`'s."""
+        self._said(source, line)
+
+    def counted(self) -> None:
+        """At the end of a run: how many problems each input had that were not said."""
+        self._said.close()
 
     def note(self, message: str) -> None:
         """Informational stderr line (progress, where the output went)."""
         say(f"{self.prog}: {message}")
+
+
+#: At most this many problems of one input are said, each on its own line; past that
+#: they are counted, and the count is said at the end (a file of binary junk after its
+#: first line would otherwise give thousands of lines, as a compiler's error limit).
+SAID_PER_SOURCE = 20
+
+
+class Said:
+    """Problem lines said on stderr, at most :data:`SAID_PER_SOURCE` for one source:
+    the next one is replaced by a line saying the rest are counted, and :meth:`close`
+    says each source's total."""
+
+    def __init__(self, prog: str, limit: int = SAID_PER_SOURCE):
+        self.prog = prog
+        self.limit = limit
+        self.seen: dict[str, int] = {}
+
+    def __call__(self, source: str, line: str) -> None:
+        n = self.seen[source] = self.seen.get(source, 0) + 1
+        if n <= self.limit:
+            say(line)
+        elif n == self.limit + 1:
+            say(f"{self.prog}: {source}: more than {self.limit} problems: the rest are "
+                "counted, not shown")
+
+    def close(self) -> None:
+        for source, n in self.seen.items():
+            if n > self.limit:
+                say(f"{self.prog}: {source}: {n:,} problems in all, the first "
+                    f"{self.limit} shown")
+        self.seen.clear()
 
 
 class Tool:
@@ -112,6 +169,8 @@ class Tool:
     ``command_metavar`` ends the usage line (empty: the tool writes its own usage).
     ``reads_lines`` adds ``--max-line-bytes N``, the longest line any of its readers
     takes (not for acp-tee, which forwards a session's bytes whatever their size).
+    ``formats`` adds ``--format``: the first is what a terminal gets (``table`` or
+    ``pretty``), ``json`` what a pipe or a file gets (see :meth:`Context.records_out`).
     """
 
     def __init__(
@@ -135,6 +194,8 @@ class Tool:
         files_metavar: str = "FILE",
         files_help: str = "input files (default: stdin; '-' is stdin; .gz is read transparently)",
         reads_lines: bool = True,
+        formats: tuple[str, ...] = (),
+        formats_help: str = "",
     ):
         self.prog = prog
         self.summary = summary
@@ -154,6 +215,8 @@ class Tool:
         self.files_metavar = files_metavar
         self.files_help = files_help
         self.reads_lines = reads_lines
+        self.formats = formats
+        self.formats_help = formats_help
 
     def parser(self) -> argparse.ArgumentParser:
         epilog = "example:\n" + "\n".join("  " + ln for ln in self.example.strip().splitlines())
@@ -176,6 +239,13 @@ class Tool:
                 "--color", choices=("auto", "always", "never"), default="auto",
                 metavar="WHEN", help="colour at a terminal: auto (default; NO_COLOR turns "
                 "it off), always, never")
+        if self.formats:
+            shown = self.formats[0]
+            p.add_argument(
+                "--format", choices=("json", *self.formats), dest="fmt", metavar="FORMAT",
+                help=f"{', '.join(self.formats)} or json: at a terminal {shown} (for reading; "
+                f"--format json gives the JSONL there), in a pipe or a file json (one record "
+                f"a line; --format {shown} gives the {shown} there){self.formats_help}")
         if self.reads_lines:
             p.add_argument(
                 "--max-line-bytes", type=byte_count, default=MAX_LINE_BYTES, metavar="N",
@@ -227,8 +297,13 @@ class Tool:
                 sink = Output(os.devnull)
                 out = sink.stream
             term = Terminal.decide(out, sys.stderr, getattr(args, "color", "auto"))
-            ctx = Context(prog=self.prog, files=files, out=out, term=term)
-            status = self.run(args, ctx)
+            fmt = getattr(args, "fmt", None) or (
+                self.formats[0] if self.formats and term.tty else "json")
+            ctx = Context(prog=self.prog, files=files, out=out, term=term, fmt=fmt)
+            try:
+                status = self.run(args, ctx)
+            finally:  # before the error that ended the run, if one did: it is said last
+                ctx.counted()
             if sink is None:
                 out.flush()
             elif status in (EXIT_OK, EXIT_DIFFERENT) or (
@@ -240,7 +315,7 @@ class Tool:
             _flush_quietly(out, sink)
             return e.status
         except BrokenPipeError:
-            _silence_stdout()
+            silence_stdout()
             return EXIT_OK
         except KeyboardInterrupt:
             if sink is not None and _following(args):
@@ -322,12 +397,12 @@ def _flush_quietly(out: BinaryIO | None, sink: Output | None) -> None:
     try:
         out.flush()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
     except (OSError, AcpPipesError):
         pass
 
 
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
     """After EPIPE, point stdout at /dev/null so the interpreter's final flush is quiet."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -350,4 +425,5 @@ __all__ = [
     "exit_now",
     "say",
     "run",
+    "silence_stdout",
 ]

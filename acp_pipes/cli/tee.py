@@ -138,7 +138,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--script", metavar="CLIENT.jsonl",
                    help="be the client: send the frames of this file (one a line) instead "
                         "of stdin, each once the agent has answered the previous one, as an "
-                        "editor waits; for recordings that are the same in every run")
+                        "editor waits; for recordings that are the same in every run (with a "
+                        "stdio agent, or one at --connect URL)")
     from acp_pipes.cli import listen
 
     listen.configure(p)  # --allow-origin, --allow-host, --token-file, --max-*, timeouts
@@ -244,9 +245,9 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
         raise UsageError("--connect URL is the agent: give it or -- AGENT, not both")
     if args.connect is None and not agent:
         raise UsageError("--listen needs an agent: --connect URL or -- AGENT [ARGS ...]")
-    if args.script is not None:
-        raise UsageError("--script drives a stdio agent: it does not go with --listen or "
-                         "--connect")
+    if args.script is not None and args.listen is not None:
+        raise UsageError("--script is the client: it does not go with --listen (whose "
+                         "clients connect to it)")
     from acp_pipes.tee import remote
 
     make_clock(args.clock)  # each an OptionError for a value it does not take
@@ -269,11 +270,16 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
         raise UsageError("--grace is how long a local agent (-- AGENT) is given to end; "
                          "an agent at --connect URL ends its own way")
     log_path, on_log = _log_target(args, ctx)
+    script = None
+    if args.script is not None:
+        from acp_pipes.tee.script import open_script
+
+        script = open_script(args.script)
     opts = remote.Options(
         log_path=log_path, clock=args.clock, host=not args.no_host,
         env={name: os.environ.get(name) for name in args.capture_env},
         keep_secrets=args.keep_secrets, note=ctx.note, on_log=on_log, headers=headers,
-        protocols=args.protocol, http2=args.http2, **policy,
+        protocols=args.protocol, http2=args.http2, script=script, **policy,
         **({} if args.grace is None else {"grace": args.grace}))
     if args.listen is not None:
         return remote.listen(args.listen, opts, connect=args.connect, argv=agent)

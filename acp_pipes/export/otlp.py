@@ -1,10 +1,11 @@
 """Span descriptions -> OpenTelemetry: the SDK's spans, OTLP/JSON lines, OTLP/HTTP.
 
-The one place that imports the OpenTelemetry SDK (the optional extra ``export``: pip
-install 'acp-pipes[export]'). The spans of :mod:`acp_pipes.export.spans` become the
-SDK's ``ReadableSpan`` with their own IDs and times (a recording is exported after the
-fact: no tracer, no clock), encoded by the OTLP exporter's own encoder; so the protobuf
-sent to a collector and the JSON written to a file are one encoding of the same spans.
+The one place that imports the OpenTelemetry SDK (the optional extra ``export``; when it
+is missing, :func:`missing` says how to add it to this installation). The spans of
+:mod:`acp_pipes.export.spans` become the SDK's ``ReadableSpan`` with their own IDs and
+times (a recording is exported after the fact: no tracer, no clock), encoded by the
+OTLP exporter's own encoder; so the protobuf sent to a collector and the JSON written
+to a file are one encoding of the same spans.
 
 OTLP/JSON is the format of the OpenTelemetry collector's file exporter and receiver:
 one ``ExportTraceServiceRequest`` a line, in the protobuf JSON mapping except that
@@ -14,20 +15,24 @@ trace and span IDs are hex strings, not base64, and enums are numbers.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 
 from acp_pipes import __version__
-from acp_pipes.errors import UsageError
+from acp_pipes.errors import Note, UsageError
 from acp_pipes.export.spans import Span
 from acp_pipes.output import OutputError
 
-__all__ = ["MISSING", "Encoder", "Sender", "require_sdk"]
+__all__ = ["Encoder", "Sender", "missing", "require_sdk"]
 
-MISSING = ("the OpenTelemetry SDK is not installed (acp-export otlp needs it): "
-           "pip install 'acp-pipes[export]'")
+def missing() -> str:
+    """What to say when the SDK is not installed: the extra, and how to add it here."""
+    from acp_pipes.extras import install_hint
+
+    return ("the OpenTelemetry SDK is not installed (acp-export otlp needs it, acp-pipes' "
+            f"extra 'export'): {install_hint('export')}")
 
 SCOPE = "acp-pipes.acp-export"
 
@@ -38,7 +43,7 @@ def require_sdk() -> None:
         import opentelemetry.exporter.otlp.proto.common.trace_encoder  # noqa: F401
         import opentelemetry.sdk.trace  # noqa: F401
     except ImportError:
-        raise UsageError(MISSING) from None
+        raise UsageError(missing()) from None
 
 
 class Encoder:
@@ -117,39 +122,105 @@ def _hex_ids(obj: dict) -> None:
             obj[key] = base64.b64decode(v).hex()
 
 
+#: HTTP statuses a collector may answer differently later (OTLP/HTTP: "retryable"): a
+#: request timed out, too many, or a gateway or the collector itself not ready.
+RETRYABLE = frozenset({408, 429, 502, 503, 504})
+#: How long to wait before each retry, seconds (doubling), and at most (Retry-After).
+BACKOFF, MAX_WAIT = 1.0, 30.0
+
+
 class Sender:
-    """OTLP/HTTP (protobuf) to a collector's traces endpoint, through the SDK's own
-    exporter (its retries, its timeout); a batch it cannot deliver is an OutputError
-    naming the endpoint."""
+    """OTLP/HTTP (protobuf) to a collector's traces endpoint: each request encoded by the
+    SDK's own encoder and sent here (``urllib``), so that what went wrong is said at
+    once as it is (connection refused, the HTTP status and the start of the body), and
+    only what a collector may take later is retried (no connection, a timeout, HTTP 408,
+    429, 502, 503, 504: OTLP/HTTP's retryable answers), each retry said on a line.
+    A batch it cannot deliver is an OutputError naming the endpoint."""
 
     def __init__(self, endpoint: str, timeout: float = 10.0,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, retries: int = 4,
+                 note: Note | None = None,
+                 sleep: Callable[[float], None] | None = None):
         require_sdk()
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-                OTLPSpanExporter,
-            )
-        except ImportError:
-            raise UsageError(MISSING) from None
-        from opentelemetry.sdk.trace.export import SpanExportResult
+        import time
 
         self.endpoint = endpoint
-        self._ok = SpanExportResult.SUCCESS
-        self._exporter = OTLPSpanExporter(endpoint=endpoint, timeout=timeout,
-                                          headers=headers)
+        self.timeout = timeout
+        self.headers = {"Content-Type": "application/x-protobuf",
+                        "User-Agent": f"acp-export (acp-pipes) {__version__}",
+                        **(headers or {})}
+        self.retries = retries
+        self.note = note or (lambda message: None)
+        self.sleep = sleep or time.sleep
         self.sent = 0
 
     def send(self, readable: list[Any]) -> None:
-        import logging
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-        # the exporter logs its failures itself (with a traceback): say it once, here
-        logging.getLogger("opentelemetry.exporter.otlp.proto.http").setLevel(logging.CRITICAL)
-        logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter").setLevel(
-            logging.CRITICAL)
-        if self._exporter.export(readable) != self._ok:
-            raise OutputError(f"{self.endpoint}: the collector did not take the spans "
-                              f"({self.sent} sent before)")
-        self.sent += len(readable)
+        body = encode_spans(readable).SerializeToString()
+        wait = BACKOFF
+        for attempt in range(1, self.retries + 2):
+            why, retry, after = self._post(body)
+            if why is None:
+                self.sent += len(readable)
+                return
+            if not retry or attempt > self.retries:
+                tries = f"; {attempt} tries" if attempt > 1 else ""
+                raise OutputError(f"{self.endpoint}: {why}{tries} ({self.sent} spans sent "
+                                  "before)")
+            pause = min(MAX_WAIT, after if after is not None else wait)
+            self.note(f"{self.endpoint}: {why}; retrying in {pause:g} s (try "
+                      f"{attempt + 1} of {self.retries + 1})")
+            self.sleep(pause)
+            wait *= 2
+
+    def _post(self, body: bytes) -> tuple[str | None, bool, float | None]:
+        """One request: (what went wrong or None, whether to retry, Retry-After)."""
+        import http.client
+        import socket
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(self.endpoint, data=body, headers=self.headers,
+                                         method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                answer.read()
+            return None, False, None
+        except urllib.error.HTTPError as e:
+            text = _printable_body(e.read(2048) if e.fp is not None else b"")
+            why = f"HTTP {e.code} {e.reason}" + (f": {text}" if text else "")
+            return why, e.code in RETRYABLE, _retry_after(e.headers.get("Retry-After"))
+        except urllib.error.URLError as e:
+            reason = e.reason
+            if isinstance(reason, ConnectionRefusedError):
+                return "connection refused (is a collector listening there?)", True, None
+            if isinstance(reason, TimeoutError):
+                return f"no answer within {self.timeout:g} s (--timeout)", True, None
+            if isinstance(reason, socket.gaierror):
+                return f"cannot resolve the host: {reason.strerror or reason}", False, None
+            text = getattr(reason, "strerror", None) or str(reason)
+            return f"cannot connect: {text}", isinstance(reason, ConnectionError), None
+        except TimeoutError:
+            return f"no answer within {self.timeout:g} s (--timeout)", True, None
+        except (ConnectionError, http.client.HTTPException) as e:
+            return f"the connection broke: {e or type(e).__name__}", True, None
 
     def close(self) -> None:
-        self._exporter.shutdown()
+        pass
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds (its date form is not worth a collector's while)."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _printable_body(data: bytes) -> str:
+    """The start of a collector's answer, on one line, safe at a terminal."""
+    from acp_pipes.terminal import printable
+
+    text = printable(data.decode("utf-8", "replace").strip())
+    return text if len(text) <= 300 else text[:300] + "..."

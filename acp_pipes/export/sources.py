@@ -116,7 +116,9 @@ def asr_sources(paths: list[str], *, warn: Warn, note: Note | None = None
                 convert.append((path, name))
         sources = Sources(asr)
         if convert:
-            sources.files[:0] = [_converted(convert, warn, note, temps, sources)]
+            converted = _converted(convert, warn, note, temps, sources)
+            if os.path.getsize(converted[0]):  # (no session: nothing converted to read)
+                sources.files[:0] = [converted]
         yield sources
     finally:
         for t in temps:

@@ -22,7 +22,14 @@ from acp_pipes.errors import InputError, Warn
 from acp_pipes.fold.core import Folder
 from acp_pipes.fold.state import States
 from acp_pipes.fold.timeline import Record
-from acp_pipes.lines import READ_ERRORS, display_name, open_source, records, unparsable
+from acp_pipes.lines import (
+    READ_ERRORS,
+    display_name,
+    json_error,
+    open_source,
+    records,
+    unparsable,
+)
 from acp_pipes.live import Live
 from acp_pipes.streams import FOLD, FRAMES, VERSIONS, WIRE, describe, header_format, judge
 from acp_pipes.wire import is_end, is_event
@@ -241,8 +248,8 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                     rec = loads(raw)
                 except JSONDecodeError as e:  # as jsonl.records judges it
                     if raw.strip():
-                        _not_json(source, number, unparsable(raw.endswith(b"\n"), e), e, mode,
-                                  warn)
+                        _not_json(source, number, unparsable(raw.endswith(b"\n"), e),
+                                  ValueError(json_error(raw, e)), mode, warn)
                     continue
                 if rec.__class__ is dict:
                     if feed is not None and "dir" in rec:

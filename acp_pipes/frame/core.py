@@ -66,7 +66,15 @@ import orjson
 from acp_pipes.canonical import hash_raw
 from acp_pipes.errors import InputError, Warn
 from acp_pipes.jsonrpc import why_not_jsonrpc
-from acp_pipes.lines import READ_ERRORS, STDIN, Line, display_name, open_source, unparsable
+from acp_pipes.lines import (
+    READ_ERRORS,
+    STDIN,
+    Line,
+    display_name,
+    json_error,
+    open_source,
+    unparsable,
+)
 from acp_pipes.live import Live
 from acp_pipes.streams import FRAMES, VERSIONS, WIRE, header_format, judge
 from acp_pipes.wire import A2C, C2A, DIRECTIONS, encode_raw, is_event
@@ -408,7 +416,7 @@ def _framed(
                     rec = loads(chunk)  # JSON allows the trailing LF (and a CR before it)
                 except JSONDecodeError as e:
                     what = unparsable(chunk[-1:] == b"\n", e)
-                    warn(source, number, f"{what}, wire record skipped: {e}")
+                    warn(source, number, f"{what}, wire record skipped: {json_error(chunk, e)}")
                     continue
                 if rec.__class__ is dict and "dir" in rec:
                     out = frame(rec, number)
@@ -437,6 +445,10 @@ def _framed(
                 fmt = header_format(rec) if rec.__class__ is dict else None
                 if fmt is None:
                     if mode is None:
+                        if direction is None and rec is None:  # no JSONL at all
+                            raise InputError(
+                                source, number, "not JSON, so no recording: expected a wire "
+                                "log, frames or an ASR stream (or bare ACP JSONL with --dir)")
                         if direction is None:
                             raise InputError(
                                 source, 0,

@@ -39,13 +39,13 @@ from acp_pipes.tee.remote import (
     GRACE,
     Closed,
     Options,
-    StdioClient,
     _answered,
     _stopped_by,
     _why,
     logged_headers,
     logged_url,
     passed_headers,
+    stdio_client,
 )
 from acp_pipes.wire import A2C, C2A, event_record
 
@@ -392,8 +392,8 @@ async def connect_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: int) 
 
     log = opts.log([], 0, {"client": "stdio", "agent": "http", "connect": url})
     streams = Streams(log)
-    client = StdioClient(stdin_fd, stdout_fd, opts.note)
     track = Lockstep()
+    client = stdio_client(opts, stdin_fd, stdout_fd, track)
     state: dict[str, Any] = {"cid": None, "status": 0}
     readers: dict[str, asyncio.Task] = {}
     asked: dict[Any, str | None] = {}  # the agent's requests: which session asked

@@ -56,6 +56,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -219,6 +220,64 @@ class StdioClient:
 
     async def close(self, code: int | None = None, reason: str = "") -> None:
         return None
+
+
+class ScriptClient(StdioClient):
+    """``--script FILE`` with ``--connect``: the client's frames come from a script, each
+    sent once the agent is done with the previous one, as an editor waits (the
+    :class:`~acp_pipes.tee.script.Lockstep` the relay feeds, ``track``); the agent's
+    frames go to stdout, as with a stdio agent."""
+
+    def __init__(self, script: BinaryIO, out_fd: int, note: Note, track: Any):
+        from acp_pipes.tee.script import script_frames
+
+        self.frames = script_frames(script)
+        self.script = script
+        self.track = track
+        self.out_fd = out_fd
+        self.note = note
+        self.gone = False
+        self._binary_said = False
+        self.sent = 0
+
+    async def recv(self):
+        if self.sent and not await _in_thread(self.track.wait):
+            return Closed()  # the agent's side ended: nothing more will answer
+        frame = await _in_thread(next, self.frames, None)
+        if frame is None:
+            self.script.close()
+            return Closed()
+        self.sent += 1
+        return frame, False
+
+
+async def _in_thread(fn, *args):
+    """``fn(*args)`` in a daemon thread: one blocked in a wait (a Lockstep's) never
+    holds up the end of the process as the default executor's threads would."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if not done.done():
+            done.set_result(value) if error is None else done.set_exception(error)
+
+    def run() -> None:
+        try:
+            value = fn(*args)
+        except BaseException as e:  # passed to the awaiting task
+            loop.call_soon_threadsafe(settle, None, e)
+        else:
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=run, name="acp-tee script", daemon=True).start()
+    return await done
+
+
+def stdio_client(opts: Options, stdin_fd: int, stdout_fd: int, track: Any) -> StdioClient:
+    """The client of ``--connect``: stdin, or the script of ``--script``."""
+    if opts.script is not None:
+        return ScriptClient(opts.script, stdout_fd, opts.note, track)
+    return StdioClient(stdin_fd, stdout_fd, opts.note)
 
 
 class ProcessAgent:
@@ -516,7 +575,7 @@ async def relay(client, agent, log: _Log, *, input_ends_session: bool) -> Closed
     """
     from acp_pipes.tee.script import Lockstep
 
-    track = Lockstep()
+    track = getattr(client, "track", None) or Lockstep()  # a script's waits on this one
     ended: list[Closed] = []
 
     async def client_to_agent() -> None:
@@ -614,6 +673,7 @@ class Options:
                  headers: Sequence[tuple[str, str]] = (), protocols: Sequence[str] = (),
                  stderr_fd: int | None = None, on_listen: Note | None = None,
                  http2: bool = False, grace: float = GRACE,
+                 script: BinaryIO | None = None,
                  allow_origins: Sequence[str] = (), allow_hosts: Sequence[str] = (),
                  token: bytes | None = None, limits: Limits | None = None):
         self.log_path = log_path
@@ -630,6 +690,7 @@ class Options:
         self.on_listen = on_listen
         self.http2 = http2  # --http2: HTTP/2 to an http(s):// agent
         self.grace = grace  # --grace: for a local agent behind a listener to end
+        self.script = script  # --script: the client's frames, with --connect from stdio
         # a listener's policy (acp_pipes.tee.policy): who may use it, and how much
         self.allow_origins = list(allow_origins)  # --allow-origin
         self.allow_hosts = list(allow_hosts)  # --allow-host
@@ -699,7 +760,9 @@ async def _connect_ws_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: i
             agent = await _open_ws(http, url, opts.headers, opts.protocols, log, opts.note)
             if agent is None:
                 return status
-            client = StdioClient(stdin_fd, stdout_fd, opts.note)
+            from acp_pipes.tee.script import Lockstep
+
+            client = stdio_client(opts, stdin_fd, stdout_fd, Lockstep())
             try:
                 closed = await relay(client, agent, log, input_ends_session=True)
             except asyncio.CancelledError:

@@ -41,11 +41,22 @@ QUIET = 0.5
 
 def open_script(path: str) -> BinaryIO:
     """``--script FILE`` opened to be read to its end by the session; ``cannot read the
-    script FILE: reason`` (a UsageError, exit 2) when it cannot be, before the session."""
+    script FILE: reason`` (a UsageError, exit 2) when it cannot be, and an empty script
+    or one that is no UTF-8 JSONL said as every tool says it (an InputError, exit 2),
+    before the session starts."""
+    from acp_pipes.lines import SNIFF_BYTES, judge_start
+
     try:
-        return open(path, "rb")  # noqa: SIM115 - read to its end by the session
+        script = open(path, "rb")  # noqa: SIM115 - read to its end by the session
+        head = script.peek(SNIFF_BYTES)
     except OSError as e:
         raise UsageError(f"cannot read the script {path}: {e.strerror or e}") from None
+    try:
+        judge_start(head, path)
+    except BaseException:
+        script.close()
+        raise
+    return script
 
 
 def script_frames(lines: Iterable[bytes]) -> Iterator[bytes]:

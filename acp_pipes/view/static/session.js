@@ -177,7 +177,11 @@ function sessionHead(s) {
   }
   const lossy = h.producer && Array.isArray(h.producer.lossy) ? h.producer.lossy : [];
   if (lossy.length) row('declared losses', lossy.map(str).join(', '));
-  if (h.native && Array.isArray(h.native.connections)) row('connections', h.native.connections.map(str).join(', '));
+  // the connections the session's records came from, numbered from #0 across the inputs
+  if (h.native && Array.isArray(h.native.connections)) {
+    const conns = h.native.connections;
+    row('recorded on', (conns.length === 1 ? 'connection ' : 'connections ') + conns.map(c => '#' + str(c)).join(', '));
+  }
   row('records', str(s.records));
   add(box, dl);
   return box;
@@ -618,7 +622,7 @@ const timeline = (function () {
     if (F.sid[i] >= 0) row('session', byId.has(S[F.sid[i]]) ? sessionButton(S[F.sid[i]]) : S[F.sid[i]]);
     if (F.upd[i] >= 0) row('update', S[F.upd[i]]);
     row('size', F.size[i] + ' bytes');
-    if (D.inputs.length > 1 || F.conn[F.n - 1] > 0) row('connection', str(F.conn[i]));
+    if (D.inputs.length > 1 || F.conn[F.n - 1] > 0) row('connection', '#' + str(F.conn[i]));
     const p = F.pair[i];
     if (p >= 0) row(F.kind[i] === 0 ? 'answered by' : 'answers', [button('#' + F.seq[p] + ' ' + KINDS[F.kind[p]], () => reveal(p)), F.lat[i] !== null ? ' after ' + fmtNs(F.lat[i]) : '']);
     else if (F.kind[i] === 0) row('answered by', 'no response in the recording');
