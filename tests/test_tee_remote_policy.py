@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import orjson
 import psutil
 import pytest
 
@@ -253,9 +254,13 @@ def test_the_listeners_token_is_not_passed_on_to_the_agent(tmp_path):
 
 
 def test_a_bind_beyond_loopback_needs_a_token(tmp_path):
+    from acp_pipes.wire import header
+
+    trace = tmp_path / "x.jsonl"
+    trace.write_bytes(orjson.dumps(header(["agent"], started_ns=0, clock="epoch",
+                                          host=False)) + b"\n")
     for tool in ("tee", "replay"):
-        tail = ["--", "true"] if tool == "tee" else [str(tmp_path / "x.jsonl")]
-        (tmp_path / "x.jsonl").write_bytes(b"")
+        tail = ["--", "true"] if tool == "tee" else [str(trace)]
         r = run_tool(tool, "--listen", "ws://0.0.0.0:0/acp", *tail, process=True)
         assert r.returncode == 2, r.stderr
         assert b"binds beyond loopback, where anyone on the network could start an agent" \

@@ -42,6 +42,7 @@ from acp_pipes.tee.remote import (
     _answered,
     _stopped_by,
     _why,
+    conflicting_credentials,
     logged_headers,
     logged_url,
     passed_headers,
@@ -248,9 +249,10 @@ class _Conn:
         self.idle = _idle(listener, self._expire)
 
     async def _expire(self, wait: float) -> None:
-        self.listener.policy.say(f"ended a Streamable HTTP connection idle for {wait:g} s "
-                                 "(--idle-timeout)")
-        self.end()
+        if not self.ended:
+            self.listener.policy.say(f"ended a Streamable HTTP connection idle for "
+                                     f"{wait:g} s (--idle-timeout)")
+            self.end()
 
     def end(self) -> None:
         if self.ended:
@@ -322,13 +324,13 @@ async def _relay(listener, conn: _Conn, conns: dict, ex, body: bytes) -> None:
     headers = listener.passed_headers(ex.headers) + listener.opts.headers
     http = listener.http
     try:
+        if conflicting_credentials(up, headers):
+            raise ValueError(CREDENTIALS_CLASH)  # (aiohttp refuses them too, less clearly)
         resp = await http.request(method, up, headers=headers, data=body or None,
                                   allow_redirects=False, auto_decompress=False,
                                   timeout=aiohttp.ClientTimeout(total=None))
     except (aiohttp.ClientError, OSError, ValueError) as e:
-        # ValueError: aiohttp's refusal to send the URL's user:password beside the
-        # client's Authorization (:func:`acp_pipes.tee.remote.conflicting_credentials`)
-        why = CREDENTIALS_CLASH if isinstance(e, ValueError) else _why(e)
+        why = str(e) if isinstance(e, ValueError) else _why(e)
         streams.event("http-response", "agent", stream=stream, status=None, error=why,
                       http=_version(http))
         listener.opts.note(f"cannot reach {logged_url(listener.connect, log)}: {why}")
@@ -758,9 +760,10 @@ class _Served:
                 future.set_result(None)
 
     async def _expire(self, wait: float) -> None:
-        self.listener.policy.say(f"ended Streamable HTTP connection {self.cid}, idle for "
-                                 f"{wait:g} s (--idle-timeout), and its agent")
-        await self.end()
+        if not self.ended:
+            self.listener.policy.say(f"ended Streamable HTTP connection {self.cid}, idle "
+                                     f"for {wait:g} s (--idle-timeout), and its agent")
+            await self.end()
 
     async def end(self) -> None:
         """The connection's end: no longer served, its agent ended (stdin closed, then

@@ -781,6 +781,8 @@ async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, lo
     status it was refused with); None, said, when it cannot be reached."""
     shown = logged_url(url, log)
     try:
+        if conflicting_credentials(url, headers):
+            raise ValueError(CREDENTIALS_CLASH)  # (aiohttp refuses them too, less clearly)
         ws = await http.ws_connect(url, headers=headers, protocols=protocols,
                                    max_msg_size=0, autoping=True, autoclose=False,
                                    compress=0)
@@ -791,9 +793,9 @@ async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, lo
         note(f"cannot connect to {shown}: the agent answered {e.status} {e.message}")
         return None
     except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as e:
-        # ValueError: aiohttp's refusal to send the URL's user:password beside an
-        # Authorization header (a client's, behind a listener: :data:`CREDENTIALS_CLASH`)
-        why = CREDENTIALS_CLASH if isinstance(e, ValueError) else _why(e)
+        # ValueError: a request aiohttp will not make (the URL's user:password beside an
+        # Authorization header: a client's, behind a listener)
+        why = str(e) if isinstance(e, ValueError) else _why(e)
         log.event(event_record(0, "ws-open", "agent", url=shown, status=None,
                                error=why if isinstance(e, ValueError)
                                else str(e) or type(e).__name__))
