@@ -239,6 +239,25 @@ def test_a_token_is_asked_for_compared_and_never_logged(tmp_path, where):
     assert refusals(server.stderr)[3].endswith(b"a wrong bearer token: 401")
 
 
+ENV_AGENT = r'''
+import json, os, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    seen = {k: v for k, v in os.environ.items() if "ACP_LISTEN" in k or v == sys.argv[1]}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg.get("id"), "result": seen}), flush=True)
+'''
+
+
+def test_the_listeners_token_is_not_in_its_agents_environment(tmp_path):
+    """The token read from ACP_LISTEN_TOKEN is not handed to the agents behind the
+    listener (an agent that runs commands for a model could pass it on)."""
+    env = {**tool_env(), "ACP_LISTEN_TOKEN": TOKEN}
+    with listen(tmp_path, env=env, agent=[sys.executable, "-c", ENV_AGENT, TOKEN]) as server:
+        status, _headers, body = asyncio.run(http_post(
+            server.url, headers={"Authorization": "Bearer " + TOKEN}))
+    assert status == 200 and orjson.loads(body)["result"] == {}
+
+
 def test_the_listeners_token_is_not_passed_on_to_the_agent(tmp_path):
     """A recording proxy with a token: the client's Authorization was for the proxy;
     the agent behind it (an inner listener, logging what it got) never sees it."""

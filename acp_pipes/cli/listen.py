@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 
 from acp_pipes.cli.runner import UsageError, byte_count
 from acp_pipes.tee.policy import TOKEN_ENV, Limits, read_token
@@ -93,8 +94,12 @@ def options(args: argparse.Namespace) -> dict:
     limits = Limits(**{k: getattr(args, k) for k in ("max_agents", "max_message",
                                                       "header_timeout", "idle_timeout")
                        if getattr(args, k, None) is not None})
+    token = read_token(args.token_file)
+    # the agents behind the listener inherit its environment: an agent that runs
+    # commands for a model could hand the listener's token on; read once, it goes
+    os.environ.pop(TOKEN_ENV, None)
     return {"allow_origins": args.allow_origin or [], "allow_hosts": args.allow_host or [],
-            "token": read_token(args.token_file), "limits": limits}
+            "token": token, "limits": limits}
 
 
 def strip(argv: list[str], long_options: list[str]) -> list[str]:
