@@ -103,7 +103,8 @@ def tee_listener(tmp: Path, *extra: str) -> Server:
 def test_a_page_on_another_origin_reaches_no_agent(chromium, site, tmp_path):
     """The page's WebSocket fails (403 at the upgrade) and its POST is refused (its
     preflight, or the request itself, 403): no agent starts, no log is made. Allowed
-    with --allow-origin, the same page gets initialize answered."""
+    with --allow-origin, the same page gets initialize answered over both (its POST's
+    preflight answered, the answer readable: CORS)."""
     with tee_listener(tmp_path) as server:
         got = visit(chromium, site + "/", server.url)
         server.stop()
@@ -118,7 +119,8 @@ def test_a_page_on_another_origin_reaches_no_agent(chromium, site, tmp_path):
     with tee_listener(allowed, "--allow-origin", site) as server:
         got = visit(chromium, site + "/", server.url)
     assert got["ws"].startswith("answered: ") and '"result"' in got["ws"], got
-    assert list(allowed.glob("l*.jsonl"))
+    assert got["post"].startswith("200 ") and '"result"' in got["post"], got
+    assert len(list(allowed.glob("l*.jsonl"))) == 2
 
 
 def test_a_dns_rebound_page_reaches_no_agent(chromium, tmp_path):

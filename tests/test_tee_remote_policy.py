@@ -179,6 +179,42 @@ def stored_session(tmp: Path) -> Path:
     return stream
 
 
+def test_an_allowed_page_is_answered_with_cors_and_its_preflight_needs_no_token(tmp_path):
+    """A browser's preflight (OPTIONS, Access-Control-Request-Method) carries no
+    credentials: from an allowed origin it is answered 204 with the methods and the
+    headers asked for, token or not, and starts nothing; from another origin, 403. The
+    page's request itself needs the token, and its answer names the origin and exposes
+    the connection's id."""
+    (tmp_path / "token").write_text(TOKEN)
+    app = {"Origin": "https://app.example"}
+    ask = {"Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "authorization, content-type"}
+    with listen(tmp_path, "--token-file", str(tmp_path / "token"), "--allow-origin",
+                "https://app.example") as server:
+        async def go() -> list:
+            async with aiohttp.ClientSession() as http:
+                out = []
+                for origin in (app, {"Origin": "https://evil.example"}):
+                    async with http.options(server.url, headers={**origin, **ask}) as r:
+                        out.append((r.status, dict(r.headers)))
+                out.append(await http_post(server.url, headers={
+                    **app, "Authorization": "Bearer " + TOKEN}))
+                out.append(await h2_post(server.url, headers={
+                    **app, "authorization": "Bearer " + TOKEN}))
+                return out
+
+        (ok, asked), (foreign, _), posted, posted2 = asyncio.run(go())
+    assert (ok, foreign) == (204, 403)
+    assert asked["Access-Control-Allow-Origin"] == "https://app.example"
+    assert asked["Access-Control-Allow-Methods"] == "GET, POST, DELETE"
+    assert asked["Access-Control-Allow-Headers"] == "authorization, content-type"
+    for status, headers, _body in (posted, posted2):
+        assert status == 200
+        assert headers.get("Access-Control-Allow-Origin", headers.get(
+            "access-control-allow-origin")) == "https://app.example"
+    assert len(logs(tmp_path)) == 2  # the two initializes; the preflights started nothing
+
+
 def test_acp_replay_serve_refuses_a_foreign_origin(tmp_path):
     """acp-replay --serve --listen hands out every stored session: a foreign page gets
     none of them (403), no replay process starts; a client with no Origin lists them."""

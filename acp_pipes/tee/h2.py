@@ -406,6 +406,7 @@ class H2Exchange:
         self.guard = conn.guard
         self.peer = conn.guard.peer if conn.guard is not None else "?"
         self.limit: int = conn.listener.policy.limits.max_message
+        self.cors: list[tuple[str, str]] = []  # added to every answer (a page's origin)
 
     async def read(self) -> bytes:
         from acp_pipes.tee.http import TooLarge
@@ -432,7 +433,7 @@ class H2Exchange:
         out = [(":status", str(status))]
         if text is not None:
             out.append(("content-type", "text/plain; charset=utf-8"))
-        out += _outbound(headers)
+        out += _outbound([*headers, *self.cors])
         if data:
             out.append(("content-length", str(len(data))))
         self.answered = True
@@ -442,8 +443,8 @@ class H2Exchange:
 
     async def start(self, status: int, headers, reason: str | None = None) -> None:
         self.answered = True
-        self.conn.send_headers(self.stream, [(":status", str(status)), *_outbound(headers)],
-                               end=False)
+        self.conn.send_headers(self.stream, [(":status", str(status)),
+                                             *_outbound([*headers, *self.cors])], end=False)
 
     async def write(self, data: bytes) -> None:
         await self.conn.send_data(self.stream, data)

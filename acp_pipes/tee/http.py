@@ -162,6 +162,7 @@ class AioExchange:
         self.limit: int = policy.limits.max_message
         self.guard = guard
         self.peer = guard.peer if guard is not None else "?"
+        self.cors: list[tuple[str, str]] = []  # added to every answer (a page's origin)
 
     async def read(self) -> bytes:
         if self.request.content_length is not None and self.request.content_length > self.limit:
@@ -189,13 +190,13 @@ class AioExchange:
                       headers=(), reason: str | None = None, close: bool = False) -> None:
         self.response = web.Response(status=status, reason=reason, text=text,
                                      body=None if text is not None else body,
-                                     headers=list(headers) or None)
+                                     headers=[*headers, *self.cors] or None)
         if close:  # the rest of the request is not read: the connection goes with it
             self.response.force_close()
 
     async def start(self, status: int, headers, reason: str | None = None) -> None:
         out = self.response = web.StreamResponse(status=status, reason=reason)
-        for k, v in headers:
+        for k, v in [*headers, *self.cors]:
             out.headers.add(k, v)
         await out.prepare(self.request)
 

@@ -221,10 +221,12 @@ class Policy:
     # -- the checks
 
     def check(self, host: str | None, origin: str | None, authorizations: list[str],
-              local: str | None = None) -> Refusal | None:
+              local: str | None = None, preflight: bool = False) -> Refusal | None:
         """None when a request may go on; else how it is refused. ``host`` is its
         ``Host`` (``:authority``), ``origin`` its ``Origin``, ``authorizations`` its
-        ``Authorization`` values, ``local`` the address it came in on."""
+        ``Authorization`` values, ``local`` the address it came in on; ``preflight``:
+        a browser's CORS preflight, which carries no credentials (it asks, and starts
+        nothing), so it needs no token."""
         if not self._host_ok(host, local):
             return Refusal(421, "this listener does not answer to that Host\n",
                            f"Host {host!r} is not this listener's (--allow-host NAME)"
@@ -232,7 +234,7 @@ class Policy:
         if origin is not None and not self.origin_ok(origin):
             return Refusal(403, "requests from this web origin are refused\n",
                            f"Origin {origin!r} is not allowed (--allow-origin ORIGIN)")
-        if self.token is not None and not self.token_ok(authorizations):
+        if self.token is not None and not preflight and not self.token_ok(authorizations):
             why = "a wrong bearer token" if authorizations else "no bearer token"
             return Refusal(401, "this listener needs Authorization: Bearer TOKEN\n", why,
                            [("WWW-Authenticate", 'Bearer realm="acp"')])
@@ -276,6 +278,24 @@ class Policy:
         import hmac
 
         return hmac.compare_digest(given.strip().encode("utf-8", "replace"), self.token)
+
+    # -- what a browser page on an allowed origin is told (CORS)
+
+    def cors(self, origin: str | None) -> list[tuple[str, str]]:
+        """The headers of an answer to a page of ``origin`` (allowed, or it would have
+        been refused): it may read the answer and the connection's ids."""
+        if origin is None:
+            return []
+        return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+                ("Access-Control-Expose-Headers", "Acp-Connection-Id, Acp-Session-Id")]
+
+    def preflight(self, origin: str, asked: str | None) -> list[tuple[str, str]]:
+        """The headers of the answer (204) to a CORS preflight from an allowed origin:
+        the methods of Streamable HTTP and the headers the page asked to send."""
+        return [*self.cors(origin)[:2],
+                ("Access-Control-Allow-Methods", "GET, POST, DELETE"),
+                ("Access-Control-Allow-Headers", (asked or "")[:1000]),
+                ("Access-Control-Max-Age", "600")]
 
     # -- agents
 

@@ -910,7 +910,8 @@ class Listener:
         origins = headers.getall("Origin", [])
         refusal = self.policy.check(host, ", ".join(origins) if origins else None,
                                     headers.getall("Authorization", []),
-                                    guard.local if guard is not None else None)
+                                    guard.local if guard is not None else None,
+                                    preflight=_preflight(method, headers))
         if refusal is not None:
             self.policy.refused(guard.peer if guard is not None else "?",
                                 f"{method} {path} (HTTP/{version})", refusal)
@@ -940,7 +941,7 @@ class Listener:
             from acp_pipes.tee.http import handle as http_handle
 
             ex = AioExchange(request, self.policy, guard)
-            await http_handle(self, ex)
+            await self.streamable(ex, http_handle)
             return ex.response  # type: ignore[return-value]  # (every handler answers)
         return web.Response(status=426, text="this endpoint speaks WebSocket only\n",
                             headers={"Upgrade": "websocket"})
@@ -957,9 +958,22 @@ class Listener:
         if self.scheme == "http":
             from acp_pipes.tee.http import handle as http_handle
 
-            return await http_handle(self, ex)
+            return await self.streamable(ex, http_handle)
         return await ex.respond(426, text="this endpoint speaks WebSocket only\n",
                                 headers=[("Upgrade", "websocket")])
+
+    async def streamable(self, ex, http_handle) -> None:
+        """A Streamable HTTP request that passed the policy, over either HTTP version.
+        A page of an allowed origin (``--allow-origin``) is answered with CORS headers,
+        its preflight by the listener itself when it serves a local agent (a proxy
+        passes it on: the agent's server answers it)."""
+        origin = ex.headers.get("Origin")
+        if self.connect is None and origin is not None:
+            if _preflight(ex.method, ex.headers):
+                return await ex.respond(204, headers=self.policy.preflight(
+                    origin, ex.headers.get("Access-Control-Request-Headers")))
+            ex.cors = self.policy.cors(origin)
+        return await http_handle(self, ex)
 
     async def websocket(self, request: web.Request, guard) -> web.StreamResponse:
         refusal = self.policy.take_agent()
@@ -1046,6 +1060,12 @@ class Listener:
                 await asyncio.shield(agent.end())
                 status, sig = agent.status if agent.status is not None else status, agent.signal
             log.end(status, sig)
+
+
+def _preflight(method: str, headers) -> bool:
+    """Whether a request is a browser's CORS preflight (an OPTIONS that asks whether
+    a request may be sent: it sends nothing itself)."""
+    return method == "OPTIONS" and "Access-Control-Request-Method" in headers
 
 
 def _refuse(refusal) -> web.Response:
