@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_remote import _pct, against, start_tee
+from bench.bench_remote import _pct, against, cpu_seconds, paired, start_tee
 
 INIT = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,'
         '"info":{"name":"bench","version":"1"},"capabilities":{}}}')
@@ -65,7 +65,9 @@ async def _drive(urls: list[str], n: int) -> list[tuple[list[float], list[float]
     times: list[list[float]] = [[] for _ in conns]
     try:
         for i in range(1, n + 1):
-            for k, (http, url, cid, events, _task) in enumerate(conns):  # interleaved
+            # interleaved, and each connection first in turn: a round's place costs
+            for k in [(i + j) % len(conns) for j in range(len(conns))]:
+                http, url, cid, events, _task = conns[k]
                 body = f'{{"jsonrpc":"2.0","id":{i},"method":"session/list","params":{{}}}}'
                 headers = [("Content-Type", "application/json"),
                            ("Accept", "application/json, text/event-stream"),
@@ -97,7 +99,9 @@ def main(quick: bool) -> str:
             tee, url = start_tee(args) if tree is None else start_tee(args, tree)
             tees.append(tee)
             urls.append(url)
+        before = [cpu_seconds(tee.pid) for tee in tees]
         measured = asyncio.run(_drive(urls, n))
+        cpu = [(cpu_seconds(tee.pid) - b) / (2 * n) for tee, b in zip(tees, before, strict=True)]
     finally:
         for tee in tees:
             if tee.poll() is None:
@@ -119,4 +123,11 @@ def main(quick: bool) -> str:
             out.append(f"| this tree / {other.name} | {version} | "
                        f"{_pct(ours, 50) / _pct(theirs, 50):.2f}× | "
                        f"{_pct(ours, 99) / _pct(theirs, 99):.2f}× |")
+        out.append("")
+        out.append(f"CPU of the listener per request (its own process, both versions): "
+                   f"this tree {cpu[0] * 1e6:.0f} µs, {other.name} {cpu[1] * 1e6:.0f} µs.")
+        for k, version in enumerate(("HTTP/1.1", "HTTP/2")):
+            out.append(f"This tree against {other.name} over {version}, request by request "
+                       f"(paired within a round): median difference "
+                       f"{paired(measured[0][k], measured[1][k]) * 1e6:+.0f} µs.")
     return "\n".join(out)

@@ -58,8 +58,10 @@ async def _drive(urls: list[str], n: int) -> list[list[float]]:
         for ws in sockets.values():
             await ws.send_str(init)
             await ws.receive()
+        order = list(sockets.items())
         for i in range(1, n + 1):
-            for url, ws in sockets.items():  # interleaved: a busy host slows both alike
+            # interleaved (a busy host slows all alike), each connection first in turn
+            for url, ws in order[i % len(order):] + order[:i % len(order)]:
                 frame = f'{{"jsonrpc":"2.0","id":{i},"method":"session/list","params":{{}}}}'
                 start = time.perf_counter()
                 await ws.send_str(frame)
@@ -80,6 +82,13 @@ def start_tee(args: list[str], tree: Path = REPO) -> tuple[subprocess.Popen, str
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tree)
     line = proc.stderr.readline().decode()  # type: ignore[union-attr]  # (a pipe)
     return proc, line.split("listening on ", 1)[1].strip()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (``/proc/PID/stat``): steadier than
+    a round trip on a busy host, where other work's scheduling is in every wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def against() -> Path | None:
@@ -110,7 +119,9 @@ def main(quick: bool) -> str:
                                   tree)
             proxies.append(proc)
             urls.append(url)
+        before = [cpu_seconds(proc.pid) for proc in proxies]
         times = asyncio.run(_drive(urls, n))
+        cpu = [(cpu_seconds(proc.pid) - b) / n for proc, b in zip(proxies, before, strict=True)]
     finally:
         for proc in (*proxies, served):
             if proc.poll() is None:
@@ -128,4 +139,18 @@ def main(quick: bool) -> str:
         out.append(f"| added by {name.removeprefix('through ')} | "
                    f"{(_pct(xs, 50) - _pct(d, 50)) * 1e6:.0f} | "
                    f"{(_pct(xs, 99) - _pct(d, 99)) * 1e6:.0f} |")
+    out.append(f"\nCPU of this acp-tee per request (both messages): {cpu[0] * 1e6:.0f} µs.")
+    if other:
+        out.append(f"CPU of {other.name}'s acp-tee per request: {cpu[1] * 1e6:.0f} µs.")
+        out.append(f"This acp-tee against {other.name}'s, request by request (the two "
+                   f"requests of a round paired): median difference "
+                   f"{paired(p, times[2]) * 1e6:+.0f} µs.")
     return "\n".join(out)
+
+
+def paired(xs: list[float], ys: list[float]) -> float:
+    """The median of ``x - y`` over requests made in the same round: what a host's
+    drift during the run does to both cancels out."""
+    import statistics
+
+    return statistics.median(x - y for x, y in zip(xs, ys, strict=True))
