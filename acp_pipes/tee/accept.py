@@ -34,37 +34,54 @@ class Quiet:
     """Calls ``then(seconds)`` once nothing has been in flight for ``wait()`` seconds:
     :meth:`begin` and :meth:`done` count what is, :meth:`start` starts the wait with
     nothing in flight, :meth:`stop` ends it. A connection's header timeout
-    (:class:`Guard`) and a Streamable HTTP connection's idle timeout are each one."""
+    (:class:`Guard`) and a Streamable HTTP connection's idle timeout are each one.
+
+    A request moves a deadline, not a timer: the one timer, when it fires early (the
+    deadline moved on since), is set again for the deadline, as aiohttp's keep-alive
+    timer is (a timer cancelled and made again at each request cost ~10 µs of a
+    request's few hundred)."""
 
     def __init__(self, wait: Callable[[], float], then: Callable[[float], None]):
         self.wait = wait
         self.then = then
         self.open = 0
+        self.deadline = 0.0
         self.timer: asyncio.TimerHandle | None = None
+        self.stopped = True
 
     def begin(self) -> None:
         self.open += 1
-        self.stop()
 
     def done(self) -> None:
         self.open = max(0, self.open - 1)
-        if self.open == 0:
-            self.start()
+        if self.open == 0 and not self.stopped:
+            self._until(asyncio.get_running_loop().time() + self.wait())
 
     def start(self) -> None:
-        self.stop()
-        wait = self.wait()
-        self.timer = asyncio.get_running_loop().call_later(wait, self._fire, wait)
+        self.stopped = False
+        self._until(asyncio.get_running_loop().time() + self.wait())
 
     def stop(self) -> None:
+        self.stopped = True
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
 
-    def _fire(self, wait: float) -> None:
+    def _until(self, deadline: float) -> None:
+        self.deadline = deadline
+        if self.timer is None:
+            self.timer = asyncio.get_running_loop().call_at(deadline, self._fire)
+
+    def _fire(self) -> None:
         self.timer = None
-        if self.open == 0:
-            self.then(wait)
+        if self.open or self.stopped:
+            return  # a request in flight: its end sets the deadline again
+        loop = asyncio.get_running_loop()
+        if loop.time() < self.deadline:
+            self.timer = loop.call_at(self.deadline, self._fire)
+            return
+        self.stopped = True
+        self.then(self.wait())
 
 
 def _address(info) -> str:
@@ -155,9 +172,9 @@ class Guard(asyncio.Protocol):
         self.served += 1
         if self.quiet.open == 1:
             self.heard = False  # what comes from now on is the next request's
-        self.quiet.done()
         if self.lost.done():
             self.quiet.stop()  # (no wait for a connection that is gone)
+        self.quiet.done()
 
     def _timed_out(self, wait: float) -> None:
         if self.transport is None:

@@ -211,6 +211,7 @@ class Policy:
         self.any_host = "*" in allow_hosts
         self.hosts = {_hostname(h) for h in allow_hosts if h != "*"}
         self.agents = 0  # agents running (a process, or a proxy's upstream connection)
+        self._hosts_seen: dict[tuple[str, str | None], bool] = {}  # judged, every request
         self._said = 0.0  # the second the last refusal lines were counted in
         self._lines = 0
         self._held = 0  # lines not said this second
@@ -245,6 +246,15 @@ class Policy:
             return False
         if self.any_host:
             return True
+        key = (host, local)
+        known = self._hosts_seen.get(key)
+        if known is None:
+            known = self._hosts_seen[key] = self._judge_host(host, local)
+            if len(self._hosts_seen) > 256:  # (any Host may come: keep a few)
+                self._hosts_seen.clear()
+        return known
+
+    def _judge_host(self, host: str, local: str | None) -> bool:
         name = _hostname(host)
         if name == "localhost" or name in self.hosts or name == self.host:
             return True

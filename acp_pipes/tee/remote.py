@@ -1139,6 +1139,25 @@ class _Masked:
         began in an earlier read), or None."""
         head = self.head
         pos, n = 0, len(data)
+        if not self.skip and not head:  # the common read: whole frames, each header whole
+            while pos + 2 <= n:
+                second = data[pos + 1]
+                if not second & 0x80:
+                    return pos
+                size = second & 0x7F
+                start = pos + _head_size(second)
+                if start > n:
+                    break
+                if size == 126:
+                    size = int.from_bytes(data[pos + 2:pos + 4], "big")
+                elif size == 127:
+                    size = int.from_bytes(data[pos + 2:pos + 10], "big")
+                if start + size > n:
+                    self.skip = start + size - n
+                    return None
+                pos = start + size
+            if pos == n:
+                return None
         while pos < n:
             if self.skip:
                 step = min(self.skip, n - pos)

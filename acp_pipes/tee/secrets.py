@@ -28,6 +28,8 @@ writes its header with it.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -62,8 +64,10 @@ def _header_name(name: str) -> bool:
     return name.isascii() and name.replace("-", "a").isalnum()
 
 
+@lru_cache(maxsize=1024)
 def is_secret(name: str) -> bool:
-    """A header name whose value is a credential."""
+    """A header name whose value is a credential (a listener asks it of every header of
+    every request: the few names a session uses are remembered)."""
     low = name.lower()
     if low in _NOT_SECRET:
         return False
