@@ -874,8 +874,9 @@ def test_agent_frames_sent_as_acp_tee_closes_are_logged_and_forwarded(tmp_path):
 
 def test_the_private_aiohttp_surface_acp_tee_stands_on_is_there():
     """aiohttp has no public call to drop a WebSocket without (another) close frame, nor
-    for a client's handshake answer: acp_pipes.tee.remote uses these private names
-    (_let_go, the ws-accept's headers). An aiohttp that renames them fails here, by name,
+    for a client's handshake answer, nor to see a client's frames before its reader:
+    acp_pipes.tee.remote uses these private names (_let_go, the ws-accept's headers,
+    _ClientWs). An aiohttp that renames them fails here, by name,
     not in a live session's last second."""
     import inspect
 
@@ -885,6 +886,15 @@ def test_the_private_aiohttp_surface_acp_tee_stands_on_is_there():
     assert callable(getattr(web.WebSocketResponse, "_set_closed", None))
     assert callable(getattr(web.WebSocketResponse, "_close_transport", None))
     assert "self._response = " in inspect.getsource(client_ws.ClientWebSocketResponse.__init__)
+    # the listener's mask check (_ClientWs): the frame reader is made in _post_start,
+    # fed what followed the upgrade's head (_message_tail), kept as _payload_parser,
+    # its queue as _reader
+    post_start = inspect.getsource(web.WebSocketResponse._post_start)
+    assert "self._reader = " in post_start and "set_parser(self._parser" in post_start
+    from aiohttp import web_protocol
+
+    set_parser = inspect.getsource(web_protocol.RequestHandler.set_parser)
+    assert "self._payload_parser = parser" in set_parser and "_message_tail" in set_parser
 
 
 @pytest.mark.slow  # waits out real seconds (an agent's, acp-tee's grace)
