@@ -37,7 +37,7 @@ from acp_pipes.asr.paths import LOSS_RELATIVE, is_relative
 from acp_pipes.asr.reader import LONE_SURROGATE, record_without_surrogates
 from acp_pipes.asr.schema import validator_for
 from acp_pipes.fold import v1
-from acp_pipes.lines import display_name, json_error, read_lines
+from acp_pipes.lines import display_name, json_error, read_lines, unparsable
 from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
 __all__ = ["NoteLine", "entity_key", "validate_paths", "validate_streams"]
@@ -259,7 +259,7 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]],
         except orjson.JSONDecodeError as e:
             rec = record_without_surrogates(raw)
             if rec is None:
-                yield f"{where}: : not JSON: {json_error(raw, e)}"
+                yield f"{where}: : {unparsable(True, e)}: {json_error(raw, e)}"
                 continue
             # JSON, but no Unicode text: RFC 8259 8.2 (and I-JSON) want none in a store
             yield f"{where}: : {LONE_SURROGATE}; the rest of the record is checked"
