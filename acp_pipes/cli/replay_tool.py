@@ -43,7 +43,7 @@ diff to the nearest recorded candidate. A client that sends more than was record
 a trace cut off mid-session, is reported the same way (events trace_ended, trace_cut).
 
 As the client (--client TRACE -- AGENT [ARGS...]): re-drives AGENT from its recording
-and judges its frames by the model of the same session (docs/sameness.md): a partial
+and judges its frames by the model of the same session (its manual: sameness.md): a partial
 order, not a sequence (a response after its request, a turn's frames inside the turn,
 one tool call's in order; floating notifications such as usage_update anywhere in
 their window), the ids it mints learned as a renaming and rewritten in what is sent
@@ -72,14 +72,14 @@ ws:// URL, or Streamable HTTP and WebSocket at an http:// URL, instead of stdio,
 for each connection (acp-tee's listener, without a log); port 0 picks a free port, said
 on stderr as "listening on URL".
 
-""" + f"Manual: {page('acp-replay.md')}"
+""" + f"Manual: {page('acp-replay.md')}\nWhen two sessions are the same: {page('sameness.md')}"
 
 EXAMPLE = """\
 acp-tee -o s.jsonl -- acp-echo-agent < client.jsonl > /dev/null   # record once
 acp-replay s.jsonl < client.jsonl | cmp - <(acp-replay --emit a2c s.jsonl)
 acp-replay --remap-ids --ignore /params/cwd s.jsonl                # in the editor
 acp-replay --client s.jsonl -o rerun.jsonl -- acp-echo-agent
-acp-replay --client s.jsonl --workspace ws/ --noise s2.jsonl -o rerun.jsonl -- my-agent
+acp-replay --client s.jsonl --workspace ws/ --noise run1.jsonl -o rerun.jsonl -- acp-echo-agent
 acp-asr -o asr/ s.jsonl && acp-replay --serve asr/*.asr.jsonl      # stored sessions"""
 
 TRACE, STREAM = "trace", "ASR stream"
