@@ -36,8 +36,8 @@ import orjson
 
 from acp_pipes.reports import readable
 
-__all__ = ["RECORD_MODES", "CassetteError", "ClientReplay", "Playback", "Recording",
-           "client_replay", "default_path", "plan", "tool_argv"]
+__all__ = ["RECORD_MODES", "CassetteError", "ClientReplay", "Divergence", "Playback",
+           "Recording", "client_replay", "default_path", "plan", "tool_argv"]
 
 #: ``once``: play the cassette when it exists, else record it; ``none``: play only (a
 #: missing cassette is an error); ``all``: record every time, replacing the cassette.
@@ -50,6 +50,14 @@ EXIT_WAIT = 10.0
 
 class CassetteError(Exception):
     """A cassette that cannot be used as asked; the message says why and what to do."""
+
+
+class Divergence(AssertionError):
+    """The session went otherwise than its cassette: raised in the test that ran it, its
+    message the difference as acp-replay reports it (the recorded and the live frame,
+    the pointers that differ, its kind), as VCR.py raises
+    ``CannotOverwriteExistingCassetteException`` in a test whose request its cassette
+    does not hold."""
 
 
 def default_path(test_file: str | os.PathLike, test_name: str) -> Path:
@@ -195,6 +203,7 @@ class Playback:
     cassette: Path
     reports: Path
     replay_args: Sequence[str] = ()
+    said: set[Path] = field(default_factory=set, init=False, repr=False)  # launches told
 
     def argv(self) -> list[str]:
         self.reports.mkdir(parents=True, exist_ok=True)
@@ -203,22 +212,41 @@ class Playback:
 
     def finish(self, wait: float = EXIT_WAIT) -> list[str]:
         """What each launch of the command reported: one readable text per launch that
-        diverged or failed, empty when every one played the cassette through."""
-        launches = sorted(self.reports.glob("*.stderr"))
+        diverged or failed, empty when every one played the cassette through. Each
+        launch is said once (:meth:`stopped` may have said it already)."""
         problems = []
-        for err in launches:
+        for err in self._launches():
             status_file = err.with_suffix(".status")
             if not _wait(status_file.exists, wait):
                 problems.append(f"acp-replay playing {self.cassette} was still running "
                                 f"{wait:g} s after the test: the client must close it (end "
                                 "its stdin) before the test ends")
                 continue
-            status = int(status_file.read_text() or 2)
-            text = _readable(err.read_bytes())
-            if status != 0 or text:
-                problems.append(f"acp-replay playing {self.cassette} as the agent stopped "
-                                f"(exit {status}):\n" + (text or "(nothing on stderr)"))
+            problems += self._said(err)
         return problems
+
+    def stopped(self, wait: float = 0.0) -> list[str]:
+        """What the launches that have ended reported (those still playing are left to
+        :meth:`finish`): a launch that diverged ends at once, so the test that ran it can
+        fail with the difference. ``wait``: how long to give one still running to end."""
+        problems = []
+        for err in self._launches():
+            status_file = err.with_suffix(".status")
+            if status_file.exists() or (wait and _wait(status_file.exists, wait)):
+                problems += self._said(err)
+        return problems
+
+    def _launches(self) -> list[Path]:
+        return [e for e in sorted(self.reports.glob("*.stderr")) if e not in self.said]
+
+    def _said(self, err: Path) -> list[str]:
+        self.said.add(err)
+        status = int(err.with_suffix(".status").read_text() or 2)
+        text = _readable(err.read_bytes())
+        if status != 0 or text:
+            return [f"acp-replay playing {self.cassette} as the agent stopped "
+                    f"(exit {status}):\n" + (text or "(nothing on stderr)")]
+        return []
 
 
 def _readable(stderr: bytes) -> str:
@@ -259,9 +287,14 @@ class ClientReplay:
 
 def client_replay(trace: str | os.PathLike, agent: Sequence[str], log: str | os.PathLike, *,
                   ignore: Sequence[str] = (), timeout: float | None = None,
+                  workspace: str | os.PathLike | None = None,
+                  noise: Sequence[str | os.PathLike] = (),
                   args: Sequence[str] = (), env: dict[str, str] | None = None) -> ClientReplay:
-    """Re-drive ``agent`` from ``trace`` with ``acp-replay --client``, the run's wire log to
-    ``log``; ``ignore``: JSON pointers not compared; ``args``: more acp-replay options."""
+    """Re-drive ``agent`` from ``trace`` with ``acp-replay --client`` (the model of the same
+    session, docs/sameness.md), the run's wire log to ``log``; ``ignore``: JSON pointers
+    not compared; ``workspace``: where the recorded client's file writes are performed
+    (``--workspace``); ``noise``: other recordings of the same script (``--noise``);
+    ``args``: more acp-replay options."""
     trace, log = Path(trace), Path(log)
     if not trace.is_file():
         raise CassetteError(f"no cassette {trace} to re-drive the agent with")
@@ -272,6 +305,10 @@ def client_replay(trace: str | os.PathLike, agent: Sequence[str], log: str | os.
         argv += ["--ignore", pointer]
     if timeout is not None:
         argv += ["--timeout", f"{timeout:g}"]
+    if workspace is not None:
+        argv += ["--workspace", str(workspace)]
+    for other in noise:
+        argv += ["--noise", str(other)]
     argv += [*args, "--", *agent]
     got = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL)
     reports = []
@@ -284,8 +321,11 @@ def client_replay(trace: str | os.PathLike, agent: Sequence[str], log: str | os.
             reports.append(value)
     problem = ""
     if got.returncode != 0:
-        problem = (f"acp-replay --client {trace} -- {' '.join(agent)} "
-                   f"(exit {got.returncode}):\n" + (_readable(got.stderr) or "(nothing on stderr)"))
+        said = "the agent's frames differ from the cassette" if got.returncode == 1 else \
+            "the cassette or the agent could not be used"
+        problem = (f"acp-replay --client {trace} -- {' '.join(agent)} (exit "
+                   f"{got.returncode}: {said}):\n"
+                   + (_readable(got.stderr) or "(nothing on stderr)"))
         if log.is_file():
             problem += f"\nthe run's wire log: {log}"
     return ClientReplay(got.returncode, log, reports, problem)

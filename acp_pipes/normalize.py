@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.errors import UsageError
 
 __all__ = ["IGNORED", "Normalizer", "parse_pointer"]
@@ -231,6 +230,8 @@ class Normalizer:
         """
         if known is not None and not drop_id and not self.pointers:
             return known
+        from acp_pipes.canonical import canonical_hash  # (~15 ms: when a hash is asked)
+
         return canonical_hash(self.view(value, drop_id=drop_id))
 
     def hash_frame(self, frame: dict[str, Any], *, drop_id: bool = False) -> str | None:
@@ -243,6 +244,7 @@ class Normalizer:
         that is not JSON (or has no JCS form, or was logged as unchecked) keeps its own
         hash, since there is nothing to normalise.
         """
+        from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
         from acp_pipes.redact import UNCHECKED, conceal, may_hold_secrets
 
         own = frame.get("hash")

@@ -4,10 +4,13 @@ module only reads the marker and the option and turns what went wrong into a fai
 
 - ``acp_agent(argv)`` (for clients): the command a client under test launches as its
   agent; it records the real agent through acp-tee, or plays the test's cassette with
-  acp-replay, so the suite runs without the agent. A divergence fails the test at
-  teardown, with acp-replay's report.
+  acp-replay, so the suite runs without the agent. A client that sends what the cassette
+  does not hold fails the test itself with the difference (:class:`Divergence`, raised
+  in the test's call as its failure, whatever the client did after), not an error at
+  teardown.
 - ``acp_client_replay(trace, argv)`` (for agents): re-drives the agent ``argv`` from a
-  cassette with ``acp-replay --client`` and fails the test at the first divergence.
+  cassette with ``acp-replay --client`` (the model of the same session) and fails the
+  test with the first difference.
 - ``@pytest.mark.acp_cassette(path=None, ...)`` and ``--acp-record-mode once|none|all``.
 
 Manual: docs/pytest.md.
@@ -25,6 +28,7 @@ from acp_pipes.cassette import (
     RECORD_MODES,
     CassetteError,
     ClientReplay,
+    Divergence,
     Playback,
     Recording,
     client_replay,
@@ -35,6 +39,7 @@ from acp_pipes.cassette import (
 MARKER = "acp_cassette"
 _REPORTS = pytest.StashKey[dict]()
 _EXIT_WAIT = pytest.StashKey[float]()
+_PLAYING = pytest.StashKey[list]()  # the test's cassettes played as its agent
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,9 +63,43 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A cassette that diverged fails the test's own call with the difference: acp-replay
+    ends at the difference, so by the time the client has noticed (and failed, or not),
+    its report is there. What the test raised after is the difference's consequence (a
+    client whose agent went away), said after it."""
+    try:
+        result = yield
+    except BaseException as e:
+        problems = _stopped(item, item.config.stash[_EXIT_WAIT])
+        if problems:
+            then = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
+            raise Divergence("\n\n".join(problems)
+                             + f"\n\n(the test then failed with {then})") from None
+        raise
+    problems = _stopped(item, 0.0)
+    if problems:
+        raise Divergence("\n\n".join(problems))
+    return result
+
+
+def _stopped(item: pytest.Item, wait: float) -> list[str]:
+    """What the test's cassettes played as its agent reported once they ended (``wait``:
+    for one still playing, when the test failed: it may have failed because it ended)."""
+    problems: list[str] = []
+    for play in item.stash.get(_PLAYING, []):
+        problems += play.stopped(wait)
+    return problems
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """Keep each phase's report, so a fixture's teardown knows whether the test passed."""
+    """Keep each phase's report, so a fixture's teardown knows whether the test passed;
+    a :class:`Divergence` is shown as its message alone (the difference, not the
+    plugin's traceback)."""
     report = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, Divergence):
+        report.longrepr = str(call.excinfo.value)
     item.stash.setdefault(_REPORTS, {})[report.when] = report
     return report
 
@@ -124,6 +163,9 @@ def acp_agent(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
                         "agent session", pytrace=False)
         try:
             what = plan(cassette, mode)
+        except CassetteError as e:
+            problem = str(e)
+        else:
             if what == "record":
                 tee_args = kw.get("tee_args")
                 rec = Recording(cassette, ("--no-host",) if tee_args is None else tee_args)
@@ -132,9 +174,9 @@ def acp_agent(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             reports = tmp_path_factory.mktemp("acp-replay", numbered=True)
             play = Playback(cassette, reports, [*ignore, *kw.get("replay_args", ())])
             used.append(play)
+            request.node.stash.setdefault(_PLAYING, []).append(play)
             return play.argv()
-        except CassetteError as e:
-            pytest.fail(str(e), pytrace=False)
+        pytest.fail(problem, pytrace=False)  # (outside the except: said once)
 
     yield agent
     passed = _passed(request)
@@ -150,22 +192,29 @@ def acp_agent(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 @pytest.fixture
 def acp_client_replay(request: pytest.FixtureRequest, tmp_path: Path
                       ) -> Callable[..., ClientReplay]:
-    """``acp_client_replay(trace, argv, *, ignore=(), timeout=None, args=())``: re-drive
-    the agent ``argv`` from the cassette ``trace`` (relative to the test file; None: the
-    test's own cassette); fails the test at the first divergence, else returns the run."""
+    """``acp_client_replay(trace, argv, *, ignore=(), timeout=None, workspace=None,
+    noise=(), args=())``: re-drive the agent ``argv`` from the cassette ``trace``
+    (relative to the test file; None: the test's own cassette); the first difference
+    fails the test (:class:`Divergence`), else it returns the run."""
     runs = iter(range(1, 1 << 30))
 
     def replay(trace: str | Path | None, argv: Sequence[str], *, ignore: Sequence[str] = (),
-               timeout: float | None = None, args: Sequence[str] = ()) -> ClientReplay:
+               timeout: float | None = None, workspace: str | Path | None = None,
+               noise: Sequence[str | Path] = (), args: Sequence[str] = ()) -> ClientReplay:
         path = _beside(request, trace)
         log = tmp_path / f"rerun-{next(runs)}.wire.jsonl"
+        others = [_beside(request, n) for n in noise]
         try:
             run = client_replay(path, list(argv), log, ignore=ignore, timeout=timeout,
-                                args=args)
+                                workspace=workspace, noise=others, args=args)
         except CassetteError as e:
-            pytest.fail(str(e), pytrace=False)
-        if not run.ok:
-            pytest.fail(run.problem, pytrace=False)
-        return run
+            problem = str(e)
+        else:
+            if run.returncode == 1:
+                raise Divergence(run.problem)
+            if not run.ok:
+                pytest.fail(run.problem, pytrace=False)
+            return run
+        pytest.fail(problem, pytrace=False)  # (outside the except: said once)
 
     return replay

@@ -28,6 +28,10 @@ def readable(event: dict[str, Any]) -> list[str]:
     kind = event.get("event")
     if kind == "replay_losses":
         return _losses(event)
+    if kind in ("difference", "note"):
+        return _difference(event)
+    if kind == "learned":
+        return _learned(event)
     if kind == "compare":
         a, b = _text(event.get("a")), _text(event.get("b"))
         if event.get("equivalent"):
@@ -50,6 +54,58 @@ def readable(event: dict[str, Any]) -> list[str]:
         lines += ["  " + _change(d) for d in diff[:_SHOWN_DIFFS]]
         if len(diff) > _SHOWN_DIFFS:
             lines.append(f"  ... {len(diff) - _SHOWN_DIFFS} more")
+    return lines
+
+
+#: What a difference's readable lines leave out: said by the headline or the frames.
+_SHOWN = frozenset({"event", "tool", "kind", "message", "recorded", "live", "diff",
+                    "pointers", "seq", "live_seq", "method", "update"})
+
+
+def _difference(e: dict[str, Any]) -> list[str]:
+    """A difference (or a note) of the model of the same session: what kind, the frames as
+    compared (recorded and live), and where they differ.
+
+    >>> for line in _difference({"event": "difference", "kind": "content", "seq": 7,
+    ...     "live_seq": 9, "recorded": {"text": "goodbye"}, "live": {"text": "farewell"},
+    ...     "diff": [{"op": "replace", "path": "/text", "recorded": "goodbye",
+    ...               "received": "farewell"}], "message": "agent frame seq 7 differs"}):
+    ...     print(line)
+    difference (content): agent frame seq 7 differs
+    recorded (seq 7): {"text":"goodbye"}
+    live (seq 9): {"text":"farewell"}
+    differs at (recorded -> live):
+      /text: "goodbye" -> "farewell"
+    """
+    lines = [f"{_text(e.get('event'))} ({_text(e.get('kind'))}): {_text(e.get('message'))}"]
+    if "recorded" in e and e["recorded"] is not None:
+        lines.append(f"recorded (seq {_text(e.get('seq'))}): {_json(e['recorded'], 200)}")
+    if "live" in e and e["live"] is not None:
+        lines.append(f"live (seq {_text(e.get('live_seq'))}): {_json(e['live'], 200)}")
+    diff = e.get("diff")
+    if isinstance(diff, list) and diff:
+        lines.append("differs at (recorded -> live):")
+        lines += ["  " + _change(d) for d in diff[:_SHOWN_DIFFS]]
+        if len(diff) > _SHOWN_DIFFS:
+            lines.append(f"  ... {len(diff) - _SHOWN_DIFFS} more")
+    for key, value in e.items():
+        if key not in _SHOWN:
+            lines.append(f"{_text(key).replace('_', ' ')}: {_describe(value)}")
+    return lines
+
+
+def _learned(e: dict[str, Any]) -> list[str]:
+    """What a re-drive learned from other recordings of its script, as a person reads it."""
+    lines = [f"learned: {_text(e.get('message'))}"]
+    for v in e.get("values") or []:
+        if isinstance(v, dict):
+            shown = f" as {_json(v.get('template'))}" if v.get("as") == "text" else " ignored"
+            lines.append(f"seq {_text(v.get('seq'))} ({_text(v.get('label'))}) "
+                         f"{_text(v.get('path'))}{shown} (from {_text(v.get('from'))})")
+    for v in e.get("frames") or []:
+        if isinstance(v, dict):
+            lines.append(f"seq {_text(v.get('seq'))} ({_text(v.get('label'))}) "
+                         f"{_text(v.get('as'))} (from {_text(v.get('from'))})")
     return lines
 
 

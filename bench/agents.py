@@ -130,18 +130,22 @@ def plant_into(same: Path, plant: str, out: Path) -> int:
     return first
 
 
-def redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path) -> dict[str, Any]:
+def redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path,
+            options: list[str] | None = None) -> dict[str, Any]:
     """One ``acp-replay --client TRACE -- AGENT`` on a fresh home and workspace at the
-    recording's root: exit status, wall seconds, the report (stderr's JSON line)."""
+    recording's root: exit status, wall seconds, the report (stderr's JSON line: the
+    first difference), the notes. ``options``: acp-replay's (the workspace, with tools
+    that take ``--workspace``; noise)."""
     ws = workspace_of(trace)
     with harness.holding(ws.parent):
-        return _redrive(bin_dir, name, trace, llm_url, log, ws)
+        return _redrive(bin_dir, name, trace, llm_url, log, ws, options)
 
 
 def _redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path,
-             ws: Path) -> dict[str, Any]:
+             ws: Path, options: list[str] | None) -> dict[str, Any]:
     argv, env, _ = harness.prepare(name, ws.parent, llm_url)
-    cmd = [str(bin_dir / "acp-replay"), "--client", str(trace), "-o", str(log), "--", *argv]
+    cmd = [str(bin_dir / "acp-replay"), "--client", str(trace), "-o", str(log),
+           *(options or []), "--", *argv]
     errlog = log.with_suffix(".stderr")
     started = time.monotonic()
     with open(errlog, "wb") as err_file:
@@ -159,25 +163,44 @@ def _redrive(bin_dir: Path, name: str, trace: Path, llm_url: str, log: Path,
     harness.end_session(proc.pid)
     err = errlog.read_bytes()
     report = None
+    notes = []
     for line in err.decode(errors="replace").splitlines():
         with contextlib.suppress(ValueError):
             got = json.loads(line)
-            if isinstance(got, dict) and "event" in got:
+            if not isinstance(got, dict) or "event" not in got:
+                continue
+            if got["event"] in ("note", "learned"):  # tolerated, or what was learned
+                notes.append(got)
+            elif report is None:
                 report = got
-                break
-    return {"exit": proc.returncode, "wall": wall, "report": report, "left_running": left,
+    return {"exit": proc.returncode, "wall": wall, "report": report, "notes": notes,
+            "left_running": left,
             "stderr_tail": err.decode(errors="replace")[-600:] if report is None else ""}
+
+
+#: what acp-replay says at a difference: the model's one event (kinds), or before it
+#: one event a kind
+_DIFFERENCES = ("difference", "diverged", "unanswerable", "extra")
+
+
+def workspace_options(bin_dir: Path, trace: Path) -> list[str]:
+    """``--workspace WS`` (the recording's workspace, where the recorded client's writes
+    went) when these tools take it: the re-drive then performs them, as the recorded
+    client did."""
+    got = subprocess.run([str(bin_dir / "acp-replay"), "--help"], capture_output=True)
+    return ["--workspace", str(workspace_of(trace))] if b"--workspace" in got.stdout else []
 
 
 def at_change(plant: str, planted_seq: int, trace: Path, run: dict[str, Any]) -> bool:
     report = run["report"] or {}
-    if run["exit"] != 1 or report.get("event") not in ("diverged", "unanswerable", "extra"):
+    if run["exit"] != 1 or report.get("event") not in _DIFFERENCES:
         return False
     seq = report.get("seq")
     if plant == "reply":
         return seq == planted_seq
     if plant == "client":
-        return harness.PLANTED_TEXT.strip() in json.dumps(report.get("received"))
+        return harness.PLANTED_TEXT.strip() in json.dumps(
+            report.get("live", report.get("received")))
     # permission: the first difference follows the planted answer, in its turn
     if seq is None or seq <= planted_seq:
         return False
@@ -208,15 +231,25 @@ def measure(name: str, recs: Path, bin_dir: Path, runs: int, work: Path) -> dict
     agent = harness.AGENTS[name]
     same = recs / "same-1.wire.jsonl"
     out: dict[str, Any] = {"agent": name, "span": span_s(same), "self": [], "planted": {},
-                           "align": {}}
+                           "align": {}, "self_noise": []}
+    ws = workspace_options(bin_dir, same)
+    other = recs / "same-2.wire.jsonl"
+    noise = ["--noise", str(other)] if ws and other.exists() else []
     with contextlib.ExitStack() as stack:
         url = ""
         if agent.uses_llm:
             url = stack.enter_context(harness.canned_llm(work / f"{name}.llm")).url
         for i in range(runs):
-            run = redrive(bin_dir, name, same, url, work / f"{name}.self-{i + 1}.wire.jsonl")
+            run = redrive(bin_dir, name, same, url, work / f"{name}.self-{i + 1}.wire.jsonl",
+                          ws)
             out["self"].append(run)
             print(f"{name}: self re-drive {i + 1}: exit {run['exit']} "
+                  f"{run['wall']:.1f} s {_said(run)}", file=sys.stderr)
+        for i in range(runs if noise else 0):  # given two recordings: same-2 as noise
+            run = redrive(bin_dir, name, same, url,
+                          work / f"{name}.noise-{i + 1}.wire.jsonl", ws + noise)
+            out["self_noise"].append(run)
+            print(f"{name}: self re-drive given same-2 {i + 1}: exit {run['exit']} "
                   f"{run['wall']:.1f} s {_said(run)}", file=sys.stderr)
         for plant in harness.plants_for(agent):
             if plant == "reply":
@@ -225,7 +258,8 @@ def measure(name: str, recs: Path, bin_dir: Path, runs: int, work: Path) -> dict
             else:
                 trace = work / f"{name}.planted-{plant}.redrive.wire.jsonl"
                 seq = plant_into(same, plant, trace)
-            run = redrive(bin_dir, name, trace, url, work / f"{name}.planted-{plant}.run.jsonl")
+            run = redrive(bin_dir, name, trace, url, work / f"{name}.planted-{plant}.run.jsonl",
+                          ws)
             run.update(planted_seq=seq, trace=str(trace),
                        at_change=at_change(plant, seq, trace, run))
             out["planted"][plant] = run
@@ -264,8 +298,19 @@ def _said(run: dict[str, Any]) -> str:
         return run["stderr_tail"].strip().replace("\n", " ")[-200:]
     paths = [f"{d.get('op')} {d.get('path')}" for d in r.get("diff") or []]
     shown = ", ".join(paths[:6]) + (f" (+{len(paths) - 6})" if len(paths) > 6 else "")
-    return (f"{r.get('event')} at recorded seq {r.get('seq')} ({r.get('method')}): "
+    what = f"{r.get('event')} {r.get('kind')}" if r.get("kind") else r.get("event")
+    return (f"{what} at recorded seq {r.get('seq')} ({r.get('method')}): "
             f"{shown or r.get('message', '')}")
+
+
+def _notes(run: dict[str, Any]) -> str:
+    notes = [n for n in run.get("notes") or [] if n.get("event") == "note"]
+    if not notes:
+        return ""
+    kinds: dict[str, int] = {}
+    for n in notes:
+        kinds[n.get("kind", "?")] = kinds.get(n.get("kind", "?"), 0) + 1
+    return "; notes: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
 
 
 def _left(run: dict[str, Any]) -> str:
@@ -284,10 +329,10 @@ def align_finds_plant(r: dict[str, Any], plant: str) -> bool | None:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    rows = ["| agent | self re-drive | planted changes caught (at the change) | "
-            "same-script `acp-align` hunks (1-2, 1-3) | `acp-align` finds the plant first | "
-            "passing re-drive wall / span |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| agent | self re-drive | self re-drive given two | planted changes caught "
+            "(at the change) | unchanged traces failing | same-script `acp-align` hunks "
+            "(1-2, 1-3) | `acp-align` finds the plant first | passing re-drive wall / span |",
+            "|---|---|---|---|---|---|---|---|"]
     for r in results:
         passed = [x for x in r["self"] if x["exit"] == 0]
         planted = r["planted"]
@@ -304,8 +349,14 @@ def table(results: list[dict[str, Any]]) -> str:
             timing = f"no pass / {r['span']:.1f} s"
         found = [align_finds_plant(r, p) for p in planted]
         known = [f for f in found if f is not None]
-        rows.append(f"| {r['agent']} | {len(passed)}/{len(r['self'])} | "
-                    f"{caught}/{len(planted)} ({at}/{len(planted)}) | {hunks} | "
+        noisy = r.get("self_noise") or []
+        given_two = (f"{sum(1 for x in noisy if x['exit'] == 0)}/{len(noisy)}" if noisy
+                     else "-")
+        unchanged = r["self"] + noisy
+        failing = sum(1 for x in unchanged if x["exit"] != 0)
+        rows.append(f"| {r['agent']} | {len(passed)}/{len(r['self'])} | {given_two} | "
+                    f"{caught}/{len(planted)} ({at}/{len(planted)}) | "
+                    f"{failing}/{len(unchanged)} | {hunks} | "
                     f"{sum(known)}/{len(known)} | {timing} |")
     return "\n".join(rows)
 
@@ -316,7 +367,11 @@ def details(results: list[dict[str, Any]]) -> str:
         out.append(f"\n### {r['agent']}\n")
         for i, run in enumerate(r["self"], 1):
             out.append(f"- self re-drive {i}: exit {run['exit']}, {run['wall']:.1f} s; "
-                       f"{_said(run) if run['exit'] else 'same'}{_left(run)}")
+                       f"{_said(run) if run['exit'] else 'same'}{_notes(run)}{_left(run)}")
+        for i, run in enumerate(r.get("self_noise") or [], 1):
+            out.append(f"- self re-drive given same-2 {i}: exit {run['exit']}, "
+                       f"{run['wall']:.1f} s; {_said(run) if run['exit'] else 'same'}"
+                       f"{_notes(run)}{_left(run)}")
         for plant, run in r["planted"].items():
             out.append(f"- planted {plant} (frame seq {run['planted_seq']}): exit "
                        f"{run['exit']}, at the change: {'yes' if run['at_change'] else 'no'}; "

@@ -17,18 +17,34 @@ interleaved:
 
 Each run's output is checked: the re-drive must exit 0 and its log hold the recorded
 agent bytes.
+
+With ``ACP_PIPES_BENCH_BASELINE=DIR`` (a directory holding another ``acp_pipes``
+package: ``git archive main acp_pipes | tar -x -C DIR``), the re-drive of that code runs
+in the same rounds, both started the same way (``python -c`` of ``cli.replay.main``
+with the package's directory first on the path): before and after, one run.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 
-from bench.common import env, median_cpu, median_wall, run_cmd, side_by_side, table, tool, workdir
+from bench.common import (
+    REPO,
+    env,
+    median_cpu,
+    median_wall,
+    run_cmd,
+    side_by_side,
+    table,
+    tool,
+    workdir,
+)
 
 #: A client that paces by the recording and does nothing else.
 LOCKSTEP = """
@@ -74,6 +90,11 @@ def _a2c(log: Path) -> list[str]:
             if r.get("dir") == "a2c"]
 
 
+#: ``acp-replay`` of the package in the directory ``sys.argv[1]``
+LAUNCH = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+          "from acp_pipes.cli.replay import main; main()")
+
+
 def main(quick: bool) -> str:
     d = workdir("redrive")
     prompts = 50 if quick else 1000
@@ -87,6 +108,17 @@ def main(quick: bool) -> str:
         "redrive": lambda: run_cmd(tool("replay", "--client", wire, "-o", str(log), "--",
                                         *agent)),
     }
+    baseline = os.environ.get("ACP_PIPES_BENCH_BASELINE")
+    labels = [("the agent alone, client piped at once", "agent"),
+              ("the agent, turn by turn (a bare pacing client)", "lockstep"),
+              ("acp-replay --client (re-drive)", "redrive")]
+    if baseline:
+        for name, where in (("this", str(REPO)), ("baseline", baseline)):
+            subjects[name] = (lambda where=where: run_cmd(
+                [sys.executable, "-c", LAUNCH, where, "--client", wire, "-o", str(log),
+                 "--", *agent]))
+        labels += [("acp-replay --client, this checkout (python -c)", "this"),
+                   (f"acp-replay --client, baseline {baseline} (python -c)", "baseline")]
     load = os.getloadavg()[0]
     runs = side_by_side(subjects, repeat=repeat)
     load = (load + os.getloadavg()[0]) / 2  # the host's, before and after: read ratios
@@ -98,18 +130,24 @@ def main(quick: bool) -> str:
     base, base_cpu = median_wall(runs["agent"]), median_cpu(runs["agent"])
     step, step_cpu = median_wall(runs["lockstep"]), median_cpu(runs["lockstep"])
     rows = []
-    for label, name in (("the agent alone, client piped at once", "agent"),
-                        ("the agent, turn by turn (a bare pacing client)", "lockstep"),
-                        ("acp-replay --client (re-drive)", "redrive")):
+    for label, name in labels:
         wall, cpu = median_wall(runs[name]), median_cpu(runs[name])
         rows.append([label, f"{wall:.3f}", f"{wall / base:.2f}", f"{wall / step:.2f}",
                      f"{cpu:.3f}", f"{cpu / base_cpu:.2f}", f"{cpu / step_cpu:.2f}"])
+    versus = ""
+    if baseline:
+        ratios = [a.wall / b.wall for a, b in zip(runs["this"], runs["baseline"], strict=True)]
+        cpus = [a.cpu / b.cpu for a, b in zip(runs["this"], runs["baseline"], strict=True)]
+        versus = (f"\nThis checkout against the baseline, run by run (pairs of the same "
+                  f"round): wall {statistics.median(ratios):.2f}x (median of the ratios; "
+                  f"{min(ratios):.2f}-{max(ratios):.2f}), CPU {statistics.median(cpus):.2f}x "
+                  f"({min(cpus):.2f}-{max(cpus):.2f}).\n")
     return (f"## acp-replay --client, re-driving the echo agent: `python -m bench redrive`\n\n"
             f"{case['prompts']} prompts, {case['frames']:,} frames; medians of {repeat} "
             f"interleaved runs; CPU: user + system of the process tree; host load average "
             f"~{load:.1f} on {os.cpu_count()} cores.\n\n") + table(
         ["run", "median s", "vs agent alone", "vs turn by turn", "CPU s",
-         "CPU vs agent alone", "CPU vs turn by turn"], rows) + "\n"
+         "CPU vs agent alone", "CPU vs turn by turn"], rows) + "\n" + versus
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ def test_client_mode_stops_at_the_first_difference(session, tmp_path):
         p = run_tool("replay", *extra, *argv)
         assert p.returncode == 1
         events = [orjson.loads(x) for x in p.stderr.splitlines()]
-        assert [e["event"] for e in events] == ["diverged"]
+        assert [(e["event"], e["kind"]) for e in events] == [("difference", "renaming")]
         assert events[0]["seq"] > f["seq"] and events[0]["renaming_broken"]
 
 
@@ -426,7 +426,7 @@ def test_a_client_mode_difference_shows_no_secret_value(secret_session, tmp_path
 
     p = run_tool("replay", "--client", str(secret_session["kept"]), "-o", os.devnull, "--",
                  sys.executable, str(agent), timeout=120)
-    assert b'"event":"diverged"' in p.stderr
+    assert b'"event":"difference"' in p.stderr
     assert b"LIVE-SECRET" not in p.stderr
 
 

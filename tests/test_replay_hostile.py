@@ -106,7 +106,7 @@ def test_client_mode_reports_an_agent_frame_with_a_lone_surrogate(trace, tmp_pat
     assert p.returncode == 1, p.stderr
     assert b"internal error" not in p.stderr
     (report,) = p.stderr.splitlines()
-    assert report.startswith(b'{"event":"diverged",')
+    assert report.startswith(b'{"event":"difference",')
     assert b'"received":"\\udc00"' in report  # the id it sent, in the diff
 
 

@@ -19,7 +19,8 @@ VALUES = {"emit": "a2c", "match": "any", "pace": "recorded", "ignore": "/params/
           "report": "r.json", "wire": "w.jsonl", "protocol": "1",
           "listen": "ws://127.0.0.1:0/acp", "allow_origin": "http://localhost:8000",
           "allow_host": "acp.internal", "token_file": "token.txt", "max_agents": "2",
-          "max_message": "1M", "header_timeout": "5", "idle_timeout": "60"}
+          "max_message": "1M", "header_timeout": "5", "idle_timeout": "60",
+          "workspace": "ws", "preset": "p.json", "noise": "other.wire.jsonl"}
 
 
 @pytest.fixture(scope="module")

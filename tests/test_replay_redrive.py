@@ -91,7 +91,7 @@ def test_a_renaming_that_is_not_one_to_one_is_a_divergence(echo, tmp_path):
     p = _redrive(_write(tmp_path / "t.jsonl", recs), tmp_path / "o.jsonl")
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "diverged"
+    assert event["event"] == "difference" and event["kind"] == "renaming"
     again = next(r for r in recs[at + 1:] if r.get("dir") == "a2c" and "sess-1" in r["raw"])
     assert event["seq"] == again["seq"]  # the first agent frame naming sess-1 again
     assert event["renaming_broken"] == ["/params/sessionId"]
@@ -107,7 +107,8 @@ def test_a_changed_prompt_stops_at_the_first_differing_frame(echo, tmp_path):
     p = _redrive(_write(tmp_path / "t.jsonl", recs), out)
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "diverged" and event["seq"] == first["seq"]
+    assert event["event"] == "difference" and event["kind"] == "content"
+    assert event["seq"] == first["seq"]
     assert event["after_client_seq"] == recs[at]["seq"]
     assert any("hello 5" in str(d.get("recorded")) and "changed 5" in str(d.get("received"))
                for d in event["diff"])
@@ -128,7 +129,8 @@ def test_a_request_the_recording_cannot_answer_is_a_divergence(echo, tmp_path):
     p = _redrive(_write(tmp_path / "t.jsonl", recs), tmp_path / "o.jsonl", timeout="60")
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "unanswerable" and event["seq"] == ask["seq"]
+    assert (event["event"], event["kind"]) == ("difference", "unanswerable")
+    assert event["seq"] == ask["seq"]
 
 
 #: an agent request whose keys are spelt with escapes: bytes without a plain "id"
@@ -264,7 +266,8 @@ def test_a_changed_prompt_in_a_fast_agent_trace_exits_1(fast, tmp_path):
                  timeout="60")
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "diverged" and event["seq"] == echoed["seq"]
+    assert (event["event"], event["kind"]) == ("difference", "content")
+    assert event["seq"] == echoed["seq"]
     assert {"op": "replace", "path": "/params/update/content/text", "recorded": "goodbye",
             "received": "farewell"} in event["diff"]
 
@@ -276,27 +279,29 @@ def test_a_changed_agent_exits_1_at_its_first_frame(fast, tmp_path):
     p = _redrive(fast["wire"], tmp_path / "o.jsonl")
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "diverged" and event["seq"] == 1
-    assert event["method"] is None and event["diff"]
+    assert (event["event"], event["kind"]) == ("difference", "result")
+    assert event["seq"] == 1 and event["method"] is None and event["diff"]
 
 
 # the pipes: one thread writes the agent's input and reads its output
 
-#: An agent that answers initialize, then writes FLOOD notifications (its stdout pipe
-#: fills) before it reads the prompt that was sent meanwhile (bigger than the pipe holds),
-#: then answers that; it says hello on stderr. With a driver that writes while nothing
-#: reads the agent, both sides would wait on each other for ever.
+#: An agent that answers initialize, then, once the prompt starts to come (bigger than the
+#: pipe holds), writes FLOOD notifications of its turn (its stdout pipe fills) before it
+#: reads the rest of the prompt, then answers that; it says hello on stderr. With a
+#: driver that writes while nothing reads the agent, both sides would wait on each other
+#: for ever.
 _FLOODING_AGENT = r"""
 import sys
 out, inp = sys.stdout.buffer, sys.stdin.buffer
 sys.stderr.write("agent says hi\n"); sys.stderr.flush()
 first = inp.readline()
 out.write(b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}\n'); out.flush()
+start = inp.read(1)
 for i in range(FLOOD):
     out.write(NOTE % i + b"\n")
 out.write(b'{"jsonrpc":"2.0","method":"x/odd","params":{"b":"\xff\xfe"}}\n')
 out.flush()
-prompt = inp.readline()
+prompt = start + inp.readline()
 assert len(prompt) > (1 << 20), len(prompt)
 out.write(b'{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn","n":%d}}\n'
           % len(prompt))
@@ -383,7 +388,8 @@ def test_an_agent_that_stops_reading_is_a_timeout_not_a_hang(tmp_path):
                  limit=60)
     assert p.returncode == 1
     (event,) = _events(p)
-    assert event["event"] == "timeout" and event["received"] == 1
+    assert (event["event"], event["kind"]) == ("difference", "timeout")
+    assert event["received"] == 1
     assert _records(tmp_path / "o.jsonl")[-1].get("end")  # the agent ended, and said so
 
 
@@ -448,3 +454,235 @@ def test_anything_else_goes_the_usual_way(echo, tmp_path):
         ["--client", trace, "--max-line-bytes", "1K", *agent],
     ):
         assert plain_client(argv) is None, argv
+
+
+# the model of the same session (docs/sameness.md), with a recorded agent as the agent:
+# acp-replay TRACE plays it byte for byte, in its own order
+
+_HEAD = {"format": "acp-pipes/wire", "version": 1, "recorder": "test", "argv": [],
+         "started": "1970-01-01T00:00:00.000000Z", "clock": "epoch", "env": {}}
+
+
+def _trace(path: Path, frames: list[tuple[str, dict]]) -> Path:
+    recs = [_HEAD] + [{"seq": i, "t": 0, "dir": d, "raw": orjson.dumps(m).decode()}
+                      for i, (d, m) in enumerate(frames)]
+    return _write(path, recs)
+
+
+def _v1(cwd: str, *turns: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """A v1 session: initialize, session/new in ``cwd``, a prompt per turn (its answer
+    last)."""
+    out = [("c2a", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": 1}}),
+           ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {
+               "protocolVersion": 1, "agentInfo": {"name": "t", "version": "1"}}}),
+           ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                    "params": {"cwd": cwd, "mcpServers": []}}),
+           ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}})]
+    for n, frames in enumerate(turns, 2):
+        out.append(("c2a", {"jsonrpc": "2.0", "id": n, "method": "session/prompt",
+                            "params": {"sessionId": "s", "prompt": [
+                                {"type": "text", "text": f"prompt {n}"}]}}))
+        out += frames
+        out.append(("a2c", {"jsonrpc": "2.0", "id": n, "result": {"stopReason": "end_turn"}}))
+    return out
+
+
+def _update(kind: str, **fields) -> tuple[str, dict]:
+    return ("a2c", {"jsonrpc": "2.0", "method": "session/update",
+                    "params": {"sessionId": "s", "update": {"sessionUpdate": kind, **fields}}})
+
+
+def _say(text: str) -> tuple[str, dict]:
+    return _update("agent_message_chunk", content={"type": "text", "text": text})
+
+
+_USAGE = _update("usage_update", used=5, size=100)
+
+
+def test_a_floating_notification_the_agent_sends_a_turn_later_is_the_same_session(tmp_path):
+    """The recording has the usage report before turn 1's answer; the agent under test
+    (the other recording, played) sends it after prompt 2: the same session, exit 0. In
+    recorded order (--strict-order) it is a difference, as every re-drive was before."""
+    a = _trace(tmp_path / "a.jsonl", _v1("/w", [_say("one"), _USAGE], [_say("two")]))
+    frames = _v1("/w", [_say("one")], [_USAGE, _say("two")])
+    b = _trace(tmp_path / "b.jsonl", frames)
+    agent = tool_argv("replay", str(b))
+    p = _redrive(a, tmp_path / "o.jsonl", *agent, limit=60)
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stderr == b""
+    p = run_tool("replay", "--client", str(a), "-o", str(tmp_path / "o2.jsonl"),
+                 "--strict-order", "--timeout", "20", "--", *agent, process=True, timeout=60)
+    assert p.returncode == 1
+    # (the agent, a replay whose client stopped early, may say so on its stderr too)
+    (event,) = [e for e in _events(p) if e["event"] != "client_ended"]
+    assert (event["event"], event["kind"], event["seq"]) == ("difference", "order", 6)
+    assert event["update"] == "usage_update"  # in its place came turn 1's answer
+
+
+def test_a_floating_notification_that_never_comes_is_a_note(tmp_path):
+    a = _trace(tmp_path / "a.jsonl", _v1("/w", [_say("one"), _USAGE]))
+    b = _trace(tmp_path / "b.jsonl", _v1("/w", [_say("one")]))
+    p = _redrive(a, tmp_path / "o.jsonl", *tool_argv("replay", str(b)), limit=60)
+    assert p.returncode == 0, p.stderr.decode()
+    (note,) = _events(p)
+    assert (note["event"], note["kind"], note["seq"]) == ("note", "floating_missing", 6)
+
+
+def test_keep_going_lists_every_difference(tmp_path):
+    a = _trace(tmp_path / "a.jsonl", _v1("/w", [_say("one")], [_say("two")]))
+    b = _trace(tmp_path / "b.jsonl", _v1("/w", [_say("ONE")], [_say("TWO")]))
+    agent = tool_argv("replay", str(b))
+    p = _redrive(a, tmp_path / "o.jsonl", *agent, limit=60)
+    # (the agent, a replay that lost its client at the stop, says so on its stderr too)
+    assert p.returncode == 1
+    assert [e["seq"] for e in _events(p) if e["event"] == "difference"] == [5]
+    p = run_tool("replay", "--client", str(a), "-o", str(tmp_path / "o2.jsonl"),
+                 "--keep-going", "--", *agent, process=True, timeout=60)
+    assert p.returncode == 1
+    assert [(e["kind"], e["seq"], e["pointers"]) for e in _events(p)] == [
+        ("content", 5, ["/params/update/content/text"]),
+        ("content", 8, ["/params/update/content/text"])]
+
+
+def _write_request(n: int, path: str) -> list[tuple[str, dict]]:
+    """The agent asks to write ``path`` and the recorded client did (``{}``)."""
+    return [("a2c", {"jsonrpc": "2.0", "id": 100 + n, "method": "fs/write_text_file",
+                     "params": {"sessionId": "s", "path": path, "content": f"text {n}\n"}}),
+            ("c2a", {"jsonrpc": "2.0", "id": 100 + n, "result": {}})]
+
+
+def test_the_recorded_clients_writes_are_performed_under_the_workspace_alone(tmp_path):
+    """--workspace DIR performs each write the recorded client performed, under DIR; a
+    hostile recording's writes outside it (a path outside, a '..', a symbolic link on
+    the way) are not performed, each said as a note, and the run goes on. Without
+    --workspace nothing is written."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "link").symlink_to(outside)
+    (ws / "file-link").symlink_to(outside / "target.txt")
+    asks = [str(ws / "sub" / "notes.txt"), str(outside / "x.txt"), f"{ws}/../escape.txt",
+            str(ws / "link" / "y.txt"), str(ws / "file-link"), "relative.txt"]
+    turn = [f for n, path in enumerate(asks) for f in _write_request(n, path)]
+    trace = _trace(tmp_path / "t.jsonl", _v1(str(ws), turn + [_say("done")]))
+    agent = tool_argv("replay", str(trace))
+    p = _redrive(trace, tmp_path / "none.jsonl", *agent, limit=60)
+    assert p.returncode == 0 and p.stderr == b"", p.stderr
+    assert not (ws / "sub").exists()  # without --workspace: nothing written
+    p = run_tool("replay", "--client", str(trace), "-o", str(tmp_path / "o.jsonl"),
+                 "--workspace", str(ws), "--", *agent, process=True, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    assert (ws / "sub" / "notes.txt").read_text() == "text 0\n"
+    refused = [(e["kind"], e["path"]) for e in _events(p)]
+    assert refused == [("write_refused", path) for path in asks[1:]]
+    assert sorted(os.listdir(outside)) == []  # nothing got out
+    assert not (tmp_path / "escape.txt").exists()
+    assert sorted(os.listdir(ws)) == ["file-link", "link", "sub"]
+
+
+def test_a_difference_after_a_write_not_performed_says_so(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    frames = _v1(str(ws), _write_request(0, str(ws / "notes.txt")) + [_say("cat: one")])
+    trace = _trace(tmp_path / "t.jsonl", frames)
+    frames[-2] = _say("cat: notes.txt: No such file or directory")  # what the agent saw
+    agent = tool_argv("replay", str(_trace(tmp_path / "live.jsonl", frames)))
+    p = _redrive(trace, tmp_path / "o.jsonl", *agent, limit=60)
+    assert p.returncode == 1
+    (event,) = [e for e in _events(p) if e["event"] != "client_ended"]
+    assert event["kind"] == "content"
+    assert event["unperformed_writes"] == [{"path": str(ws / "notes.txt"), "seq": 5}]
+    assert "--workspace" in event["message"]
+
+
+def test_an_agent_that_exits_before_it_says_anything_did_not_start(echo, tmp_path):
+    p = _redrive(echo, tmp_path / "o.jsonl", "sh", "-c", "exit 3", limit=60)
+    assert p.returncode == 2
+    (event,) = _events(p)
+    assert event["event"] == "agent_failed" and event["returncode"] == 3
+
+
+@pytest.mark.slow  # a second of grace
+def test_an_agent_that_outlives_the_recording_is_ended_with_all_it_started(tmp_path):
+    """The recording done, the agent's input is closed; an agent that does not exit
+    (here: a shell that goes on, with a child of its own) is ended after a grace, its
+    whole process group, long before --timeout (a re-drive costs the agent's time)."""
+    import time
+
+    trace = _trace(tmp_path / "t.jsonl", _v1("/w", [_say("one")]))
+    pids = tmp_path / "pids"
+    script = (f'echo $$ > "{pids}"; "$@"; sleep 120 & echo $! >> "{pids}"; sleep 120')
+    started = time.monotonic()
+    p = run_tool("replay", "--client", str(trace), "-o", str(tmp_path / "o.jsonl"),
+                 "--timeout", "100", "--", "sh", "-c", script, "sh",
+                 *tool_argv("replay", str(trace)), process=True, timeout=60)
+    took = time.monotonic() - started
+    assert p.returncode == 0, p.stderr.decode()
+    assert took < 50  # (the --timeout is 100 s, the shell would sleep 120)
+    for pid in map(int, pids.read_text().split()):  # gone (or a zombie no one reaped)
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert _records(tmp_path / "o.jsonl")[-1]["signal"] == 15
+
+
+def test_a_workspace_writes_only_regular_files(tmp_path):
+    """A FIFO (or a device) at the path is refused at once, never waited on; a file there
+    is replaced whole."""
+    from acp_pipes.replay.trace.workspace import Workspace
+
+    ws = Workspace(str(tmp_path))
+    os.mkfifo(tmp_path / "fifo")
+    assert ws.write(str(tmp_path / "fifo"), "x") is not None
+    (tmp_path / "f.txt").write_text("a long old text\n")
+    assert ws.write(str(tmp_path / "f.txt"), "new\n") is None
+    assert (tmp_path / "f.txt").read_text() == "new\n"
+    assert ws.write(str(tmp_path), "x") == "the workspace itself"
+    ws.close()
+
+
+@pytest.mark.slow  # an agent that takes 1.5 s to start
+def test_an_agent_may_take_as_long_as_it_took_when_recorded_three_times_over(tmp_path):
+    """The recording's agent took a second to answer initialize (its start-up): the live
+    one may take up to three, whatever --timeout says; without such a gap in the
+    recording (an epoch clock), --timeout is all it has."""
+    frames = _v1("/w", [_say("one")])
+    slow = _trace(tmp_path / "slow.jsonl", frames)
+    recs = _records(slow)
+    recs[2]["t"] = 1_000_000_000  # initialize answered a second after it was sent
+    for r in recs[3:-1]:
+        r["t"] = 1_000_000_000
+    slow = _write(tmp_path / "slow.jsonl", recs)
+    agent = ["sh", "-c", 'sleep 1.5; exec "$@"', "sh", *tool_argv("replay", str(slow))]
+    p = _redrive(slow, tmp_path / "o.jsonl", *agent, timeout="0.5", limit=60)
+    assert p.returncode == 0, p.stderr.decode()
+    flat = _trace(tmp_path / "flat.jsonl", frames)
+    p = _redrive(flat, tmp_path / "o2.jsonl", *agent[:-1], str(flat), timeout="0.5",
+                 limit=60)
+    assert p.returncode == 1
+    (event,) = [e for e in _events(p) if e["event"] == "difference"]
+    assert (event["kind"], event["waiting_for"]) == ("timeout", 1)
+
+
+def test_a_request_matched_by_its_bytes_is_answered_whatever_was_read_ahead(tmp_path):
+    """The agent's permission request matched by its bytes is answered from the
+    recording whether the trace was read ahead (a file) or is read as the run goes (a
+    pipe: every frame admitted to the model before it is matched); and a usage report
+    recorded before it that never comes is a note."""
+    ask = [("a2c", {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission",
+                    "params": {"sessionId": "s", "toolCall": {"toolCallId": "t"},
+                               "options": [{"optionId": "ok", "kind": "allow_once"}]}}),
+           ("c2a", {"jsonrpc": "2.0", "id": 7, "result": {"outcome": {
+               "outcome": "selected", "optionId": "ok"}}})]
+    a = _trace(tmp_path / "a.jsonl", _v1("/w", [_USAGE, *ask, _say("done")]))
+    b = _trace(tmp_path / "b.jsonl", _v1("/w", [*ask, _say("done")]))
+    for trace, given in ((a, {"args": [str(a)]}), (a, {"args": ["-"], "input": a}),
+                         (b, {"args": ["-"], "input": b})):
+        p = run_tool("replay", "--client", *given["args"], "-o", str(tmp_path / "o.jsonl"),
+                     "--timeout", "20", "--", *tool_argv("replay", str(b)),
+                     input=given["input"].read_bytes() if "input" in given else None,
+                     process=True, timeout=60)
+        assert p.returncode == 0, p.stderr.decode()
+        notes = [("note", "floating_missing")] if trace is a else []
+        assert [(e["event"], e["kind"]) for e in _events(p)] == notes
+        assert b'"optionId":"ok"' in b"".join(_frames(tmp_path / "o.jsonl", "c2a"))

@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 __all__ = ["header_is_a_trace", "main", "plain_client"]
 
 #: The options :func:`plain_client` takes: flags, and options with one value each.
-_FLAGS = frozenset({"--client", "--no-host", "--strict", "--remap-ids"})
+_FLAGS = frozenset({"--client", "--no-host", "--strict", "--remap-ids", "--keep-going",
+                    "--strict-order", "--no-preset"})
 _VALUED = frozenset({"-o", "--output", "--timeout", "--clock", "--session", "--pace",
-                     "--color"})
+                     "--color", "--workspace"})
 _CHOICES = {"--pace": ("fast", "recorded"), "--color": ("auto", "always", "never")}
 _HEAD_BYTES = 1 << 20  # a header line longer than this: the usual path judges it
 

@@ -43,13 +43,21 @@ expected (seq, method, hash), received (method, id, hash), consumed, and a JSON-
 diff to the nearest recorded candidate. A client that sends more than was recorded, or
 a trace cut off mid-session, is reported the same way (events trace_ended, trace_cut).
 
-As the client (--client TRACE -- AGENT [ARGS...]): re-drives AGENT from its recording.
-The ids it mints (session, tool-call, message ids) are learned from its answers as a
-renaming and rewritten in what is sent next; its requests (permission, fs/*,
-terminal/*) are answered from the recording when they equal the recorded ones; each
-client frame goes once the agent frames recorded before it came. The first agent frame
-that differs stops the run (exit 1, one JSON line on stderr: expected, received, the
-JSON pointers that differ); the run's wire log goes to -o (default stdout).
+As the client (--client TRACE -- AGENT [ARGS...]): re-drives AGENT from its recording
+and judges its frames by the model of the same session (its manual: sameness.md): a partial
+order, not a sequence (a response after its request, a turn's frames inside the turn,
+one tool call's in order; floating notifications such as usage_update anywhere in
+their window), the ids it mints learned as a renaming and rewritten in what is sent
+next, clocks and its vendor's own values (a preset chosen by its agentInfo name;
+--preset FILE adds more) not compared, --noise OTHER tolerating what differs between
+two recordings of the script. Its requests (permission, fs/*, terminal/*) are answered
+from the recording; with --workspace DIR the recorded client's file writes are done
+under DIR. Each client frame goes once the agent frames recorded before it came. The
+first difference stops the run (exit 1, one JSON line on stderr: its kind, the recorded
+and live frames, the JSON pointers that differ; --keep-going lists all); what was
+tolerated is said as notes; --strict-order compares in recorded order. At the end the
+agent's input is closed and, after a grace, its process group ended. The run's wire log
+goes to -o (default stdout).
 
 --emit a2c|c2a writes one direction's recorded bytes verbatim (offline, no peer).
 
@@ -68,13 +76,15 @@ names, binds beyond loopback only with a token, and takes acp-tee's listener opt
 (--allow-origin, --allow-host, --token-file, --max-agents, --max-message,
 --header-timeout, --idle-timeout).
 
-""" + f"Manual: {page('acp-replay.md')}\nListeners: {page('security.md')}"
+""" + (f"Manual: {page('acp-replay.md')}\nWhen two sessions are the same: "
+       f"{page('sameness.md')}\nListeners: {page('security.md')}")
 
 EXAMPLE = """\
 acp-tee -o s.jsonl -- acp-echo-agent < client.jsonl > /dev/null   # record once
 acp-replay s.jsonl < client.jsonl | cmp - <(acp-replay --emit a2c s.jsonl)
 acp-replay --remap-ids --ignore /params/cwd s.jsonl                # in the editor
 acp-replay --client s.jsonl -o rerun.jsonl -- acp-echo-agent
+acp-replay --client s.jsonl --workspace ws/ --noise run1.jsonl -o rerun.jsonl -- acp-echo-agent
 acp-asr -o asr/ s.jsonl && acp-replay --serve asr/*.asr.jsonl      # stored sessions"""
 
 TRACE, STREAM = "trace", "ASR stream"
@@ -106,8 +116,9 @@ MODES: dict[str, Mode] = {
                   ("session", "match", "pace", "ignore", "remap_ids", "remap_log", "listen",
                    *listening.OPTIONS), stdin_is_the_clients=True),
     "client": Mode("client", TRACE, "TRACE -- AGENT [ARGS ...]", (1, 1),
-                   ("session", "pace", "ignore", "remap_ids", "remap_log", "timeout",
-                    "strict", "clock", "no_host")),
+                   ("session", "pace", "ignore", "preset", "no_preset", "noise",
+                    "workspace", "keep_going", "strict_order", "remap_ids", "remap_log",
+                    "timeout", "strict", "clock", "no_host")),
     "emit": Mode("emit", TRACE, "TRACE", (1, 1), ("session",)),
     "stream": Mode(None, STREAM, "STREAM", (1, 1),
                    ("protocol", "session_id", "report", "wire", "quiet")),
@@ -156,7 +167,29 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
         type=float,
         help="--client: how long an agent may stay silent (default 10)")),
     "strict": ("--strict", None, dict(
-        action="store_true", help="--client: stop at the first difference (always so)")),
+        action="store_true", help="--client: stop at the first difference (the default)")),
+    "keep_going": ("--keep-going", None, dict(
+        action="store_true",
+        help="--client: go on after a difference and list every one to the end")),
+    "strict_order": ("--strict-order", None, dict(
+        action="store_true",
+        help="--client: compare the agent's frames in recorded order, floating "
+             "notifications too (the re-drive before the model of the same session)")),
+    "workspace": ("--workspace", "DIR", dict(
+        help="--client: perform the recorded client's file writes under DIR, the "
+             "session's working directory mapped onto it (without it nothing is written)")),
+    "preset": ("--preset", "FILE", dict(
+        action="append",
+        help="--client: volatile values of more agents (a preset file, as "
+             "acp_pipes/sameness/presets.json); repeatable")),
+    "no_preset": ("--no-preset", None, dict(
+        action="store_true",
+        help="--client: none of the package's presets (minted IDs and clocks still "
+             "learned and dropped)")),
+    "noise": ("--noise", "TRACE", dict(
+        action="append",
+        help="--client: another recording of the same script: what differs between it "
+             "and TRACE is noise, tolerated and said; repeatable")),
     "clock": ("--clock", "system|epoch|nanos:N", dict(
         help="--client: receipt times in the run's wire log (as acp-tee)")),
     "no_host": ("--no-host", None, dict(
@@ -190,7 +223,7 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
         help="compare the context views of two ASR streams: --compare S S2")),
 }
 DEFAULTS = {"match": "order", "pace": "fast", "ignore": [], "timeout": 10.0,
-            "clock": "system", "wire": [], "protocol": 2}
+            "clock": "system", "wire": [], "protocol": 2, "preset": [], "noise": []}
 
 
 def usage() -> str:
@@ -424,13 +457,15 @@ TOOL = Tool(
     description=DESCRIPTION,
     takes_command=True,
     command_metavar="",
-    inputs=lambda args: list(args.wire or []),
+    inputs=lambda args: [*(args.wire or []), *(args.preset or []), *(args.noise or [])],
     outputs=lambda args: [args.report, args.remap_log],
     files_metavar="TRACE|STREAM",
     files_help="a trace (wire log or frames) or an ASR stream; several ASR streams with "
                "--serve, two with --compare",
-    exits="0 ok, 1 a frame matched nothing (a stop; --client: the first divergence), or "
-          "--compare found differences, 2 usage or unusable input, 130 interrupted",
+    exits="0 ok (--client: the same session; notes may say what was tolerated), 1 a "
+          "frame matched nothing (a stop; --client: a difference), or --compare found "
+          "differences, 2 usage or unusable input (--client: or an agent that did not "
+          "start), 130 interrupted",
 )
 
 

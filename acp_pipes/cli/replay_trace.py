@@ -12,7 +12,8 @@ import argparse
 import subprocess
 from collections.abc import Callable, Iterable
 
-from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, UsageError
+from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, EXIT_USAGE, Context, UsageError
+from acp_pipes.lines import display_name
 from acp_pipes.output import create
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 
@@ -28,9 +29,49 @@ def _options(args: argparse.Namespace, remap_log, report: Callable[[dict], None]
         Normalizer.from_option(args.ignore)
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
-    return ReplayOptions(match=args.match, pace=args.pace, ignore=list(args.ignore),
-                         remap_ids=args.remap_ids, remap_log=remap_log, report=report,
-                         timeout=args.timeout, strict=args.strict)
+    opt = ReplayOptions(match=args.match, pace=args.pace, ignore=list(args.ignore),
+                        remap_ids=args.remap_ids, remap_log=remap_log, report=report,
+                        timeout=args.timeout, strict=args.strict)
+    if getattr(args, "client", False):
+        opt.strict_order = args.strict_order
+        opt.keep_going = args.keep_going
+        opt.workspace = args.workspace
+        opt.presets = _presets(args)
+    return opt
+
+
+def _presets(args: argparse.Namespace) -> list | None:
+    """The presets of the volatile values: the package's (unless ``--no-preset``), then
+    each ``--preset FILE``; None: the package's alone (loaded when first asked)."""
+    if not args.preset and not args.no_preset:
+        return None
+    from acp_pipes.lines import open_source
+    from acp_pipes.sameness.volatile import default_presets, load_presets
+
+    presets = [] if args.no_preset else default_presets()
+    for path in args.preset:
+        with open_source(path) as f:
+            presets += load_presets(f.read(), display_name(path))
+    return presets
+
+
+def _noise(args: argparse.Namespace, ctx: Context, path: str, options, report) -> None:
+    """``--noise TRACE``: what differs between the recording and each of these is
+    learned (:func:`acp_pipes.sameness.noise.learn_noise`) and said."""
+    if not args.noise:
+        return
+    from acp_pipes.replay.trace.tracefile import open_trace
+    from acp_pipes.sameness.noise import learn_noise
+
+    def frames(p: str) -> list:
+        trace = open_trace(p, warn=ctx.warn)
+        trace.session = args.session
+        return list(trace)
+
+    primary = frames(path)
+    others = [(display_name(p), frames(p)) for p in args.noise]
+    options.noise = learn_noise(primary, others, rules_for=options.rules_for)
+    report(options.noise.summary())
 
 
 def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
@@ -56,6 +97,7 @@ def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,
         try:
             options = _options(args, remap_log, report)
             if mode == "client":
+                _noise(args, ctx, path, options, report)
                 agent, early = early, None  # the driver's from here
                 return _client(args, ctx, trace, options, agent)
             from acp_pipes.replay.trace.agent import replay_agent
@@ -89,4 +131,6 @@ def _client(args: argparse.Namespace, ctx: Context, trace, options,
         raise
     result = drive_agent(trace, command, ctx.out, options, clock=args.clock,
                          host=not args.no_host, agent=agent)
-    return EXIT_OK if result.ok else EXIT_DIFFERENT  # 1 at the first divergence
+    if result.status == "agent_failed":
+        return EXIT_USAGE  # no run to judge: the agent did not start
+    return EXIT_OK if result.ok else EXIT_DIFFERENT  # 1: a difference

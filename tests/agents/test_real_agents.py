@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import orjson
@@ -26,6 +27,8 @@ import pytest
 from tests.agents import harness
 from tests.conftest import run_tool
 from tests.sdk_editor import seen_by_client
+
+pytest_plugins = ["pytester"]
 
 pytestmark = pytest.mark.slow  # real agents, whole turns
 
@@ -238,6 +241,109 @@ def test_the_planted_permission_answer_is_the_reject_option(recorded):
     assert [a["planted"] for a in answered] == [False] * (len(allowed) - 1) + [True]
     assert [a["kind"] for a in answered] == ["allow_once"] * (len(allowed) - 1) + ["reject_once"]
     assert "perm.txt" not in planted["files"]
+
+
+# -- the agent re-driven from its recording (acp-replay --client: docs/sameness.md) ------
+
+#: How many times each agent is re-driven from its unchanged recording.
+SELF_REDRIVES = 5
+#: The re-drives are acp-replay's console script beside this Python (as a user runs it)
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def redriven(recorded) -> dict:
+    """The unchanged recording re-driven SELF_REDRIVES times with default options (the
+    recording's own workspace given, so the recorded client's writes are performed as
+    it performed them), and each planted change re-driven once: the model's changed
+    reply against the plain model, the client's changed answers and permission planted
+    in a copy of the unchanged recording (bench/agents.py: the measuring script's own
+    runs, one implementation)."""
+    from bench import agents as bench
+
+    name, tmp = recorded["name"], recorded["tmp"]
+    same = recorded["same"]["wire"]
+    options = ["--workspace", str(recorded["same"]["ws"])]
+    got: dict = {"self": [], "planted": {}}
+    with harness.canned_llm(tmp / "redrive-llm") as llm:
+        for n in range(SELF_REDRIVES):
+            got["self"].append(bench.redrive(BIN, name, same, llm.url,
+                                             tmp / f"self-{n}.run.jsonl", options))
+        for plant in harness.plants_for(harness.AGENTS[name]):
+            if plant == "reply":
+                trace = recorded["reply"]["wire"]
+                seq = bench.planted_reply_seq(trace)
+            else:
+                trace = tmp / f"planted-{plant}.redrive.wire.jsonl"
+                seq = bench.plant_into(same, plant, trace)
+            run = bench.redrive(BIN, name, trace, llm.url, tmp / f"{plant}.run.jsonl",
+                                options)
+            run.update(seq=seq, trace=trace)
+            got["planted"][plant] = run
+    return got
+
+
+def test_a_self_redrive_passes_every_time(redriven):
+    """The same agent on the same script: the same session, five times out of five,
+    whatever order its floating notifications came in and whatever IDs, clocks and
+    process ids it made up; and the re-drive left nothing of the agent running."""
+    said = [(r["exit"], r["report"]) for r in redriven["self"]]
+    assert [e for e, _ in said] == [0] * SELF_REDRIVES, said
+    assert [r["left_running"] for r in redriven["self"]] == [[]] * SELF_REDRIVES
+
+
+def test_every_planted_change_is_caught_at_the_changed_frame(redriven):
+    """A changed model reply, a changed client answer, a rejected permission: each exits
+    1, and the first difference reported is the changed frame (the reply's first
+    changed chunk; the first agent frame that shows the planted answer; the first one
+    after the rejected permission, in its turn)."""
+    from bench import agents as bench
+
+    for plant, run in redriven["planted"].items():
+        assert run["exit"] == 1, (plant, run["report"])
+        report = run["report"]
+        assert report["event"] == "difference", (plant, report)
+        assert bench.at_change(plant, run["seq"], run["trace"], run), (plant, report)
+
+
+PLUGIN_TEST = """
+import json, os
+from pathlib import Path
+
+def test_the_agent_answers_as_recorded(acp_client_replay):
+    os.chdir(os.environ["WS"])  # where the agent runs, as the recording's did
+    acp_client_replay(os.environ["TRACE"], json.loads(os.environ["AGENT"]),
+                      workspace=os.environ["WS"], timeout=60)
+"""
+
+
+def test_the_plugin_fails_the_test_with_the_difference(recorded, redriven, pytester,
+                                                       monkeypatch):
+    """acp_client_replay on a planted change: the test's one failure shows the difference,
+    its kind, the recorded and live frames and the pointers that differ."""
+    from bench import agents as bench
+
+    name = recorded["name"]
+    plant, run = next(iter(redriven["planted"].items()))
+    report = run["report"]
+    with harness.canned_llm(recorded["tmp"] / "plugin-llm") as llm:
+        argv, env, ws = harness.prepare(name, bench.workspace_of(run["trace"]).parent,
+                                        llm.url)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("WS", str(ws))
+        monkeypatch.setenv("TRACE", str(run["trace"]))
+        monkeypatch.setenv("AGENT", orjson.dumps(argv).decode())
+        pytester.makepyfile(test_agent=PLUGIN_TEST)
+        got = pytester.runpytest_inprocess("-p", "acp_pipes.pytest_plugin",
+                                           "-p", "no:cacheprovider")
+    got.assert_outcomes(failed=1)
+    out = got.stdout.str()
+    assert "exit 1: the agent's frames differ from the cassette" in out
+    assert f"difference ({report['kind']}): " in out
+    assert "recorded (seq " in out and "live (seq " in out
+    assert "differs at (recorded -> live):" in out or report["kind"] in ("missing", "order")
+    assert "ERROR at teardown" not in out and "Traceback" not in out
 
 
 if __name__ == "__main__":  # run by hand: python -m tests.agents.test_real_agents

@@ -1,22 +1,31 @@
 """Replay as the client: re-drive a live agent from its own recording.
 
-The agent under test is the only process started. Its frames are compared, in order,
-with the recorded agent frames; the identifiers it mints (:data:`acp_pipes.minted.MINTED_KEYS`:
-session, tool-call, permission, message ids) are learned from its live frames as a
-consistent renaming (recorded -> live, one to one) and rewritten in every client frame
-sent after, and clocks (:data:`acp_pipes.minted.CLOCKS`) are not compared.
+The agent under test is the only process started (in a process group of its own). What
+counts as the same session is the model's (:mod:`acp_pipes.sameness`, docs/sameness.md):
+the agent's frames are matched against the recording as a partial order, not a sequence
+(a response after its request, a turn's frames inside the turn, one entity's frames in
+their order, floating notifications anywhere in their window), under the view both are
+compared as (minted identifiers learned as a renaming and rewritten in every client
+frame sent after, clocks dropped, the vendor's volatile values by preset, noise learned
+from other recordings). ``--strict-order`` compares in recorded order instead, as every
+re-drive did before the model.
 
 Pacing is the protocol's: a recorded client request or notification is sent once the
-agent frames recorded before it have come (so a prompt goes when the turn before it has
-ended), and the recorded client answers are not sent in their place: when the live
-agent asks (permission, elicitation, ``fs/*``, ``terminal/*``) and its request equals the
-recorded one (method and content, under the renaming), the recorded answer to that
-request is sent with the live request's id. The timeout is only for an agent that goes
+agent frames recorded before it that a client waits for have come (so a prompt goes when
+the turn before it has ended; a floating notification is waited for by nobody), and the
+recorded client answers are not sent in their place: when the live agent asks
+(permission, elicitation, ``fs/*``, ``terminal/*``) and its request is the recorded one
+(method and content, under the view), the recorded answer to that request is sent with
+the live request's id. With ``--workspace DIR`` the recorded session's working directory
+is DIR in everything sent and compared, and a recorded ``fs/write_text_file`` the
+recorded client performed is performed under DIR
+(:mod:`acp_pipes.replay.trace.workspace`). The timeout is only for an agent that goes
 silent.
 
-The run stops at the first divergence (a frame that differs, a broken renaming, a
-request the recording cannot answer, an extra frame, silence, an early exit) with one
-report: what was expected, what came, the JSON pointers that differ. Every frame of the
+The run stops at the first difference (``--keep-going``: goes on to the end) and says
+it as one report: its kind, the recorded and live frames as compared, the JSON pointers
+that differ; what the model tolerated is said as notes. Once the recording is done, the
+agent's input is closed and after a grace its process group ended. Every frame of the
 run, both directions, goes to a new wire log (:mod:`acp_pipes.wire`, acp-tee's format).
 """
 
@@ -25,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import signal
 import stat
 import subprocess
 import threading
@@ -37,17 +47,18 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import orjson
 
 from acp_pipes.jsondiff import dumps
-from acp_pipes.minted import drop_clocks, learn, rename
 from acp_pipes.redact import Redactor
 from acp_pipes.replay.trace.ids import id_key, id_span, splice_id
 from acp_pipes.replay.trace.options import ReplayOptions
-from acp_pipes.replay.trace.report import pointer_diff
-from acp_pipes.replay.trace.spawn import end_agent, start_agent
-from acp_pipes.replay.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, classify, parsed
+from acp_pipes.replay.trace.spawn import end_agent, exited, signal_agent, start_agent, stop_agent
+from acp_pipes.replay.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, parsed
+from acp_pipes.sameness.match import Matched, Slot
+from acp_pipes.sameness.minted import rename
+from acp_pipes.sameness.verdicts import Difference, Note
 from acp_pipes.wire import A2C, C2A, end_record, frame_lines, header, make_clock
 
 if TYPE_CHECKING:
-    from acp_pipes.normalize import Normalizer
+    from acp_pipes.replay.trace.workspace import Workspace
 
 __all__ = ["DriveResult", "drive_agent"]
 
@@ -61,15 +72,22 @@ _AHEAD = 256  # recorded frames read ahead of the run from a trace that can bloc
 # (BENCHMARKS.md, acp-replay --client: 1.14x the bare client before, 1.09x now).
 _LOOKAHEAD = 8192
 _LOOKAHEAD_BYTES = 8 << 20
-_TAKE = 64  # frames taken from those read ahead at a time
+#: Frames matched by their bytes whose place in the model's order is not built yet (a
+#: run that goes as recorded never asks for it), at most: past it they are built while
+#: the agent works, so memory stays bounded (~300 bytes a frame, its record aside).
+_BACKLOG = 4096
+#: How many times as long as the recording waited for the next agent frame a re-drive
+#: waits for it when that is longer than --timeout (:meth:`_Driver.patience`).
+_PATIENCE = 4
 
 
 @dataclass
 class DriveResult:
-    """``status``: ``ok`` (no difference), ``stopped`` (at the first difference, which
-    is reported: a re-drive always stops there, ``strict`` or not) or ``agent_exited``
-    (the agent ended before the recorded session did). ``sent`` and ``received`` count
-    the frames of the run each way."""
+    """``status``: ``ok`` (no difference; notes may say what was tolerated),
+    ``stopped`` (at the first difference, or with ``--keep-going`` after the last:
+    each is reported), ``agent_exited`` (the agent ended before the recorded session
+    did) or ``agent_failed`` (it exited before it sent anything: it did not start).
+    ``sent`` and ``received`` count the frames of the run each way."""
 
     status: str
     differences: int
@@ -77,6 +95,7 @@ class DriveResult:
     received: int
     returncode: int | None
     reports: list[dict[str, Any]] = field(default_factory=list)
+    notes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -266,39 +285,54 @@ class _Driver:
     interpreter lock back and forth than the comparisons themselves). A frame too big for
     the pipe goes in pieces while the agent's output is still read, so an agent writing
     while it is sent one never waits on the driver. The trace is read as the run needs
-    it, so memory holds the frames in flight, not the session."""
+    it, so memory holds the frames in flight, not the session.
+
+    What is the same is the model's (:class:`acp_pipes.sameness.match.Matcher`): the
+    recording's frames are admitted to it as they are read, the agent's frames matched
+    against it (most by their bytes alone, inline in :meth:`run`), and the client's
+    frames go when it says a client would have sent them."""
 
     def __init__(self, trace: Trace | TraceReader, proc: subprocess.Popen[bytes], log: _Log,
                  opt: ReplayOptions):
+        from acp_pipes.sameness.match import Matcher
+        from acp_pipes.sameness.volatile import Rules, View
+
         self.ahead = _Ahead(trace) if _may_block(trace) else None
         self.it = iter(trace) if self.ahead is None else iter(())
-        # read ahead from a file (:meth:`idle`): (record, bytes, plain: see _plain)
-        self.look: deque[tuple[dict[str, Any], bytes, bool]] = deque()
+        # the recording read and not yet admitted to the matcher, in order (read ahead
+        # from a file while the agent works, :meth:`idle`): [record, bytes, how it was
+        # judged: an agent frame's _SKIP or _TAKE, a client frame's event, or None: not
+        # described yet]
+        self.look: deque[list[Any]] = deque()
+        self.undescribed: deque[list[Any]] = deque()  # of those, to describe
         self.look_bytes = 0
         self.trace_error: Exception | None = None  # met reading ahead, raised in its place
         self.proc = proc
         self.log = log
         self.opt = opt
-        self._norm: Normalizer | None = None  # made when a frame is first compared as JSON
+        self.m = Matcher(View(Rules(ignore=tuple(opt.ignore))), rules_for=opt.rules_for,
+                         noise=opt.noise, keep_going=opt.keep_going)
         self.live: deque[tuple[int, bytes]] = deque()  # (seq, raw), not yet compared
         self.arrived = 0
         self.eof = False
         self.reports: list[dict[str, Any]] = []
         self.differences = 0
+        self.notes = 0
         self.checked = 0  # live agent frames compared
-        # recorded agent frames not yet compared: (record, bytes, plain: see _plain)
-        self.recorded: deque[tuple[dict[str, Any], bytes, bool]] = deque()
-        self.seen_a2c = 0  # recorded agent frames read
-        self.pending: deque[tuple[dict[str, Any], bytes, int]] = deque()  # to send
+        self.pending: deque[Slot] = deque()  # the recorded client steps still to send
         # recorded request id -> its recorded answers, in order (an id can come again once
         # answered, and the trace is read ahead)
-        self.answers: dict[bytes, deque[Pair]] = {}
+        self.answers: dict[bytes, deque[Slot]] = {}
         self.trace_done = False
-        self.names: dict[str, str] = {}  # minted values: recorded -> live
-        self.back: dict[str, str] = {}
-        self.renamed = False  # some learned name differs (else equal bytes are equal)
         self.sent = 0
         self.last_sent: dict[str, Any] | None = None
+        self.workspace: Workspace | None = None
+        self.cwd: str | None = None  # the recorded session's working directory
+        self.unwritten: list[dict[str, Any]] = []  # writes not performed (no workspace)
+        if opt.workspace is not None:
+            from acp_pipes.replay.trace.workspace import Workspace
+
+            self.workspace = Workspace(opt.workspace)
         # the pipes
         if proc.stdout is None or proc.stdin is None:
             raise ValueError("the agent must be started with stdin and stdout on pipes")
@@ -315,15 +349,6 @@ class _Driver:
         self.broken = False  # the agent's input is closed
         self.moved = False  # the last wait read or wrote something
         self.ending = False  # the run is over: no more reading ahead
-
-    @property
-    def norm(self) -> Normalizer:
-        """The ``--ignore`` normaliser, made (and :mod:`acp_pipes.canonical` loaded, ~15
-        ms) when a frame is first compared as JSON: a run whose frames are the recorded
-        bytes never needs it."""
-        if self._norm is None:
-            self._norm = self.opt.normalizer()
-        return self._norm
 
     def say(self, event: dict[str, Any]) -> None:
         event = {"event": event.pop("event"), "tool": "acp-replay", **event}
@@ -373,7 +398,26 @@ class _Driver:
             return False
         look = self.look
         while (len(look) < _LOOKAHEAD and self.look_bytes < _LOOKAHEAD_BYTES
-               and self.read_ahead()):
+               and self.read_ahead(4)):
+            events = self.poll.poll(0)
+            if events:
+                self.ready(events)
+                return True
+        # the frames read ahead described, a frame at a time (~5 us a frame: the agent's
+        # next frame waits on no more than one of them)
+        undescribed = self.undescribed
+        while undescribed:
+            entry = undescribed.popleft()
+            if entry[2] is None:
+                entry[2] = _described(entry[0], entry[1])
+            events = self.poll.poll(0)
+            if events:
+                self.ready(events)
+                return True
+        # the order built past the frames matched by their bytes once they are many: a
+        # run that goes as recorded never needs it (a difference builds it at once)
+        m = self.m
+        while len(m.unbuilt) > _BACKLOG and m.build_some(1):
             events = self.poll.poll(0)
             if events:
                 self.ready(events)
@@ -381,9 +425,9 @@ class _Driver:
         return False
 
     def read_ahead(self, n: int = 16) -> bool:
-        """Read up to ``n`` frames of a trace file into :attr:`look`; False at its end
-        (or an error, kept to be raised where the run reaches it, as without reading
-        ahead)."""
+        """Read up to ``n`` frames of a trace file into :attr:`look` (an agent frame
+        judged as it is read: :func:`_skippable`); False at its end (or an error, kept
+        to be raised where the run reaches it, as without reading ahead)."""
         if self.trace_error is not None:
             return False
         it, look = self.it, self.look
@@ -394,16 +438,42 @@ class _Driver:
                     self.it = iter(())
                     return False
                 rec, raw = pair
-                self.look_bytes += len(raw)
-                if rec["dir"] == A2C:
-                    look.append((rec, raw, _plain(rec, raw)))
+                if rec["dir"] == A2C:  # (ahead_one's first case, inline: most frames)
+                    self.look_bytes += len(raw)
+                    look.append([rec, raw, _SKIP if _skippable(rec, raw) else _TAKE])
                 else:
-                    classify(rec, raw)
-                    look.append((rec, raw, False))
+                    self.ahead_one(rec, raw)
         except Exception as e:
             self.trace_error = e
             return False
         return True
+
+    def ahead_one(self, rec: dict[str, Any], raw: bytes) -> None:
+        """One frame read ahead into :attr:`look`: an agent frame judged by its bytes
+        (:func:`_skippable`, cheap; described when the model needs it), a client frame
+        described later, while the agent works (:meth:`idle`), or when it is needed."""
+        self.look_bytes += len(raw)
+        if rec["dir"] == A2C:
+            self.look.append([rec, raw, _SKIP if _skippable(rec, raw) else _TAKE])
+        elif ("kind" not in rec and b'"method"' in raw and b'"result"' not in raw
+              and b'"error"' not in raw and b"\\u" not in raw):
+            self.look.append([rec, raw, _STEP])  # (an answer has a result or an error)
+        else:
+            entry = [rec, raw, None]
+            self.look.append(entry)
+            self.undescribed.append(entry)
+
+    def mapped(self, slot: Slot) -> None:
+        """The recorded session's working directory: with ``--workspace``, mapped onto
+        it from here on (in what is sent, and in what is compared)."""
+        ev = slot.event()
+        params = ev.value.get("params") if ev.value.__class__ is dict else None
+        cwd = params.get("cwd") if params.__class__ is dict else None
+        if cwd.__class__ is not str or not cwd.startswith("/"):
+            return
+        self.cwd = cwd
+        if self.workspace is not None:
+            self.m.view = self.m.view.with_paths({cwd: self.workspace.root})
 
     def read(self) -> None:
         """Read what the agent has written and give its frames their seqs as they
@@ -504,127 +574,195 @@ class _Driver:
             self.wait(None, trace=True)
         return got if isinstance(got, tuple) else None  # else _Ahead.END
 
-    def read_trace(self) -> None:
-        """Read more of the recording (up to :data:`_TAKE` frames of what was read ahead,
-        else a few frames of a file, else one): an agent frame is queued for comparison,
-        a client answer (to an agent request) kept by the request's id, any other client
-        frame queued to be sent once the agent frames recorded before it have come."""
+    def admit(self) -> Slot | None:
+        """Admit the next recorded frame to the matcher (None after the last): a client
+        answer (to an agent request) is kept by the request's id, any other client
+        frame queued to be sent when the model says."""
         look = self.look
-        if not look and self.ahead is None:
-            self.read_ahead()
-        for _ in range(_TAKE):
-            if look:
-                f, raw, plain = look.popleft()
-                self.look_bytes -= len(raw)
+        if not look:
+            if self.trace_done:
+                return None
+            if self.ahead is None:
+                self.read_ahead()
             else:
                 pair = self.next_pair()
-                if pair is None:
-                    self.trace_done = True
-                    return
-                f, raw = pair
-                plain = f["dir"] == A2C and _plain(f, raw)
-            if f["dir"] == A2C:
-                self.recorded.append((f, raw, plain))
-                self.seen_a2c += 1
-            else:
-                c = classify(f, raw)
-                if c.get("kind") in ("response", "error"):
-                    key = id_key(c.get("id"))
-                    if key in self.answers:
-                        self.answers[key].append((f, raw))
-                    else:
-                        self.answers[key] = deque(((f, raw),))
-                else:
-                    self.pending.append((f, raw, self.seen_a2c))
+                if pair is not None:
+                    self.ahead_one(*pair)
             if not look:
-                return
+                if self.trace_error is not None:
+                    raise self.trace_error
+                self.trace_done = True
+                return None
+        rec, raw, judged = look.popleft()
+        self.look_bytes -= len(raw)
+        if judged is None:
+            judged = _described(rec, raw)
+        if judged.__class__ is int:
+            slot = self.m.admit(rec, raw, step=True if judged == _STEP else None)
+        else:
+            slot = self.m.admit(rec, raw, judged)
+        if slot.dir == C2A:
+            if not slot.step:
+                key = id_key(slot.event().rid)
+                if key in self.answers:
+                    self.answers[key].append(slot)
+                else:
+                    self.answers[key] = deque((slot,))
+            else:
+                self.pending.append(slot)
+            if self.cwd is None and b'"cwd"' in raw:
+                self.mapped(slot)
+        return slot
 
-    def diverge(self, event: dict[str, Any]) -> None:
+    @property
+    def more(self) -> bool:
+        """Whether the recording has frames not admitted yet."""
+        return bool(self.look) or not self.trace_done
+
+    def read_for_live(self) -> None:
+        """Admit the recording as far as a live agent frame can reach: through the
+        second client step not sent yet (a floating notification may come a step
+        early), or to its end."""
+        while len(self.pending) < 2 and self.admit() is not None:
+            pass
+
+    def step_ready(self) -> bool:
+        """Whether the next recorded client step may go. Its frame is admitted once no
+        agent frame recorded before it can hold it back by its bytes alone (one that
+        names no floating kind, :func:`acp_pipes.sameness.match.may_float`), so a
+        turn's frames are matched by their bytes as they come, never admitted."""
+        m = self.m
+        while not self.pending:
+            if not self.look:
+                if self.admit() is None:
+                    return False
+                continue
+            rec, raw, _ = self.look[0]
+            if rec["dir"] == A2C and (self.opt.strict_order or m.holds(raw)):
+                return False  # the step waits for this agent frame
+            self.admit()
+        return self.may_send(self.pending[0])
+
+    # judging
+
+    def difference(self, d: Difference) -> None:
+        """Say a difference, with the client frame sent last and, without
+        ``--workspace``, the recorded writes the re-drive did not perform."""
         self.differences += 1
+        event = d.to_event()
         if self.last_sent is not None:
-            event.setdefault("after_client_seq", self.last_sent.get("seq"))
+            event["after_client_seq"] = self.last_sent.get("seq")
+        if self.unwritten:
+            event["unperformed_writes"] = list(self.unwritten)
+            paths = ", ".join(w["path"] for w in self.unwritten[:3])
+            event["message"] += (f" (after {len(self.unwritten)} recorded file write"
+                                 f"{'s' if len(self.unwritten) != 1 else ''} the re-drive "
+                                 f"did not perform: {paths}; give --workspace DIR to "
+                                 "perform them)")
         self.say(event)
 
-    def check(self, seq: int, raw: bytes) -> bool:
-        """Compare one live agent frame with the next recorded one under the renaming
-        (learning it), and answer it when it is a request; False at a divergence."""
-        while not self.recorded and not self.trace_done:
-            self.read_trace()
-        self.checked += 1
-        if not self.recorded:
-            value = _value(raw)
-            self.diverge({"event": "extra", "live_seq": seq, "received": value,
-                          "message": f"the agent sent frame live seq {seq}, more than "
-                          "was recorded"})
-            return False
-        rec, rraw, plain = self.recorded.popleft()
-        if raw == rraw and not self.renamed and not rec.get("redacted"):
-            # the same bytes: only a request needs more (its answer)
-            if plain:
-                return True
-            f = classify(rec, rraw)
-            return self.answer(f, raw, True) if f.get("kind") == "request" else True
-        f = classify(rec, rraw)
-        request = f.get("kind") == "request"
-        value = _value(raw)
-        recorded = _value(rraw)
-        bad = learn(recorded, value, self.names, self.back)
-        if not self.renamed:
-            self.renamed = any(k != v for k, v in self.names.items())
-        expected = self.norm.view(drop_clocks(rename(recorded, self.names)), drop_id=request)
-        received = self.norm.view(drop_clocks(value), drop_id=request)
-        diff = pointer_diff(expected, received)
-        if bad or diff:
-            where = ", ".join([d["path"] or "/" for d in diff] + bad)
-            self.diverge({
-                "event": "diverged", "seq": f.get("seq"), "live_seq": seq,
-                "method": f.get("method"), "expected": expected, "received": received,
-                "diff": diff, "renaming_broken": bad,
-                "message": f"agent frame seq {f.get('seq')}"
-                f"{' (' + f['method'] + ')' if f.get('method') else ''} differs from "
-                f"the recording at {where}"})
-            return False
-        if request:
-            return self.answer(f, raw, value.__class__ is dict and "id" in value)
-        return True
+    def verdicts(self, found: Iterable[Any]) -> bool:
+        """Say what the matcher found; False when a difference stops the run."""
+        go = True
+        for v in found:
+            if isinstance(v, Note):
+                self.notes += 1
+                self.say(v.to_event())
+            elif isinstance(v, Difference):
+                self.difference(v)
+                go = go and self.opt.keep_going
+        return go
 
-    def answer(self, f: dict[str, Any], raw: bytes, has_id: bool) -> bool:
+    def judge(self, seq: int, raw: bytes) -> bool:
+        """One live agent frame the bytes did not settle: matched by the model (its
+        answer sent when it is a request), held (a floating notification), or a
+        difference; False when the run stops."""
+        self.read_for_live()
+        self.checked += 1
+        got: Matched | Difference | Note | None
+        if self.opt.strict_order:
+            got = self.m.in_order(raw, seq)
+        else:
+            got = self.m.live(raw, seq)
+        if got is None:
+            return True
+        if isinstance(got, Matched):
+            self.verdicts(got.notes)
+            if got.slot.event().kind == "request":
+                return self.answer(got.slot, raw)
+            return True
+        if isinstance(got, Note):
+            return self.verdicts([got])
+        go = self.verdicts([got])
+        slot = got.slot
+        if go and slot is not None and slot.event().kind == "request":
+            return self.answer(slot, raw)
+        return go
+
+    def answer(self, slot: Slot, raw: bytes) -> bool:
         """Send the recorded answer to the recorded request the live one matched (same
-        method and content under the renaming), with the live request's id (``has_id``:
-        the live frame is an object with a top-level id)."""
-        key = id_key(f.get("id"))
-        while key not in self.answers and not self.trace_done:
-            self.read_trace()
+        method and content under the renaming), with the live request's id."""
+        rec = slot.event()
+        key = id_key(rec.rid)
+        while key not in self.answers and self.admit() is not None:
+            pass
         got = None
         if key in self.answers:
             queued = self.answers[key]
             got = queued.popleft()
             if not queued:
                 del self.answers[key]
-        span = _id_span(raw, has_id)
+        span = _id_span(raw, True)  # (it matched a request: it has a top-level id)
         if got is None or span is None:
-            self.diverge({"event": "unanswerable", "seq": f.get("seq"),
-                          "method": f.get("method"), "received": _value(raw),
-                          "message": f"the agent's request {f.get('method')} (recorded "
-                          f"seq {f.get('seq')}) has no answer in the recording"})
-            return False
+            self.difference(Difference(
+                "unanswerable", f"the agent's request {rec.method} (recorded seq {rec.seq})"
+                " has no answer in the recording", rec, None, None, _value(raw)))
+            return self.opt.keep_going and span is not None and got is not None
         token = raw[span[0]:span[1]]
         if self.opt.remap_log is not None:
-            self.opt.remap_log.write(b'{"recorded":' + dumps(f.get("id")) + b',"live":'
+            self.opt.remap_log.write(b'{"recorded":' + dumps(rec.rid) + b',"live":'
                                      + token + b',"dir":"a2c","seq":'
-                                     + dumps(f.get("seq")) + b"}\n")
-        arec, araw = got
-        araw = self._renamed(araw)
+                                     + dumps(rec.seq) + b"}\n")
+        if rec.method == "fs/write_text_file":
+            self.perform(got, _value(raw), rec)
+        araw = self.outgoing(got.raw)
         aspan = _id_span(araw, True)  # an answer (response or error) has an id
-        return self.send(arec, araw if aspan is None else splice_id(araw, token, aspan))
+        ok = self.send(got.rec, araw if aspan is None else splice_id(araw, token, aspan))
+        if ok:
+            self.verdicts(self.m.sent(got))
+        return ok
 
-    def _renamed(self, raw: bytes) -> bytes:
-        """A recorded client frame with the learned names (its bytes kept when none
-        applies)."""
-        if not self.renamed:
+    def perform(self, answer: Slot, live: Any, rec: Any) -> None:
+        """A file write the recorded client performed (it answered with a result):
+        performed under ``--workspace``, else noted as not performed."""
+        value = answer.event().value
+        if value.__class__ is not dict or "result" not in value:
+            return  # the recorded client refused it: nothing to perform
+        params = live.get("params") if live.__class__ is dict else None
+        if params.__class__ is not dict:
+            return
+        path, content = params.get("path"), params.get("content")
+        if self.workspace is None:
+            self.unwritten.append({"path": path, "seq": rec.seq})
+            return
+        why = self.workspace.write(path, content) if isinstance(path, str) \
+            and isinstance(content, str) else "no path and text content"
+        if why is not None:
+            self.notes += 1
+            self.say({"event": "note", "kind": "write_refused", "seq": rec.seq,
+                      "method": rec.method, "path": path,
+                      "message": f"the recorded write of {path} was not performed: {why}"})
+
+    def outgoing(self, raw: bytes) -> bytes:
+        """A recorded client frame as it goes now: with the learned names, and under
+        ``--workspace`` the recorded working directory mapped onto it (its bytes kept
+        when neither applies)."""
+        m = self.m
+        if not m.renamed and not m.view.maps_paths:
             return raw
         value = _value(raw)
-        new = rename(value, self.names)
+        new = rename(value, m.names) if m.renamed else value
+        new = m.view.map_paths(new)
         return raw if new is value else orjson.dumps(new)
 
     def send(self, f: dict[str, Any], raw: bytes) -> bool:
@@ -659,66 +797,173 @@ class _Driver:
         self.ends.append(self.written + len(self.out))
         return True
 
+    def may_send(self, slot: Slot) -> bool:
+        if self.opt.strict_order:
+            return self.m.in_order_sendable(slot)
+        return self.m.may_send(slot)
+
     def run(self) -> DriveResult:
         timeout = self.opt.timeout
         deadline = time.monotonic() + timeout
         prev_t = None
         status = None
-        live, check, recorded = self.live, self.check, self.recorded
+        live, look, judge, m = self.live, self.look, self.judge, self.m
+        silent_since, patient = time.monotonic(), False
         while status is None:
             if live:
                 while live:
-                    # check()'s first case inline: the recorded bytes of a plain frame
-                    # (no request, nothing redacted), no renaming
-                    if recorded and not self.renamed:
-                        if recorded[0][2] and live[0][1] == recorded[0][1]:
-                            live.popleft()
-                            recorded.popleft()
-                            self.checked += 1
-                            continue
-                    if not check(*live.popleft()):
+                    # the model's first case, inline: the next recorded frame is an agent
+                    # frame with these bytes, no request, everything before it matched
+                    # or sent, nothing renamed: taken as matched, the order built past
+                    # it while the agent works (Matcher.take), or, when nothing can
+                    # wait on it, never even parsed (Matcher.skip)
+                    if look and m.open_a2c == 0 and m.open_c2a == 0 and not m.renamed:
+                        entry = look[0]
+                        raw = entry[1]
+                        if live[0][1] == raw:
+                            judged = entry[2]
+                            if judged == _SKIP:
+                                live.popleft()
+                                look.popleft()
+                                self.look_bytes -= len(raw)
+                                self.checked += 1
+                                m.skip()
+                                continue
+                            rec = entry[0]
+                            if judged == _TAKE and not rec.get("redacted"):
+                                live.popleft()
+                                look.popleft()
+                                self.look_bytes -= len(raw)
+                                self.checked += 1
+                                # (only a request is described now: its answer is due)
+                                ev = _described(rec, raw) if _asks(raw) else None
+                                slot = m.take(rec, raw, ev)
+                                if ev is not None and ev.kind == "request" \
+                                        and not self.answer(slot, raw):
+                                    status = "stopped"
+                                    break
+                                continue
+                    seq, raw = live.popleft()
+                    while m.open_a2c == 0 and self.admit() is not None:
+                        pass  # the next recorded agent frame, admitted
+                    fast = m.fast(raw)
+                    if fast is not None:
+                        self.checked += 1
+                        if _asks(raw) and fast.event().kind == "request" \
+                                and not self.answer(fast, raw):
+                            status = "stopped"
+                            break
+                        continue
+                    if not judge(seq, raw):
                         status = "stopped"
                         break
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
                 continue
-            if self.pending and self.checked >= self.pending[0][2]:
-                f, raw, _ = self.pending.popleft()
+            if self.step_ready():
+                slot = self.pending.popleft()
+                f = slot.rec
                 t = f.get("t")
                 if self.opt.pace == "recorded" and t is not None and prev_t is not None:
                     if (t - prev_t) > 0:
                         self.pause((t - prev_t) / 1e9)
                 prev_t = t
-                if not self.send(f, self._renamed(raw)):
+                if not self.send(f, self.outgoing(slot.raw)):
                     status = "agent_exited"
                 self.last_sent = f
+                if not self.verdicts(m.sent(slot)):
+                    status = "stopped"
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
                 continue
-            if not self.pending and not self.trace_done:
-                self.read_trace()
-                continue
-            if self.trace_done and not self.pending and self.checked >= self.seen_a2c:
+            if not self.pending and not self.more and self.all_came():
                 break  # the whole recording happened
             if self.broken or (self.eof and not self.out):
                 status = "agent_exited"
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                self.silence(timeout)
+                more = 0.0 if patient else self.patience(timeout)
+                patient = True
+                if more > 0:
+                    deadline += more
+                    continue
+                self.silence(timeout, deadline - silent_since)
                 status = "stopped"
                 continue
             self.wait(left)
             if self.moved:
                 deadline = time.monotonic() + timeout
+                silent_since, patient = time.monotonic(), False
         if status is None:  # the client frames still in the pipe, then its end
             status = self.finish(timeout)
+        if status is None:
+            status = self.floating()
         return self.end(status)
 
-    def silence(self, timeout: float) -> None:
-        self.diverge({"event": "timeout", "waiting_for": self.seen_a2c
-                      if not self.pending else self.pending[0][2],
-                      "received": self.checked, "timeout": timeout,
-                      "message": f"the agent sent nothing for {timeout:g} s; it "
-                      f"had sent {self.checked} of the recorded agent frames"})
+    def all_came(self) -> bool:
+        """Every recorded agent frame a client would wait for has come."""
+        if self.opt.strict_order:
+            return next(self.m.unmatched(), None) is None
+        return self.m.all_came()
+
+    def floating(self) -> str | None:
+        """The recording is done: the floating notifications still due get
+        :data:`acp_pipes.replay.trace.options.GRACE` to come, then the model says
+        what is left over."""
+        m = self.m
+        until = time.monotonic() + self.opt.grace
+        while (m.floats or m.held) and not self.opt.strict_order:
+            while self.live:
+                if not self.judge(*self.live.popleft()):
+                    return "stopped"
+            if not m.floats or self.eof or (left := until - time.monotonic()) <= 0:
+                break
+            self.wait(left)
+        while self.live:
+            if not self.judge(*self.live.popleft()):
+                return "stopped"
+        if not self.verdicts(m.finish()):
+            return "stopped"
+        return None
+
+    def patience(self, timeout: float) -> float:
+        """How much longer than ``timeout`` the agent may stay silent now: the recording
+        took its time here too (an agent's start-up, a slow tool), so the wait for the
+        agent frame due next may last four times as long as the recording waited for it
+        after the client frame sent last (a loaded CI machine is slower, not wrong)."""
+        slot = self.due()
+        sent = self.last_sent
+        if slot is None or sent is None:
+            return 0.0
+        due, since = slot.rec.get("t"), sent.get("t")
+        if not isinstance(due, int) or not isinstance(since, int) or due <= since:
+            return 0.0
+        return max(0.0, _PATIENCE * (due - since) / 1e9 - timeout)
+
+    def due(self) -> Slot | None:
+        """The recorded agent frame the run waits for (admitted to the matcher first,
+        when it is not yet)."""
+        m = self.m
+        while True:
+            slot = m.waiting_for() if not self.opt.strict_order else \
+                next(m.unmatched(), None)
+            if slot is not None or self.admit() is None:
+                return slot
+
+    def silence(self, timeout: float, waited: float | None = None) -> None:
+        slot = self.due()
+        event = {"waiting_for": None, "received": self.checked, "timeout": timeout}
+        what = ""
+        if slot is not None:
+            ev = slot.event()
+            event["waiting_for"] = ev.seq
+            what = f": the recording's agent frame seq {ev.seq} ({ev.label}) never came"
+        waited = round(max(timeout, waited or 0.0), 1)
+        d = Difference("timeout", f"the agent sent nothing for {waited:g} s{what}",
+                       slot.event() if slot is not None else None, None)
+        d.extra.update(event)
+        self.difference(d)
 
     def finish(self, timeout: float) -> str | None:
         """Write what is left for the agent, reading it meanwhile (None when it all
@@ -734,58 +979,103 @@ class _Driver:
                 deadline = time.monotonic() + timeout
         return "agent_exited" if self.broken else None
 
-    def drain(self, seconds: float) -> None:
-        """Read the agent's output, up to its EOF or for ``seconds``."""
+    def drain(self, seconds: float, until_exit: bool = False) -> None:
+        """Read the agent's output, up to its EOF (``until_exit``: or its exit) or for
+        ``seconds``."""
         until = time.monotonic() + seconds
         while not self.eof and (left := until - time.monotonic()) > 0:
-            self.wait(left)
+            if until_exit and exited(self.proc, 0):
+                return
+            self.wait(min(left, 0.05) if until_exit else left)
 
     def end(self, status: str | None) -> DriveResult:
+        """The recording is done (or the run stopped): the agent's input closed, a
+        grace to exit while its output is read, then its process group ended
+        (:func:`acp_pipes.replay.trace.spawn.stop_agent`)."""
         proc = self.proc
         self.ending = True
         self.close_input()
+        grace = self.opt.grace
         if status == "stopped":
-            proc.terminate()
-        until = time.monotonic() + self.opt.timeout
-        self.drain(self.opt.timeout)  # the agent ends once its input does
+            signal_agent(proc, signal.SIGTERM)
+        until = time.monotonic() + grace
+        self.drain(grace, until_exit=True)  # the agent ends once its input does
         self.log.flush()
-        try:
-            proc.wait(timeout=max(0.0, until - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            self.drain(2)
-            try:
-                proc.wait(timeout=max(0.0, until + 2 - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.drain(2)  # what it wrote last (bounded: a child of its own may hold the pipe)
+        if not exited(proc, max(0.0, until - time.monotonic())):
+            signal_agent(proc, signal.SIGTERM)
+            self.drain(grace, until_exit=True)
+        stop_agent(proc, grace)  # SIGKILL what is left of its group, reaped
+        self.drain(0.2)  # what it wrote last (a child of its own may hold the pipe)
         self.log.flush()
         if self.ahead is not None:
             self.ahead.close()
+        if self.workspace is not None:
+            self.workspace.close()
         if status is None:  # anything the agent sent after the recorded session
             while self.live and status is None:
-                if not self.check(*self.live.popleft()):
+                if not self.judge(*self.live.popleft()):
                     status = "stopped"
+            if status is None and not self.opt.strict_order \
+                    and not self.verdicts(self.m.settle(final=True)):
+                status = "stopped"
         if status == "agent_exited":
-            self.diverge({"event": "agent_exited", "returncode": proc.returncode,
-                          "sent": self.sent, "received": self.checked,
-                          "message": "the agent ended before the recorded session did"})
+            if self.arrived == 0:
+                status = "agent_failed"
+                self.say({"event": "agent_failed", "returncode": proc.returncode,
+                          "message": f"the agent exited (status {proc.returncode}) before "
+                          "it sent anything: it did not start"})
+            else:
+                d = Difference("agent_exited", "the agent ended before the recorded "
+                               "session did")
+                d.extra.update({"returncode": proc.returncode, "sent": self.sent,
+                                "received": self.checked})
+                self.difference(d)
         if status is None:
-            status = "ok"
+            status = "ok" if self.differences == 0 else "stopped"
         return DriveResult(status, self.differences, self.sent, self.arrived,
-                           proc.returncode, self.reports)
+                           proc.returncode, self.reports, self.notes)
 
 
-def _plain(rec: dict[str, Any], raw: bytes) -> bool:
-    """Whether a recorded agent frame needs nothing but its bytes compared: no request
-    (whose answer must be sent: bytes with neither ``"id"`` nor ``"method"``, nor a
-    ``\\u`` escape that could spell them, are none), nothing redacted. Judged as the
-    trace is read ahead, while the agent works, so that what stands between the agent's
-    frames and the next prompt is a comparison of bytes."""
-    return ("kind" not in rec and not rec.get("redacted")
-            and not (b'"id"' in raw and b'"method"' in raw)
-            and (b"\\" not in raw or b"\\u" not in raw))
+#: How a recorded frame read ahead is judged (:meth:`_Driver.ahead_one`): an agent frame
+#: matched by its bytes alone needs nothing more (_SKIP: nothing can wait on it), or its
+#: place in the order, built later (_TAKE); a client frame with "method" in its bytes is
+#: a step (_STEP: described when the order needs it); any other is described
+#: (:func:`_described`).
+_SKIP, _TAKE, _STEP = 1, 2, 3
+
+
+def _described(rec: dict[str, Any], raw: bytes) -> Any:
+    """A recorded frame described for the model (:func:`acp_pipes.sameness.events.describe`),
+    its place in the run given when it is admitted."""
+    from acp_pipes.sameness.events import describe
+
+    return describe(-1, rec["dir"], raw, seq=rec.get("seq"))
+
+
+def _asks(raw: bytes) -> bool:
+    """Whether an agent frame's bytes may be a request (whose answer is due): one without
+    ``"id"`` and ``"method"`` in its bytes, nor a ``\\u`` escape that could spell them,
+    is none."""
+    return b'"id"' in raw and b'"method"' in raw or b"\\u" in raw
+
+
+def _skippable(rec: dict[str, Any], raw: bytes) -> bool:
+    """Whether a recorded agent frame, matched by its bytes, needs nothing more: nothing
+    redacted, not a frame record (whose ``kind`` says what it is), and nothing can wait
+    on it: no ``"id"`` (no answer, no request), no v2 ``state_update`` ``idle`` (the end
+    of a turn), no ``\\u`` escape that could spell either. Judged once, as the trace is
+    read ahead while the agent works, so that what stands between the agent's frames and
+    the next prompt is a comparison of bytes (and the model need not even parse it).
+
+    >>> _skippable({}, b'{"method":"session/update","params":{"x":1}}')
+    True
+    >>> [_skippable({}, b) for b in (b'{"id":1,"result":{}}', b'{"\\u0069d":1}',
+    ...                              b'{"update":{"state":"idle"}}')]
+    [False, False, False]
+    """
+    # (three searches for bytes: each a memchr; one regex of the three cost 3 us a frame)
+    return ("kind" not in rec and not rec.get("redacted") and b'"id"' not in raw
+            and b'"idle"' not in raw and b"\\u" not in raw)
 
 
 #: a top-level id member's value token, when ``"id"`` is in the bytes once (see _id_span)

@@ -11,15 +11,23 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     from acp_pipes.normalize import Normalizer
+    from acp_pipes.sameness.noise import Noise
+    from acp_pipes.sameness.volatile import Preset, Rules
 
-__all__ = ["Report", "ReplayOptions"]
+__all__ = ["GRACE", "Report", "ReplayOptions"]
 
 Report = Callable[[dict[str, Any]], None]
+
+#: --client: how long the agent has, once the recording is done, to send the floating
+#: notifications still due and, its input closed, to exit before its process group is
+#: ended (a re-drive costs the agent's own time, not a timeout's).
+GRACE = 0.5
 
 
 @dataclass
 class ReplayOptions:
-    """How to replay; the defaults replay byte-exact, in order, as fast as possible."""
+    """How to replay; the defaults replay byte-exact, in order, as fast as possible
+    (as the agent), or by the model of the same session (``--client``)."""
 
     match: str = "order"  # "order" | "any"
     pace: str = "fast"  # "fast" | "recorded"
@@ -28,10 +36,25 @@ class ReplayOptions:
     remap_log: BinaryIO | None = None  # JSONL: recorded id, live id, dir, seq
     report: Report | None = None  # one dict per diagnostic (the CLI prints JSON lines)
     timeout: float = 10.0  # --client: how long to wait for the agent's frames
-    strict: bool = False  # --client: stop at the first difference (exit 1)
+    strict: bool = False  # --client: stop at the first difference (the default)
     sleep: Callable[[float], None] = time.sleep
+    # --client, the model of the same session (acp_pipes.sameness)
+    strict_order: bool = False  # every agent frame in recorded order (no floating)
+    keep_going: bool = False  # list every difference to the end
+    workspace: str | None = None  # perform the recorded client's writes under it
+    presets: list[Preset] | None = None  # None: the package's (volatile values)
+    noise: Noise | None = None  # learned from other recordings of the script
+    grace: float = GRACE
 
     def normalizer(self) -> Normalizer:
         from acp_pipes.normalize import Normalizer
 
         return Normalizer.from_pointers(list(self.ignore))
+
+    def rules_for(self, name: str | None) -> Rules:
+        """The volatile rules for the agent ``name`` (its ``agentInfo.name``)."""
+        from acp_pipes.sameness.volatile import default_presets, rules_for
+
+        if self.presets is None:
+            self.presets = default_presets()
+        return rules_for(name, self.presets, self.ignore)

@@ -25,11 +25,15 @@ import orjson
 from acp_pipes.errors import InputError, Warn
 from acp_pipes.lines import display_name, raw_lines, records
 from acp_pipes.lines import of_session as frames_of_session
+
+# a frame's value (UNPARSED: its bytes are not JSON): the model's one reading of a frame
+from acp_pipes.sameness.events import UNPARSED
+from acp_pipes.sameness.events import parse as parsed
 from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
 from acp_pipes.wire import A2C, C2A, is_end, is_event
 
-__all__ = ["CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
-           "of_session", "open_trace"]
+__all__ = ["UNPARSED", "CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
+           "of_session", "open_trace", "parsed"]
 
 #: One frame of a trace: its record and its bytes (without LF).
 Pair = tuple[dict[str, Any], bytes]
@@ -50,23 +54,6 @@ def classify(rec: dict[str, Any], raw: bytes) -> dict[str, Any]:
     if "kind" not in rec:
         _classify(rec, parsed(raw))
     return rec
-
-
-UNPARSED = object()
-
-
-def parsed(raw: bytes) -> Any:
-    """The JSON value of a frame's bytes: orjson, then the parser of what orjson refuses
-    (lone surrogates, numbers beyond a double); :data:`UNPARSED` when they are not JSON."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        from acp_pipes.canonical import ParseError, parse_json
-
-        try:
-            return parse_json(raw)
-        except ParseError:
-            return UNPARSED
 
 
 def _classify(rec: dict[str, Any], value: Any) -> None:

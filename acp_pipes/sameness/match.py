@@ -1,0 +1,755 @@
+"""Matching a run against a recording as a partial order (:class:`Matcher`).
+
+The recording's frames are admitted in its order (:meth:`Matcher.admit`) and its
+happens-before built from them (:class:`acp_pipes.sameness.order.Order`). A frame of the
+run is matched against any recorded frame of its class (:meth:`Event.cls`) whose
+predecessors have all matched (*enabled*), under the view both are compared as
+(:class:`acp_pipes.sameness.volatile.View`: the renaming learned so far, the presets, the
+noise learned); the renaming is learned as frames match. Failing that:
+
+- equal to a recorded frame that is not enabled: ``order`` (or ``missing``, when what
+  it waits for is the turn's own frames and the run has ended the turn);
+- of the class of an enabled frame (the same entity first): ``content``, ``request``
+  or ``result``, with the pointers that differ;
+- a floating notification: held until its window closes (below);
+- else ``extra``, or a note when the presets or the noise say the agent sends it only
+  sometimes.
+
+Floating notifications have no predecessors; each has a *window* instead: the client
+steps (requests and notifications the client started, not its answers) around where it
+was recorded, from the step before to the step after. A live one matches any recorded
+one of its class whose window is open; one left over when its window closes is paired
+with an unmatched one of its class from the same window (a ``content`` difference:
+the title changed) or, with none, is a note.
+
+The client's side: a re-drive sends the recorded client frames and says so
+(:meth:`Matcher.sent`); a client step may go once every recorded agent frame before it
+that the run must wait for (not floating, not optional) has matched
+(:meth:`Matcher.may_send`): what the client waited for is not in a log, so a step
+waits for all it had seen.
+
+Most frames of a run that goes as recorded match by their bytes, in the recorded order
+(:meth:`Matcher.fast`): a frame matched that way before the order was built past it is
+never parsed unless something after it could wait on it (an answer, v2's state).
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap, deque
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from acp_pipes.jsondiff import MAX_DIFF, pointer_diff
+from acp_pipes.sameness.events import A2C, C2A, Event, describe, parse
+from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
+from acp_pipes.sameness.minted import learn
+from acp_pipes.sameness.order import Order
+from acp_pipes.sameness.verdicts import Difference, Note
+from acp_pipes.sameness.volatile import Rules, View, agent_name
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from acp_pipes.sameness.noise import Noise
+
+__all__ = ["DONE", "Matched", "Matcher", "Slot", "Trial", "may_float"]
+
+#: The names a match would learn: (recorded -> live, live -> recorded).
+Trial = tuple[MutableMapping[str, str], MutableMapping[str, str]]
+
+_UNBUILT, _WAITING, _ENABLED, _FLOAT, _DONE = range(5)
+DONE = _DONE  # a slot's state once matched or sent (a caller's inline fast path sets it)
+#: the bytes of every floating notification name its kind (a frame without them is
+#: known not to float without parsing it)
+_FLOATING_BYTES = tuple(k.encode() for k in (*FLOATING, *FLOATING_METHODS))
+
+
+def may_float(raw: bytes) -> bool:
+    """Whether a frame's bytes name a kind that floats (when they do not, it does not)."""
+    for name in _FLOATING_BYTES:  # (a memchr each: a regex of them all cost more)
+        if name in raw:
+            return True
+    return False
+#: A window's width in client steps on each side of where a floating notification was
+#: recorded (one: a title written while a turn ran may come after the next prompt).
+WINDOW = 1
+
+
+class Slot:
+    """A recorded frame in the matcher: its record and bytes, its event once built, its
+    state, and the frames waiting on it."""
+
+    __slots__ = ("index", "rec", "raw", "dir", "ev", "state", "missing", "succ",
+                 "preds", "steps", "gates", "optional", "cls", "sent", "step")
+
+    def __init__(self, index: int, rec: dict[str, Any], raw: bytes, d: str, steps: int):
+        self.index = index
+        self.rec = rec
+        self.raw = raw
+        self.dir = d
+        self.ev: Event | None = None
+        self.state = _UNBUILT
+        self.missing = 0
+        self.succ: list[Slot] = []
+        self.preds: list[int] = []
+        self.steps = steps  # client steps recorded before it
+        self.gates = True  # the client's next step waits for it
+        self.optional: str | None = None  # why it is one the agent sends only sometimes
+        self.cls: tuple = ()
+        self.sent = False  # it happened: a client frame sent, an agent frame taken
+        self.step = False  # a client frame the client started (no answer)
+
+    @property
+    def done(self) -> bool:
+        return self.state == _DONE
+
+    def event(self) -> Event:
+        if self.ev is None:
+            self.ev = describe(self.index, self.dir, self.raw, seq=self.rec.get("seq"))
+        return self.ev
+
+
+class Matched:
+    """A live frame (``live``) matched: the recorded frame it matched, and what was
+    tolerated."""
+
+    __slots__ = ("slot", "live", "notes")
+
+    def __init__(self, slot: Slot, live: Event, notes: list[Note] | None = None):
+        self.slot = slot
+        self.live = live
+        self.notes = notes or []
+
+
+class Matcher:
+    """One run matched against one recording (see the module). ``view``: how frames are
+    compared; ``rules_for``: the volatile rules for an agent name, asked when the
+    recording's ``initialize`` answer names its agent; ``noise``: what other recordings
+    of the same script taught; ``keep_going``: after a difference, go on as if the
+    frames matched (a content difference), the frame had come (missing) or not
+    (extra)."""
+
+    def __init__(self, view: View | None = None, *,
+                 rules_for: Callable[[str | None], Rules] | None = None,
+                 noise: Noise | None = None, keep_going: bool = False):
+        self.view = view or View()
+        self.rules_for = rules_for
+        self.noise = noise
+        self.keep_going = keep_going
+        self.order = Order()
+        self.admitted = 0
+        self.open_a2c = 0  # agent frames admitted and not matched (or given up)
+        self.open_c2a = 0  # client frames admitted and not sent
+        self.steps_admitted = 0
+        self.steps_sent = 0
+        self.slots: dict[int, Slot] = {}  # built and not done
+        self.unbuilt: deque[Slot] = deque()
+        self.front: deque[Slot] = deque()  # recorded agent frames in order, lazily popped
+        self.c2a_open: deque[Slot] = deque()  # recorded client frames not sent
+        self.gating: deque[Slot] = deque()  # built agent frames a client step waits for
+        self.enabled: dict[tuple, dict[int, Slot]] = {}
+        self.waiting: dict[tuple, dict[int, Slot]] = {}
+        self.floats: dict[tuple, dict[int, Slot]] = {}
+        self.held: list[tuple[Event, int]] = []  # live floating frames not matched
+        self.names: dict[str, str] = {}  # minted values: recorded -> live
+        self.back: dict[str, str] = {}
+        self.renamed = False  # some learned name differs
+        self.live_n = 0
+        self.floating_extra: frozenset[str] = frozenset()
+        self.agent: str | None = None
+        self.named = False  # the agent's initialize answer was read (its presets chosen)
+        self.matched_by_live: dict[Any, Slot] = {}  # a live request's id key -> its slot
+        # recorded frames given up as missing (going on after a difference), by class:
+        # one that comes after all is late, not new
+        self.late: dict[tuple, dict[int, Slot]] = {}
+
+    # -- the recording
+
+    def admit(self, rec: dict[str, Any], raw: bytes, ev: Event | None = None,
+              step: bool | None = None) -> Slot:
+        """Take the recording's next frame (``ev``: a client frame's event, when the
+        caller described it already, :func:`acp_pipes.sameness.events.describe`;
+        ``step``: whether a client frame is one the client started, when the caller
+        knows it from its bytes: it is described when the order needs it)."""
+        d = rec["dir"]
+        slot = Slot(self.admitted, rec, raw, d, self.steps_admitted)
+        self.admitted += 1
+        self.unbuilt.append(slot)
+        if d == A2C:
+            self.front.append(slot)
+            self.open_a2c += 1
+        else:
+            if ev is not None:
+                ev.index = slot.index
+                slot.ev = ev
+            if step is None:  # a client frame: what it is decides the pacing
+                step = not slot.event().is_answer
+            slot.step = step
+            if step:
+                self.steps_admitted += 1
+            self.c2a_open.append(slot)
+            self.open_c2a += 1
+        return slot
+
+    def take(self, rec: dict[str, Any], raw: bytes, ev: Event | None = None) -> Slot:
+        """The recording's next frame, an agent frame (``ev``: its event, when the caller
+        described it already), matched by its bytes while everything admitted before it
+        had happened (:attr:`open_a2c` and :attr:`open_c2a` are 0): admitted as matched;
+        the order is built past it later (:meth:`build_some`, while the agent works). A
+        caller's fast path, inline; a request's answer is the caller's to send."""
+        slot = Slot(self.admitted, rec, raw, A2C, self.steps_admitted)
+        self.admitted += 1
+        if ev is not None:
+            ev.index = slot.index
+            slot.ev = ev
+        slot.sent = True  # (happened: built as done)
+        self.unbuilt.append(slot)
+        return slot
+
+    def build_some(self, n: int = 64) -> bool:
+        """Build the order over up to ``n`` more frames admitted; whether any are left
+        (for a caller with time on its hands)."""
+        unbuilt = self.unbuilt
+        for _ in range(n):
+            if not unbuilt:
+                return False
+            self._build(unbuilt.popleft())
+        return bool(unbuilt)
+
+    def skip(self) -> None:
+        """The recording's next frame, an agent frame nothing can wait on (no answer, no
+        end of a v2 turn: no ``"id"``, no ``"idle"`` in its bytes), matched by its bytes
+        while everything admitted before it had happened (:attr:`open_a2c` and
+        :attr:`open_c2a` are 0): taken as matched without being admitted. A caller's
+        fast path, inline."""
+        self.admitted += 1
+
+    @property
+    def plain_rules(self) -> bool:
+        """Whether what floats and what is optional is the model's alone (no preset or
+        noise adds to it), so a frame's bytes can say it is one a client step waits for
+        (:func:`may_float`). The presets are the agent's: its ``initialize`` answer is
+        built first, when it is admitted and the presets are not chosen yet."""
+        if not self.named and self.rules_for is not None:
+            while self.unbuilt and not self.named:
+                self._build(self.unbuilt.popleft())
+        return not self.floating_extra and self.noise is None \
+            and not self.view.rules.has_optional
+
+    def holds(self, raw: bytes) -> bool:
+        """Whether a recorded agent frame, by its bytes alone, is one the next client
+        step waits for."""
+        return self.plain_rules and not may_float(raw)
+
+    def _build_to(self, index: int) -> None:
+        """Build the order through admitted frame ``index``."""
+        unbuilt = self.unbuilt
+        while unbuilt and unbuilt[0].index <= index:
+            self._build(unbuilt.popleft())
+
+    def build(self) -> None:
+        """Build the order over everything admitted."""
+        if self.unbuilt:
+            self._build_to(self.unbuilt[-1].index)
+
+    def _build(self, slot: Slot) -> None:
+        if slot.sent and slot.ev is None and slot.dir == A2C and self.named:
+            self.order.happened(parse(slot.raw))  # taken by its bytes: the cheap half
+            slot.state = _DONE
+            return
+        ev = slot.event()
+        if ev.dir == A2C and ev.is_answer and not self.named:  # initialize's, first
+            self.named = True
+            self.agent = agent_name(ev.value)
+            if self.agent is not None and self.rules_for is not None:
+                self.set_rules(self.rules_for(self.agent))
+        if ev.update is not None and ev.update in self.floating_extra and not ev.floating:
+            ev.floating, ev.entity = True, None
+        if slot.sent:  # a client frame sent, an agent frame taken by its bytes: its
+            self.order.add(ev)  # place in the order, nothing waits on it
+            self.order.done(slot.index)
+            slot.state = _DONE
+            return
+        if ev.dir == A2C:
+            slot.optional = self._optional(slot, ev)
+        preds = self.order.add(ev, optional=slot.optional is not None)
+        slot.cls = ev.cls()
+        missing = 0
+        for p in preds:
+            ps = self.slots.get(p)
+            if ps is not None:
+                missing += 1
+                ps.succ.append(slot)
+        slot.missing = missing
+        if missing:
+            slot.preds = preds
+        if ev.dir == C2A:
+            slot.state = _WAITING
+            self.slots[slot.index] = slot
+            return
+        self.slots[slot.index] = slot
+        if ev.floating:
+            slot.state = _FLOAT
+            slot.gates = False
+            self.floats.setdefault(slot.cls, {})[slot.index] = slot
+            return
+        if slot.optional is not None:
+            slot.gates = False
+        else:
+            self.gating.append(slot)
+        if missing:
+            slot.state = _WAITING
+            self.waiting.setdefault(slot.cls, {})[slot.index] = slot
+        else:
+            slot.state = _ENABLED
+            self.enabled.setdefault(slot.cls, {})[slot.index] = slot
+
+    def _optional(self, slot: Slot, ev: Event) -> str | None:
+        if self.noise is not None:
+            why = self.noise.optional.get(slot.index)
+            if why is not None:
+                return why
+        return self.view.rules.optional(ev.method, ev.update)
+
+    def set_rules(self, rules: Rules) -> None:
+        """The volatile rules from here on (the recording named its agent)."""
+        self.view = View(rules, self.view.paths)
+        self.floating_extra = rules.floating
+
+    def _done(self, slot: Slot) -> None:
+        state = slot.state
+        if state == _DONE:
+            return
+        slot.state = _DONE
+        if slot.dir == A2C:
+            self.open_a2c -= 1
+        table = (self.enabled if state == _ENABLED else self.waiting if state == _WAITING
+                 else self.floats if state == _FLOAT else None)
+        if table is not None and slot.dir == A2C:
+            got = table.get(slot.cls)
+            if got is not None:
+                got.pop(slot.index, None)
+                if not got:
+                    del table[slot.cls]
+        self.slots.pop(slot.index, None)
+        self.order.done(slot.index)
+        self._release(slot)
+
+    def _release(self, slot: Slot) -> None:
+        for s in slot.succ:
+            s.missing -= 1
+            if s.missing == 0 and s.state == _WAITING and s.dir == A2C:
+                got = self.waiting.get(s.cls)
+                if got is not None:
+                    got.pop(s.index, None)
+                    if not got:
+                        del self.waiting[s.cls]
+                s.state = _ENABLED
+                self.enabled.setdefault(s.cls, {})[s.index] = s
+        slot.succ = []
+
+    # -- the client's side
+
+    def sent(self, slot: Slot) -> list[Difference | Note | Matched]:
+        """A recorded client frame was sent (or, comparing two recordings, met); returns
+        what the floating windows that closed with it found."""
+        slot.sent = True
+        self.open_c2a -= 1
+        if slot.state != _UNBUILT:
+            self._done(slot)
+        if slot.step:
+            self.steps_sent += 1
+            return self.settle()
+        return []
+
+    def may_send(self, slot: Slot) -> bool:
+        """Whether the recorded client step ``slot`` may go: every agent frame recorded
+        before it that a client waits for has matched. Asked often while a turn runs,
+        so a frame is not even parsed when its bytes name no floating kind."""
+        front = self.front
+        while front and front[0].state == _DONE:
+            front.popleft()
+        for s in front:
+            if s.index > slot.index:
+                return True
+            if s.state == _DONE:
+                continue
+            if s.state == _UNBUILT:
+                if self.holds(s.raw):
+                    return False
+                ev = s.event()
+                if not (ev.floating or ev.update in self.floating_extra
+                        or self._optional(s, ev) is not None):
+                    return False
+            elif s.gates:
+                return False
+        return True
+
+    def waiting_for(self) -> Slot | None:
+        """The first recorded agent frame the run waits for (for a timeout's report)."""
+        self.build()
+        for s in self.gating:
+            if s.state != _DONE:
+                return s
+        return None
+
+    def all_came(self) -> bool:
+        """Every recorded agent frame admitted that a client waits for has matched."""
+        front = self.front
+        while front and front[0].state == _DONE:
+            front.popleft()
+        return not front or self.waiting_for() is None
+
+    # -- the run's frames
+
+    def fast(self, raw: bytes) -> Slot | None:
+        """The recorded frame ``raw`` matches by its bytes alone: the first recorded
+        agent frame not matched, when its bytes are these, nothing was renamed or
+        redacted, and everything recorded before it happened (taken, when the order is
+        not built to it yet: :meth:`take`). None: ask :meth:`live`."""
+        front = self.front
+        while front and front[0].state == _DONE:
+            front.popleft()
+        if not front:
+            return None
+        slot = front[0]
+        if slot.raw != raw or self.renamed or slot.rec.get("redacted"):
+            return None
+        if not self.fast_clients(slot):
+            return None
+        if slot.state == _UNBUILT:  # taken: the order is built past it later
+            slot.sent = True
+            self.open_a2c -= 1
+            front.popleft()
+            return slot
+        if slot.state not in (_ENABLED, _FLOAT):
+            return None
+        self._done(slot)
+        front.popleft()
+        return slot
+
+    def fast_clients(self, slot: Slot) -> bool:
+        """Whether every recorded client frame before ``slot`` was sent."""
+        opened = self.c2a_open
+        while opened and opened[0].sent:
+            opened.popleft()
+        return not opened or opened[0].index > slot.index
+
+    def in_order(self, raw: bytes, seq: Any = None) -> Matched | Difference:
+        """A frame of the run against the first recorded agent frame not matched,
+        floating or not, as every re-drive compared before the model
+        (``--strict-order``)."""
+        self.build()
+        slot = next(self.unmatched(), None)
+        ev = describe(self.live_n, A2C, raw, parse(raw), seq=seq)
+        self.live_n += 1
+        if slot is None:
+            return Difference("extra", f"the agent sent frame live seq {seq}, more than "
+                              "was recorded", None, ev, None,
+                              self.view.live(ev.value, ev.kind == "request"))
+        trial = self._same(slot, ev)
+        if trial is not None:
+            return self._matched(slot, ev, trial)
+        d = self._differs(slot, ev)
+        if slot.cls != ev.cls():  # another kind of frame where this one was recorded
+            rec = slot.event()
+            d.kind = "order"
+            d.message = (f"agent frame seq {rec.seq} ({rec.label}) was recorded next; the "
+                         f"agent sent {ev.label} (live seq {ev.seq})")
+        return d
+
+    def in_order_sendable(self, slot: Slot) -> bool:
+        """``--strict-order``: the client step ``slot`` goes once every agent frame
+        recorded before it came."""
+        front = self.front
+        while front and front[0].state == _DONE:
+            front.popleft()
+        return not front or front[0].index > slot.index
+
+    def live(self, raw: bytes, seq: Any = None) -> Matched | Difference | Note | None:
+        """Match one frame of the run: :class:`Matched`, a :class:`Difference`, a
+        :class:`Note` (an extra frame tolerated), or None (a floating notification held
+        until its window closes)."""
+        self.build()
+        ev = describe(self.live_n, A2C, raw, parse(raw), seq=seq)
+        self.live_n += 1
+        if ev.update is not None and ev.update in self.floating_extra:
+            ev.floating, ev.entity = True, None
+        if ev.floating:
+            return self._float(ev)
+        cls = ev.cls()
+        cands = _ordered(self.enabled.get(cls))
+        if not self.renamed:  # the same bytes first: many frames of one class can be due
+            for slot in cands:
+                if slot.raw == raw and not slot.rec.get("redacted"):
+                    return self._matched(slot, ev, ({}, {}))
+        for slot in cands:
+            trial = self._same(slot, ev)
+            if trial is not None:
+                return self._matched(slot, ev, trial)
+        # a frame waiting only on the agent's own frames is one the live frame may stand
+        # for; one that waits on a client step still to come (a later turn's) is not:
+        # the agent has not been asked for it
+        near = [s for s in _ordered(self.waiting.get(cls))
+                if all(self.slots[p].dir == A2C for p in s.preds if p in self.slots)]
+        for slot in near:
+            trial = self._same(slot, ev)
+            if trial is not None:
+                return self._out_of_order(slot, ev, trial)
+        for slot in _ordered(self.late.get(cls)):
+            trial = self._same(slot, ev)
+            if trial is not None:
+                return self._late(slot, ev, trial)
+        paired = self._pair(ev, cands) or self._pair(ev, near)
+        if paired is None and ev.is_answer:  # an answer to no request of that id: the
+            paired = self._pair(ev, [s for c, t in self.enabled.items()  # one due
+                                     if c[0] == "answer" for s in t.values()])
+        if paired is not None:
+            return self._differs(paired, ev)
+        return self._extra(ev)
+
+    def _same(self, slot: Slot, ev: Event) -> Trial | None:
+        """The names a match of ``slot`` with ``ev`` would learn, when they are the same
+        frame under the view; None when they are not."""
+        rec = slot.event()
+        names, back = ChainMap({}, self.names), ChainMap({}, self.back)
+        if learn(rec.value, ev.value, names, back):
+            return None
+        r, x = self._views(slot, ev, names)
+        if pointer_diff(r, x, limit=1):
+            return None
+        return names.maps[0], back.maps[0]
+
+    def _views(self, slot: Slot, ev: Event, names: Any) -> tuple[Any, Any]:
+        rec = slot.event()
+        request = ev.kind == "request"
+        r = self.view.recorded(rec.value, names, request)
+        x = self.view.live(ev.value, request)
+        if self.noise is not None:
+            r, x = self.noise.apply(slot.index, r, x)
+        return r, x
+
+    def _commit(self, trial: Trial) -> None:
+        names, back = trial
+        if names:
+            self.names.update(names)
+            self.back.update(back)
+            if not self.renamed:
+                self.renamed = any(k != v for k, v in names.items())
+
+    def _matched(self, slot: Slot, ev: Event, trial: Trial) -> Matched:
+        self._commit(trial)
+        self._done(slot)
+        if ev.kind == "request":
+            self.matched_by_live[ev.key] = slot
+        return Matched(slot, ev)
+
+    def _float(self, ev: Event) -> Matched | None:
+        cls = ev.cls()
+        now = self.steps_sent
+        for slot in _ordered(self.floats.get(cls)):
+            if slot.steps - WINDOW <= now <= slot.steps + WINDOW:
+                trial = self._same(slot, ev)
+                if trial is not None:
+                    return self._matched(slot, ev, trial)
+        self.held.append((ev, now))
+        return None
+
+    def _pair(self, ev: Event, slots: list[Slot]) -> Slot | None:
+        """Of the recorded frames of a live frame's class, the one it stands for: the
+        same entity under the renaming, else a new entity for a new one, else the
+        first."""
+        if not slots:
+            return None
+        ent = ev.entity
+        if ent is not None and ent[1] is not None:
+            fresh = ent[1] not in self.back
+            new = None
+            for s in slots:
+                sent = s.event().entity
+                if sent is None or sent[0] != ent[0]:
+                    continue
+                if self.names.get(sent[1], sent[1]) == ent[1] and (
+                        sent[1] in self.names or not fresh or sent[1] == ent[1]):
+                    return s
+                if new is None and fresh and sent[1] not in self.names:
+                    new = s
+            if new is not None:
+                return new
+        return slots[0]
+
+    def _differs(self, slot: Slot, ev: Event) -> Difference:
+        rec = slot.event()
+        names, back = ChainMap({}, self.names), ChainMap({}, self.back)
+        bad = learn(rec.value, ev.value, names, back)
+        r, x = self._views(slot, ev, names if not bad else self.names)
+        diff = pointer_diff(r, x, limit=MAX_DIFF)
+        kind = "renaming" if bad else "request" if ev.kind == "request" \
+            else "result" if ev.is_answer else "content"
+        where = ", ".join([d["path"] or "/" for d in diff] + bad)
+        d = Difference(kind, f"agent frame seq {rec.seq} ({rec.label}) differs from the "
+                       f"recording at {where}", rec, ev, r, x, diff)
+        if bad:
+            d.extra["renaming_broken"] = bad
+        if self.keep_going:
+            if not bad:
+                self._commit((names.maps[0], back.maps[0]))
+            self._done(slot)
+            if ev.kind == "request":
+                self.matched_by_live[ev.key] = slot
+        d.slot = slot
+        return d
+
+    def _out_of_order(self, slot: Slot, ev: Event, trial: Trial
+                      ) -> Difference | Matched:
+        rec = slot.event()
+        before = [self.slots[p] for p in slot.preds if p in self.slots]
+        if self.noise is not None and slot.index in self.noise.unordered:
+            self._commit(trial)
+            self._done(slot)
+            return Matched(slot, ev, [Note("learned_order", f"agent frame seq {rec.seq} "
+                                       f"({rec.label}) came before what it follows in this "
+                                       "recording, as in another one", rec, ev)])
+        agents = [s for s in before if s.dir == A2C]
+        first = (agents or before)[0] if before else None
+        if first is not None and agents and (rec.is_answer or rec.update == "state_update"):
+            gone = first.event()  # the first of the turn's frames that did not come
+            kind = "missing"
+            message = (f"the agent ended the turn (agent frame seq {rec.seq}, {rec.label}) "
+                       f"without recorded agent frame seq {gone.seq} ({gone.label})"
+                       + (f" and {len(agents) - 1} more" if len(agents) > 1 else ""))
+            d = Difference(kind, message, gone, ev,
+                           self.view.recorded(gone.value, self.names, gone.kind == "request"),
+                           None)
+            d.extra["not_before"] = [s.event().seq for s in agents]
+            d.extra["closer_seq"] = rec.seq
+            d.related = [s.event() for s in agents[1:]]
+        else:
+            fe: Event | None = first.event() if first is not None else None
+            kind = "order"
+            message = (f"agent frame seq {rec.seq} ({rec.label}) came before recorded "
+                       + (f"{'client' if fe.dir == C2A else 'agent'} frame seq {fe.seq} "
+                          f"({fe.label}), which it follows" if fe is not None else
+                          "what it follows"))
+            d = Difference(kind, message, rec, ev, None, None)
+            d.extra["before"] = [s.event().seq for s in before]
+        if self.keep_going:
+            for s in agents:
+                self._done(s)
+                self.late.setdefault(s.cls, {})[s.index] = s
+            self._commit(trial)
+            self._done(slot)
+            if ev.kind == "request":
+                self.matched_by_live[ev.key] = slot
+        d.slot = slot
+        return d
+
+    def _late(self, slot: Slot, ev: Event, trial: Trial) -> Difference:
+        """A frame given up as missing came after all (going on after a difference)."""
+        rec = slot.event()
+        got = self.late.get(slot.cls)
+        if got is not None:
+            got.pop(slot.index, None)
+            if not got:
+                del self.late[slot.cls]
+        self._commit(trial)
+        d = Difference("order", f"agent frame seq {rec.seq} ({rec.label}) came after the "
+                       "frame that ends its turn", rec, ev, None, None)
+        d.slot = slot
+        return d
+
+    def _extra(self, ev: Event) -> Difference | Note:
+        why = self.view.rules.optional(ev.method, ev.update)
+        if why is None and self.noise is not None:
+            why = self.noise.extra(ev, self.view)
+        if why is not None:
+            return Note("optional_extra", f"the agent sent {ev.label} (live seq {ev.seq}), "
+                        f"which it sends only sometimes: {why}", None, ev)
+        return Difference("extra", f"the agent sent {ev.label} (live seq {ev.seq}), "
+                          "which the recording does not have here", None, ev, None,
+                          self.view.live(ev.value, ev.kind == "request"))
+
+    # -- windows and the end
+
+    def settle(self, final: bool = False) -> list[Difference | Note | Matched]:
+        """Close the floating windows that ended (all of them when ``final``): a recorded
+        floating notification left over pairs with a live one of its class from its
+        window (a difference when they differ), or is a note; a live one no window can
+        take any more is a note."""
+        if not self.floats and not self.held:
+            return []
+        now = self.steps_sent
+        out: list[Difference | Note | Matched] = []
+        for cls in list(self.floats):
+            for slot in _ordered(self.floats.get(cls)):
+                if not final and now < slot.steps + WINDOW + 1:
+                    continue
+                rec = slot.event()
+                pick = None
+                for n, (ev, at) in enumerate(self.held):
+                    if ev.cls() == cls and slot.steps - WINDOW <= at <= slot.steps + WINDOW:
+                        pick = n
+                        break
+                if pick is None:
+                    out.append(Note("floating_missing", f"agent frame seq {rec.seq} "
+                                    f"({rec.label}) did not come: it floats", rec, None))
+                    self._done(slot)
+                    continue
+                ev, _ = self.held.pop(pick)
+                trial = self._same(slot, ev)
+                if trial is not None:
+                    out.append(self._matched(slot, ev, trial))
+                    continue
+                d = self._differs(slot, ev)
+                d.message += " (a floating notification, in its window)"
+                if slot.state != _DONE:
+                    self._done(slot)
+                out.append(d)
+        keep = []
+        for ev, at in self.held:
+            if final or now > at + 2 * WINDOW:
+                out.append(Note("floating_extra", f"the agent sent {ev.label} (live seq "
+                                f"{ev.seq}), which the recording does not have in its "
+                                "window: it floats", None, ev))
+            else:
+                keep.append((ev, at))
+        self.held = keep
+        return out
+
+    def finish(self) -> list[Difference | Note | Matched]:
+        """The end of the run (everything recorded admitted, every client frame sent):
+        what is left over. Recorded agent frames that never came are ``missing``
+        (optional ones a note), floating ones settle."""
+        if self.open_a2c == 0:  # everything came: no need to build the order to the end
+            self.steps_sent = 1 << 60
+            return self.settle(final=True)
+        self.build()
+        out = self.settle(final=True)
+        for slot in list(self.front):
+            # (settling may have matched some)
+            if slot.state == _DONE:
+                continue
+            rec = slot.event()
+            if slot.optional is not None:
+                out.append(Note("optional_missing", f"agent frame seq {rec.seq} "
+                                f"({rec.label}) did not come: {slot.optional}", rec, None))
+            else:
+                out.append(Difference(
+                    "missing", f"agent frame seq {rec.seq} ({rec.label}) never came",
+                    rec, None, self.view.recorded(rec.value, self.names,
+                                                  rec.kind == "request"), None))
+            self._done(slot)
+        self.front.clear()
+        return out
+
+    def unmatched(self) -> Iterator[Slot]:
+        """The recorded agent frames not matched yet, in order."""
+        return (s for s in self.front if s.state != _DONE)
+
+
+def _ordered(table: dict[int, Slot] | None) -> list[Slot]:
+    if not table:
+        return []
+    if len(table) == 1:
+        return list(table.values())
+    return [table[i] for i in sorted(table)]
