@@ -76,6 +76,16 @@ class ParseError(ValueError):
     """The input is not one JSON text."""
 
 
+#: How deep the parsers read (orjson's limit; the json module's recursion ends near it).
+PARSE_DEPTH = 1024
+
+
+class TooDeep(ParseError):
+    """JSON nested deeper than :data:`PARSE_DEPTH` levels: valid for all a reader can
+    tell, but too deep to parse, and said so (:func:`acp_pipes.lines.unparsable`),
+    never "not JSON"."""
+
+
 class CanonicalError(AcpPipesError, ValueError):
     """A JSON value with no JCS form (lone surrogate, non-finite number, ...)."""
 
@@ -122,7 +132,9 @@ def _refused(raw: bytes | bytearray | memoryview | str, first: Exception) -> Any
     """orjson refuses some JSON: lone-surrogate escapes, numbers that overflow a double."""
     try:
         return _stdlib_loads(raw)
-    except (ValueError, RecursionError) as e:
+    except RecursionError as e:
+        raise TooDeep(f"nested deeper than {PARSE_DEPTH} levels ({first})") from e
+    except ValueError as e:
         raise ParseError(str(first)) from e
 
 

@@ -298,10 +298,22 @@ def raw_lines(path: str) -> Iterator[bytes]:
             stream.close()
 
 
-def unparsable(terminated: bool) -> str:
-    """What to call a line that is not JSON: a last line without LF is most likely one
-    cut short by a crash, and every reader says so the same way."""
-    return "not JSON" if terminated else "torn last line (no LF)"
+def unparsable(terminated: bool, error: BaseException | None = None) -> str:
+    """What to call a line (or a frame) that does not parse, every reader alike: a last
+    line without LF is most likely one cut short by a crash; one nested deeper than the
+    parsers read (``error`` says so: :func:`too_deep`) may well be JSON, and is said to
+    be too deep; the rest is not JSON."""
+    if not terminated:
+        return "torn last line (no LF)"
+    return "too deep to parse" if error is not None and too_deep(error) else "not JSON"
+
+
+def too_deep(error: BaseException) -> bool:
+    """Whether a parser's refusal is for nesting beyond its depth (orjson's "depth limit
+    exceeded" at 1024 levels, the json module's RecursionError, or
+    :class:`acp_pipes.canonical.TooDeep`), not for what the text holds."""
+    return (isinstance(error, RecursionError) or type(error).__name__ == "TooDeep"
+            or str(error).startswith(("depth limit exceeded", "recursion limit exceeded")))
 
 
 def json_error(raw: bytes, error: Exception) -> str:
@@ -375,7 +387,7 @@ def records(lines: Iterable[bytes], source: str, bad: Bad | None = None, *,
             else:
                 yield number, raw, value
                 continue
-        what = unparsable(line[-1:] == b"\n" or prev[-1:] != b"\n")
+        what = unparsable(line[-1:] == b"\n" or prev[-1:] != b"\n", error)
         if bad is None:
             raise InputError(source, number, f"{what}: {json_error(raw, error)}")
         bad(number, what, ValueError(json_error(raw, error)))
@@ -387,7 +399,7 @@ def parse_line(line: Line) -> Any:
         return orjson.loads(line.raw)
     except orjson.JSONDecodeError as e:
         raise InputError(line.source, line.number,
-                         f"{unparsable(line.terminated)}: {json_error(line.raw, e)}") from None
+                         f"{unparsable(line.terminated, e)}: {json_error(line.raw, e)}") from None
 
 
 def _itself(rec: Any) -> dict:

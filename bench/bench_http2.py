@@ -7,20 +7,22 @@ to one ``acp-tee --listen http:// -- echo-agent`` (logging to a file): one over 
 run so a busy host slows both alike. A request is a POST of ``session/list`` (answered
 202) and its answer's arrival on the connection's SSE stream; the figure is that round
 trip, p50 and p99, and the HTTP/2 one over the HTTP/1.1 one.
+
+``ACP_BENCH_AGAINST=TREE`` adds TREE's listener (another checkout: say, the code before
+a change), one connection over each HTTP version, interleaved with the others in the
+same run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_remote import _pct
-from bench.common import REPO, env
+from bench.bench_remote import _pct, against, cpu_seconds, paired, start_tee
 
 INIT = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,'
         '"info":{"name":"bench","version":"1"},"capabilities":{}}}')
@@ -49,55 +51,83 @@ async def _connection(http, url: str) -> tuple[str, asyncio.Queue, asyncio.Task]
     return cid, events, asyncio.ensure_future(read())
 
 
-async def _drive(url: str, n: int) -> tuple[list[float], list[float]]:
+async def _drive(urls: list[str], n: int) -> list[tuple[list[float], list[float]]]:
+    """For each listener of ``urls``, the round trips over HTTP/1.1 and HTTP/2, every
+    connection's requests interleaved with the others'."""
     import aiohttp
 
     from acp_pipes.tee.h2 import H2Client
 
-    async with aiohttp.ClientSession() as h1, H2Client(url) as h2:
-        conns = [(h1, *await _connection(h1, url)), (h2, *await _connection(h2, url))]
-        times: list[list[float]] = [[], []]
-        try:
-            for i in range(1, n + 1):
-                for k, (http, cid, events, _task) in enumerate(conns):  # interleaved
-                    body = f'{{"jsonrpc":"2.0","id":{i},"method":"session/list","params":{{}}}}'
-                    headers = [("Content-Type", "application/json"),
-                               ("Accept", "application/json, text/event-stream"),
-                               ("Acp-Connection-Id", cid)]
-                    start = time.perf_counter()
-                    async with http.post(url, data=body.encode(), headers=headers) as resp:
-                        await resp.read()
-                    await events.get()
-                    times[k].append(time.perf_counter() - start)
-            for http, cid, _events, _task in conns:
-                async with http.delete(url, headers=[("Acp-Connection-Id", cid)]) as resp:
+    clients = []
+    for url in urls:
+        clients += [(aiohttp.ClientSession(), url), (H2Client(url), url)]
+    conns = [(http, url, *await _connection(http, url)) for http, url in clients]
+    times: list[list[float]] = [[] for _ in conns]
+    try:
+        for i in range(1, n + 1):
+            # interleaved, and each connection first in turn: a round's place costs
+            for k in [(i + j) % len(conns) for j in range(len(conns))]:
+                http, url, cid, events, _task = conns[k]
+                body = f'{{"jsonrpc":"2.0","id":{i},"method":"session/list","params":{{}}}}'
+                headers = [("Content-Type", "application/json"),
+                           ("Accept", "application/json, text/event-stream"),
+                           ("Acp-Connection-Id", cid)]
+                start = time.perf_counter()
+                async with http.post(url, data=body.encode(), headers=headers) as resp:
                     await resp.read()
-        finally:
-            for _http, _cid, _events, task in conns:
-                task.cancel()
-    return times[0], times[1]
+                await events.get()
+                times[k].append(time.perf_counter() - start)
+        for http, url, cid, _events, _task in conns:
+            async with http.delete(url, headers=[("Acp-Connection-Id", cid)]) as resp:
+                await resp.read()
+    finally:
+        for http, _url, _cid, _events, task in conns:
+            task.cancel()
+            await http.close()
+    return [(times[k], times[k + 1]) for k in range(0, len(times), 2)]
 
 
 def main(quick: bool) -> str:
     n = 50 if quick else 1000
-    log = Path(tempfile.mkdtemp()) / "bench-http2.jsonl"
-    tee = subprocess.Popen([sys.executable, "-m", "acp_pipes.cli.tee", "-o", str(log),
-                            "--listen", "http://127.0.0.1:0/acp", "--", sys.executable, "-m",
-                            "acp_pipes.cli.echo_agent"],
-                           env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           cwd=REPO)
+    other = against()
+    tees, urls = [], []
     try:
-        line = tee.stderr.readline().decode()  # type: ignore[union-attr]  # (a pipe)
-        url = line.split("listening on ", 1)[1].strip()
-        h1, h2 = asyncio.run(_drive(url, n))
+        for tree in [None] + ([other] if other else []):
+            log = Path(tempfile.mkdtemp()) / "bench-http2.jsonl"
+            args = ["-o", str(log), "--listen", "http://127.0.0.1:0/acp", "--",
+                    sys.executable, "-m", "acp_pipes.cli.echo_agent"]
+            tee, url = start_tee(args) if tree is None else start_tee(args, tree)
+            tees.append(tee)
+            urls.append(url)
+        before = [cpu_seconds(tee.pid) for tee in tees]
+        measured = asyncio.run(_drive(urls, n))
+        cpu = [(cpu_seconds(tee.pid) - b) / (2 * n) for tee, b in zip(tees, before, strict=True)]
     finally:
-        if tee.poll() is None:
-            tee.send_signal(signal.SIGTERM)
-            tee.wait(timeout=30)
+        for tee in tees:
+            if tee.poll() is None:
+                tee.send_signal(signal.SIGTERM)
+                tee.wait(timeout=30)
     out = [f"## acp-tee's Streamable HTTP listener: HTTP/1.1 and HTTP/2 ({n} requests)\n",
-           "| client | p50 µs | p99 µs |", "|---|---:|---:|"]
-    for name, xs in (("HTTP/1.1 (aiohttp)", h1), ("HTTP/2, h2c (acp-tee's H2Client)", h2)):
-        out.append(f"| {name} | {_pct(xs, 50) * 1e6:.0f} | {_pct(xs, 99) * 1e6:.0f} |")
-    out.append(f"| HTTP/2 / HTTP/1.1 | {_pct(h2, 50) / _pct(h1, 50):.2f}× | "
+           "| listener | client | p50 µs | p99 µs |", "|---|---|---:|---:|"]
+    names = ["this tree"] + ([f"{other.name} (ACP_BENCH_AGAINST)"] if other else [])
+    for name, (h1, h2) in zip(names, measured, strict=True):
+        for client, xs in (("HTTP/1.1 (aiohttp)", h1), ("HTTP/2, h2c (acp-tee's H2Client)", h2)):
+            out.append(f"| {name} | {client} | {_pct(xs, 50) * 1e6:.0f} | "
+                       f"{_pct(xs, 99) * 1e6:.0f} |")
+    h1, h2 = measured[0]
+    out.append(f"| this tree | HTTP/2 / HTTP/1.1 | {_pct(h2, 50) / _pct(h1, 50):.2f}× | "
                f"{_pct(h2, 99) / _pct(h1, 99):.2f}× |")
+    if other:
+        for k, version in enumerate(("HTTP/1.1", "HTTP/2")):
+            ours, theirs = measured[0][k], measured[1][k]
+            out.append(f"| this tree / {other.name} | {version} | "
+                       f"{_pct(ours, 50) / _pct(theirs, 50):.2f}× | "
+                       f"{_pct(ours, 99) / _pct(theirs, 99):.2f}× |")
+        out.append("")
+        out.append(f"CPU of the listener per request (its own process, both versions): "
+                   f"this tree {cpu[0] * 1e6:.0f} µs, {other.name} {cpu[1] * 1e6:.0f} µs.")
+        for k, version in enumerate(("HTTP/1.1", "HTTP/2")):
+            out.append(f"This tree against {other.name} over {version}, request by request "
+                       f"(paired within a round): median difference "
+                       f"{paired(measured[0][k], measured[1][k]) * 1e6:+.0f} µs.")
     return "\n".join(out)

@@ -163,3 +163,113 @@ def test_asr_711_replay_sends_paths_back_as_the_agent_sent_them():
             b'{"path":"/tmp/"}]') in out
     assert b'"changes":[{"operation":"move","path":"out.txt","oldPath":"./old.txt"}]' in out
     assert b'"cwd":"build"' in out
+
+
+WINDOWS = FIXTURES / "ASR-711-windows-and-unc-paths" / "expected.asr.jsonl"
+
+
+def test_asr_711_windows_and_unc_paths_are_root_relative():
+    """A Windows drive cwd and a UNC share are roots like a POSIX directory: matched
+    segment by segment, at either slash, the drive letter and the server's name without
+    case; a path of another drive, a sibling directory or another syntax is under none."""
+    recs = _lines(run_tool("asr", str(WINDOWS.with_name("wire.jsonl"))).stdout)
+    head, call, term = recs[0], recs[1], recs[3]
+    assert [r["path"] for r in head["workspace"]["roots"]] == [
+        "C:\\Users\\me\\proj", "\\\\server\\share\\lib"]
+    assert [loc["path"] for loc in call["locations"]] == [
+        {"root": "root0", "path": "src/a.rs"}, {"root": "root0", "path": "src/b.rs"},
+        {"root": "root0", "path": "."}, {"root": "root0", "path": "docs/"},
+        {"root": None, "path": "C:\\Users\\me\\project\\x.rs"},
+        {"root": None, "path": "D:\\Users\\me\\proj\\a.rs"},
+        {"root": "root1", "path": "x/y.py"},
+        {"root": None, "path": "\\\\server\\share\\other\\z"},
+        {"root": None, "path": "/Users/me/proj/src/a.rs"}]
+    assert term["cwd"] == {"root": "root0", "path": "target"}
+    # absolute paths: no relative mark, no loss, and --validate says nothing of them
+    assert "_org.agent-session.acp/relative_paths" not in head["producer"]["lossy"]
+    got = run_tool("asr", "--validate", str(WINDOWS))
+    assert got.returncode == 0 and got.stderr == b"", got.stderr.decode()
+
+
+def test_asr_711_replay_rebuilds_windows_paths_with_the_roots_separator():
+    """acp-replay joins a root-relative path to its root with the root's own separator
+    (ASR-729's absolute paths rebuilt from root paths)."""
+    got = run_tool("replay", str(WINDOWS))
+    assert got.returncode == 0, got.stderr.decode()
+    locs = orjson.loads(got.stdout.splitlines()[0])["params"]["update"]["locations"]
+    assert [loc["path"] for loc in locs] == [
+        "C:\\Users\\me\\proj\\src\\a.rs", "C:\\Users\\me\\proj\\src\\b.rs",
+        "C:\\Users\\me\\proj", "C:\\Users\\me\\proj\\docs\\",
+        "C:\\Users\\me\\project\\x.rs", "D:\\Users\\me\\proj\\a.rs",
+        "\\\\server\\share\\lib\\x\\y.py", "\\\\server\\share\\other\\z",
+        "/Users/me/proj/src/a.rs"]
+
+
+def test_asr_711_a_relative_mark_on_a_windows_absolute_path_is_invalid(tmp_path):
+    """``relative: true`` is for paths that are not absolute, in any syntax ACP allows."""
+    recs = _lines(WINDOWS.read_bytes())
+    recs[1]["locations"][4]["path"]["relative"] = True
+    got = run_tool("asr", "--validate", _write(tmp_path / "w.asr.jsonl", recs))
+    assert got.returncode == 1
+    assert "/locations/4/path/path" in got.stderr.decode()
+
+
+def _snapshot_wire() -> bytes:
+    """A v2 turn in which every kind of entity is open at a checkpoint."""
+    w, s = Wire(), "s"
+    w.header().init().new(1, s)
+    w.req(2, "session/prompt", {"sessionId": s, "prompt": [{"type": "text", "text": "go"}]})
+    w.resp(2, {"messageId": "u1"})
+    w.text(s, "agent_message_chunk", "m1", "hi")
+    w.text(s, "agent_thought_chunk", "m1", "hmm")
+    w.upd(s, {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "p1",
+                                                       "entries": []}})
+    w.upd(s, {"sessionUpdate": "terminal_update", "terminalId": "t1", "command": "make"})
+    w.upd(s, {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "name": "x",
+              "status": "in_progress"})
+    w.upd(s, {"sessionUpdate": "compaction_update", "compactionId": "k1",
+              "status": "in_progress"})
+    w.areq(100, "session/request_permission", {"sessionId": s, "title": "ok?", "options": [
+        {"optionId": "a", "name": "A", "kind": "allow_once"}]})
+    w.areq(101, "elicitation/create", {"sessionId": s, "mode": "form", "message": "x",
+                                       "requestedSchema": {"type": "object", "properties": {}}})
+    w.state(s, "running")  # a checkpoint: every open entity is written as it stands
+    w.resp(100, {"outcome": {"outcome": "selected", "optionId": "a"}}, d="c2a")
+    w.resp(101, {"action": "decline"}, d="c2a")
+    w.upd(s, {"sessionUpdate": "terminal_update", "terminalId": "t1",
+              "exitStatus": {"exitCode": 0}})
+    w.upd(s, {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"})
+    w.upd(s, {"sessionUpdate": "compaction_update", "compactionId": "k1",
+              "status": "completed"})
+    w.state(s, "idle", stopReason="end_turn")
+    return w.bytes()
+
+
+def test_asr_705_every_snapshot_says_it_is_partial(tmp_path):
+    """--snapshots: a snapshot of a type with a status says ``status: "partial"`` (a
+    terminal's too, never ``running``); of a type without one, ``capture.record:
+    partial`` (message, plan, tool call), as docs/asr.md says; each is superseded by the
+    entity's final record, which says neither."""
+    wire = tmp_path / "w.jsonl"
+    wire.write_bytes(_snapshot_wire())
+    got = run_tool("asr", "--snapshots", str(wire))
+    assert got.returncode == 0, got.stderr.decode()
+    head, *body = _lines(got.stdout)
+    partial = {r["id"]: r for r in body if r["type"] != "state" and (
+        r.get("status") == "partial" or (r.get("capture") or {}).get("record") == {
+            "state": "partial"})}
+    kinds = sorted(r["type"] + ("/reasoning" if r["type"] == "message" and
+                                r["content"][0]["type"] == "reasoning" else "")
+                   for r in partial.values())
+    assert kinds == ["compaction", "input_request", "message", "message",
+                     "message/reasoning", "permission", "plan", "terminal", "tool_call"]
+    by_status = {r["type"]: r["status"] for r in partial.values() if "status" in r}
+    assert by_status == {"compaction": "partial", "input_request": "partial",
+                         "permission": "partial", "terminal": "partial"}
+    superseded = {r["supersedes"]: r for r in body if "supersedes" in r}
+    assert set(partial) == set(superseded)
+    for final in superseded.values():
+        assert final.get("status") != "partial", final
+        assert "record" not in (final.get("capture") or {}), final
+    got = run_tool("asr", "--validate", _write(tmp_path / "s.asr.jsonl", [head, *body]))
+    assert got.returncode == 0, got.stderr.decode()

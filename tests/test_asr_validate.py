@@ -81,8 +81,6 @@ def test_truncated_gz_checks_the_lines_before_the_cut(tmp_path):
     import gzip
     import os
 
-    import orjson
-
     _, stream = _valid_stream()
     recs = [orjson.loads(x) for x in stream.splitlines()]
     dup = dict(recs[2], seq=recs[-1]["seq"] + 1)
@@ -153,3 +151,56 @@ def test_invalid_stays_invalid_when_the_reader_stops_early(tmp_path):
     assert b"duplicate id" in p.stdout.readline()
     p.stdout.close()
     assert p.wait(timeout=60) == 1
+
+
+def test_every_rule_the_validator_quotes_has_a_fixture():
+    """Each rule --validate enforces beyond the schemas (a rule ID its messages quote)
+    has a negative fixture named by it, as the conformance fixtures are."""
+    import re
+
+    source = (REPO / "acp_pipes" / "asr" / "validate.py").read_text()
+    quoted = re.findall(r'\((ASR-7\d\d(?:, ASR-7\d\d)*)\)"', source)  # a message's end
+    rules = {r.removeprefix("ASR-") for q in quoted for r in q.split(", ")}
+    assert {"706", "711", "717", "722"} <= rules
+    names = " ".join(p.name for p in CASES)
+    for rule in sorted(rules):
+        assert f"ASR-{rule}-" in names, f"no negative fixture for ASR-{rule}"
+
+
+REAL = REPO / "tests" / "fixtures" / "asr" / "real"
+
+
+def test_a_real_agents_prompts_stored_twice_are_refused_by_rule():
+    """opencode 1.18.33's load replays its prompts under IDs of its own: an older acp-asr
+    stored each prompt twice, and --validate accepted it. Each doubled prompt is refused
+    now, naming the rule and the prompt it repeats."""
+    stream = REAL / "opencode-1.18.33-load-stored-twice.asr.jsonl"
+    got = run_tool("asr", "--validate", str(stream))
+    assert got.returncode == 1
+    lines = got.stderr.decode().splitlines()
+    assert len(lines) == 3, lines
+    for line, prompt in zip(lines, ("hello there", "CALL write", "CALL bash"), strict=True):
+        assert line.startswith(f"{stream}:") and line.endswith(
+            "same message, stored twice (ASR-717)"), line
+        number = int(line.split(":")[1])
+        rec = orjson.loads(stream.read_bytes().splitlines()[number - 1])
+        assert rec["content"][0]["text"].startswith(prompt)
+
+
+def test_the_same_real_recording_stores_each_prompt_once(tmp_path):
+    """Today's acp-asr on those two wire logs: each prompt one message, the load adding
+    nothing but the last turn's, and the stream valid."""
+    wires = [str(REAL / "opencode-1.18.33.wire.jsonl"),
+             str(REAL / "opencode-1.18.33.load.wire.jsonl")]
+    got = run_tool("asr", *wires)
+    assert got.returncode == 0, got.stderr.decode()
+    recs = [orjson.loads(x) for x in got.stdout.splitlines()]
+    latest = {(r["role"], r["messageId"]): r for r in recs if r["type"] == "message"}
+    users = [r["content"][0]["text"][:11] for (role, _), r in latest.items() if role == "user"]
+    assert users == ["hello there", "CALL write ", "CALL bash {", "goodbye"]
+    first = run_tool("asr", wires[0])
+    n_first = sum(1 for x in first.stdout.splitlines() if b'"type":"message"' in x)
+    assert len(latest) == n_first + 2  # the goodbye turn: its prompt and the reply
+    stream = tmp_path / "s.asr.jsonl"
+    stream.write_bytes(got.stdout)
+    assert run_tool("asr", "--validate", str(stream)).returncode == 0

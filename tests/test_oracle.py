@@ -12,12 +12,11 @@ copied at the fork, whatever the parent did after), closes.
 
 As ACP v1 it sends what v1 has: chunks without ``messageId`` (the store derives the
 IDs from each message's role, content and occurrence, ending a message at the
-boundaries docs/asr.md "ACP v1" lists), the prompt's echo under an ID of the agent's
-own, ``tool_call`` first then ``tool_call_update`` (``name: null`` leaving the name),
+boundaries docs/asr.md "ACP v1" lists), the prompt's echo, ``tool_call`` first then ``tool_call_update`` (``name: null`` leaving the name),
 permissions asked about a tool call, the plan sent whole, the client's terminals
 (``terminal/create``, ``terminal/output``, ``terminal/wait_for_exit``), a resume
-without replay and ``session/load`` replaying the whole history (identical or
-differing). The machine derives the IDs the docs promise and, for a load, the message
+without replay, ``session/load`` replaying the whole history (identical or differing)
+and ``session/fork`` replaying it into the fork or not. The machine derives the IDs the docs promise and, for a load, the message
 boundaries the replay gives: two messages of one kind the live turn separated only by
 a request of the agent (or a turn with nothing but its prompt) run together in the
 replay, a new message the store keeps beside the two (the declared loss
@@ -48,8 +47,16 @@ process) and checked against the machine:
 - replaying a stream and recording the replay gives the same context view (ASR-732);
   a v1 stream also loaded by a v1 client, under the losses that replay reports.
 
-Not generated yet: a v1 fork with a replay into it; a replay of a parent's subagents' messages; a
-session message or subagent copied into a fork.
+The identity rule of docs/asr.md ("One rule for identity"), where v1 gives no ID: the
+prompt's echo comes under an ID of the agent's own, or without one, whole or re-chunked,
+during the turn or logged before the prompt, or never; an agent may replay its history
+(a load, a fork) under IDs of its own it never sent live (``native``, as opencode
+does): each message is the entity its ID or its place names, and the oracle checks that
+nothing is stored twice, that two identical prompts stay two, and that what a fork
+copied carries ``copiedFrom`` (ASR-718).
+
+Not generated yet: a replay of a parent's subagents' messages; a session message or
+subagent copied into a fork.
 
 ``make test`` runs a short profile; ``make fuzz`` runs the long one
 (``ACP_PIPES_ORACLE=fuzz``: thousands of runs; it stops by itself).
@@ -128,6 +135,10 @@ def v1_folded(blocks: list) -> list:
     return out
 
 
+#: How a v1 agent echoes a prompt: under an ID of its own (mistral-vibe), or without
+#: one, whole (a chunk a block) or re-chunked (each text block in two)
+ECHOES = ("own", "whole", "split")
+
 V1_CHUNK = {"user": "user_message_chunk", "agent": "agent_message_chunk",
             "thought": "agent_thought_chunk"}
 
@@ -162,6 +173,13 @@ class Session:
         self.pending: list | None = None  # [kind, content]
         self.counts: dict[tuple, int] = {}
         self.high: dict[tuple, int] = {}  # the highest occurrence ever counted
+        # the identity rule (docs/asr.md "One rule for identity"): the entity at a place
+        # (role, content, k) when its ID is not the derived one, and the entity each ID
+        # of the agent's own names
+        self.places: dict[tuple, str] = {}
+        self.alias: dict[tuple, str] = {}
+        #: what the agent replayed into a fork, each entity as it stood at the fork
+        self.history: dict[tuple, dict] = {}
         self.prompted = parent is None  # a fork's updates are history until its first prompt
         self.spawned = False  # a subagent's session (ASR-721)
 
@@ -192,13 +210,17 @@ class Agent(RuleBasedStateMachine):
         self.rid = 0
         self.n = 0  # a counter for fresh IDs
         self.v = 2
+        self.native = False
         self.last: str | None = None  # the session of the turn that ended last
 
-    @initialize(version=st.sampled_from([2, 1]))
-    def start(self, version: int) -> None:
+    @initialize(version=st.sampled_from([2, 1]), native=st.booleans())
+    def start(self, version: int, native: bool) -> None:
         """The protocol version every connection of the run negotiates; every run has a
-        session to work on from its first step."""
+        session to work on from its first step. A v1 agent may give its messages IDs of
+        its own in a ``session/load`` replay that it never sent live (opencode's
+        ``msg_...``): ``native``."""
         self.v = version
+        self.native = native and version == 1
         self._connect()
         self.new_session()
 
@@ -248,19 +270,32 @@ class Agent(RuleBasedStateMachine):
     # -- ACP v1: messages without IDs -----------------------------------------------
 
     def _v1_derive(self, s: Session, kind: str, content: list, *, live: bool = True,
-                   value: list | None = None) -> str:
-        """The store derives a v1 message's ID when the message ends (docs/asr.md "ACP
-        v1"): its role, content and occurrence since the last session/load; a message
-        sent live counts on past every earlier one of its role and content (a load's
-        replay that ran two messages together left their counts behind: a new message
-        never takes an earlier one's ID)."""
+                   value: list | None = None, native: str | None = None) -> str:
+        """The entity a v1 message is, when it ends (docs/asr.md "One rule for
+        identity"): an ID of the agent's own that names one already; else the entity at
+        its place (role, content, occurrence k since the last session/load, or in a
+        fork's copied history since the fork), if any; else a new one, under the
+        agent's ID or the derived one. A message sent live counts on past every earlier
+        one of its role and content (a load's replay that ran two messages together
+        left their counts behind: a new message never takes an earlier one's ID)."""
         n = (kind, orjson.dumps(content, option=orjson.OPT_SORT_KEYS))
+        own = None if native is None else s.alias.get((kind, native))
         k = s.counts.get(n, 0) + 1
+        high = s.high.get(n, 0)
         if live:
-            k = max(k, s.high.get(n, 0) + 1)
+            k = max(k, high + 1)
         s.counts[n] = k
-        s.high[n] = max(k, s.high.get(n, 0))
-        mid = derived_id(kind, content, k)
+        s.high[n] = max(k, high)
+        derived = derived_id(kind, content, k)
+        mid = own
+        if mid is None:
+            mid = s.places.get((n, k))
+            if mid is None:
+                mid = derived if native is None or k <= high else native
+            if mid != derived:
+                s.places[(n, k)] = mid
+        if native is not None and own is None:
+            s.alias[(kind, native)] = mid
         # the latest state on the wire
         s.entities[(kind, mid)] = {"content": content if value is None else value}
         return mid
@@ -274,14 +309,31 @@ class Agent(RuleBasedStateMachine):
         s.pending = None
         self._v1_derive(s, kind, content, live=live)
         if live:
-            s.order.append(("msg", kind, content, None))
+            s.order.append(("msg", kind, content, None, self._nid()))
 
-    def _v1_chunks(self, sid: str, kind: str, content: list, mid: str | None) -> None:
+    def _nid(self) -> str | None:
+        """The ID of the agent's own a message will have in a replay, for an agent that
+        gives one there only (opencode); None for one that never does."""
+        if not self.native:
+            return None
+        self.n += 1
+        return f"msg_{self.n}"
+
+    def _v1_chunks(self, sid: str, kind: str, content: list, mid: str | None,
+                   split: bool = False) -> None:
+        """A v1 message as chunks, one a block; ``split``: each text block re-chunked in
+        two (the store joins text chunks, ASR-704)."""
         for b in content:
-            u = {"sessionUpdate": V1_CHUNK[kind], "content": b}
-            if mid is not None:
-                u["messageId"] = mid
-            self._upd(sid, u)
+            parts = [b]
+            if split and set(b) == {"type", "text"} and len(b["text"]) > 1:
+                h = len(b["text"]) // 2
+                parts = [{"type": "text", "text": b["text"][:h]},
+                         {"type": "text", "text": b["text"][h:]}]
+            for part in parts:
+                u = {"sessionUpdate": V1_CHUNK[kind], "content": part}
+                if mid is not None:
+                    u["messageId"] = mid
+                self._upd(sid, u)
 
     def _v1_tool(self, cid: str, value: dict) -> dict:
         """A v1 tool call sent whole (``tool_call``)."""
@@ -290,7 +342,14 @@ class Agent(RuleBasedStateMachine):
         u["content"] = [{"type": "content", "content": b} for b in value["content"]]
         return u
 
-    @precondition(lambda self: self.v == 1 and self.turn is None and self._resumable())
+    def _loadable(self) -> list[str]:
+        """Sessions a v1 client may load: any not closed, on another connection or on
+        this one (an editor reopening a session it has open), but for a fork there
+        before its first prompt (its copied history may still be coming)."""
+        return [s for s, v in self.sessions.items()
+                if not v.closed and (v.prompted or s not in self.attached)]
+
+    @precondition(lambda self: self.v == 1 and self.turn is None and self._loadable())
     @rule(data=st.data(), replay=st.sampled_from(["identical", "differing"]))
     def load(self, data, replay: str) -> None:
         """v1's ``session/load``: the agent replays its whole history as v1 sends it
@@ -299,8 +358,9 @@ class Agent(RuleBasedStateMachine):
         replayed as it was is the entity already stored, a message that differs (or that
         the replay runs together with the one before: v1 has no boundaries, the declared
         loss ``v1_message_boundaries``) is a new one, the earlier ones staying stored.
-        Permissions and the client's terminals are not the agent's to replay."""
-        sid = data.draw(st.sampled_from(self._resumable()))
+        Permissions and the client's terminals are not the agent's to replay. A load on
+        the connection that has the session open replays it all the same."""
+        sid = data.draw(st.sampled_from(self._loadable()))
         s = self.sessions[sid]
         rid = self._req("session/load", {"sessionId": sid, "cwd": "/ws", "mcpServers": []})
         items = [i for i, it in enumerate(s.order)
@@ -309,17 +369,27 @@ class Agent(RuleBasedStateMachine):
             i = data.draw(st.sampled_from(items))
             it = s.order[i]
             if it[0] == "msg":
-                s.order[i] = ("msg", it[1], _append_text(it[2], "!"), it[3])
+                s.order[i] = ("msg", it[1], _append_text(it[2], "!"), *it[3:])
             else:
                 s.entities[it[1]] = self._differ(it[1], s.get(it[1]))
         s.counts = {}
+        self._v1_history(sid, s, items)
+        self._send("a2c", {"id": rid, "result": {}})
+        self.attached.add(sid)
+
+    def _v1_history(self, sid: str, s: Session, items: list[int]) -> None:
+        """The agent replays the history ``items`` of ``s.order`` into session ``sid``
+        (a load, or a fork's copy): messages as chunks, under the ID the agent gave
+        live or the one of its own it gives in a replay (their place decides which
+        entity they are), other entities whole."""
         for i in items:
             it = s.order[i]
             if it[0] == "msg":
-                _, kind, content, mid = it
-                if mid is not None:  # the agent's own ID: folded by it, its chunks joined
+                _, kind, content, mid, nid = it
+                mid = mid or nid
+                if mid is not None:  # the agent's own ID: an entity its ID or place names
                     self._v1_close(s, live=False)
-                    s.entities[(kind, mid)] = {"content": v1_folded(content)}
+                    self._v1_derive(s, kind, v1_folded(content), live=False, native=mid)
                 elif s.pending is not None and s.pending[0] == kind:
                     # runs on: one message to the store
                     s.pending[1] = v1_folded([*s.pending[1], *content])
@@ -339,8 +409,6 @@ class Agent(RuleBasedStateMachine):
             else:  # a compaction: v2's shape; it follows a message being sent
                 self._upd(sid, self._whole(key, value))
         self._v1_close(s, live=False)
-        self._send("a2c", {"id": rid, "result": {}})
-        self.attached.add(sid)
 
     # -- sessions and connections ---------------------------------------------------
 
@@ -452,19 +520,20 @@ class Agent(RuleBasedStateMachine):
     def fork(self, data, replay: bool) -> None:
         """``session/fork``: the agent may replay the parent's history into the new session
         before it answers; either way the fork starts from the parent's entities as they
-        are now (ASR-718). v1's (unstable) fork replays nothing: the fork's history is
-        the parent's (a later load replays it), and its own messages count on past those
-        it copied."""
+        are now (ASR-718), and what it replays is the parent's (``copiedFrom``). v1's
+        (unstable) fork replays as a load does: messages as chunks, without IDs or with
+        the agent's own, each the parent's entity at its place; the fork's own messages
+        count on past those it copied."""
         parent = data.draw(st.sampled_from(sorted(self.attached)))
         self.n += 1
         sid = f"f{self.n}"
         params = {"sessionId": parent, "cwd": "/ws"}
         child = Session(parent)
         if self.v == 1:
-            replay = False
             params["mcpServers"] = []
             child.order = list(self.sessions[parent].order)
             child.high = dict(self.sessions[parent].high)
+            child.places = dict(self.sessions[parent].places)
         rid = self._req("session/fork", params)
         for key, value in self.sessions[parent].view().items():
             # requests are not replayed (ASR-726): the fork has none; nor the parent's
@@ -472,11 +541,16 @@ class Agent(RuleBasedStateMachine):
             # them out: a fork ACP does not name as recipient has them as audit records)
             if key[0] in ("permission", "input", "subagent", "smsg"):
                 continue
-            if replay:
+            if replay and self.v == 2:
                 child.put(key, value)
+                child.history[key] = copy.deepcopy(value)
                 self._upd(sid, self._whole(key, value))
             else:
                 child.copied[key] = copy.deepcopy(value)
+        if replay and self.v == 1:
+            self._v1_history(sid, child, [i for i, it in enumerate(child.order) if (
+                it[0] == "msg" or it[1][0] not in ("permission", "terminal"))])
+            child.history.update(copy.deepcopy(child.entities))
         self._send("a2c", {"id": rid, "result": {"sessionId": sid}})
         self.sessions[sid] = child
         self.attached.add(sid)
@@ -500,17 +574,23 @@ class Agent(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(sorted(self.attached)))
         s = self.sessions[sid]
         if self.v == 1:  # answered at the turn's end, without a messageId
-            echo = None
-            # the agent's echo logged before the request (ASR-713); not into a fork
-            # before its first prompt, where an update is history (docs/acp-fold.md)
-            if late == 3 and s.prompted:
-                self.n += 1
-                echo = f"e{self.n}"
-                self._v1_chunks(sid, "user", prompt, echo)
+            # the agent's echo logged before the request (ASR-713), under an ID of its
+            # own or none; not into a fork before its first prompt, where an update is
+            # history (docs/acp-fold.md)
+            shape = data.draw(st.sampled_from(ECHOES)) if late == 3 and s.prompted else None
+            if shape is not None:
+                self._v1_close(s)
+                native = shape == "own"
+                if native:
+                    self.n += 1
+                self._v1_chunks(sid, "user", prompt, f"e{self.n}" if native else None,
+                                split=shape == "split")
             s.prompted = True
             rid = self._req("session/prompt", {"sessionId": sid, "prompt": prompt})
-            self.turn = {"sid": sid, "rid": rid, "prompt": prompt, "echo": echo,
+            self.turn = {"sid": sid, "rid": rid, "prompt": prompt, "echo": None,
                          "at": len(s.order), "tools": []}
+            if shape is not None:  # the store knows it for the echo at the request
+                self._v1_echoed(shape, f"e{self.n}" if shape == "own" else None)
             return
         # IDs new in this session: the three types share the pool (ASR-724), and an ID a
         # parent first used after the fork is new in the fork (ASR-718: the copy is the
@@ -612,16 +692,30 @@ class Agent(RuleBasedStateMachine):
                              "content": content})
 
     @precondition(lambda self: self._in_turn() and self.turn.get("echo", "") is None)
-    @rule()
-    def echo_prompt_v1(self) -> None:
-        """A v1 agent echoes the prompt as user_message_chunks under an ID of its own
-        (mistral-vibe, opencode): that is the prompt's ID, stored once (ASR-713)."""
+    @rule(shape=st.sampled_from(ECHOES))
+    def echo_prompt_v1(self, shape: str) -> None:
+        """A v1 agent echoes the prompt as user_message_chunks: under an ID of its own
+        (mistral-vibe), or with none, whole or re-chunked. The echo is the prompt: its
+        ID the agent's, or the one derived for the prompt, stored once (ASR-713;
+        docs/asr.md "One rule for identity")."""
         t = self.turn
         s = self.sessions[t["sid"]]
-        self.n += 1
-        t["echo"] = f"e{self.n}"
         self._v1_close(s)
-        self._v1_chunks(t["sid"], "user", t["prompt"], t["echo"])
+        native = None
+        if shape == "own":
+            self.n += 1
+            native = f"e{self.n}"
+        self._v1_chunks(t["sid"], "user", t["prompt"], native, split=shape == "split")
+        self._v1_echoed(shape, native)
+
+    def _v1_echoed(self, shape: str, native: str | None) -> None:
+        """The prompt's echo has been sent: the prompt's entity is the one its place (and
+        the agent's ID, if it gave one) names, counted now, as the store does when the
+        echo ends."""
+        t = self.turn
+        s = self.sessions[t["sid"]]
+        t["echo"] = self._v1_derive(s, "user", v1_folded(t["prompt"]), native=native)
+        t["native_echo"] = native
 
     @precondition(lambda self: self.v == 2 and self._in_turn())
     @rule()
@@ -959,7 +1053,8 @@ class Agent(RuleBasedStateMachine):
                 self._v1_derive(s, "user", v1_folded(t["prompt"]), value=t["prompt"])
             else:  # the echo's chunks are the content
                 s.entities[("user", t["echo"])] = {"content": v1_folded(t["prompt"])}
-            s.order.insert(t["at"], ("msg", "user", t["prompt"], t["echo"]))
+            s.order.insert(t["at"], ("msg", "user", t["prompt"], t.get("native_echo"),
+                                     self._nid()))
             self.turn = None
             return
         self._upd(t["sid"], {"sessionUpdate": "state_update", "state": "idle",
@@ -997,7 +1092,12 @@ class Agent(RuleBasedStateMachine):
         kinds = {k[0] for v in self.sessions.values() for k in v.entities}
         event(f"v{self.v} connections={len(self.connections)} sessions={len(self.sessions)} "
               f"forks={sum(s.startswith('f') for s in self.sessions)} {sorted(kinds)}")
-        check(self.connections, {k: v.entities for k, v in self.sessions.items()})
+        self.oracle()
+
+    def oracle(self) -> None:
+        """What acp-fold and acp-asr store of the recording, checked against the truth."""
+        check(self.connections, {k: v.entities for k, v in self.sessions.items()},
+              {k: (v.parent, v.history) for k, v in self.sessions.items() if v.history})
 
 
 def wire_log(connections: list[list[tuple[str, dict]]]) -> bytes:
@@ -1079,7 +1179,8 @@ def _expected(key: tuple, value: dict) -> dict[tuple, dict]:
     return out
 
 
-def check(connections: list, truth: dict[str, dict[tuple, dict]]) -> None:
+def check(connections: list, truth: dict[str, dict[tuple, dict]],
+          copies: dict[str, tuple[str, dict[tuple, dict]]] | None = None) -> None:
     data = wire_log(connections)
     with tempfile.NamedTemporaryFile(suffix=".wire.jsonl") as f:
         f.write(data)
@@ -1092,6 +1193,23 @@ def check(connections: list, truth: dict[str, dict[tuple, dict]]) -> None:
              for i, rec in enumerate(recs, 1)]
     assert list(validate_streams(lines)) == [], where
     assert set(streams) == set(truth), where
+    for sid, (parent, keys) in (copies or {}).items():
+        # ASR-718: what the agent replayed into a fork is copied from its parent: the
+        # fork's first record of each entity the parent's stream holds says so
+        held = {_key(r): r["id"] for r in streams[parent][1:] if _key(r) is not None}
+        named = {r["id"]: _key(r) for r in streams[parent][1:]}
+        firsts: dict[tuple, dict] = {}
+        for rec in streams[sid][1:]:
+            firsts.setdefault(_key(rec), rec)
+        for key, at_fork in keys.items():
+            # (the records it stood as at the fork: what either session did later is
+            # its own, as a call's result that came after the fork)
+            for rkey in _expected(key, at_fork):
+                if rkey not in held:
+                    continue  # (a replay that ran two messages together: a new one)
+                cf = firsts[rkey].get("copiedFrom")
+                assert cf is not None and cf["session"] == parent, (sid, rkey, where)
+                assert named[cf["id"]] == rkey, (sid, rkey, cf, where)
     for sid, recs in streams.items():
         latest: dict[tuple, dict] = {}
         for rec in recs[1:]:
@@ -1130,3 +1248,41 @@ def check(connections: list, truth: dict[str, dict[tuple, dict]]) -> None:
 
 Agent.TestCase.settings = settings.get_profile(PROFILE)
 TestOracle = Agent.TestCase
+
+
+class _Drawn:
+    """A stand-in for ``st.data()`` that gives the values a run drew, in order."""
+
+    def __init__(self, *values) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy):
+        return self.values.pop(0)
+
+
+def test_a_fork_is_copied_what_its_parent_held_at_the_fork():
+    """ASR-718, a run the oracle found: a v1 fork is replayed a call that had no result
+    yet; the fork's call and its parent's then complete, each on its own. The fork's
+    result is its own (no ``copiedFrom``), though the parent's stream holds a result of
+    that call by the end: a fork is copied what its parent held at the fork."""
+    hello = [{"type": "text", "text": "Hello "}]
+    m = Agent()
+    m.start(version=1, native=False)
+    m.new_connection()
+    m.load(data=_Drawn("s1"), replay="identical")
+    m.prompt(data=_Drawn("s1"), late=0, prompt=hello)
+    m.tool_start(inp={}, named=False, title="Hello ")
+    m.end_turn()
+    m.fork(data=_Drawn("s1"), replay=True)
+    m.cancel_late()
+    m.new_connection()
+    m.load(data=_Drawn("f2"), replay="identical")
+    m.prompt(data=_Drawn("f2"), late=0, prompt=hello)
+    m.end_turn()
+    m.tool_late(data=_Drawn(("f2", "c1")), output=None, status="completed")
+    m.cancel_late()
+    m.resume(data=_Drawn("s1"), replay="none")
+    m.tool_late(data=_Drawn(("s1", "c1")), output=None, status="completed")
+    assert m.turn is None
+    assert ("tool", "c1") in m.sessions["f2"].history
+    m.oracle()

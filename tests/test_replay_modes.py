@@ -17,8 +17,10 @@ VALUES = {"emit": "a2c", "match": "any", "pace": "recorded", "ignore": "/params/
           "remap_log": "ids.jsonl", "timeout": "3", "clock": "epoch", "session_id": "x",
           "session": "x",
           "report": "r.json", "wire": "w.jsonl", "protocol": "1",
-          "listen": "ws://127.0.0.1:0/acp", "workspace": "ws", "preset": "p.json",
-          "noise": "other.wire.jsonl"}
+          "listen": "ws://127.0.0.1:0/acp", "allow_origin": "http://localhost:8000",
+          "allow_host": "acp.internal", "token_file": "token.txt", "max_agents": "2",
+          "max_message": "1M", "header_timeout": "5", "idle_timeout": "60",
+          "workspace": "ws", "preset": "p.json", "noise": "other.wire.jsonl"}
 
 
 @pytest.fixture(scope="module")

@@ -69,9 +69,9 @@ def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None
 class Server:
     """A real server process on loopback, ended with SIGTERM."""
 
-    def __init__(self, argv: list[str], port: int | None = None):
+    def __init__(self, argv: list[str], port: int | None = None, env: dict | None = None):
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=tool_env())
+                                     stderr=subprocess.PIPE, env=env or tool_env())
         self.stderr = b""
         if port is None:  # acp-tee --listen on port 0 says where it listens
             line = self.proc.stderr.readline()
@@ -82,8 +82,11 @@ class Server:
             self.url = f"ws://127.0.0.1:{port}/acp/ws"
 
     def stop(self) -> int:
+        """SIGTERM, and what it said on stderr (once: stopping again returns the same)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+        elif self.proc.stderr is None or self.proc.stderr.closed:
+            return self.proc.returncode
         try:
             _out, err = self.proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
@@ -871,8 +874,9 @@ def test_agent_frames_sent_as_acp_tee_closes_are_logged_and_forwarded(tmp_path):
 
 def test_the_private_aiohttp_surface_acp_tee_stands_on_is_there():
     """aiohttp has no public call to drop a WebSocket without (another) close frame, nor
-    for a client's handshake answer: acp_pipes.tee.remote uses these private names
-    (_let_go, the ws-accept's headers). An aiohttp that renames them fails here, by name,
+    for a client's handshake answer, nor to see a client's frames before its reader:
+    acp_pipes.tee.remote uses these private names (_let_go, the ws-accept's headers,
+    _ClientWs). An aiohttp that renames them fails here, by name,
     not in a live session's last second."""
     import inspect
 
@@ -882,6 +886,15 @@ def test_the_private_aiohttp_surface_acp_tee_stands_on_is_there():
     assert callable(getattr(web.WebSocketResponse, "_set_closed", None))
     assert callable(getattr(web.WebSocketResponse, "_close_transport", None))
     assert "self._response = " in inspect.getsource(client_ws.ClientWebSocketResponse.__init__)
+    # the listener's mask check (_ClientWs): the frame reader is made in _post_start,
+    # fed what followed the upgrade's head (_message_tail), kept as _payload_parser,
+    # its queue as _reader
+    post_start = inspect.getsource(web.WebSocketResponse._post_start)
+    assert "self._reader = " in post_start and "set_parser(self._parser" in post_start
+    from aiohttp import web_protocol
+
+    set_parser = inspect.getsource(web_protocol.RequestHandler.set_parser)
+    assert "self._payload_parser = parser" in set_parser and "_message_tail" in set_parser
 
 
 @pytest.mark.slow  # waits out real seconds (an agent's, acp-tee's grace)

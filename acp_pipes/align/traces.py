@@ -568,7 +568,7 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
                 rec = loads(chunk)
             except JSONDecodeError as e:
                 if warn is not None and chunk.strip():
-                    what = unparsable(chunk.endswith(b"\n"))
+                    what = unparsable(chunk.endswith(b"\n"), e)
                     warn(source, n, f"{what}, frame record skipped: {json_error(chunk, e)}")
                 continue
             if rec.__class__ is dict and (d := rec.get("dir")) in dirs:

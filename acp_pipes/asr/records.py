@@ -223,13 +223,16 @@ def _tool(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         call["locations"] = locs
     content = _tool_content(v.get("content"))
     ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
-    out: Bodies = [(("tool_call", cid), _meta(call, v))]
+    why = rec.get("why")
+    # a --snapshots checkpoint of an open call is partial (ASR-705): tool_call has no
+    # status, so the capture state says so; a call released open at the end of a turn
+    # is no snapshot but the call as it stands (dangling until its result comes)
+    out: Bodies = [(("tool_call", cid), _partial(_meta(call, v), why != "snapshot", False))]
     status = v.get("status")
     if status is not None and (status.__class__ is not str or not status):
         status = "other"  # a status of another JSON type, or "": one ACP does not define
     if not final:
         return out
-    why = rec.get("why")
     # "at the end of the turn" (seed 000, tool_call_update row): a live turn ends at
     # idle (why turn_end); replayed history ends with its replay window (why replay), so
     # a replayed other/vendor status is written like a live one (ASR-717 -> ASR-707)

@@ -3,7 +3,11 @@
 Each problem is one line ``FILE:LINE: POINTER: what is wrong`` (POINTER is a JSON
 pointer into the record; empty for the record as a whole). Checked beyond the schemas:
 each stream starts with a header; ``seq`` counts 1, 2, 3, ... and ``id``s are unique;
-``supersedes`` names an earlier record of the same type; ``replaces.throughId`` and
+``supersedes`` names the latest earlier record of the same entity, and an entity recorded
+again supersedes its latest record (ASR-706, ASR-717: never two records of one entity
+side by side, never two revisions of one record); in an ACP v1 stream, a user message
+replayed under the agent's own ID is not one the stream holds under a derived ID at the
+same place (docs/asr.md "One rule for identity"); ``replaces.throughId`` and
 ``lineage.inherits.localThroughId`` name records of the stream; ``copiedFrom`` names a
 record of the stream the header says it inherits from (checked when that stream is
 among the inputs); every PathRef names a declared root; the losses ASR-722 requires
@@ -33,10 +37,10 @@ from acp_pipes.asr.paths import LOSS_RELATIVE, is_relative
 from acp_pipes.asr.reader import LONE_SURROGATE, record_without_surrogates
 from acp_pipes.asr.schema import validator_for
 from acp_pipes.fold import v1
-from acp_pipes.lines import display_name, json_error, read_lines
+from acp_pipes.lines import display_name, json_error, read_lines, unparsable
 from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
-__all__ = ["NoteLine", "validate_paths", "validate_streams"]
+__all__ = ["NoteLine", "entity_key", "validate_paths", "validate_streams"]
 
 
 class NoteLine(str):
@@ -64,6 +68,16 @@ class _Stream:
         self.roots = {r.get("id") for r in roots if isinstance(r, dict)}
         self.copied: list[tuple[int, dict[str, Any]]] = []
         self.later: list[tuple[int, str, str]] = []  # (line, pointer, id) to check at end
+        # ASR-706/717: each entity's latest record; what each record recorded and the
+        # line of the record that superseded it
+        self.latest: dict[tuple[Any, ...], str] = {}
+        self.entity: dict[str, tuple[Any, ...] | None] = {}
+        self.superseded: dict[str, int] = {}
+        self.v1 = (header.get("producer") or {}).get("source") == v1.SOURCE
+        # ACP v1 identity (docs/asr.md): user messages under derived IDs by content
+        # digest, (line, id) in order; how many of them replayed native IDs matched
+        self.derived_users: dict[str, list[tuple[int, str]]] = {}
+        self.matched: dict[str, int] = {}
 
 
 def _pathrefs(rec: dict[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -80,6 +94,116 @@ def _pathrefs(rec: dict[str, Any]) -> Iterator[tuple[str, Any]]:
                     yield f"/changes/{i}/oldPath", ch["oldPath"]
     elif t == "terminal" and "cwd" in rec:
         yield "/cwd", rec["cwd"]
+
+
+def entity_key(rec: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The entity a record records, as the recorder keys it: its type, and for a message
+    its ID space (ACP's message types each have their own, ASR-724); None for an event
+    (state, usage_summary, ...) or an audit record. A file change is its call's."""
+    t = rec.get("type")
+    if t == "message":
+        mid = rec.get("messageId")
+        origin = rec.get("origin")
+        if origin == "notice":
+            return ("notice", mid)
+        if origin == "inter_session":
+            return ("inter_session", mid)
+        if rec.get("role") == "assistant":
+            content = rec.get("content")
+            if isinstance(content, list) and content and all(
+                    isinstance(p, dict) and p.get("type") == "reasoning" for p in content):
+                return ("thought", mid)
+        return (rec.get("role"), mid)
+    field = _ENTITY_ID.get(t) if isinstance(t, str) else None
+    if field is None:
+        return None
+    if field == "cause":
+        cause = rec.get("cause")
+        return (t, cause.get("callId") if isinstance(cause, dict) else None)
+    return (t, rec.get(field))
+
+
+_ENTITY_ID = {"tool_call": "callId", "tool_result": "callId", "file_change": "cause",
+              "plan": "planId", "permission": "requestId", "input_request": "requestId",
+              "terminal": "terminalId", "compaction": "compactionId",
+              "subagent": "childSession"}
+
+
+def _content_digest(rec: dict[str, Any]) -> str | None:
+    content = rec.get("content")
+    if not isinstance(content, list):
+        return None
+    return v1.content_digest(v1.folded(content))
+
+
+def _entity_name(key: tuple[Any, ...]) -> str:
+    kind, ident = key[0], key[1]
+    return f"{kind} {ident!r}"
+
+
+def _supersedes(st: _Stream, where: str, number: int, rid: str, t: Any,
+                rec: dict[str, Any]) -> Iterator[str]:
+    """ASR-706, ASR-717: one line of records per entity. A record of an entity already
+    recorded supersedes the entity's latest record; ``supersedes`` names a record of
+    the same entity, which no other record superseded."""
+    key = entity_key(rec)
+    sup = rec.get("supersedes")
+    if sup is not None:
+        if sup not in st.ids:
+            yield f"{where}: /supersedes: {sup!r} is not an earlier record"
+        elif st.ids[sup] != t:
+            yield f"{where}: /supersedes: {sup!r} is a {st.ids[sup]}, not a {t}"
+        elif key is not None and st.entity.get(sup) != key:
+            other = st.entity.get(sup)
+            what = _entity_name(other) if other is not None else "no entity"
+            yield (f"{where}: /supersedes: {sup!r} records {what}, not this record's "
+                   f"{_entity_name(key)}: a record supersedes only its own entity's (ASR-706)")
+        elif sup in st.superseded:
+            yield (f"{where}: /supersedes: {sup!r} is superseded already, at line "
+                   f"{st.superseded[sup]}: each revision supersedes the entity's latest "
+                   "record, one at a time (ASR-706, ASR-717)")
+        st.superseded.setdefault(sup, number)
+    if key is None:
+        return
+    st.entity[rid] = key
+    prev = st.latest.get(key)
+    if prev is not None and sup is None and key[0] != "file_change":
+        # (a call's file changes are one record per diff: several stand side by side)
+        yield (f"{where}: : {_entity_name(key)} is recorded already ({prev}) and this "
+               "record does not supersede it: an entity recorded again supersedes its latest "
+               "record (ASR-706, ASR-717)")
+    st.latest[key] = rid
+    if st.v1 and key[0] == "user":
+        yield from _v1_identity(st, where, number, rid, rec)
+
+
+def _v1_identity(st: _Stream, where: str, number: int, rid: str,
+                 rec: dict[str, Any]) -> Iterator[str]:
+    """docs/asr.md, "One rule for identity": a v1 user message is the same entity as
+    its load replay when text and place agree. A message replayed (``observedAt``, not
+    a fork's copy) under the agent's own ID whose text is that of a prompt the stream
+    holds, seen live under a derived ID and not yet matched by an earlier replayed one,
+    is that prompt stored twice. (A stream whose recording began in the middle of its
+    session, then loaded it, can show an earlier prompt of the same text replayed: it
+    is refused too, though it may be another message.)"""
+    digest = _content_digest(rec)
+    if digest is None:
+        return
+    if rec.get("idSource") == "derived":
+        if rec.get("origin") == "prompt" and "ts" in rec:  # a prompt seen live
+            st.derived_users.setdefault(digest, []).append((number, str(rec.get("messageId"))))
+        return
+    if "observedAt" not in rec or "ts" in rec or rec.get("supersedes") is not None or (
+            rec.get("copiedFrom") is not None):
+        return  # (a fork's copy is judged in the stream it was copied from)
+    held = st.derived_users.get(digest) or ()
+    n = st.matched.get(digest, 0)
+    if n < len(held):
+        st.matched[digest] = n + 1
+        line, mid = held[n]
+        yield (f"{where}: /messageId: {rec.get('messageId')!r} is user message {mid!r} "
+               f"(line {line}) again: replayed with the same text at the same place, it is "
+               "the same message, stored twice (ASR-717)")
 
 
 def validate_streams(lines: Iterable[tuple[str, int, bytes | None]],
@@ -135,7 +259,7 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]],
         except orjson.JSONDecodeError as e:
             rec = record_without_surrogates(raw)
             if rec is None:
-                yield f"{where}: : not JSON: {json_error(raw, e)}"
+                yield f"{where}: : {unparsable(True, e)}: {json_error(raw, e)}"
                 continue
             # JSON, but no Unicode text: RFC 8259 8.2 (and I-JSON) want none in a store
             yield f"{where}: : {LONE_SURROGATE}; the rest of the record is checked"
@@ -195,12 +319,7 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]],
         if isinstance(rid, str):
             if rid in st.ids:
                 yield f"{where}: /id: duplicate id {rid!r}"
-            sup = rec.get("supersedes")
-            if sup is not None:
-                if sup not in st.ids:
-                    yield f"{where}: /supersedes: {sup!r} is not an earlier record"
-                elif st.ids[sup] != t:
-                    yield f"{where}: /supersedes: {sup!r} is a {st.ids[sup]}, not a {t}"
+            yield from _supersedes(st, where, number, rid, t, rec)
             rep = (rec.get("replaces") or {}).get("throughId") if isinstance(
                 rec.get("replaces"), dict) else None
             if rep is not None and rep not in st.ids:
@@ -209,7 +328,7 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]],
         for ptr, ref in _pathrefs(rec):
             if isinstance(ref, dict) and ref.get("root") is not None and (
                     ref["root"] not in st.roots):
-                yield f"{where}: {ptr}/root: {ref['root']!r} is not a declared root"
+                yield f"{where}: {ptr}/root: {ref['root']!r} is not a declared root (ASR-711)"
             elif is_relative(ref):
                 if ref.get("relative") is True:
                     st.relative = True

@@ -96,7 +96,8 @@ def _validate(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn
     lines: list[bytes] = []
     found = 0
     records = read_frames(path, direction=opts.get("direction"), warn=warn, headers=True)
-    for r in reports(records, protocol=opts.get("protocol"), stable=bool(opts.get("stable"))):
+    for r in reports(records, protocol=opts.get("protocol"), stable=bool(opts.get("stable")),
+                     revision=opts.get("revision")):
         if r["type"] == "summary":
             r = {"type": "summary", "source": name, **r}
             found += r["violations"]
@@ -250,7 +251,7 @@ MODES: dict[str, Mode] = {
     "asr": Mode("asr", _asr, ("agent_name", "secret_field", "keep_field", "snapshots"),
                 ("acp_pipes.asr.mapping", "acp_pipes.asr.output", "acp_pipes.fold"),
                 _owns_streams),
-    "validate": Mode("validate", _validate, ("direction", "protocol", "stable"),
+    "validate": Mode("validate", _validate, ("direction", "protocol", "stable", "revision"),
                      ("acp_pipes.frame.core", "acp_pipes.frame.validate"),
                      _owns(".validate.jsonl")),
     "view": Mode("view", _view, ("direction", "validate"), ("acp_pipes.view",),

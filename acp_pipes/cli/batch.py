@@ -79,6 +79,7 @@ def _direction(p: argparse.ArgumentParser) -> None:
 
 def configure(p: argparse.ArgumentParser) -> None:
     from acp_pipes.frame.validate.schema import REVISIONS
+    from acp_pipes.schemas import ACP_REVISIONS
 
     modes = p.add_subparsers(dest="mode", metavar="MODE", required=True)
 
@@ -101,6 +102,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     val.add_argument("--protocol", type=int, choices=sorted(REVISIONS),
                      help="as acp-frame --validate --protocol")
     val.add_argument("--stable", action="store_true", help="as acp-frame --validate --stable")
+    val.add_argument("--schema", metavar="REVISION", choices=ACP_REVISIONS, dest="revision",
+                     help="as acp-frame --validate --schema (" + ", ".join(ACP_REVISIONS) + ")")
 
     view = mode("view")
     _direction(view)

@@ -14,7 +14,7 @@ from acp_pipes.frame.core import read_frames
 from acp_pipes.frame.validate.schema import NEWEST_V2, REVISIONS
 from acp_pipes.lines import of_session
 from acp_pipes.live import Live
-from acp_pipes.schemas import ACP_REVISIONS, ACP_V1, ACP_V2
+from acp_pipes.schemas import ACP_REVISIONS, ACP_V1, ACP_V2, bundled_text
 from acp_pipes.terminal import Terminal, printable
 
 DESCRIPTION = """\
@@ -48,7 +48,8 @@ It writes one JSON line per violation (seq, dir, method, rule, JSON pointer, mes
 the schema file, location and words) and a summary line per stream, or a table on a
 terminal; exit 1 when anything is wrong (warnings alone: 0).
 
-""" + f"Manual: {page('acp-frame.md')}"
+ACP schemas bundled (--schema REVISION):
+""" + bundled_text() + f"\n\nManual: {page('acp-frame.md')}"
 
 #: Records encoded and written together while input is ready; when it has no more bytes
 #: ready, what was framed is written and flushed at once (acp_pipes.live.Live).

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.cli import listen as listening
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.reports import Reporter
 from acp_pipes.cli.runner import Context, InputError, Tool, UsageError, exit_now, run
@@ -43,7 +44,7 @@ diff to the nearest recorded candidate. A client that sends more than was record
 a trace cut off mid-session, is reported the same way (events trace_ended, trace_cut).
 
 As the client (--client TRACE -- AGENT [ARGS...]): re-drives AGENT from its recording
-and judges its frames by the model of the same session (docs/sameness.md): a partial
+and judges its frames by the model of the same session (its manual: sameness.md): a partial
 order, not a sequence (a response after its request, a turn's frames inside the turn,
 one tool call's in order; floating notifications such as usage_update anywhere in
 their window), the ids it mints learned as a renaming and rewritten in what is sent
@@ -70,16 +71,20 @@ compares the context views of two streams (exit 1 when they differ).
 --listen URL (as the agent, or with --serve) serves remote clients over WebSocket at a
 ws:// URL, or Streamable HTTP and WebSocket at an http:// URL, instead of stdio, a replay
 for each connection (acp-tee's listener, without a log); port 0 picks a free port, said
-on stderr as "listening on URL".
+on stderr as "listening on URL". It refuses web pages of other origins and foreign Host
+names, binds beyond loopback only with a token, and takes acp-tee's listener options
+(--allow-origin, --allow-host, --token-file, --max-agents, --max-message,
+--header-timeout, --idle-timeout).
 
-""" + f"Manual: {page('acp-replay.md')}"
+""" + (f"Manual: {page('acp-replay.md')}\nWhen two sessions are the same: "
+       f"{page('sameness.md')}\nListeners: {page('security.md')}")
 
 EXAMPLE = """\
 acp-tee -o s.jsonl -- acp-echo-agent < client.jsonl > /dev/null   # record once
 acp-replay s.jsonl < client.jsonl | cmp - <(acp-replay --emit a2c s.jsonl)
 acp-replay --remap-ids --ignore /params/cwd s.jsonl                # in the editor
 acp-replay --client s.jsonl -o rerun.jsonl -- acp-echo-agent
-acp-replay --client s.jsonl --workspace ws/ --noise s2.jsonl -o rerun.jsonl -- my-agent
+acp-replay --client s.jsonl --workspace ws/ --noise run1.jsonl -o rerun.jsonl -- acp-echo-agent
 acp-asr -o asr/ s.jsonl && acp-replay --serve asr/*.asr.jsonl      # stored sessions"""
 
 TRACE, STREAM = "trace", "ASR stream"
@@ -108,8 +113,8 @@ class Mode:
 #: The six modes and their options (argparse ``dest`` names, declared in :data:`OPTIONS`).
 MODES: dict[str, Mode] = {
     "agent": Mode(None, TRACE, "TRACE", (1, 1),
-                  ("session", "match", "pace", "ignore", "remap_ids", "remap_log", "listen"),
-                  stdin_is_the_clients=True),
+                  ("session", "match", "pace", "ignore", "remap_ids", "remap_log", "listen",
+                   *listening.OPTIONS), stdin_is_the_clients=True),
     "client": Mode("client", TRACE, "TRACE -- AGENT [ARGS ...]", (1, 1),
                    ("session", "pace", "ignore", "preset", "no_preset", "noise",
                     "workspace", "keep_going", "strict_order", "remap_ids", "remap_log",
@@ -118,7 +123,8 @@ MODES: dict[str, Mode] = {
     "stream": Mode(None, STREAM, "STREAM", (1, 1),
                    ("protocol", "session_id", "report", "wire", "quiet")),
     "serve": Mode("serve", STREAM, "STREAM...", (1, None),
-                  ("session_id", "report", "quiet", "listen"), stdin_is_the_clients=True),
+                  ("session_id", "report", "quiet", "listen", *listening.OPTIONS),
+                  stdin_is_the_clients=True),
     "compare": Mode("compare", STREAM, "STREAM STREAM2", (2, 2), ()),
 }
 #: The flags that choose a mode, in the order a conflict names them.
@@ -131,6 +137,7 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
     "listen": ("--listen", "URL", dict(
         help="as the agent or with --serve: serve remote clients at this ws:// or http:// "
              "URL instead of stdio (a replay for each connection; port 0 picks one)")),
+    **listening.OPTIONS,  # who may use a listener, how much: acp-tee's options
     "emit": ("--emit", "a2c|c2a", dict(
         choices=("a2c", "c2a"),
         help="write the recorded bytes of one direction and exit (offline)")),
@@ -396,8 +403,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _body(args: argparse.Namespace, ctx: Context, name: str, lines, report: Reporter) -> int:
     files = [f for f in (args.files or []) if f] or [STDIN]
+    policy = listening.options(args)  # a listener's option without --listen: usage error
     if getattr(args, "listen", None):
-        return _listen(args, ctx)
+        return _listen(args, ctx, policy)
     if MODES[name].reads == TRACE:
         from acp_pipes.cli import replay_trace
 
@@ -415,38 +423,29 @@ def _body(args: argparse.Namespace, ctx: Context, name: str, lines, report: Repo
     return replay_asr.replay(args, ctx, files[0], lines, report)
 
 
-def _listen(args: argparse.Namespace, ctx: Context) -> int:
+def _listen(args: argparse.Namespace, ctx: Context, policy: dict) -> int:
     """``--listen URL``: acp-tee's listener (:mod:`acp_pipes.tee.remote`) in front of this
-    same command without ``--listen``, one for each connection, unrecorded."""
+    same command without ``--listen`` and the listener's options, one for each
+    connection, unrecorded; ``policy``: who may use it, and how much
+    (:func:`acp_pipes.cli.listen.options`)."""
     from acp_pipes.tee import remote
 
     remote.parse_url(args.listen, listening=True)  # an OptionError for a bad URL
     argv = [sys.executable, "-m", "acp_pipes.cli.replay", *without_listen(sys.argv[1:])]
-    opts = remote.Options(log_path=None, note=ctx.note)
+    opts = remote.Options(log_path=None, note=ctx.note, **policy)
     return remote.listen(args.listen, opts, argv=argv)
 
 
 def without_listen(argv: list[str]) -> list[str]:
-    """``argv`` without its ``--listen URL`` (or ``--listen=URL``, or an abbreviation
-    argparse took for it): what each connection's replay runs.
+    """``argv`` without its ``--listen URL`` and the listener's options (spaced, after
+    ``=``, or abbreviated as argparse took them): what each connection's replay runs.
 
-    >>> without_listen(["--serve", "--lis", "ws://h:1/acp", "a.asr.jsonl"])
+    >>> without_listen(["--serve", "--lis", "ws://h:1/acp", "--max-a=2", "a.asr.jsonl"])
     ['--serve', 'a.asr.jsonl']
     """
-    out, skip = [], False
-    for i, word in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        if word == "--":
-            out += argv[i:]
-            break
-        name, eq, _value = word.partition("=")
-        if len(name) >= 4 and "--listen".startswith(name):
-            skip = not eq
-            continue
-        out.append(word)
-    return out
+    flags = [flag for action in TOOL.parser()._actions for flag in action.option_strings
+             if flag.startswith("--")]
+    return listening.strip(argv, flags)
 
 
 TOOL = Tool(

@@ -86,7 +86,15 @@ logged byte for byte, one message each; binary frames are logged as events and p
 on between WebSockets only; handshakes and close codes are logged. Headers pass through
 (Authorization, cookies, API keys, Acp-*); their credentials are redacted in the log
 unless --keep-secrets. A listener runs until SIGINT, SIGTERM or SIGHUP; --connect exits
-0 when the agent closed cleanly, 1 otherwise, 126 when it could not be reached."""
+0 when the agent closed cleanly, 1 otherwise, 126 when it could not be reached.
+
+A listener starts an agent, with your rights, for whoever connects. By default it takes
+no request from a web page of another origin (403) or under a foreign Host name (421),
+binds beyond loopback only with a token (--token-file FILE, or $ACP_LISTEN_TOKEN; then
+every request needs Authorization: Bearer TOKEN, else 401), runs at most 32 agents (503
+beyond), refuses messages over 32 MiB (WebSocket 1009, HTTP 413), drops a connection
+that sends no whole request within 10 s and ends one idle for 300 s with its agent; each
+refusal is one line on stderr."""
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -112,7 +120,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="serve clients at this ws:// or http:// URL (127.0.0.1:0 picks a "
                         "port) instead of stdio; the agent is -- AGENT or --connect URL")
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
-                   help="send this header to the agent (--connect; repeatable)")
+                   help="send this header to the agent (--connect; repeatable); a last "
+                        "word @FILE or $VAR is read from FILE or the environment, so a "
+                        "secret stays off the command line")
     p.add_argument("--protocol", action="append", default=[], metavar="NAME",
                    help="a WebSocket subprotocol: offered to the agent (--connect from "
                         "stdio), or accepted from clients (--listen -- AGENT); repeatable")
@@ -130,6 +140,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "of stdin, each once the agent has answered the previous one, as an "
                         "editor waits; for recordings that are the same in every run (with a "
                         "stdio agent, or one at --connect URL)")
+    from acp_pipes.cli import listen
+
+    listen.configure(p)  # --allow-origin, --allow-host, --token-file, --max-*, timeouts
 
 
 #: The options acp-tee's parser takes, spelled out: what :func:`plain_command` knows.
@@ -175,6 +188,9 @@ def _run(args: argparse.Namespace, ctx: Context, early: Agent | None = None) -> 
     agent = list(args.command)  # everything after the first '--' (the runner splits it)
     if args.listen is not None or args.connect is not None:
         return _run_remote(args, ctx, agent)
+    from acp_pipes.cli import listen
+
+    listen.options(args)  # a listener's option without --listen: a usage error
     if args.header or args.protocol or args.http2:
         raise UsageError("--header, --protocol and --http2 go with --connect or --listen")
     if not agent:
@@ -240,6 +256,12 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
     for url, listening in ((args.listen, True), (args.connect, False)):
         if url is not None:
             remote.parse_url(url, listening=listening)
+    if args.connect is not None and remote.conflicting_credentials(args.connect, headers):
+        raise UsageError("--connect URL carries user:password and --header an "
+                         "Authorization: give the agent's credentials one way")
+    from acp_pipes.cli import listen
+
+    policy = listen.options(args)  # the listener's policy; a usage error without it
     if args.http2 and not (args.connect or "").startswith("http"):
         raise UsageError("--http2 is how acp-tee speaks to an agent at --connect "
                          "http(s)://URL (a listener takes HTTP/2 without it)")
@@ -257,7 +279,7 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
         log_path=log_path, clock=args.clock, host=not args.no_host,
         env={name: os.environ.get(name) for name in args.capture_env},
         keep_secrets=args.keep_secrets, note=ctx.note, on_log=on_log, headers=headers,
-        protocols=args.protocol, http2=args.http2, script=script,
+        protocols=args.protocol, http2=args.http2, script=script, **policy,
         **({} if args.grace is None else {"grace": args.grace}))
     if args.listen is not None:
         return remote.listen(args.listen, opts, connect=args.connect, argv=agent)
@@ -278,7 +300,9 @@ def make_tool(early: Agent | None = None) -> Tool:
                 "acp-tee --script client.jsonl -o s.jsonl -- acp-echo-agent > /dev/null",
         run=lambda args, ctx: _run(args, ctx, early),
         configure=configure,
-        description=DESCRIPTION + f"\n\nManual: {page('acp-tee.md')}",
+        description=DESCRIPTION + f"\n\nManual: {page('acp-tee.md')}\n"
+                                  f"Listeners, and running one on a network: "
+                                  f"{page('security.md')}",
         takes_files=False,
         takes_output=False,
         reads_lines=False,  # forwards the session's bytes whatever their size

@@ -8,6 +8,7 @@ import os
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.lines import STDIN
+from acp_pipes.schemas import ACP_REVISIONS
 
 DESCRIPTION = """\
 Reads any stage: wire logs (acp-tee), frames (acp-frame), bare ACP JSONL (with --dir),
@@ -44,6 +45,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="do not check the frames against the ACP spec (the timeline's spec "
                    "column stays empty; saves the time acp-frame --validate takes)")
+    p.add_argument("--schema", metavar="REVISION", choices=ACP_REVISIONS, dest="revision",
+                   help="check the frames against this ACP schema revision, as acp-frame "
+                        "--validate --schema (" + ", ".join(ACP_REVISIONS) + "); by default "
+                        "the one of the protocol version the recording negotiated")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -51,6 +56,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
     if ctx.term.tty:  # a page of HTML is for a browser, not for the screen
         raise UsageError("writes an HTML page: give -o PAGE.html, or redirect stdout")
+    if args.revision and not args.validate:
+        raise UsageError("--schema picks the schema the frames are checked against: not with "
+                         "--no-validate")
     files = list(ctx.files)
     spooled = None
     if STDIN in files:  # read twice (frames, then the transcript): spool it once
@@ -64,7 +72,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         # (paths: no None, as spooled is set when STDIN is among the files)
         recording = load(paths, names,  # type: ignore[arg-type]
                          direction=args.direction, warn=ctx.warn,
-                         validate=args.validate)
+                         validate=args.validate, revision=args.revision)
     finally:
         if spooled:
             os.unlink(spooled)

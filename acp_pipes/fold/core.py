@@ -343,6 +343,12 @@ class Folder:
                 req.prompt = ent
             elif method == "session/fork":
                 self.forks_pending += 1
+                parent = self.sessions.get(sid) if isinstance(sid, str) else None
+                if parent is not None and parent.window is not None and (
+                        parent.window.kind == "fork"):
+                    # a fork of a fork: what the first copied is its history, final now,
+                    # so the second's copy can name its records (ASR-718)
+                    self.replays.end(parent, "fork")
             self.c2a[(rid.__class__, rid)] = req
         else:
             sid = params.get("sessionId")

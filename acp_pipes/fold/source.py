@@ -74,8 +74,8 @@ def parse_frame(rec: dict[str, Any]) -> tuple[Any, str | None]:
         # JSON orjson refuses: a lone-surrogate escape, a number beyond a double
         try:
             msg = parse_json(raw)
-        except ParseError:
-            return None, "frame is not JSON"
+        except ParseError as e:
+            return None, f"frame is {unparsable(True, e)}"
         try:
             msg, replaced = writable(msg)
         except orjson.JSONEncodeError as e:  # an integer beyond 64 bits
@@ -248,7 +248,7 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                     rec = loads(raw)
                 except JSONDecodeError as e:  # as jsonl.records judges it
                     if raw.strip():
-                        _not_json(source, number, unparsable(raw.endswith(b"\n")),
+                        _not_json(source, number, unparsable(raw.endswith(b"\n"), e),
                                   ValueError(json_error(raw, e)), mode, warn)
                     continue
                 if rec.__class__ is dict:

@@ -75,6 +75,11 @@ class States:
         # session's load epoch (a session/load replays the history from its start)
         self.seen = DigestIndex(SEEN_IN_MEMORY)
         self.epochs: dict[str, int] = {}
+        # ACP v1 identity (docs/asr.md "One rule for identity"): the entity ID at a
+        # message's place when it is not the derived one (an ID of the agent's own), and
+        # the entity each ID of the agent's own names: key tuple -> the ID, UTF-8
+        self.names = FinalStore()
+        self.named: set[str] = set()  # the sessions with a name in it (one entry each)
 
     def put(self, key: StateKey, ent: Entity, replayed: bool, conn: int) -> None:
         """Keep the state of entity ``ent`` (a :class:`~acp_pipes.fold.entities.Entity`
@@ -161,3 +166,4 @@ class States:
     def close(self) -> None:
         self.store.close()
         self.seen.close()
+        self.names.close()

@@ -19,7 +19,12 @@ What differs, and what the lift does (v2 names on the right):
   saw it first, ASR-717) and marked ``idSource: derived``; updates that arrive
   meanwhile (``usage_update`` between chunks) follow it in order. The prompt's
   ``messageId`` is derived the same way (ASR-713), unless the agent echoed the prompt
-  under an ID of its own during the turn: then that ID is the prompt's.
+  under an ID of its own during the turn: then that ID is the prompt's. Which entity a
+  message is follows one rule (docs/asr.md "One rule for identity", ``_identify``): the
+  one its own ID names, else the one at its place (role, text, occurrence; a fork's
+  copied history at the parent's places), else a new one; so an echo without an ID, a
+  load's replay under IDs the agent never sent live (opencode) and a fork's copy are
+  the entity already stored.
 * ``tool_call`` (creation) -> ``tool_call_update`` (an upsert); v1 diffs
   (``path``/``oldText``/``newText``) -> v2 diffs with a full-context ``git_patch``
   (ASR-714, ASR-715).
@@ -62,6 +67,9 @@ LOSS_FS_WRITES = "_org.agent-session.acp/v1_fs_writes"
 LOSS_TERMINAL_TRUNCATED = "_org.agent-session.acp/v1_terminal_truncated"
 #: Every loss a v1 stream can declare, in the order a header lists them.
 LOSSES = (LOSS_BOUNDARIES, LOSS_FS_WRITES, LOSS_TERMINAL_TRUNCATED)
+#: Tool calls each session remembers as announced (a permission asks about a call of its
+#: turn); older ones are found among the run's final states.
+CALLS_KEPT = 256
 #: The ID of a session's one v1 plan (v1 plans have none).
 PLAN_ID = "v1:plan"
 
@@ -111,12 +119,14 @@ def lift_initialize(params: dict[str, Any], result: dict[str, Any]
 
 
 class _Session:
-    __slots__ = ("sid", "kind", "chunks", "held", "declared", "echo", "echo_blocks",
-                 "early", "prompting", "loading")
+    __slots__ = ("sid", "kind", "mid", "chunks", "held", "declared", "echo", "echo_blocks",
+                 "early", "prompting", "prompt", "loading", "history", "parent", "native",
+                 "calls")
 
     def __init__(self, sid: str):
         self.sid = sid
         self.kind: str | None = None  # the chunk kind of the message being held
+        self.mid: str | None = None  # its ID, when the agent gave one (history only)
         self.chunks: list[_Chunk] = []
         self.held: list[_Held] = []  # frames that came while a message was held
         self.declared: set[str] = set()
@@ -128,7 +138,18 @@ class _Session:
         self.echo_blocks: list[Any] = []
         self.early = False
         self.prompting = 0  # prompt requests not answered yet
+        self.prompt: list[Any] | None = None  # the latest of them, as folded
         self.loading = 0
+        # a fork's session until its first prompt: what the agent sends is the history
+        # it copied (ASR-718), from the session ``parent``
+        self.history = False
+        self.parent: str | None = None
+        # a message sent live under an ID of the agent's own, folded as it comes:
+        # [chunk kind, ID, its blocks], its place counted when it ends
+        self.native: list[Any] | None = None
+        # the tool calls the agent announced lately (the newest CALLS_KEPT; older ones
+        # are known from the run's final states): a permission may show one (ASR-716)
+        self.calls: dict[str, None] = {}
 
 
 class V1Lift:
@@ -153,6 +174,7 @@ class V1Lift:
         self.states = States() if states is None else states
         self.seen = self.states.seen
         self.asked: dict[_Key, _Asked] = {}  # client requests (c2a)
+        self.forks: list[Any] = []  # the sessions of session/fork requests not answered
         self.agent_asked: dict[_Key, _AgentAsked] = {}  # the agent's terminal requests
 
     # -- frames ---------------------------------------------------------------------
@@ -170,7 +192,8 @@ class V1Lift:
                 if sid.__class__ is str and upd.__class__ is dict:
                     s = self.sessions.get(sid)
                     if s is not None and s.kind is not None and upd.get(
-                            "sessionUpdate") == s.kind and upd.get("messageId") is None:
+                            "sessionUpdate") == s.kind and (
+                            (m := upd.get("messageId")) is s.mid or m == s.mid):
                         s.chunks.append((seq, t, upd))  # the hot path: the message goes on
                     else:
                         self._update(seq, t, sid, upd)
@@ -208,28 +231,54 @@ class V1Lift:
     # -- session/update -------------------------------------------------------------
 
     def _update(self, seq: int, t: Any, sid: str, upd: dict[str, Any]) -> None:
-        s = self.sessions.get(sid) or self._session(sid)
+        s = self.sessions.get(sid)
+        if s is None:
+            s = self._session(sid)
+            if self.forks:  # history replayed into a fork before its answer (ASR-718)
+                s.history = True
+                parents = set(self.forks)
+                s.parent = self.forks[0] if len(parents) == 1 else None
         kind = upd.get("sessionUpdate")
         if kind.__class__ is not str:  # the fold reports it (an audit record)
             self._in_order(s, seq, t, upd)
         elif kind in _TOOL:
             if s.kind is not None:
                 self._end(s)
+            cid = upd.get("toolCallId")
+            calls = s.calls
+            if cid.__class__ is str and cid not in calls:
+                calls[cid] = None
+                if len(calls) > CALLS_KEPT:
+                    del calls[next(iter(calls))]
             self.update(seq, t, sid, lift_tool_call(upd))
         elif kind in _CHUNKS:
             if s.kind is not None:
                 self._end(s)
-            if upd.get("messageId").__class__ is str:
-                if kind == "user_message_chunk" and not s.loading:
-                    if s.echo is None:  # the prompt's echo, if a prompt is answered
-                        s.echo = upd["messageId"]
-                        s.early = not s.prompting
-                    if s.echo == upd["messageId"]:
-                        s.echo_blocks.append(upd.get("content"))
-                self.update(seq, t, sid, upd)  # a native messageId: folded as v2 does
-            else:
+            mid = upd.get("messageId")
+            if mid.__class__ is not str:
                 s.kind = kind
+                s.mid = None
                 s.chunks.append((seq, t, upd))
+            elif s.loading or s.history:
+                # history under the agent's own ID: held until it ends, then it is the
+                # entity its ID or its place names (docs/asr.md "One rule for identity")
+                s.kind = kind
+                s.mid = mid
+                s.chunks.append((seq, t, upd))
+            else:
+                if kind == "user_message_chunk":
+                    if s.echo is None:  # the prompt's echo, if a prompt is answered
+                        s.echo = mid
+                        s.early = not s.prompting
+                    if s.echo == mid:
+                        s.echo_blocks.append(upd.get("content"))
+                native = s.native
+                if native is None or native[0] != kind or native[1] != mid:
+                    if native is not None:
+                        self._end_native(s)
+                    native = s.native = [kind, mid, []]
+                native[2].append(upd.get("content"))
+                self.update(seq, t, sid, upd)  # a native messageId: folded as v2 does
         elif kind == "plan":
             self._end(s)
             plan = {"type": "items", "planId": PLAN_ID, "idSource": "derived",
@@ -246,50 +295,81 @@ class V1Lift:
             self.update(seq, t, sid, upd)
 
     def _end(self, s: _Session) -> None:
-        """The held message ends: its ID is derived, its chunks are folded, then what
-        came meanwhile."""
+        """The held message ends: it is given its entity's ID (its own ID's, its
+        place's, or one derived), its chunks are folded, then what came meanwhile."""
+        if s.native is not None:
+            self._end_native(s)
         kind = s.kind
         if kind is None:
             return
-        chunks, held = s.chunks, s.held
-        s.kind = None
+        chunks, held, native = s.chunks, s.held, s.mid
+        s.kind = s.mid = None
         s.chunks = []
         s.held = []
         content = folded([u.get("content") for _, _, u in chunks])
-        if any(not _empty_text(b) for b in content):
+        if native is not None or any(not _empty_text(b) for b in content):
             role, entity = _CHUNKS[kind]
-            mid = self._derive(s, role, content)
+            echo = (native is None and role == "user" and s.prompting and s.echo is None
+                    and not (s.loading or s.history) and content == s.prompt)
+            mid, derived = self._identify(s, role, content, native)
             update = self.update
             sid = s.sid
             for seq, t, upd in chunks:
                 update(seq, t, sid, upd, mid)
-            self.mark(sid, entity, mid)
-            self._declare(s, LOSS_BOUNDARIES, chunks[0][0], chunks[0][1])
+            if derived:
+                self.mark(sid, entity, mid)
+                self._declare(s, LOSS_BOUNDARIES, chunks[0][0], chunks[0][1])
+            if echo:  # the prompt's echo without an ID: the prompt (ASR-713)
+                s.echo, s.echo_blocks, s.early = mid, content, False
         # else: only empty text, no message (acp-pipes choice)
         for item in held:
             self.update(*item)
 
-    def _derive(self, s: _Session, role: str, content: list[Any]) -> str:
-        """``v1:<role>:<digest>:<k>``: the first 16 hex digits of the canonical hash of
-        the folded content and its occurrence in the session, counted across the run's
-        connections and from 1 again at each ``session/load`` (whose replay starts from
-        the start) (acp-pipes choice): the same message gets the same ID on every
-        connection (ASR-717). A message sent live counts on from the highest k the
-        session gave its stem: a load whose replay ran two messages together (v1 has no
-        boundaries) left the first's count behind, and a later message of the same
-        content must not take its ID, its chunks appended to it or its prompt lost
-        (ASR-717, ASR-722)."""
+    def _end_native(self, s: _Session) -> None:
+        """A message sent live under the agent's own ID ends: its place is counted, as
+        every message's is, and names it (docs/asr.md "One rule for identity")."""
+        kind, mid, blocks = s.native  # type: ignore[misc]
+        s.native = None
+        content = folded(blocks)
+        if any(not _empty_text(b) for b in content):
+            self._identify(s, _CHUNKS[kind][0], content, mid)
+
+    def _identify(self, s: _Session, role: str, content: list[Any], native: str | None
+                  ) -> tuple[str, bool]:
+        """The entity a v1 message is (docs/asr.md "One rule for identity", acp-pipes
+        choice; ASR-702, ASR-713, ASR-717, ASR-718), and whether its ID is derived.
+
+        A message's *place* is its role, its content as folded and its occurrence k
+        among the session's messages of that role and content: counted across the
+        run's connections and from 1 again at each ``session/load`` (whose replay starts
+        from the start), and in a fork's copied history from 1 too (it is the parent's
+        history). An ID of the agent's own that names an entity already is that entity
+        (the same messageId is the same message); otherwise the entity at the message's
+        place, if the session (or, for copied history, the session it was forked from
+        at the fork) has one there; otherwise a new entity, under the agent's ID or the
+        derived ``v1:<role>:<digest>:<k>``. A message sent live counts on past the
+        highest k the session ever gave its stem (a load whose replay ran two messages
+        together, v1 having no boundaries, left the first's count behind, and a later
+        message must not take its ID, ASR-722)."""
         stem = f"{role}:{content_digest(content)}"
         sid = s.sid
         states = self.states
+        names = states.names
+        named = states.named
+        history = bool(s.loading or s.history)
+        parent = self._parent(s) if (states.parents or s.parent) else None
+        mid = own = None if native is None or sid not in named else _name(
+            names, ("a", sid, role, native))
         epoch = states.epochs.get(sid, 0)
         key = blake3.blake3(orjson.dumps((sid, epoch, stem))).digest(16)
         top = _top(sid, stem)
         k = (self.seen.get(key) or 0) + 1
-        high = self.seen.get(top)
-        if high is None:  # a fork's history is its parent's, at the fork (ASR-718)
-            high = self._inherited(sid, stem) if states.parents else 0
-        if not s.loading and k <= high:
+        high = self.seen.get(top) or 0
+        copied = 0
+        if parent is not None:  # a fork's history is its parent's, at the fork (ASR-718)
+            copied = self._inherited(s, stem)
+            high = max(high, copied)
+        if not history and k <= high:
             k = high + 1
         kids = states.children.get(sid) if states.children else None
         if kids:
@@ -297,16 +377,56 @@ class V1Lift:
         self.seen.put(key, k)
         if k > high:
             self.seen.put(top, k)
-        return f"v1:{stem}:{k}"
+        derived = f"v1:{stem}:{k}"
+        if mid is None:
+            # (a session none of whose messages had an ID of the agent's own names none)
+            mid = _name(names, ("p", sid, stem, k)) if sid in named else None
+            if mid is None and history and parent is not None and k <= copied:
+                mid = self._copied_place(s, stem, k)  # the place the fork copied
+            if mid is None:  # a place counted before is its derived ID's, else new
+                mid = derived if native is None or k <= high else native
+            if mid != derived:
+                named.add(sid)
+                names.put(("p", sid, stem, k), mid.encode())
+        if native is not None and own is None:
+            named.add(sid)
+            names.put(("a", sid, role, native), mid.encode())
+        return mid, mid == derived
 
-    def _inherited(self, sid: str, stem: str) -> int:
-        """The highest occurrence of ``stem`` in what fork ``sid`` copied: its parent's
+    def _copied_place(self, s: _Session, stem: str, k: int) -> str | None:
+        """The entity ID a fork's parent (or the session it was forked from, up the
+        chain) keeps for place ``(stem, k)``, when not the derived one."""
+        names, parents, named = self.states.names, self.states.parents, self.states.named
+        sid = s.sid
+        for i in range(16):  # a chain of forks (and no loop forever on a cycle)
+            parent = parents.get(sid) or (s.parent if i == 0 else None)
+            if parent is None:
+                return None
+            mid = _name(names, ("p", parent, stem, k)) if parent in named else None
+            if mid is not None:
+                return mid
+            sid = parent
+        return None
+
+    def _announced(self, s: _Session, cid: str) -> bool:
+        """Whether the agent announced tool call ``cid`` in session ``s``: lately, or
+        long ago (its state is kept since it became final)."""
+        return cid in s.calls or self.states.get((s.sid, "tool_call", cid)) is not None
+
+    def _parent(self, s: _Session) -> str | None:
+        """The session a fork was made from (known to the run, or named by the fork
+        request its history came before)."""
+        return self.states.parents.get(s.sid) or s.parent
+
+    def _inherited(self, s: _Session, stem: str) -> int:
+        """The highest occurrence of ``stem`` in what fork ``s`` copied: its parent's
         at the fork (kept when the parent counted it again after), else the parent's
         now. A fork's own message then never takes the ID of a copied one (whose state
         the fork patches: its chunks appended to the parent's message)."""
         seen, parents = self.seen, self.states.parents
-        for _ in range(16):  # a chain of forks (and no loop forever on a cycle)
-            parent = parents.get(sid)
+        sid = s.sid
+        for i in range(16):  # a chain of forks (and no loop forever on a cycle)
+            parent = parents.get(sid) or (s.parent if i == 0 else None)
             if parent is None:
                 return 0
             kept = seen.get(_top(sid, stem, fork=True))
@@ -352,11 +472,13 @@ class V1Lift:
         sid = params.get("sessionId")
         s = self._session(sid) if sid.__class__ is str else None
         if method == "session/prompt" and s is not None:
-            self._end(s)
             prompt = params.get("prompt")
-            self.asked[key] = _Asked(method, sid, params,
-                                     prompt if prompt.__class__ is list else [])
+            prompt = prompt if prompt.__class__ is list else []
+            self.asked[key] = _Asked(method, sid, params, prompt)
             s.prompting += 1
+            s.prompt = folded(prompt)
+            self._end(s)  # (a user message held now may be the prompt's echo, logged first)
+            s.history = False  # a fork's own turns begin
         elif method == "session/load" and s is not None:
             # the agent replays the whole history before it answers: v2's resume with
             # replayFrom start (ASR-707, ASR-717); derived IDs count from the start again
@@ -367,6 +489,11 @@ class V1Lift:
             self.asked[key] = _Asked(method, sid, params)
             msg = {**msg, "method": "session/resume",
                    "params": {**params, "replayFrom": {"type": "start"}}}
+        elif method == "session/fork":
+            if s is not None:
+                self._end(s)  # what it has sent is what the fork copies
+            self.asked[key] = _Asked(method, sid, params)
+            self.forks.append(sid)
         elif method in ("session/new", "session/close") or (
                 method == "session/resume" and s is not None):
             self.asked[key] = _Asked(method, sid, params)
@@ -382,6 +509,15 @@ class V1Lift:
         result = msg.get("result")
         if method == "session/new":
             self.frame(seq, t, "a2c", msg)
+            return
+        if method == "session/fork":
+            if sid in self.forks:
+                self.forks.remove(sid)
+            self.frame(seq, t, "a2c", msg)
+            new = result.get("sessionId") if result.__class__ is dict else None
+            if new.__class__ is str and sid.__class__ is str and new != sid:
+                fork = self._session(new)  # its history until its first prompt
+                fork.history, fork.parent = True, sid
             return
         s = self._session(sid) if sid.__class__ is str else None
         if s is not None:
@@ -403,10 +539,14 @@ class V1Lift:
         if "result" in msg:
             # the agent's echo of the prompt under its own ID is the prompt (ASR-713):
             # stored once, with the agent's ID; else the ID is derived
-            mid = echo if echo is not None else self._derive(s, "user", folded(prompt))
+            derived = False
+            if echo is not None:
+                mid = echo
+            else:
+                mid, derived = self._identify(s, "user", folded(prompt), None)
             self.frame(seq, t, "a2c", {"jsonrpc": "2.0", "id": msg["id"],
                                        "result": {"messageId": mid}})
-            if echo is None:
+            if derived:
                 self.mark(sid, "user_message", mid)
                 self._declare(s, LOSS_BOUNDARIES, seq, t)
             if result.__class__ is dict:
@@ -430,8 +570,10 @@ class V1Lift:
             call = params.get("toolCall")
             if call.__class__ is dict and call.get("toolCallId").__class__ is str:
                 # v1 clients apply the request's toolCall to the call they show (its
-                # title, input, proposed diff): so does the fold, before the request
-                if sid.__class__ is str:
+                # title, input, proposed diff): so does the fold, before the request; a
+                # call the agent never announced (fast-agent asks under "pending", an ID
+                # it never uses) is no call to show: the permission names it, no more
+                if s is not None and self._announced(s, call["toolCallId"]):
                     self.update(seq, t, sid, lift_tool_call(
                         {"sessionUpdate": "tool_call_update", **call}))
                 if call.get("title").__class__ is str:
@@ -490,6 +632,12 @@ class V1Lift:
             upd["exitStatus"] = status
         if len(upd) > 2:
             self._in_order(s, seq, t, upd)
+
+
+def _name(names: Any, key: tuple[str | int, ...]) -> str | None:
+    """An entity ID kept in the run's table of names (``States.names``)."""
+    data = names.get(key)
+    return None if data is None else data.decode()
 
 
 def _top(sid: str, stem: str, fork: bool = False) -> bytes:

@@ -217,7 +217,7 @@ class Framer:
             value, h = _hash_raw(b, self.hasher)
         except ValueError as e:  # canonical.ParseError
             why = "not UTF-8" if b.__class__ is bytes and r is rec.get("raw_b64") else str(e)
-            self.warn(self.source, line, f"not JSON: {why}")
+            self.warn(self.source, line, f"{unparsable(True, e)}: {why}")
             out["kind"] = "invalid_json"
             out["size"] = size
             out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
@@ -415,7 +415,7 @@ def _framed(
                 try:
                     rec = loads(chunk)  # JSON allows the trailing LF (and a CR before it)
                 except JSONDecodeError as e:
-                    what = unparsable(chunk[-1:] == b"\n")
+                    what = unparsable(chunk[-1:] == b"\n", e)
                     warn(source, number, f"{what}, wire record skipped: {json_error(chunk, e)}")
                     continue
                 if rec.__class__ is dict and "dir" in rec:

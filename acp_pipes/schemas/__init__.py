@@ -13,13 +13,26 @@ import json
 from importlib.resources import files
 from typing import Any
 
-__all__ = ["ACP_REVISIONS", "ACP_V1", "ACP_V2", "acp_schema", "asr_schemas"]
+__all__ = ["ACP_REVISIONS", "ACP_V1", "ACP_V2", "BUNDLED", "acp_schema", "asr_schemas",
+           "bundled_text"]
 
 #: The ACP v2 revision the ASR mapping is pinned to (ASR-700).
 ACP_V2 = "v2.0.0-alpha.9"
 #: ACP v1, the protocol version today's agents and editors negotiate.
 ACP_V1 = "v1"
 ACP_REVISIONS = (ACP_V2, "v2-sdk-2.4.0", ACP_V1)
+#: Where each bundled revision was published (acp/README.md says more): the newest the
+#: package registries held when it was bundled are ``v1`` and ``v2-sdk-2.4.0``.
+BUNDLED = {
+    ACP_V2: "v2 draft alpha.9 (SDK 2.0.0, 2026-10-19), the mapping's (ASR-700)",
+    "v2-sdk-2.4.0": "the v2 draft of @agentclientprotocol/sdk 2.4.0 (2026-11-02)",
+    ACP_V1: "v1, as @agentclientprotocol/sdk 2.4.0 ships it (2026-11-02)",
+}
+
+
+def bundled_text() -> str:
+    """The bundled schema revisions, one line each, for ``--help``."""
+    return "\n".join(f"  {rev:<16}{what}" for rev, what in BUNDLED.items())
 
 
 @functools.cache

@@ -104,9 +104,9 @@ class _H2(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             events = self.conn.receive_data(data)
-        except h2.exceptions.ProtocolError:
+        except h2.exceptions.ProtocolError as e:
             self.flush()  # h2's GOAWAY, then the end
-            self._lose("the peer broke the HTTP/2 protocol")
+            self.broken(e)
             return
         for event in events:
             self.on_event(event)
@@ -121,10 +121,17 @@ class _H2(asyncio.Protocol):
             st.wake()
 
     def pause_writing(self) -> None:
+        # What the peer sends may need an answer (h2 acknowledges each PING and SETTINGS
+        # itself): read nothing more while the peer reads nothing, so those answers
+        # queue up to one read's worth, never without end.
         self.writable.clear()
+        if self.transport is not None:
+            self.transport.pause_reading()
 
     def resume_writing(self) -> None:
         self.writable.set()
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
 
     # -- events
 
@@ -173,12 +180,20 @@ class _H2(asyncio.Protocol):
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)
 
+    def broken(self, e: Exception) -> None:
+        """The peer broke the protocol: the connection is closed (h2's GOAWAY, when the
+        peer reads it; no waiting on one that reads nothing)."""
+        self._lose("the peer broke the HTTP/2 protocol")
+
     def _lose(self, why: str) -> None:
         for st in self.streams.values():
             st.reset = st.reset or why
             st.wake()
         if self.transport is not None:
-            self.transport.close()
+            if self.writable.is_set():
+                self.transport.close()
+            else:
+                self.transport.abort()
 
     def _ack(self, n: int, sid: int) -> None:
         if n:
@@ -234,11 +249,19 @@ class _H2(asyncio.Protocol):
         self.flush()
 
     def cancel(self, st: _Stream) -> None:
-        """Reset a stream acp-tee no longer wants (CANCEL), unless it is over."""
+        """Reset a stream acp-tee no longer wants (CANCEL), unless it is over; what it
+        received and nobody read is given back to the connection's window."""
+        unread = sum(n for _data, n in st.chunks)
+        st.chunks.clear()
+        if unread:
+            self._ack(unread, st.id)
         if not (st.ended and st.sent_end) and not st.reset and not self.closed:
+            # answered whole before the request was: "stop sending", without an error
+            # (RFC 9113, 8.1), as for a body refused with 413
+            code = h2.errors.ErrorCodes.NO_ERROR if st.sent_end else h2.errors.ErrorCodes.CANCEL
             with contextlib.suppress(h2.exceptions.StreamClosedError,
                                      h2.exceptions.ProtocolError):
-                self.conn.reset_stream(st.id, h2.errors.ErrorCodes.CANCEL)
+                self.conn.reset_stream(st.id, code)
                 self.flush()
         self.streams.pop(st.id, None)
 
@@ -259,9 +282,16 @@ class _H2(asyncio.Protocol):
             st.changed.clear()
             await st.changed.wait()
 
-    async def body(self, st: _Stream) -> bytes:
-        parts = []
+    async def body(self, st: _Stream, limit: int = 0) -> bytes:
+        """The whole body; with a ``limit``, :class:`acp_pipes.tee.http.TooLarge` as
+        soon as it has more bytes than that."""
+        parts, size = [], 0
         while chunk := await self.chunk(st):
+            size += len(chunk)
+            if limit and size > limit:
+                from acp_pipes.tee.http import TooLarge
+
+                raise TooLarge(None)
             parts.append(chunk)
         return b"".join(parts)
 
@@ -289,11 +319,14 @@ def _outbound(headers) -> list[tuple[str, str]]:
 
 class H2Server(_H2):
     """A client's HTTP/2 connection to acp-tee's listener: each request a task that runs
-    the listener's handler (``listener.h2_request``) on an :class:`H2Exchange`."""
+    the listener's handler (``listener.h2_request``) on an :class:`H2Exchange`, counted
+    by the connection's guard (:class:`acp_pipes.tee.accept.Guard`: its header timeout
+    runs while no stream is in flight)."""
 
-    def __init__(self, listener):
+    def __init__(self, listener, guard=None):
         super().__init__(client_side=False)
         self.listener = listener
+        self.guard = guard
         self.tasks: set[asyncio.Task] = set()
 
     def connection_made(self, transport) -> None:
@@ -304,11 +337,19 @@ class H2Server(_H2):
         super().connection_lost(exc)
         self.listener.h2.discard(self)
 
+    def broken(self, e: Exception) -> None:
+        peer = self.guard.peer if self.guard is not None else "?"
+        self.listener.policy.say(f"dropped {peer}: it broke the HTTP/2 protocol "
+                                 f"({type(e).__name__}: {e})")
+        super().broken(e)
+
     def on_event(self, event) -> None:
         super().on_event(event)
         if isinstance(event, h2.events.RequestReceived):
             st = self.streams[event.stream_id]
             st.ended = event.stream_ended is not None
+            if self.guard is not None:
+                self.guard.started()
             task = asyncio.ensure_future(self._serve(H2Exchange(self, st)))
             for where in (self.tasks, self.listener.tasks):
                 where.add(task)
@@ -329,6 +370,8 @@ class H2Server(_H2):
                     await ex.respond(500, text="acp-tee failed on this request\n")
         finally:
             self.cancel(ex.stream)
+            if self.guard is not None:
+                self.guard.finished()
 
     def shut(self) -> None:
         """The listener's end: its requests cancelled, a GOAWAY, the connection closed."""
@@ -357,19 +400,40 @@ class H2Exchange:
         self.method = pseudo.get(":method", "")
         target = pseudo.get(":path", "/")
         self.path, _q, self.query_string = target.partition("?")
-        self.url = f"{pseudo.get(':scheme', 'http')}://{pseudo.get(':authority', '')}{target}"
+        self.host = pseudo.get(":authority") or self.headers.get("host")
+        self.url = f"{pseudo.get(':scheme', 'http')}://{self.host or ''}{target}"
         self.answered = False
+        self.guard = conn.guard
+        self.peer = conn.guard.peer if conn.guard is not None else "?"
+        self.limit: int = conn.listener.policy.limits.max_message
+        self.cors: list[tuple[str, str]] = []  # added to every answer (a page's origin)
 
     async def read(self) -> bytes:
-        return await self.conn.body(self.stream)
+        from acp_pipes.tee.http import TooLarge
+
+        declared = self.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            raise TooLarge(int(declared))
+        return await self.conn.body(self.stream, self.limit)
+
+    async def lost(self) -> None:
+        """Returns once the stream is reset or the connection lost."""
+        st = self.stream
+        while not (st.reset or self.conn.closed):
+            st.changed.clear()
+            await st.changed.wait()
+
+    @property
+    def gone(self) -> bool:
+        return bool(self.stream.reset) or self.conn.closed
 
     async def respond(self, status: int, *, text: str | None = None, body: bytes = b"",
-                      headers=(), reason: str | None = None) -> None:
+                      headers=(), reason: str | None = None, close: bool = False) -> None:
         data = text.encode("utf-8") if text is not None else body
         out = [(":status", str(status))]
         if text is not None:
             out.append(("content-type", "text/plain; charset=utf-8"))
-        out += _outbound(headers)
+        out += _outbound([*headers, *self.cors])
         if data:
             out.append(("content-length", str(len(data))))
         self.answered = True
@@ -379,8 +443,8 @@ class H2Exchange:
 
     async def start(self, status: int, headers, reason: str | None = None) -> None:
         self.answered = True
-        self.conn.send_headers(self.stream, [(":status", str(status)), *_outbound(headers)],
-                               end=False)
+        self.conn.send_headers(self.stream, [(":status", str(status)),
+                                             *_outbound([*headers, *self.cors])], end=False)
 
     async def write(self, data: bytes) -> None:
         await self.conn.send_data(self.stream, data)
@@ -493,7 +557,13 @@ class H2Client:
             st = proto.streams[sid] = _Stream(sid)
             proto.send_headers(st, out, end=not data)
             if data:
-                await proto.send_data(st, data, end=True)
+                try:
+                    await proto.send_data(st, data, end=True)
+                except ConnectionError:
+                    if st.headers is None:
+                        raise
+                    # answered before the body was all sent (a 413, then "stop
+                    # sending": RFC 9113, 8.1): the answer stands
             while st.headers is None:
                 if st.reset:
                     raise ConnectionResetError(st.reset)

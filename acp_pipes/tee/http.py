@@ -32,14 +32,17 @@ import orjson
 from aiohttp import web
 
 from acp_pipes.errors import Note
+from acp_pipes.tee.accept import Quiet
 from acp_pipes.tee.pump import _Log
 from acp_pipes.tee.remote import (
+    CREDENTIALS_CLASH,
     GRACE,
     Closed,
     Options,
     _answered,
     _stopped_by,
     _why,
+    conflicting_credentials,
     logged_headers,
     logged_url,
     passed_headers,
@@ -138,33 +141,62 @@ def _get_stream(headers) -> str:
 class AioExchange:
     """One HTTP/1.1 request to acp-tee's listener (aiohttp's) and its answer, as the
     handlers below see a request whatever its HTTP version (the HTTP/2 one:
-    :class:`acp_pipes.tee.h2.H2Exchange`): ``method``, ``headers``, ``url``,
-    ``query_string``, ``version``, :meth:`read` the body, then either :meth:`respond`
-    with a whole answer or :meth:`start` a streamed one, :meth:`write` to it (a
-    ConnectionError once the client is gone) and :meth:`finish` it."""
+    :class:`acp_pipes.tee.h2.H2Exchange`): ``method``, ``headers``, ``host``, ``url``,
+    ``query_string``, ``version``, ``peer``; :meth:`read` the body (at most the
+    policy's ``max_message`` bytes: :class:`TooLarge` beyond, as soon as that is
+    known), then either :meth:`respond` with a whole answer or :meth:`start` a
+    streamed one, :meth:`write` to it (a ConnectionError once the client is gone) and
+    :meth:`finish` it; :meth:`lost` returns once the client has gone."""
 
     version = "1.1"
 
-    def __init__(self, request: web.Request):
+    def __init__(self, request: web.Request, policy, guard=None):
         self.request = request
         self.method = request.method
+        self.path = request.path
         self.headers = request.headers
+        self.host = request.headers.get("Host")
         self.url = str(request.url)
         self.query_string = request.query_string
         self.response: web.StreamResponse | None = None
+        self.limit: int = policy.limits.max_message
+        self.guard = guard
+        self.peer = guard.peer if guard is not None else "?"
+        self.cors: list[tuple[str, str]] = []  # added to every answer (a page's origin)
 
     async def read(self) -> bytes:
-        return await self.request.read()
+        if self.request.content_length is not None and self.request.content_length > self.limit:
+            raise TooLarge(self.request.content_length)
+        parts, size = [], 0
+        async for chunk in self.request.content.iter_any():
+            size += len(chunk)
+            if size > self.limit:
+                raise TooLarge(None)
+            parts.append(chunk)
+        return b"".join(parts)
+
+    async def lost(self) -> None:
+        if self.guard is not None:
+            await asyncio.shield(self.guard.lost)
+        else:
+            await asyncio.Event().wait()
+
+    @property
+    def gone(self) -> bool:
+        transport = self.request.transport
+        return transport is None or transport.is_closing()
 
     async def respond(self, status: int, *, text: str | None = None, body: bytes = b"",
-                      headers=(), reason: str | None = None) -> None:
+                      headers=(), reason: str | None = None, close: bool = False) -> None:
         self.response = web.Response(status=status, reason=reason, text=text,
                                      body=None if text is not None else body,
-                                     headers=list(headers) or None)
+                                     headers=[*headers, *self.cors] or None)
+        if close:  # the rest of the request is not read: the connection goes with it
+            self.response.force_close()
 
     async def start(self, status: int, headers, reason: str | None = None) -> None:
         out = self.response = web.StreamResponse(status=status, reason=reason)
-        for k, v in headers:
+        for k, v in [*headers, *self.cors]:
             out.headers.add(k, v)
         await out.prepare(self.request)
 
@@ -176,25 +208,82 @@ class AioExchange:
             await self.response.write_eof()  # type: ignore[union-attr]  # (after start)
 
 
+class TooLarge(Exception):
+    """A request's body is over the listener's ``max_message``: ``size`` when its
+    Content-Length said so, None when it was found out while reading."""
+
+    def __init__(self, size: int | None):
+        super().__init__(size)
+        self.size = size
+
+
+def _idle(listener, end) -> Quiet:
+    """A Streamable HTTP connection's idle timeout: ``end(seconds)`` runs (a task of
+    the listener's) once it has had no request in flight and no stream open
+    (``begin``/``done`` count them) for ``--idle-timeout`` seconds; its agent is ended
+    with it."""
+    def then(wait: float) -> None:
+        task = asyncio.ensure_future(end(wait))
+        listener.tasks.add(task)
+        task.add_done_callback(listener.tasks.discard)
+
+    quiet = Quiet(lambda: listener.policy.limits.idle_timeout, then)
+    quiet.start()
+    return quiet
+
+
 # -- the reverse proxy: HTTP client, HTTP agent ------------------------------------------
 
 
 class _Conn:
-    """One ACP connection through the proxy (keyed by its Acp-Connection-Id)."""
+    """One ACP connection through the proxy (keyed by its Acp-Connection-Id): one of
+    the listener's agents (:meth:`acp_pipes.tee.policy.Policy.take_agent`) until its
+    DELETE, its idle timeout or the listener's end (:meth:`end`)."""
 
-    def __init__(self, log: _Log):
-        self.log = log
-        self.streams = Streams(log)
-        self.open = 0  # requests in flight
+    def __init__(self, listener, conns: dict):
+        self.listener = listener
+        self.conns = conns
+        self.log = listener.next_log("http")
+        self.streams = Streams(self.log)
         self.deleted = False
+        self.ended = False
+        self.idle = _idle(listener, self._expire)
+
+    async def _expire(self, wait: float) -> None:
+        if not self.ended:
+            self.listener.policy.say(f"ended a Streamable HTTP connection idle for "
+                                     f"{wait:g} s (--idle-timeout)")
+            self.end()
+
+    def end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.idle.stop()
+        for key in [k for k, c in self.conns.items() if c is self]:
+            del self.conns[key]
+        self.log.end(0, None)
+        self.listener.policy.agent_ended()
 
 
 async def handle(listener, ex) -> None:
     """One Streamable HTTP request to acp-tee's listener (an :class:`AioExchange` or an
-    HTTP/2 one): relayed to ``--connect``'s HTTP agent and logged in its connection's
-    log, or served (:func:`serve`)."""
+    HTTP/2 one), its body read first (at most ``--max-message`` bytes, else 413):
+    relayed to ``--connect``'s HTTP agent and logged in its connection's log, or
+    served (:func:`serve`)."""
+    try:
+        body = await ex.read()
+    except ConnectionError:
+        listener.policy.say(f"dropped {ex.peer}: it went before its {ex.method} body was "
+                            "whole")
+        return await ex.respond(400, text="the body was cut short\n", close=True)
+    except TooLarge as e:
+        refusal = listener.policy.too_large(e.size if e.size is not None else ex.limit + 1)
+        listener.policy.refused(ex.peer, f"{ex.method} {ex.path} (HTTP/{ex.version})",
+                                refusal)
+        return await ex.respond(413, text=refusal.text, close=True)
     if listener.connect is None:
-        return await serve(listener, ex)
+        return await serve(listener, ex, body)
     if not listener.connect.startswith("http"):
         return await ex.respond(501, text="acp-tee relays Streamable HTTP to an HTTP "
                                           "agent (--connect http://...) or a local one "
@@ -203,42 +292,49 @@ async def handle(listener, ex) -> None:
     cid = ex.headers.get(CONNECTION)
     conn = conns.get(cid) if cid else None
     if conn is None:
-        conn = _Conn(listener.next_log("http"))
+        refusal = listener.policy.take_agent()
+        if refusal is not None:
+            listener.policy.refused(ex.peer, f"{ex.method} {ex.path} (HTTP/{ex.version})",
+                                    refusal)
+            return await ex.respond(refusal.status, text=refusal.text, headers=refusal.headers)
+        conn = _Conn(listener, conns)
         if cid:
             conns[cid] = conn
-    conn.open += 1
+    conn.idle.begin()
     try:
-        await _relay(listener, conn, conns, ex)
+        await _relay(listener, conn, conns, ex, body)
     finally:
-        conn.open -= 1
-        if conn.deleted and conn.open == 0:
-            conn.log.end(0, None)
+        conn.idle.done()
+        if (conn.deleted or conn not in conns.values()) and conn.idle.open == 0:
+            conn.end()  # DELETEd, or a connection the agent never named: its log ends
 
 
-async def _relay(listener, conn: _Conn, conns: dict, ex) -> None:
+async def _relay(listener, conn: _Conn, conns: dict, ex, body: bytes) -> None:
     log, streams = conn.log, conn.streams
     method = ex.method
     stream = streams.post() if method == "POST" else (
         _get_stream(ex.headers) if method == "GET" else "delete")
-    body = await ex.read()
     streams.event("http-request", "client", stream=stream, method=method,
-                  url=logged_url(ex.url, log), headers=logged_headers(ex.headers, log),
+                  url=logged_url(ex.url, log), headers=listener.logged_headers(ex.headers, log),
                   http=ex.version)
     if method == "POST" and body:
         streams.frame(C2A, stream, body)
     up = listener.connect
     if ex.query_string:
         up += ("&" if "?" in up else "?") + ex.query_string
-    headers = passed_headers(ex.headers) + listener.opts.headers
+    headers = listener.passed_headers(ex.headers) + listener.opts.headers
     http = listener.http
     try:
+        if conflicting_credentials(up, headers):
+            raise ValueError(CREDENTIALS_CLASH)  # (aiohttp refuses them too, less clearly)
         resp = await http.request(method, up, headers=headers, data=body or None,
                                   allow_redirects=False, auto_decompress=False,
                                   timeout=aiohttp.ClientTimeout(total=None))
-    except (aiohttp.ClientError, OSError) as e:
-        streams.event("http-response", "agent", stream=stream, status=None,
-                      error=_why(e), http=_version(http))
-        listener.opts.note(f"cannot reach {listener.connect}: {_why(e)}")
+    except (aiohttp.ClientError, OSError, ValueError) as e:
+        why = str(e) if isinstance(e, ValueError) else _why(e)
+        streams.event("http-response", "agent", stream=stream, status=None, error=why,
+                      http=_version(http))
+        listener.opts.note(f"cannot reach {logged_url(listener.connect, log)}: {why}")
         return await ex.respond(502, text="the agent cannot be reached\n")
     async with resp:
         streams.event("http-response", "agent", stream=stream, status=resp.status,
@@ -563,7 +659,7 @@ async def speaks_h2c(url: str) -> bool:
     with a SETTINGS frame, as an HTTP/2 server must first (RFC 9113, 3.4)."""
     from urllib.parse import urlsplit
 
-    from acp_pipes.tee.remote import PREFACE
+    from acp_pipes.tee.accept import PREFACE
 
     parts = urlsplit(url)
     writer = None
@@ -610,21 +706,26 @@ def _multi(pairs):
 class _Served:
     """One ACP connection to a local agent process: its log, its streams' queues (what
     the agent sent for a stream no client has opened yet waits there), where each
-    request came from (its answer goes back there), and the initialize in flight."""
+    request came from (its answer goes back there), and the initialize in flight. One
+    of the listener's agents (:meth:`acp_pipes.tee.policy.Policy.take_agent`) until its
+    DELETE, its idle timeout or the listener's end (:meth:`end`)."""
 
-    def __init__(self, listener, cid: str):
+    def __init__(self, listener, cid: str, served: dict):
         from acp_pipes.tee.remote import ProcessAgent
 
+        self.listener = listener
         self.cid = cid
-        self.log = listener.next_log("http")
-        self.streams = Streams(self.log)
+        self.served = served
         self.agent = ProcessAgent(listener.argv, listener.opts.note, listener.opts.stderr_fd,
                                   listener.opts.grace)
+        self.log = listener.next_log("http")
+        self.streams = Streams(self.log)
         self.queues: dict[str, asyncio.Queue] = {}
         self.origin: dict[tuple[bool, object], str] = {}  # request id -> stream
         self.waiting: dict[tuple[bool, object], asyncio.Future] = {}  # initialize
         self.ended = False
         self.reader = asyncio.ensure_future(self._read())
+        self.idle = _idle(listener, self._expire)
 
     def queue(self, stream: str) -> asyncio.Queue:
         q = self.queues.get(stream)
@@ -642,7 +743,8 @@ class _Served:
             key = _key(msg.get("id")) if msg is not None and "method" not in msg else None
             future = self.waiting.pop(key, None) if key is not None else None
             if future is not None:  # initialize's answer: the body of its 200
-                future.set_result(raw)
+                if not future.done():
+                    future.set_result(raw)
                 continue
             if key is not None:
                 stream = self.origin.pop(key, "get")
@@ -658,51 +760,92 @@ class _Served:
             if not future.done():
                 future.set_result(None)
 
+    async def _expire(self, wait: float) -> None:
+        if not self.ended:
+            self.listener.policy.say(f"ended Streamable HTTP connection {self.cid}, idle "
+                                     f"for {wait:g} s (--idle-timeout), and its agent")
+            await self.end()
+
     async def end(self) -> None:
+        """The connection's end: no longer served, its agent ended (stdin closed, then
+        its process group signalled: :meth:`ProcessAgent.end`), its log ended."""
         if self.ended:
             return
         self.ended = True
-        await self.agent.close()
-        await asyncio.shield(self.agent.end())
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await asyncio.wait_for(self.reader, GRACE)
-        self.log.end(self.agent.status if self.agent.status is not None else 0,
-                     self.agent.signal)
+        self.idle.stop()
+        if self.served.get(self.cid) is self:
+            del self.served[self.cid]
+        try:
+            await self.agent.close()
+            await asyncio.shield(self.agent.end())
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self.reader, GRACE)
+        finally:
+            self.listener.policy.agent_ended()
+            self.log.end(self.agent.status if self.agent.status is not None else 0,
+                         self.agent.signal)
 
 
-async def serve(listener, ex) -> None:
+async def serve(listener, ex, body: bytes) -> None:
     """The RFD's Streamable HTTP server in front of a local agent: POST (200 with the
     body for initialize, 202 otherwise), GET (the connection's or a session's SSE
-    stream), DELETE; each request and status logged, as acp-tee logs a proxy's."""
-    import uuid
-
+    stream), DELETE; each request and status logged, as acp-tee logs a proxy's. An
+    initialize starts an agent only when the policy has room for one (else 503); one
+    whose client is gone before its answer leaves none behind."""
     served: dict[str, _Served] = listener.__dict__.setdefault("served", {})
     cid = ex.headers.get(CONNECTION)
     conn = served.get(cid) if cid else None
     method = ex.method
-    body = await ex.read() if method == "POST" else b""
+    if method != "POST":
+        body = b""  # (a GET or DELETE has none; whatever came is not ACP's)
     msg = _parse(body) if body else None
     json_body = ex.headers.get("Content-Type", "").startswith("application/json")
     if method == "POST" and conn is None and not json_body:
         return await ex.respond(415, text="POST needs Content-Type: application/json\n")
     if method == "POST" and conn is None and cid is None and msg is not None \
             and msg.get("method") == "initialize":
-        cid = str(uuid.uuid4())
-        try:
-            conn = served[cid] = _Served(listener, cid)
-        except (OSError, ValueError) as e:
-            listener.opts.note(f"cannot run {listener.argv[0]}: "
-                               f"{getattr(e, 'strerror', None) or e}")
-            return await ex.respond(502, text="the agent cannot be run\n")
+        conn = await _start(listener, ex, served)
+        if conn is None:
+            return None
     if conn is None:
         status = 400 if not cid else 404
         return await ex.respond(status, text=("no Acp-Connection-Id" if status == 400
                                               else "unknown Acp-Connection-Id") + "\n")
+    conn.idle.begin()
+    try:
+        return await _serve(listener, ex, conn, body, msg, json_body)
+    finally:
+        conn.idle.done()
+
+
+async def _start(listener, ex, served: dict) -> _Served | None:
+    """A new connection and its agent, for an initialize; None once it was refused."""
+    import uuid
+
+    refusal = listener.policy.take_agent()
+    if refusal is not None:
+        listener.policy.refused(ex.peer, f"initialize (HTTP/{ex.version})", refusal)
+        await ex.respond(refusal.status, text=refusal.text, headers=refusal.headers)
+        return None
+    cid = str(uuid.uuid4())
+    try:
+        conn = served[cid] = _Served(listener, cid, served)
+    except (OSError, ValueError) as e:
+        listener.policy.agent_ended()
+        listener.opts.note(f"cannot run {listener.argv[0]}: "
+                           f"{getattr(e, 'strerror', None) or e}")
+        await ex.respond(502, text="the agent cannot be run\n")
+        return None
+    return conn
+
+
+async def _serve(listener, ex, conn: _Served, body: bytes, msg, json_body: bool) -> None:
+    method = ex.method
     log, streams = conn.log, conn.streams
     stream = streams.post() if method == "POST" else (
         _get_stream(ex.headers) if method == "GET" else "delete")
     streams.event("http-request", "client", stream=stream, method=method,
-                  url=logged_url(ex.url, log), headers=logged_headers(ex.headers, log),
+                  url=logged_url(ex.url, log), headers=listener.logged_headers(ex.headers, log),
                   http=ex.version)
 
     def logged(status: int, headers: list[tuple[str, str]]) -> None:
@@ -726,23 +869,13 @@ async def serve(listener, ex) -> None:
             sid = ex.headers.get(SESSION) or params_sid
             route = f"get:{sid}" if sid else "get"
             if msg.get("method") == "initialize":
-                future = asyncio.get_running_loop().create_future()
-                conn.waiting[_key(msg["id"])] = future
-                await conn.agent.send((body, False))
-                raw = await future
-                if raw is None:
-                    return await answer(502, "the agent ended before it answered\n")
-                streams.frame(A2C, stream, raw)
-                headers = [("Content-Type", "application/json"), (CONNECTION, conn.cid)]
-                logged(200, headers)
-                return await ex.respond(200, body=raw, headers=headers)
+                return await _initialize(ex, conn, body, msg, stream, logged, answer)
             conn.origin[_key(msg["id"])] = route
         if not await conn.agent.send((body, False)):
             return await answer(410, "the agent has ended\n")
         return await answer(202)
     if method == "DELETE":  # answered once the agent has ended (and its log with it)
         logged(202, [])
-        served.pop(conn.cid, None)
         await conn.end()
         return await ex.respond(202)
     if method != "GET":
@@ -764,4 +897,36 @@ async def serve(listener, ex) -> None:
         await ex.finish()
     except ConnectionError:
         streams.event("http-end", "client", stream=stream)
+    return None
+
+
+async def _initialize(ex, conn: _Served, body: bytes, msg: dict, stream: str, logged,
+                      answer) -> None:
+    """initialize: sent to the agent, its answer the 200's body with the new
+    Acp-Connection-Id. A client gone before the answer (its connection closed, its
+    HTTP/2 stream reset) never learns that id: the connection is ended with its agent,
+    not left for the idle timeout."""
+    future = asyncio.get_running_loop().create_future()
+    conn.waiting[_key(msg["id"])] = future
+    await conn.agent.send((body, False))
+    lost = asyncio.ensure_future(ex.lost())
+    try:
+        await asyncio.wait({future, lost}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        lost.cancel()
+    if not future.done() or ex.gone:
+        conn.streams.event("http-end", "client", stream=stream)
+        await conn.end()
+        return None
+    raw = future.result()
+    if raw is None:
+        return await answer(502, "the agent ended before it answered\n")
+    conn.streams.frame(A2C, stream, raw)
+    headers = [("Content-Type", "application/json"), (CONNECTION, conn.cid)]
+    logged(200, headers)
+    try:
+        await ex.respond(200, body=raw, headers=headers)
+    except ConnectionError:
+        await conn.end()
+        raise
     return None

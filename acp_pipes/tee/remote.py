@@ -18,8 +18,11 @@ Design choices, and why:
 - HTTP/2, which aiohttp lacks, is :mod:`acp_pipes.tee.h2` (h2, the protocol without
   I/O, on asyncio): the listener's socket is asyncio's, and each connection's first
   bytes hand it to aiohttp (HTTP/1.1, WebSocket) or, the HTTP/2 preface, to h2
-  (:class:`_Sniff`); the HTTP/2 code is imported by the first such connection, or
-  by ``--http2``.
+  (:class:`acp_pipes.tee.accept.Guard`); the HTTP/2 code is imported by the first such
+  connection, or by ``--http2``.
+- Who may use a listener and how much of it (Host, Origin, a token, the agents running,
+  a message's size, how long a connection may idle) is :mod:`acp_pipes.tee.policy`,
+  checked for every request and upgrade before anything is read whole or started.
 - A frame is relayed as it came: a WebSocket text frame's payload is sent on as the
   same bytes (aiohttp checks that a text frame is UTF-8; ``str.encode`` of that text
   gives the bytes back exactly), a stdio line becomes one text frame without its LF and
@@ -61,8 +64,9 @@ from aiohttp import WSMsgType, web
 
 from acp_pipes.errors import Note, OptionError
 from acp_pipes.tee.logfile import open_sink, write_all
+from acp_pipes.tee.policy import Limits
 from acp_pipes.tee.pump import _Log, header_record
-from acp_pipes.tee.secrets import is_secret
+from acp_pipes.tee.secrets import logged_header
 from acp_pipes.tee.secrets import logged_url as _logged_url
 from acp_pipes.wire import A2C, C2A, event_record, make_clock
 
@@ -105,8 +109,10 @@ def parse_url(url: str, *, listening: bool) -> tuple[str, str, int, str]:
 
 def logged_headers(headers, log: _Log) -> list[list[str]]:
     """Headers as the log keeps them: ``[name, value]`` pairs in order, credentials as
-    tokens (unless secrets are kept)."""
-    return [[k, log.token(v) if is_secret(k) else v] for k, v in headers.items()]
+    tokens (unless secrets are kept: :func:`acp_pipes.tee.secrets.logged_header`)."""
+    if not log.redact:
+        return [[k, v] for k, v in headers.items()]
+    return [[k, logged_header(k, v, log.token)] for k, v in headers.items()]
 
 
 def logged_url(url: str, log: _Log) -> str:
@@ -341,10 +347,31 @@ class ProcessAgent:
             self.status = 128 - code if code < 0 else code
             self.signal = -code if code < 0 else None
             break
+        await self._end_group()
         try:
             os.close(self.stdout)
         except OSError:
             pass
+
+    async def _end_group(self) -> None:
+        """What the agent left in its process group (a tool it started, an MCP server)
+        ends with its connection: SIGTERM to the group, SIGKILL ``grace`` seconds later
+        (a listener serves connection after connection: none may leave processes
+        behind). Safe after the agent was reaped: a pid in use as a process group ID is
+        given to no new process."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.pid, sig)
+            except OSError:
+                return  # nothing is left in it
+            deadline = loop.time() + self.grace
+            while loop.time() < deadline:
+                await asyncio.sleep(0.05)
+                try:
+                    os.killpg(self.pid, 0)
+                except OSError:
+                    return
 
 
 class WsSide:
@@ -401,7 +428,11 @@ class WsSide:
                 await self._answer()
             return Closed(msg.data or None, msg.extra or "", "close")
         if msg.type is WSMsgType.ERROR:
-            return Closed(1006, f"{type(msg.data).__name__}: {msg.data}", "error")
+            # a malformed frame (aiohttp's WebSocketError) closed it with its own code:
+            # 1002 a protocol error, 1007 text that is not UTF-8, 1009 too large
+            code = getattr(msg.data, "code", None)
+            return Closed(code if isinstance(code, int) and 1000 <= code < 5000 else 1006,
+                          f"{type(msg.data).__name__}: {msg.data}", "error")
         if self._dropped:
             return Closed(1006, "no close frame came in answer", "closed")
         # CLOSING/CLOSED: acp-tee closed it (the peer's answering close frame is read
@@ -563,7 +594,9 @@ async def relay(client, agent, log: _Log, *, input_ends_session: bool) -> Closed
                                    reason=item.reason))
         if input_ends_session:
             await _answered(track)
-        await agent.close(item.code, item.reason)
+        # a side that broke the protocol was closed with its code (1002, 1007, 1009);
+        # the other side is told of no error of its own: closed as after a lost peer
+        await agent.close(None if item.how == "error" else item.code, item.reason)
         if isinstance(agent, ProcessAgent):
             await agent.end()  # bounded: its output ends with it, and the relay with that
 
@@ -583,7 +616,7 @@ async def relay(client, agent, log: _Log, *, input_ends_session: bool) -> Closed
             log.event(event_record(0, "ws-close", "agent", code=item.code,
                                    reason=item.reason))
         ended.append(item)
-        await client.close(item.code, item.reason)
+        await client.close(None if item.how == "error" else item.code, item.reason)
         return item
 
     def late(direction: str, side: str):
@@ -640,7 +673,9 @@ class Options:
                  headers: Sequence[tuple[str, str]] = (), protocols: Sequence[str] = (),
                  stderr_fd: int | None = None, on_listen: Note | None = None,
                  http2: bool = False, grace: float = GRACE,
-                 script: BinaryIO | None = None):
+                 script: BinaryIO | None = None,
+                 allow_origins: Sequence[str] = (), allow_hosts: Sequence[str] = (),
+                 token: bytes | None = None, limits: Limits | None = None):
         self.log_path = log_path
         self.clock = clock
         self.tick = make_clock(clock)
@@ -656,6 +691,11 @@ class Options:
         self.http2 = http2  # --http2: HTTP/2 to an http(s):// agent
         self.grace = grace  # --grace: for a local agent behind a listener to end
         self.script = script  # --script: the client's frames, with --connect from stdio
+        # a listener's policy (acp_pipes.tee.policy): who may use it, and how much
+        self.allow_origins = list(allow_origins)  # --allow-origin
+        self.allow_hosts = list(allow_hosts)  # --allow-host
+        self.token = token  # --token-file, or ACP_LISTEN_TOKEN
+        self.limits = limits or Limits()  # --max-agents, --max-message, the timeouts
 
     def log(self, argv: Sequence[str], nth: int, transport: dict) -> _Log:
         log = open_log(self.log_path, argv or ["remote"], nth, self.note, self.tick,
@@ -741,6 +781,8 @@ async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, lo
     status it was refused with); None, said, when it cannot be reached."""
     shown = logged_url(url, log)
     try:
+        if conflicting_credentials(url, headers):
+            raise ValueError(CREDENTIALS_CLASH)  # (aiohttp refuses them too, less clearly)
         ws = await http.ws_connect(url, headers=headers, protocols=protocols,
                                    max_msg_size=0, autoping=True, autoclose=False,
                                    compress=0)
@@ -750,16 +792,33 @@ async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, lo
                                response=logged_headers(e.headers or {}, log)))
         note(f"cannot connect to {shown}: the agent answered {e.status} {e.message}")
         return None
-    except (aiohttp.ClientError, OSError, TimeoutError) as e:
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as e:
+        # ValueError: a request aiohttp will not make (the URL's user:password beside an
+        # Authorization header: a client's, behind a listener)
+        why = str(e) if isinstance(e, ValueError) else _why(e)
         log.event(event_record(0, "ws-open", "agent", url=shown, status=None,
-                               error=str(e) or type(e).__name__))
-        note(f"cannot connect to {shown}: {_why(e)}")
+                               error=why if isinstance(e, ValueError)
+                               else str(e) or type(e).__name__))
+        note(f"cannot connect to {shown}: {why}")
         return None
     log.event(event_record(0, "ws-open", "agent", url=shown, status=101,
                            protocol=ws.protocol,
                            request=logged_headers(_headers(headers), log),
                            response=logged_headers(ws._response.headers, log)))
     return WsSide(ws, "agent", note)
+
+
+#: Why a request to an agent whose URL carries ``user:password`` was not sent: the
+#: client's ``Authorization`` would be a second set of credentials (aiohttp refuses to
+#: send both, and the agent could not tell which is meant).
+CREDENTIALS_CLASH = ("the --connect URL's user:password and the client's Authorization "
+                     "header cannot both be sent")
+
+
+def conflicting_credentials(url: str, headers) -> bool:
+    """Whether ``url`` carries user information and ``headers`` an Authorization."""
+    return urlsplit(url).username is not None and any(
+        k.lower() == "authorization" for k, _v in headers)
 
 
 def _headers(pairs):
@@ -786,9 +845,13 @@ def listen(url: str, opts: Options, *, connect: str | None = None,
 
 
 class Listener:
-    """The state of one listener: its connections, counted for their logs' names."""
+    """The state of one listener: its policy (:mod:`acp_pipes.tee.policy`), its
+    connections (each behind a :class:`acp_pipes.tee.accept.Guard`), counted for their
+    logs' names."""
 
     def __init__(self, url: str, opts: Options, connect: str | None, argv: list[str]):
+        from acp_pipes.tee.policy import Policy, check_bind
+
         self.url = url
         self.opts = opts
         self.connect = connect
@@ -798,7 +861,12 @@ class Listener:
         self.tasks: set[asyncio.Task] = set()
         self.live: set = set()  # WsSide of clients still connected
         self.h2: set = set()  # HTTP/2 connections of clients (acp_pipes.tee.h2.H2Server)
-        self.scheme, _host, _port, self.path = parse_url(url, listening=True)
+        self.guards: dict = {}  # transport -> its Guard
+        self.scheme, host, _port, self.path = parse_url(url, listening=True)
+        check_bind(url, host, opts.token)
+        self.policy = Policy(host, allow_origins=opts.allow_origins,
+                             allow_hosts=opts.allow_hosts, token=opts.token,
+                             limits=opts.limits, note=opts.note)
 
     def transport(self, kind: str) -> dict:
         t = {"client": kind, "listen": self.url}
@@ -814,15 +882,66 @@ class Listener:
         self.count += 1
         return self.opts.log(self.argv, nth, self.transport(kind))
 
+    # -- what a client sends, as the log keeps it and as it is passed on
+
+    def logged_headers(self, headers, log: _Log) -> list[list[str]]:
+        """A client's headers as the log keeps them: credentials as tokens, and the
+        listener's own token never (not even with --keep-secrets)."""
+        out = logged_headers(headers, log)
+        if self.policy.token is not None:
+            from acp_pipes.tee.policy import TOKEN_LOGGED
+
+            out = [[k, TOKEN_LOGGED if k.lower() == "authorization" else v] for k, v in out]
+        return out
+
+    def passed_headers(self, headers) -> list[tuple[str, str]]:
+        """A client's headers as a proxy passes them on: the listener's token is its
+        own, not the agent's."""
+        out = passed_headers(headers)
+        if self.policy.token is not None:
+            out = [(k, v) for k, v in out if k.lower() != "authorization"]
+        return out
+
+    # -- requests
+
+    def refused(self, method: str, path: str, host: str | None, headers, guard,
+                version: str):
+        """The refusal of a request the policy turns away (said on stderr), or None."""
+        origins = headers.getall("Origin", [])
+        refusal = self.policy.check(host, ", ".join(origins) if origins else None,
+                                    headers.getall("Authorization", []),
+                                    guard.local if guard is not None else None,
+                                    preflight=_preflight(method, headers))
+        if refusal is not None:
+            self.policy.refused(guard.peer if guard is not None else "?",
+                                f"{method} {path} (HTTP/{version})", refusal)
+        return refusal
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        guard = self.guards.get(request.transport)
+        if guard is not None:
+            guard.started()
+        try:
+            return await self._handle(request, guard)
+        finally:
+            if guard is not None:
+                guard.finished()
+
+    async def _handle(self, request: web.Request, guard) -> web.StreamResponse:
+        refusal = self.refused(request.method, request.path, request.headers.get("Host"),
+                               request.headers, guard, "1.1")
+        if refusal is not None:
+            return _refuse(refusal)
+        if request.path != self.path:
+            return web.Response(status=404, text="404: Not Found")
         if request.method == "GET" and request.headers.get("Upgrade", "").lower() == "websocket":
-            return await self.websocket(request)
+            return await self.websocket(request, guard)
         if self.scheme == "http":
             from acp_pipes.tee.http import AioExchange
             from acp_pipes.tee.http import handle as http_handle
 
-            ex = AioExchange(request)
-            await http_handle(self, ex)
+            ex = AioExchange(request, self.policy, guard)
+            await self.streamable(ex, http_handle)
             return ex.response  # type: ignore[return-value]  # (every handler answers)
         return web.Response(status=426, text="this endpoint speaks WebSocket only\n",
                             headers={"Upgrade": "websocket"})
@@ -830,22 +949,45 @@ class Listener:
     async def h2_request(self, ex) -> None:
         """One request that came over HTTP/2 (:mod:`acp_pipes.tee.h2`): Streamable HTTP,
         as over HTTP/1.1 (WebSocket has no HTTP/2 form here: it upgrades HTTP/1.1)."""
+        refusal = self.refused(ex.method, ex.path, ex.host, ex.headers, ex.guard, "2")
+        if refusal is not None:
+            return await ex.respond(refusal.status, text=refusal.text,
+                                    headers=refusal.headers)
         if ex.path != self.path:
             return await ex.respond(404, text="404: Not Found")
         if self.scheme == "http":
             from acp_pipes.tee.http import handle as http_handle
 
-            return await http_handle(self, ex)
+            return await self.streamable(ex, http_handle)
         return await ex.respond(426, text="this endpoint speaks WebSocket only\n",
                                 headers=[("Upgrade", "websocket")])
 
-    async def websocket(self, request: web.Request) -> web.StreamResponse:
+    async def streamable(self, ex, http_handle) -> None:
+        """A Streamable HTTP request that passed the policy, over either HTTP version.
+        A page of an allowed origin (``--allow-origin``) is answered with CORS headers,
+        its preflight by the listener itself when it serves a local agent (a proxy
+        passes it on: the agent's server answers it)."""
+        origin = ex.headers.get("Origin")
+        if self.connect is None and origin is not None:
+            if _preflight(ex.method, ex.headers):
+                return await ex.respond(204, headers=self.policy.preflight(
+                    origin, ex.headers.get("Access-Control-Request-Headers")))
+            ex.cors = self.policy.cors(origin)
+        return await http_handle(self, ex)
+
+    async def websocket(self, request: web.Request, guard) -> web.StreamResponse:
+        refusal = self.policy.take_agent()
+        if refusal is not None:
+            self.policy.refused(guard.peer if guard is not None else "?",
+                                "a WebSocket upgrade", refusal)
+            return _refuse(refusal)
         task = asyncio.current_task()
         self.tasks.add(task)  # type: ignore[arg-type]  # (a handler runs in a task)
         try:
             return await self._websocket(request)
         finally:
             self.tasks.discard(task)
+            self.policy.agent_ended()
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
         opts = self.opts
@@ -855,8 +997,8 @@ class Listener:
         here = urlunsplit((self.scheme.replace("http", "ws"), request.host,
                            request.path, request.query_string, ""))
         log.event(event_record(0, "ws-open", "client", url=logged_url(here, log),
-                               status=None, protocols=offered,
-                               request=logged_headers(request.headers, log)))
+                               status=None, protocols=_logged_protocols(offered, log),
+                               request=self.logged_headers(request.headers, log)))
         agent: WsSide | ProcessAgent | None
         agent, chosen, extra = None, None, {}
         status: int = 0
@@ -868,7 +1010,7 @@ class Listener:
                     up += ("&" if "?" in up else "?") + request.query_string
                 # (self.http: opened with --connect)
                 agent = await _open_ws(self.http,  # type: ignore[arg-type]
-                                       up, passed_headers(request.headers)
+                                       up, self.passed_headers(request.headers)
                                        + opts.headers, offered or opts.protocols, log,
                                        opts.note)
                 if agent is None:
@@ -888,14 +1030,16 @@ class Listener:
                 # a local agent speaks the subprotocols --protocol names: the first the
                 # client offers of them is chosen
                 chosen = next((p for p in offered if p in opts.protocols), None)
-            ws = web.WebSocketResponse(protocols=[chosen] if chosen else (),
-                                       max_msg_size=0, autoping=True, autoclose=False,
-                                       compress=False)
+            limits = self.policy.limits
+            ws = _ClientWs(protocols=[chosen] if chosen else (),
+                           max_msg_size=limits.max_message, autoping=True, autoclose=False,
+                           compress=False, heartbeat=limits.idle_timeout)
             for k, v in extra.items():
                 ws.headers.add(k, v)
             await ws.prepare(request)
             log.event(event_record(0, "ws-accept", "client", status=101,
-                                   protocol=ws.ws_protocol,
+                                   protocol=_logged_protocols([ws.ws_protocol], log)[0]
+                                   if ws.ws_protocol else None,
                                    response=logged_headers(ws.headers, log)))
             client = WsSide(ws, "client", opts.note)
             self.live.add(client)
@@ -918,64 +1062,157 @@ class Listener:
             log.end(status, sig)
 
 
-#: What an HTTP/2 client with prior knowledge sends first (RFC 9113, 3.4).
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+def _preflight(method: str, headers) -> bool:
+    """Whether a request is a browser's CORS preflight (an OPTIONS that asks whether
+    a request may be sent: it sends nothing itself)."""
+    return method == "OPTIONS" and "Access-Control-Request-Method" in headers
 
 
-class _Sniff(asyncio.Protocol):
-    """A new connection to the listener, until its first bytes tell what it speaks: the
-    HTTP/2 preface (h2c with prior knowledge) hands it to :mod:`acp_pipes.tee.h2`, any
-    other byte to aiohttp's HTTP/1.1 server (which serves the WebSocket upgrade too).
-    Both get the transport and the bytes read so far, as if they had been there from
-    the start; the HTTP/2 code is imported by the first such connection only."""
+def _refuse(refusal) -> web.Response:
+    """A refused HTTP/1.1 request's answer; the connection is not kept (a refused
+    client gets no second request on it)."""
+    resp = web.Response(status=refusal.status, text=refusal.text,
+                        headers=refusal.headers or None)
+    resp.force_close()
+    return resp
 
-    def __init__(self, http1, listener: Listener):
-        self.http1 = http1
-        self.listener = listener
-        self.transport: asyncio.Transport | None = None
-        self.buf = b""
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+def _logged_protocols(offered: list[str], log: _Log) -> list[str]:
+    """The subprotocols a client offered as the log keeps them: a bearer token carried
+    there (as browsers must, and Kubernetes does) as a redaction token."""
+    if not log.redact:
+        return offered
+    from acp_pipes.tee.secrets import logged_protocols
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        n = min(len(self.buf), len(PREFACE))
-        if self.buf[:n] != PREFACE[:n]:
-            self._hand_to(self.http1())
-        elif len(self.buf) >= len(PREFACE):
-            from acp_pipes.tee.h2 import H2Server
+    return logged_protocols(offered, log.token)
 
-            self._hand_to(H2Server(self.listener))
 
-    def _hand_to(self, protocol: asyncio.Protocol) -> None:
-        transport, buf, self.buf = self.transport, self.buf, b""
-        transport.set_protocol(protocol)  # type: ignore[union-attr]  # (connected)
-        protocol.connection_made(transport)  # type: ignore[arg-type]
-        protocol.data_received(buf)
+class _ClientWs(web.WebSocketResponse):
+    """aiohttp's server side of a WebSocket, holding clients to RFC 6455's rule that a
+    client masks every frame it sends (5.1: the server closes the connection at one it
+    did not mask, 1002), as aiohttp itself does not. Its frame reader is fed through
+    :class:`_Masked`, which reads each frame's header and passes the bytes on."""
 
-    def eof_received(self) -> bool:
-        return False  # nothing said yet, or half a preface: the connection is closed
+    def _post_start(self, request, protocol, writer) -> None:
+        handler = request.protocol
+        tail, handler._message_tail = handler._message_tail, b""  # bytes after the head
+        super()._post_start(request, protocol, writer)
+        masked = _Masked(handler._payload_parser, self._reader)
+        handler._payload_parser = masked
+        if tail:
+            masked.feed_data(tail)  # as aiohttp's set_parser feeds them
+
+
+class _Masked:
+    """A WebSocket frame reader's stand-in that checks each client frame's mask bit
+    and passes the bytes to the reader: at an unmasked frame, the bytes before it go
+    on, then the reader's queue gets a protocol error (the close is 1002, as for any
+    malformed frame). It reads headers only: a payload is skipped by its length."""
+
+    def __init__(self, reader, queue):
+        self.reader = reader
+        self.queue = queue
+        self.head = bytearray()  # the header read so far
+        self.skip = 0  # payload bytes of the current frame still to come
+        self.failed = False
+
+    def feed_eof(self) -> None:
+        self.reader.feed_eof()
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        if self.failed:
+            return True, b""
+        at = self._unmasked_at(data)
+        if at is None:
+            return self.reader.feed_data(data)
+        self.failed = True
+        if at:
+            self.reader.feed_data(data[:at])
+        from aiohttp.http_websocket import WebSocketError, WSCloseCode
+
+        self.queue.set_exception(WebSocketError(
+            WSCloseCode.PROTOCOL_ERROR, "a client frame was not masked (RFC 6455, 5.1)"))
+        return True, b""
+
+    def _unmasked_at(self, data: bytes) -> int | None:
+        """Where in ``data`` the first unmasked frame starts (0 also when its header
+        began in an earlier read), or None."""
+        head = self.head
+        pos, n = 0, len(data)
+        if not self.skip and not head:  # the common read: whole frames, each header whole
+            while pos + 2 <= n:
+                second = data[pos + 1]
+                if not second & 0x80:
+                    return pos
+                size = second & 0x7F
+                start = pos + _head_size(second)
+                if start > n:
+                    break
+                if size == 126:
+                    size = int.from_bytes(data[pos + 2:pos + 4], "big")
+                elif size == 127:
+                    size = int.from_bytes(data[pos + 2:pos + 10], "big")
+                if start + size > n:
+                    self.skip = start + size - n
+                    return None
+                pos = start + size
+            if pos == n:
+                return None
+        while pos < n:
+            if self.skip:
+                step = min(self.skip, n - pos)
+                self.skip -= step
+                pos += step
+                continue
+            need = 2 if len(head) < 2 else _head_size(head[1])
+            take = min(need - len(head), n - pos)
+            head += data[pos:pos + take]
+            pos += take
+            if len(head) < 2:
+                continue
+            if not head[1] & 0x80:
+                return max(pos - len(head), 0)
+            if len(head) < _head_size(head[1]):
+                continue
+            size = head[1] & 0x7F
+            self.skip = (int.from_bytes(head[2:4], "big") if size == 126 else
+                         int.from_bytes(head[2:10], "big") if size == 127 else size)
+            head.clear()
+        return None
+
+
+def _head_size(second: int) -> int:
+    """A masked frame's header length, from its second byte (RFC 6455, 5.2)."""
+    size = second & 0x7F
+    return 2 + (2 if size == 126 else 8 if size == 127 else 0) + 4
 
 
 async def _listen(url: str, opts: Options, connect: str | None, argv: list[str]) -> int:
+    from acp_pipes.tee.accept import Guard
+
     listener = Listener(url, opts, connect, argv)
     _scheme, host, port, path = parse_url(url, listening=True)
-    app = web.Application(client_max_size=0)
-    app.router.add_route("*", path, listener.handle)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None,
-                           shutdown_timeout=1.0)
+    app = web.Application(client_max_size=0)  # bodies are read by the handlers, capped
+    app.router.add_route("*", "/{anything:.*}", listener.handle)  # a 404 passes the guard
+    # aiohttp's keep-alive timer is a backstop only: the Guard closes idle connections
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0,
+                           keepalive_timeout=opts.limits.idle_timeout)
     await runner.setup()
-    http1 = runner.server  # aiohttp's protocol factory: a handler per HTTP/1.1 connection
+    # aiohttp's protocol factory: a handler per HTTP/1.1 connection (set up by now)
+    http1: Callable[[], asyncio.Protocol] = runner.server  # type: ignore[assignment]
     loop = asyncio.get_running_loop()
+    quiet = _one_line_errors(loop, listener.policy.say)
+    _more_descriptors()
     try:
-        server = await loop.create_server(lambda: _Sniff(http1, listener), host, port,
+        server = await loop.create_server(lambda: Guard(http1, listener), host, port,
                                           backlog=128)
     except OSError as e:
         opts.note(f"cannot listen on {url}: {e.strerror or e}")
         await runner.cleanup()
+        quiet()
         return 2
     real = server.sockets[0].getsockname()[1]  # port 0: the one the system chose
+    listener.policy.bound(real)
     shown = urlunsplit((_scheme, f"{host}:{real}", path, "", ""))
     (opts.on_listen or opts.note)(f"listening on {shown}")
     http: aiohttp.ClientSession
@@ -1002,19 +1239,101 @@ async def _listen(url: str, opts: Options, connect: str | None, argv: list[str])
         await http.close()
         await runner.cleanup()
         for conn in getattr(listener, "http_conns", {}).values():  # never DELETEd
-            conn.log.end(0, None)
+            conn.end()
         for served in list(getattr(listener, "served", {}).values()):
             await served.end()
+        listener.policy.flush()
+        quiet()
     return 0
 
 
+def _one_line_errors(loop: asyncio.AbstractEventLoop, say: Callable[[str], None]
+                     ) -> Callable[[], None]:
+    """While a listener runs, what asyncio and aiohttp report (a request aiohttp could
+    not parse, an accept() without descriptors left, a connection reset) is one line
+    through ``say``, never a traceback on the terminal. Returns what puts it back."""
+    import logging
+
+    def line(message: str, e: BaseException | None) -> None:
+        text = " ".join((message + (f": {type(e).__name__}: {e}" if e else "")).split())
+        say(text if len(text) <= 300 else text[:297] + "...")
+
+    def handle(_loop, context: dict) -> None:
+        line(context.get("message") or "error", context.get("exception"))
+
+    class OneLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            line(record.getMessage(), record.exc_info[1] if record.exc_info else None)
+
+    handler = OneLine(logging.WARNING)
+    loggers = [logging.getLogger(name) for name in ("aiohttp", "asyncio")]
+    saved = [(lg.propagate, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.propagate = False
+        if lg.level == logging.NOTSET:
+            lg.setLevel(logging.WARNING)
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(handle)
+
+    def restore() -> None:
+        loop.set_exception_handler(previous)
+        for lg, (propagate, level) in zip(loggers, saved, strict=True):
+            lg.removeHandler(handler)
+            lg.propagate = propagate
+            lg.setLevel(level)
+
+    return restore
+
+
+def _more_descriptors() -> None:
+    """Raise the soft limit on open files to the hard one: every connection is a
+    descriptor, and an agent two more; the default soft limit (often 1024) would let a
+    few hundred idle sockets lock real clients out before their timeouts end them."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            want = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def headers_from(values: Sequence[str]) -> list[tuple[str, str]]:
-    """``--header 'Name: value'`` options as pairs; OptionError for one without a colon."""
+    """``--header 'Name: value'`` options as pairs; OptionError for one without a colon.
+
+    So that a secret never sits on the command line (where ``ps`` shows it to every
+    user), the value's last word may name where it is: ``@FILE`` (the file's first
+    line) or ``$VAR`` (an environment variable): ``--header 'Authorization: Bearer
+    $AGENT_TOKEN'``, ``--header X-Api-Key:@key.txt``. OptionError for a file that
+    cannot be read or a variable that is not set."""
     out = []
     for v in values:
         name, colon, value = v.partition(":")
         if not colon or not name.strip():
             raise OptionError(f"--header needs 'Name: value', got {v!r}")
-        out.append((name.strip(), value.strip()))
+        out.append((name.strip(), _header_value(name.strip(), value.strip())))
     return out
 
+
+def _header_value(name: str, value: str) -> str:
+    head, space, last = value.rpartition(" ")
+    if last.startswith("@") and len(last) > 1:
+        path = os.path.expanduser(last[1:])
+        try:
+            with open(path, "rb") as f:
+                found = f.read(65536).decode("utf-8", "replace").split("\n", 1)[0].strip()
+        except OSError as e:
+            raise OptionError(f"--header {name}: cannot read {path}: {e.strerror or e}"
+                              ) from None
+    elif last.startswith("$") and len(last) > 1:
+        found = os.environ.get(last[1:], "")
+        if not found:
+            raise OptionError(f"--header {name}: ${last[1:]} is not set")
+    else:
+        return value
+    if "\r" in found or "\n" in found:
+        raise OptionError(f"--header {name}: a header value is one line")
+    return head + space + found

@@ -8,18 +8,27 @@ a credential, so nothing that only looks like a key (a hash, a UUID) is hidden a
 key given under an innocent name is not found. Imports nothing heavy: the stdio path
 writes its header with it.
 
-- Header names (:func:`is_secret`): ``Authorization``, ``Proxy-Authorization``,
-  cookies, ``X-Api-Key``, and any name holding ``token``, ``secret``, ``api-key``,
-  ``apikey`` or ``password``.
+- Header names (:func:`is_secret`): any name holding ``key``, ``token``, ``auth``,
+  ``secret``, ``session``, ``passw``, ``cookie``, ``signature``, ``credential`` or
+  ``bearer``, in any case (``Authorization``, ``Ocp-Apim-Subscription-Key``,
+  ``X-Auth``, ``X-Session``, ``X-Custom-Bearer``), but for the transport's own
+  identifiers, ``Acp-Connection-Id`` and ``Acp-Session-Id`` (the session id is in
+  every frame anyway, and the log's stream names are made of them).
 - Option, variable and query parameter names (:func:`secret_name`): the same, and a
-  name with the word ``key``, ``passwd``, ``pwd``, ``sig``, ``signature`` or
-  ``credential(s)``; ``tokens`` (``--max-tokens``: a count) and ``tokenizer`` are not
-  ``token``.
+  name with the word ``pass``, ``pwd``, ``sig`` or ``code`` (OAuth's authorization
+  code); ``tokens`` (``--max-tokens``: a count) and ``tokenizer`` are not ``token``.
+- ``Sec-WebSocket-Protocol`` (:func:`logged_protocols`): browsers cannot set
+  ``Authorization`` on a WebSocket, so a bearer token rides in a subprotocol
+  (Kubernetes: ``base64url.bearer.authorization.k8s.io.TOKEN``; others offer
+  ``bearer, TOKEN``): what follows a credential word in an offered protocol, or the
+  protocol after one that is only that word, is a token.
 - A URL's user information: the password, or the user alone when there is none
   (``https://TOKEN@host``, as Git hosts take a token).
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,15 +36,18 @@ if TYPE_CHECKING:
 
     Token = Callable[[str], str]
 
-__all__ = ["is_secret", "logged_argv", "logged_env", "logged_url", "secret_name"]
+__all__ = ["is_secret", "logged_argv", "logged_env", "logged_header", "logged_protocols",
+           "logged_url", "secret_name"]
 
-#: Header (and query parameter) names whose values are credentials, logged as tokens.
-_SECRET_NAMES = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie",
-                           "x-api-key", "api-key", "apikey", "x-auth-token"})
-_SECRET_PARTS = ("token", "secret", "api-key", "api_key", "apikey", "password")
+#: What, held anywhere in a header's name (lower case), makes its value a credential.
+_SECRET_PARTS = ("key", "token", "auth", "secret", "session", "passw", "cookie",
+                 "signature", "credential", "bearer")
+#: The transport's own identifiers: their names hold a part above, their values are none.
+_NOT_SECRET = frozenset({"acp-connection-id", "acp-session-id"})
 #: Words that make an option, variable or query parameter name a credential's.
-_SECRET_WORDS = frozenset({"key", "passwd", "pwd", "sig", "signature", "credential",
-                           "credentials"})
+_SECRET_WORDS = frozenset({"pass", "pwd", "sig", "code"})
+#: What makes a WebSocket subprotocol carry (or announce) a bearer token.
+_PROTOCOL_PARTS = ("bearer", "token", "auth", "key", "secret", "passw", "credential")
 
 
 def _words(low: str) -> list[str]:
@@ -52,17 +64,55 @@ def _header_name(name: str) -> bool:
     return name.isascii() and name.replace("-", "a").isalnum()
 
 
+@lru_cache(maxsize=1024)
 def is_secret(name: str) -> bool:
-    """A header name whose value is a credential."""
+    """A header name whose value is a credential (a listener asks it of every header of
+    every request: the few names a session uses are remembered)."""
     low = name.lower()
-    return low in _SECRET_NAMES or any(p in low for p in _SECRET_PARTS)
+    if low in _NOT_SECRET:
+        return False
+    low = low.replace("tokens", "").replace("tokeniz", "")
+    return any(p in low for p in _SECRET_PARTS)
 
 
 def secret_name(name: str) -> bool:
     """An option, environment variable or query parameter name whose value is a
     credential (see the module's docstring)."""
-    low = name.lower().replace("tokens", "").replace("tokeniz", "")
-    return is_secret(low) or any(w in _SECRET_WORDS for w in _words(low))
+    return is_secret(name) or any(w in _SECRET_WORDS for w in _words(name.lower()))
+
+
+def logged_protocols(offered: Sequence[str], token: Token) -> list[str]:
+    """WebSocket subprotocols as a log keeps them: a bearer token among them (see the
+    module's docstring) as a token, every other protocol as given."""
+    out: list[str] = []
+    hide_next = False
+    for item in offered:
+        if hide_next:
+            out.append(token(item))
+            hide_next = False
+            continue
+        segments = item.split(".")
+        marked = [i for i, seg in enumerate(segments)
+                  if any(p in seg.lower() for p in _PROTOCOL_PARTS)]
+        if not marked:
+            out.append(item)
+        elif marked[-1] == len(segments) - 1:
+            out.append(item)  # it ends with the word: the token is the next protocol
+            hide_next = True
+        else:
+            keep = marked[-1] + 1
+            out.append(".".join(segments[:keep]) + "." + token(".".join(segments[keep:])))
+    return out
+
+
+def logged_header(name: str, value: str, token: Token) -> str:
+    """A header's value as a log keeps it: a credential's as a token, the subprotocols
+    offered with any bearer token among them as a token."""
+    if is_secret(name):
+        return token(value)
+    if name.lower() == "sec-websocket-protocol":
+        return ", ".join(logged_protocols([p.strip() for p in value.split(",")], token))
+    return value
 
 
 def logged_url(url: str, token: Token) -> str:

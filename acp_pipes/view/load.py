@@ -82,10 +82,12 @@ def kind_of(path: str) -> str | None:
 
 
 def load(paths: list[str], names: list[str] | None = None, *, direction: str | None = None,
-         warn: Warn | None = None, validate: bool = True) -> Recording:
+         warn: Warn | None = None, validate: bool = True,
+         revision: str | None = None) -> Recording:
     """Read every input (``names`` are how the page and diagnostics call them). With
     ``validate``, every frame is checked against the ACP spec (:mod:`acp_pipes.frame.validate`,
-    what ``acp-frame --validate`` reports) and its violations shown on its row."""
+    what ``acp-frame --validate`` reports; ``revision`` forces a schema revision, as its
+    ``--schema`` does) and its violations shown on its row."""
     names = names or [display_name(p) for p in paths]
     rec = Recording()
     seen: set[tuple[str, int]] = set()  # both passes read the same lines: say it once
@@ -114,7 +116,7 @@ def load(paths: list[str], names: list[str] | None = None, *, direction: str | N
         if fmt is not None:
             convertible.append((path, name))
     for path, name in traces:
-        _frames(rec, path, name, direction, note, validate)
+        _frames(rec, path, name, direction, note, validate, revision)
     rec.validated = validate and bool(traces)
     if any(i["what"] == describe(None) for i in rec.inputs):
         rec.notes.append("a bare ACP JSONL stream holds one direction: it has a timeline "
@@ -133,7 +135,7 @@ def load(paths: list[str], names: list[str] | None = None, *, direction: str | N
 
 
 def _frames(rec: Recording, path: str, name: str, direction: str | None, warn: Warn,
-            validate: bool) -> None:
+            validate: bool, revision: str | None = None) -> None:
     from acp_pipes.frame.core import read_frames
     from acp_pipes.frame.validate import Checker
 
@@ -158,7 +160,8 @@ def _frames(rec: Recording, path: str, name: str, direction: str | None, warn: W
                 first = False
                 timeline.new_connection()
                 # a bare stream (no source) holds one direction: nothing to pair
-                checker = Checker(paired=fr.get("source") is not None) if validate else None
+                checker = Checker(paired=fr.get("source") is not None,
+                                  revision=revision) if validate else None
                 continue
             timeline.add(fr, conn)
             if checker is not None:

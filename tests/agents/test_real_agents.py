@@ -162,6 +162,11 @@ def test_the_load_adds_only_what_is_new(recorded):
     prompts = [m["content"][0]["text"] for m in body
                if m["type"] == "message" and m.get("origin") == "prompt"]
     assert prompts == run["prompts"] + ["goodbye"]
+    # each prompt stored exactly once: no user message besides them, whatever IDs the
+    # agent gives its replay (opencode's own msg_... IDs, which it never sends live;
+    # docs/asr.md "One rule for identity")
+    users = {m["messageId"]: m for m in body if m["type"] == "message" and m["role"] == "user"}
+    assert [m["content"][0]["text"] for m in users.values()] == prompts
     latest: dict[str, dict] = {}
     for r in body:
         if r["type"] == "tool_call":

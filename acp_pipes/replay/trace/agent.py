@@ -240,7 +240,13 @@ class _AgentReplay:
             d["method"] = m if isinstance(m, str) else None
             d["id"] = value.get("id")
         elif value is None:
-            d["error"] = "not JSON"
+            from acp_pipes.canonical import ParseError, parse_json
+            from acp_pipes.lines import unparsable
+
+            try:  # (a miss, once a run: parsing again is cheap)
+                parse_json(raw)  # JSON's null: no error, as for any value not an object
+            except ParseError as e:
+                d["error"] = unparsable(True, e)
         return d
 
     def miss(self, expected: Pair | None, raw: bytes, value: Any, h: str,
