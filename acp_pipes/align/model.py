@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from acp_pipes.align.minted import Found, mask
 from acp_pipes.align.table import REPLIES, StepTable
 from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
+from acp_pipes.errors import Warn
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
 from acp_pipes.sameness.volatile import Preset, Rules, View, agent_name
 
@@ -122,8 +123,7 @@ def viewed_seqs(runs: Sequence[Steps], table: StepTable) -> list[list[int]]:
     """Each run's steps as the model sees them (identifiers masked, clocks, presets): a
     small int per view, the same in every run (for the divergence tree of three or more
     runs, which compares positions, not chains)."""
-    vol = runs[0].model
-    assert vol is not None
+    vol = _model_of(runs[0])
     vol.decide([r.agent for r in runs])
     ids: dict[Any, int] = {}
     out = []
@@ -139,6 +139,13 @@ def viewed_seqs(runs: Sequence[Steps], table: StepTable) -> list[list[int]]:
             seq.append(got)
         out.append(seq)
     return out
+
+
+def _model_of(steps: Steps) -> Volatile:
+    """The model a trace was read by (a caller's error to ask of one read without)."""
+    if steps.model is None:
+        raise ValueError(f"{steps.source}: not read by the model (--strict, or an ASR stream)")
+    return steps.model
 
 
 def frame_kind(msg: Any) -> str | None:
@@ -183,7 +190,7 @@ class Learned:
 
 
 def learn(path: str, others: Sequence[tuple[str, str]], volatile: Volatile,
-          warn: Any = None) -> Learned:
+          warn: Warn | None = None) -> Learned:
     """What differs between the trace ``path`` (run A) and each of ``others`` (``(name,
     path)``), by the model, under ``volatile``'s rules."""
     from acp_pipes.replay.trace import open_trace

@@ -55,7 +55,7 @@ from acp_pipes.align.compare import (
     _merge,
     _pair_chains,
 )
-from acp_pipes.align.model import WINDOW, happens_before, kind_of
+from acp_pipes.align.model import WINDOW, _model_of, happens_before, kind_of
 from acp_pipes.align.myers import align, opcodes
 from acp_pipes.align.steps import Steps
 from acp_pipes.align.table import FLOATS, REPLIES, StepTable
@@ -122,8 +122,7 @@ class _Pairs:
 def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None,
                   learned: Any = None) -> Comparison:
     """Compare two traces by the model (see the module)."""
-    vol = a.model
-    assert vol is not None
+    vol = _model_of(a)
     b.model = vol  # one model for both runs: A's (load_steps was given one, or made it)
     vol.decide([a.agent, b.agent])
     vol.classify(table)
@@ -504,8 +503,7 @@ def _one_sided(a: Steps, b: Steps, table: StepTable, gaps: list, p: _Pairs) -> N
     """What one run lacks: a note when the model tolerates it (a preset's ``optional``),
     else a difference, of kind ``order`` when the other run has the same step elsewhere
     in the chain."""
-    vol = a.model
-    assert vol is not None
+    vol = _model_of(a)
     sa, sb = a.seq, b.seq
     meta = table.meta
     by_chain: dict[int, tuple[list[int], list[int]]] = {}

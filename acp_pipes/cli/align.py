@@ -193,17 +193,9 @@ def _model(args, ctx: Context):
                              "comparison's: --strict compares the bytes as sent")
         return None
     from acp_pipes.align.model import Volatile
-    from acp_pipes.sameness.volatile import default_presets, load_presets
+    from acp_pipes.cli.replay_trace import presets_of
 
-    presets = [] if args.no_preset else default_presets()
-    for path in args.preset:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise UsageError(f"--preset {path}: cannot read it: {e.strerror or e}") from None
-        presets += load_presets(data, path)
-    return Volatile(presets, args.ignore)
+    return Volatile(presets_of(args.preset, args.no_preset), args.ignore)
 
 
 def _align(args, ctx: Context, paths, names) -> int:
@@ -273,14 +265,6 @@ def _pair(args, ctx: Context, a, b, table) -> int:
     if cmp.approximate:
         ctx.note(f"approximate: the edit distance passed --max-cost {args.max_cost}; the "
                  "alignment is valid but may not be minimal")
-    if cmp.notes:
-        kinds: dict[str, int] = {}
-        for kind in cmp.notes.values():
-            kinds[kind] = kinds.get(kind, 0) + 1
-        ctx.note(f"{len(cmp.notes)} step{'s' * (len(cmp.notes) != 1)} one run lacks, "
-                 "tolerated by the model of the same session (not differences): "
-                 + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-                 + ("; --format json lists them" if fmt != "json" else ""))
     out = ctx.out
     if fmt == "ops":
         write = out.write
@@ -302,6 +286,14 @@ def _pair(args, ctx: Context, a, b, table) -> int:
         from acp_pipes.align.graph import pair_graph
 
         _write_graph(ctx, pair_graph(cmp), fmt)
+    if cmp.notes:  # (said once the output is written: a closed pipe ends the run quietly)
+        kinds: dict[str, int] = {}
+        for kind in cmp.notes.values():
+            kinds[kind] = kinds.get(kind, 0) + 1
+        ctx.note(f"{len(cmp.notes)} step{'s' * (len(cmp.notes) != 1)} one run lacks, "
+                 "tolerated by the model of the same session (not differences): "
+                 + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+                 + ("; --format json lists them" if fmt != "json" else ""))
     return EXIT_OK if cmp.equal else EXIT_DIFFERENT
 
 
