@@ -1060,10 +1060,10 @@ def _asks(raw: bytes) -> bool:
 
 
 def _skippable(rec: dict[str, Any], raw: bytes) -> bool:
-    """Whether a recorded agent frame, matched by its bytes, needs nothing more: nothing
+    r"""Whether a recorded agent frame, matched by its bytes, needs nothing more: nothing
     redacted, not a frame record (whose ``kind`` says what it is), and nothing can wait
     on it: no ``"id"`` (no answer, no request), no v2 ``state_update`` ``idle`` (the end
-    of a turn), no ``\\u`` escape that could spell either. Judged once, as the trace is
+    of a turn), no ``\u`` escape that could spell either. Judged once, as the trace is
     read ahead while the agent works, so that what stands between the agent's frames and
     the next prompt is a comparison of bytes (and the model need not even parse it).
 
