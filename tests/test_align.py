@@ -79,9 +79,11 @@ def test_changed_prompt_first_divergence(runs):
     assert s["distance"] == c["only-a"] + c["only-b"] + 2 * c["changed"]
     assert s["approximate"] is False
     assert len(s["changed"]) == c["changed"]
+    # the model's kind of difference: the client sent something else
+    assert first["difference"] == "client"
     assert s["changed"][0] == {"a": first["a"], "b": first["b"], **{
         k: first["step_a"][k] for k in ("dir", "kind", "method", "hash")},
-        "hash_b": first["step_b"]["hash"], "diff": first["diff"]}
+        "hash_b": first["step_b"]["hash"], "difference": "client", "diff": first["diff"]}
 
 
 def test_ops_reconstruct_b(runs):

@@ -55,8 +55,9 @@ def test_a_session_id_renamed_everywhere_is_no_difference(echo, tmp_path):
 
 def test_a_renaming_that_is_not_consistent_is_a_difference(echo, tmp_path):
     """The second prompt's result names the first prompt's message id again: the
-    renaming breaks at that step, which is a changed step whose diff names the ids by
-    kind and ordinal in each run."""
+    renaming breaks at that step, which is a changed step of kind ``renaming``, whose
+    diff shows B's identifiers by the names A has for them (msg-user-1 stands for
+    itself: the renaming paired it with A's msg-user-1)."""
     recs = echo["recs"]
     k = next(i for i, r in enumerate(recs) if '"msg-user-2"' in r["raw"]
              and '"result"' in r["raw"])
@@ -66,8 +67,10 @@ def test_a_renaming_that_is_not_consistent_is_a_difference(echo, tmp_path):
     assert status == 1 and s["counts"]["changed"] == 1, s["counts"]
     first = s["first_divergence"]
     assert first["op"] == "changed" and first["step_a"]["method"] == "session/prompt"
+    assert first["difference"] == "renaming"
     [d] = first["diff"]
-    assert d["path"] == "/result/messageId" and d["b"] == "message#1" != d["a"]
+    assert d == {"op": "replace", "path": "/result/messageId", "a": "msg-user-2",
+                 "b": "msg-user-1"}
 
 
 def test_agent_request_ids_are_a_renaming_too(echo, tmp_path):

@@ -81,22 +81,40 @@ class Change:
 class Comparison:
     """Runs A and B in one merged order: op ``k`` is step ``oa[k]`` of A and step
     ``ob[k]`` of B (-1: the run has no step there). Both: equal when the steps are the
-    same, else changed; one: only-a or only-b. ``differing`` lists the positions of the
-    ops that are not equal, ascending; :meth:`at` gives their steps without building
-    ``oa``/``ob`` (which a summary never needs)."""
+    same, else changed; one: only-a or only-b, or, under the model of the same session
+    (:mod:`acp_pipes.align.session`), a *note*: a step one run lacks that the model
+    tolerates (a floating notification, a frame sent only sometimes). ``differing``
+    lists the positions of the ops that differ (not the notes), ascending; :meth:`at`
+    gives their steps without building ``oa``/``ob`` (which a summary never needs)."""
 
     def __init__(self, a: Steps, b: Steps, table: StepTable, n_ops: int, lcs: int,
                  changed: int, approximate: bool, differing: list[int],
-                 ops_at: dict[int, tuple[int, int]], build: Callable[[], tuple[array, array]]):
+                 ops_at: dict[int, tuple[int, int]], build: Callable[[], tuple[array, array]],
+                 notes: dict[int, str] | None = None):
         self.a, self.b, self.table = a, b, table
         self.lcs, self.changed, self.approximate = lcs, changed, approximate
         self.differing = differing
+        #: the model: op position -> the kind of note (:data:`acp_pipes.sameness.NOTES`)
+        self.notes: dict[int, str] = notes or {}
+        #: the model: op position -> the kind of difference
+        #: (:data:`acp_pipes.sameness.DIFFERENCES`)
+        self.kinds: dict[int, str] = {}
+        #: the model: op position -> why a difference is one some agents make now and then
+        self.marks: dict[int, str] = {}
+        #: the model: op position -> why a note's step is tolerated
+        self.whys: dict[int, str] = {}
+        self._marked = sorted([*differing, *self.notes]) if self.notes else differing
         self._n_ops = n_ops
         self._at = ops_at
         self._build = build
-        #: the default preset's renaming of minted identifiers, per kind: A's value ->
+        #: the renaming of minted identifiers the model learned, per kind: A's value ->
         #: B's value (:mod:`acp_pipes.align.minted`); empty under --strict
         self.renamed: dict[str, dict[Any, Any]] = {}
+        #: the model: what a comparison ran under and learned, for the summary
+        self.rules: dict[str, Any] | None = None
+        self.learned: dict[str, Any] | None = None
+        #: the model: how B's identifiers are shown (A's name for each one renamed)
+        self.name_b: Callable[[str, Any], Any] | None = None
         self._oa: array | None = None
         self._ob: array | None = None
 
@@ -122,8 +140,9 @@ class Comparison:
 
     @property
     def distance(self) -> int:
-        """Insertions plus deletions (a changed step counts as one of each)."""
-        return self.n + self.m - 2 * self.lcs
+        """Insertions plus deletions (a changed step counts as one of each); the steps
+        of notes are not counted: they are no difference."""
+        return self.n + self.m - 2 * self.lcs - len(self.notes)
 
     @property
     def equal(self) -> bool:
@@ -134,8 +153,14 @@ class Comparison:
 
     def counts(self) -> dict[str, int]:
         c = self.changed
-        return {"equal": self.lcs, "changed": c, "only-a": self.n - self.lcs - c,
-                "only-b": self.m - self.lcs - c}
+        out = {"equal": self.lcs, "changed": c, "only-a": self.n - self.lcs - c,
+               "only-b": self.m - self.lcs - c}
+        if self.notes:
+            for k in self.notes:
+                i, _ = self.at(k)
+                out["only-a" if i >= 0 else "only-b"] -= 1
+            out["notes"] = len(self.notes)
+        return out
 
     def at(self, k: int) -> tuple[int, int]:
         """``(step of A, step of B)`` of op ``k`` (-1 for none)."""
@@ -146,12 +171,14 @@ class Comparison:
         got = self._at.get(k)
         if got is None:
             return "equal"
+        if k in self.notes:
+            return "note"
         i, j = got
         return "only-b" if i < 0 else "only-a" if j < 0 else "changed"
 
     def runs(self) -> Iterator[tuple[str, int, int]]:
         """``(tag, start, stop)``: maximal runs of ops of one tag, in merged order."""
-        d = self.differing
+        d = self._marked
         prev = 0
         i = 0
         tag = self.tag
@@ -188,17 +215,25 @@ class Comparison:
             held[by_a[i]] = value
         by_b = {j: k for k, (_, j) in pairs.items()}
         out: dict[int, Change] = {}
-        for j, value in self.b.values(by_b):
+        for j, value in self.b.values(by_b, self.name_b):
             k = by_b[j]
             d = pointer_diff(held.pop(k), value, MAX_DIFF + 1, names=("a", "b"))
             out[k] = Change(pairs[k][0], j, d[:MAX_DIFF], len(d) > MAX_DIFF)
         return out
 
 
-def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -> Comparison:
+def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None,
+            learned: Any = None) -> Comparison:
     """Align ``a`` with ``b`` chain by chain and merge (see the module docstring).
     ``max_cost`` bounds each chain's search as :func:`acp_pipes.align.myers.align` does;
-    the result is then marked approximate."""
+    the result is then marked approximate. Two traces read by the model of the same
+    session (not ``--strict``) are compared by it (:mod:`acp_pipes.align.session`;
+    ``learned``: the noise learned from other recordings,
+    :class:`~acp_pipes.align.model.Learned`)."""
+    if a.model is not None and b.model is not None:
+        from acp_pipes.align.session import compare_model
+
+        return compare_model(a, b, table, max_cost, learned)
     n, m = len(a.seq), len(b.seq)
     sa_all, sb_all = a.seq, b.seq
     pairs = _pair_chains(a, b)
@@ -213,22 +248,16 @@ def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -
             lcs += al.lcs
             approximate |= al.approximate
             aligned.append((pa, pb, [*al.blocks, (len(pa), len(pb), 0)]))
-    # 1b. the renaming of minted identifiers over the equal steps (the default preset)
-    renamed: dict[str, dict[Any, Any]] = {}
-    broken: list[tuple[int, int]] = []
-    if a.minted is not None and b.minted is not None:
-        broken, renamed = _renaming(a, b, aligned)
-        lcs -= len(broken)
     # 2. what the steps in the gaps are (the update kind is read back, for those only)
     _look_up_updates(a, b, table, aligned)
     # 3. the gaps' steps paired by kind, and where B's own steps go
-    changed: list[tuple[int, int]] = list(broken)
+    changed: list[tuple[int, int]] = []
     attached: list[tuple[int, int]] = []  # (A index it follows, B index): B's steps alone
     only_a: list[int] = []
     coarse = table.coarse
     for pa, pb in pairs:
         if pb is None:
-            only_a.extend(pa)  # type: ignore[arg-type]  # no pair is (None, None)
+            only_a.extend(pa)  # (no pair is (None, None))
     for pa, pb, blocks in aligned:
         last = pa[0] - 1  # B's steps before the chain's first A step go right before it
         i = j = 0
@@ -257,7 +286,7 @@ def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -
             i, j = a0 + size, b0 + size
 
     # no pair is (None, None)
-    orphans = sorted(j for pa, pb in pairs if pa is None for j in pb)  # type: ignore[union-attr]
+    orphans = sorted(j for pa, pb in pairs if pa is None for j in pb)
     if orphans:  # chains A does not have: after the last matched step before them in B
         bmate = _mates(m, aligned, changed, reverse=True)
         prev = -1
@@ -284,58 +313,8 @@ def compare(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None) -
     def build() -> tuple[array, array]:
         return _merge(n, _mates(n, aligned, changed), attached)
 
-    cmp = Comparison(a, b, table, n + len(attached), lcs, len(changed), approximate,
-                     sorted(ops_at), ops_at, build)
-    cmp.renamed = renamed
-    return cmp
-
-
-def _renaming(a: Steps, b: Steps, aligned: list[tuple[array, array, list[tuple[int, int, int]]]]
-              ) -> tuple[list[tuple[int, int]],
-                                                    dict[str, dict[Any, Any]]]:
-    """The renaming of minted identifiers (:mod:`acp_pipes.align.minted`): the equal
-    steps in A's order, each pairing its identifiers with the other run's at the same
-    places; the first pairing of a value holds, and an equal step that pairs a value
-    otherwise breaks it (returned, to be a changed step). Also the renaming itself, per
-    kind: A's value -> B's value."""
-    ma, mb = a.minted, b.minted
-    pairs: list[tuple[int, int]] = []
-    for pa, pb, blocks in aligned:
-        for a0, b0, size in blocks:
-            if size:
-                pairs.extend(zip(pa[a0:a0 + size], pb[b0:b0 + size], strict=True))
-    pairs.sort()
-    fwd: dict[tuple[str, int], int] = {}
-    back: dict[tuple[str, int], int] = {}
-    broken: list[tuple[int, int]] = []
-    for i, j in pairs:
-        ta = ma[i]  # type: ignore[index]  # called when both runs minted
-        if ta is None:
-            continue
-        tb = mb[j]  # type: ignore[index]  # (as ma)
-        if tb is None or len(ta) != len(tb):  # cannot be: the masked steps are equal
-            broken.append((i, j))
-            continue
-        ok = True
-        new: list[tuple[tuple[str, int], tuple[str, int]]] = []
-        for x, y in zip(ta, tb, strict=True):
-            fx, by = fwd.get(x), back.get(y)
-            if fx is None and by is None:
-                new.append((x, y))
-                fwd[x], back[y] = y[1], x[1]
-            elif fx != y[1] or by != x[1] or x[0] != y[0]:
-                ok = False
-                break
-        if not ok:
-            for x, y in new:  # a broken step pairs nothing
-                del fwd[x], back[y]
-            broken.append((i, j))
-    va = a.preset.values if a.preset is not None else {}
-    vb = b.preset.values if b.preset is not None else {}
-    renamed: dict[str, dict[Any, Any]] = {}
-    for (kind, x), y in fwd.items():
-        renamed.setdefault(kind, {})[va[kind][x]] = vb[kind][y]
-    return broken, renamed
+    return Comparison(a, b, table, n + len(attached), lcs, len(changed), approximate,
+                      sorted(ops_at), ops_at, build)
 
 
 def _mates(size: int, aligned, changed: list[tuple[int, int]], reverse: bool = False
@@ -403,9 +382,10 @@ def _merge(n: int, mate: array, attached: list[tuple[int, int]]) -> tuple[array,
     return oa, ob
 
 
-def _pair_chains(a: Steps, b: Steps) -> list[tuple[array | None, array | None]]:
+def _pair_chains(a: Steps, b: Steps, named: bool = False) -> list[Any]:
     """Each chain of A with the chain of B of the same direction and the paired session:
-    ``(positions in A, positions in B)``, None for a chain the other run lacks.
+    ``(positions in A, positions in B)``, None for a chain the other run lacks (with
+    ``named``, and the two chains' names, ``(dir, session)`` or None).
 
     Sessions with one id in both runs are paired; the others in the order they first
     appear (so ``--ignore /params/sessionId`` aligns two runs whose agent made up other
@@ -433,16 +413,18 @@ def _pair_chains(a: Steps, b: Steps) -> list[tuple[array | None, array | None]]:
                 break
             to_b[s] = other
     b_index = {name: c for c, name in enumerate(b.chains)}
-    out: list[tuple[array | None, array | None]] = []
+    out: list[Any] = []
     taken: set[int] = set()
     for c, (d, sid) in enumerate(a.chains):
         cb = b_index.get((d, to_b[sid])) if sid in to_b else None
         if cb is None:
-            out.append((a.chain_pos[c], None))
+            out.append((a.chain_pos[c], None, a.chains[c], None) if named else
+                       (a.chain_pos[c], None))
         else:
             taken.add(cb)
-            out.append((a.chain_pos[c], b.chain_pos[cb]))
+            out.append((a.chain_pos[c], b.chain_pos[cb], a.chains[c], b.chains[cb])
+                       if named else (a.chain_pos[c], b.chain_pos[cb]))
     for cb, pos in enumerate(b.chain_pos):
         if cb not in taken:
-            out.append((None, pos))
+            out.append((None, pos, None, b.chains[cb]) if named else (None, pos))
     return out

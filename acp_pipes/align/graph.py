@@ -77,6 +77,8 @@ def _gaps(cmp: Comparison) -> list[tuple[str, list[tuple[str, int, int]]]]:
     only-b runs between two shared ones)."""
     out: list[tuple[str, list[tuple[str, int, int]]]] = []
     for run in cmp.runs():
+        if run[0] == "note":  # tolerated, not a place where the runs differ: not drawn
+            continue
         if run[0] == "equal":
             out.append(("equal", [run]))
         elif out and out[-1][0] == "gap":
@@ -265,15 +267,17 @@ class TreeNode(TypedDict):
     ended: list[int]
 
 
-def build_tree(runs: Sequence[Steps]) -> TreeNode:
-    """The prefix tree of the runs' step sequences, shared runs of steps compressed.
+def build_tree(runs: Sequence[Steps], seqs: Sequence[Sequence[int]] | None = None
+               ) -> TreeNode:
+    """The prefix tree of the runs' step sequences (``seqs``: what stands for each step
+    instead of its id), shared runs of steps compressed.
 
     Each node: ``runs`` (indices of the inputs walking it), ``start`` (position of its
     first step in every one of those runs), ``length`` (shared steps), ``children``.
     A child's first step is where its runs part from their siblings; a run that ends at a
     node is listed in its ``ended``.
     """
-    seqs = [r.seq for r in runs]
+    seqs = seqs if seqs is not None else [r.seq for r in runs]
     root: TreeNode = {"runs": list(range(len(runs))), "start": 0, "length": 0,
                       "children": [], "ended": []}
     stack = [root]

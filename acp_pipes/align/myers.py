@@ -67,8 +67,18 @@ def opcodes(al: Alignment) -> Iterator[tuple[str, int, int, int, int]]:
         i, j = a0 + size, b0 + size
 
 
-def align(a: Sequence[int], b: Sequence[int], max_cost: int | None = None) -> Alignment:
+class _Costly(Exception):
+    """The search went past its budget (:func:`align`'s ``try_first``)."""
+
+
+def align(a: Sequence[int], b: Sequence[int], max_cost: int | None = None,
+          try_first: int = 0) -> Alignment:
     """Align two sequences of small non-negative ints (steps mapped through a dict).
+    ``try_first``: first search the sequences as they are, giving up when a subproblem
+    needs an edit script longer than this, before setting aside what cannot match
+    (which costs more than the search itself when two long runs differ in few places:
+    three times as much at 175,000 steps and 130 differences, measured). Either way the
+    result is exact; where several are, which one may differ.
 
     >>> align([1, 2, 3, 4], [1, 3, 4, 5]).blocks
     [(0, 0, 1), (2, 1, 2)]
@@ -78,6 +88,13 @@ def align(a: Sequence[int], b: Sequence[int], max_cost: int | None = None) -> Al
     n, m = len(a), len(b)
     if n == m and a == b:  # one compare in C; two runs of one session often are
         return Alignment([(0, 0, n)] if n else [], n, m)
+    if try_first and max_cost is None:
+        try:
+            raw, _ = _lcs_blocks(list(a), list(b), None, try_first)
+        except _Costly:
+            pass
+        else:
+            return Alignment(_merge(raw), n, m)
     # Set aside what cannot match (exactness is kept: such elements are never in an LCS).
     # The filtering runs in C (compress, map): at a million steps it is most of the work.
     in_b = set(b)
@@ -189,8 +206,9 @@ def _bwd(ab: bytes, bb: bytes, x: int, y: int, xs: int, ys: int) -> int:
         return x - lo
 
 
-def _lcs_blocks(a: list[int], b: list[int], max_cost: int | None):
-    """Matching blocks (unsorted) of a and b, and whether max_cost cut a search short."""
+def _lcs_blocks(a: list[int], b: list[int], max_cost: int | None, budget: int = 0):
+    """Matching blocks (unsorted) of a and b, and whether max_cost cut a search short;
+    with a ``budget``, :class:`_Costly` when a subproblem needs a longer edit script."""
     ab = array(_TYPECODE, a).tobytes()
     bb = array(_TYPECODE, b).tobytes()
     blocks: list[tuple[int, int, int]] = []
@@ -215,7 +233,7 @@ def _lcs_blocks(a: list[int], b: list[int], max_cost: int | None):
         if a1 - a0 == 1 or b1 - b0 == 1:
             _small(a, b, a0, a1, b0, b1, blocks)
             continue
-        x, y, cut = _middle(a, b, ab, bb, a0, a1, b0, b1, max_cost)
+        x, y, cut = _middle(a, b, ab, bb, a0, a1, b0, b1, max_cost, budget)
         approximate |= cut
         stack.append((x, a1, y, b1))
         stack.append((a0, x, b0, y))
@@ -238,7 +256,7 @@ def _small(a, b, a0, a1, b0, b1, blocks) -> None:
                 return
 
 
-def _middle(a, b, ab, bb, a0, a1, b0, b1, max_cost):
+def _middle(a, b, ab, bb, a0, a1, b0, b1, max_cost, budget=0):
     """A split point (x, y) on a minimal edit path of a[a0:a1] vs b[b0:b1] (absolute
     indices), with a cost of at least one on each side; ``cut`` when max_cost stopped
     the search and the split is only the furthest-reaching forward point.
@@ -269,6 +287,8 @@ def _middle(a, b, ab, bb, a0, a1, b0, b1, max_cost):
                 cap = new
         if max_cost is not None and d > max_cost:
             return _furthest(vf, d, n, m, a0, b0)
+        if budget and d > budget:
+            raise _Costly
         # forward pass
         for k in range(-d + fs, d + 1 - fe, 2):
             if k == -d or (k != d and vf[k - 1] < vf[k + 1]):

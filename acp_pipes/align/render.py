@@ -35,7 +35,7 @@ def _tail(table: StepTable, step: int, kind: str) -> dict[str, Any]:
             tail["kind"] = sub
         if method is not None:
             tail["method"] = method
-    tail["hash"] = table.hashes[step]
+    tail["hash"] = table.hash_of(step)
     return tail
 
 
@@ -60,7 +60,16 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 t["approximate"] = True
         return t
 
+    kinds = cmp.kinds
     for tag, lo, hi in cmp.runs():
+        if tag == "note":
+            for k in range(lo, hi):
+                i, j = oa[k], ob[k]
+                rec = {"op": "note", "a": i if i >= 0 else None, "b": j if j >= 0 else None,
+                       "note": cmp.notes[k]}
+                rec.update(tail(sa[i] if i >= 0 else sb[j]))
+                yield rec
+            continue
         if tag == "equal":
             for k in range(lo, hi):
                 i = oa[k]
@@ -72,19 +81,29 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 i = oa[k]
                 rec = {"op": "only-a", "a": i, "b": None}
                 rec.update(tail(sa[i]))
+                if kinds:
+                    rec["difference"] = kinds[k]
+                    if k in cmp.marks:
+                        rec["sometimes"] = cmp.marks[k]
                 yield rec
         elif tag == "only-b":
             for k in range(lo, hi):
                 j = ob[k]
                 rec = {"op": "only-b", "a": None, "b": j}
                 rec.update(tail(sb[j]))
+                if kinds:
+                    rec["difference"] = kinds[k]
+                    if k in cmp.marks:
+                        rec["sometimes"] = cmp.marks[k]
                 yield rec
         else:
             for k in range(lo, hi):
                 i, j = oa[k], ob[k]
                 rec = {"op": "changed", "a": i, "b": j}
                 rec.update(tail(sa[i]))
-                rec["hash_b"] = table.hashes[sb[j]]
+                rec["hash_b"] = table.hash_of(sb[j])
+                if kinds:
+                    rec["difference"] = kinds[k]
                 _add_diff(rec, changes.get(k))
                 yield rec
 
@@ -126,12 +145,18 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
             "step_a": step_info(a, table, i, ta),
             "step_b": step_info(b, table, j, tb),
         }
+        if cmp.kinds:
+            first["difference"] = cmp.kinds[k]
+            if k in cmp.marks:
+                first["sometimes"] = cmp.marks[k]
         _add_diff(first, changes.get(k))
     changed = []
     for pos in sorted(changes):
         c = changes[pos]
         rec = {"a": c.a, "b": c.b, **_tail(table, a.seq[c.a], a.kind),
-               "hash_b": table.hashes[b.seq[c.b]]}
+               "hash_b": table.hash_of(b.seq[c.b])}
+        if cmp.kinds:
+            rec["difference"] = cmp.kinds[pos]
         _add_diff(rec, c)
         changed.append(rec)
     out = {
@@ -145,8 +170,12 @@ def summary(cmp: Comparison, changes: dict[int, Change] | None = None) -> dict[s
         "first_divergence": first,
         "changed": changed,
     }
-    if a.minted is not None and b.minted is not None:
+    if a.model is not None and b.model is not None:
         out["renamed"] = renaming(cmp)
+        out["notes"] = notes(cmp)
+        out["rules"] = cmp.rules
+        if cmp.learned is not None:
+            out["learned"] = cmp.learned
     if a.latency is not None and b.latency is not None:
         from acp_pipes.frame.latency import deltas
 
@@ -162,6 +191,28 @@ def renaming(cmp: Comparison) -> list[dict[str, Any]]:
         for x, y in pairs.items():
             if x != y:
                 out.append({"kind": kind, "a": x, "b": y})
+    return out
+
+
+def notes(cmp: Comparison) -> list[dict[str, Any]]:
+    """What the model tolerated, in the merged order: ``{"note", "a", "b", dir, kind,
+    method, hash, "summary", "why"}`` per step (one of ``a``, ``b`` null)."""
+    if not cmp.notes:
+        return []
+    a, b, table = cmp.a, cmp.b, cmp.table
+    at = {k: cmp.at(k) for k in sorted(cmp.notes)}
+    ta = a.describe([i for i, _ in at.values() if i >= 0])
+    tb = b.describe([j for i, j in at.values() if i < 0])
+    out = []
+    for k, (i, j) in at.items():
+        steps, x, texts = (a, i, ta) if i >= 0 else (b, j, tb)
+        rec = {"note": cmp.notes[k], "a": i if i >= 0 else None, "b": j if i < 0 else None,
+               **_tail(table, steps.seq[x], steps.kind)}
+        if x in texts:
+            rec["summary"] = texts[x]
+        if cmp.whys.get(k):
+            rec["why"] = cmp.whys[k]
+        out.append(rec)
     return out
 
 
@@ -228,16 +279,27 @@ def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | N
         ia = [oa[k] for k in range(lo, hi) if oa[k] >= 0]
         jb = [ob[k] for k in range(lo, hi) if ob[k] >= 0]
         a_start = ia[0] if ia else _next_index(oa, hi, cmp.n)
-        b_start = min(jb) if jb else _next_index(ob, hi, cmp.m)
+        if cmp.a.model is not None:
+            # by the model the steps of either run may be out of its order (a floating
+            # notification matched elsewhere in its window): a hunk starts, in each
+            # run, at its earliest step there that does not float
+            a_start = _start(ia, a.seq, table.floating, oa, hi, cmp.n)
+            b_start = _start(jb, b.seq, table.floating, ob, hi, cmp.m)
+        else:
+            b_start = min(jb) if jb else _next_index(ob, hi, cmp.m)
         yield paint(f"@@ -{_range(a_start, len(ia))} +{_range(b_start, len(jb))} @@", "heading")
         for k in range(lo, hi):
             tag = cmp.tag(k)
             if tag == "equal":
                 yield line(" ", a, oa[k], text_a)
+            elif tag == "note":
+                i = oa[k]
+                side = line("~", a, i, text_a) if i >= 0 else line("~", b, ob[k], text_b)
+                yield paint(f"{side} (note: {cmp.notes[k]})", "context")
             elif tag == "only-a":
-                yield paint(line("-", a, oa[k], text_a), "removed")
+                yield paint(line("-", a, oa[k], text_a) + _marked(cmp, k), "removed")
             elif tag == "only-b":
-                yield paint(line("+", b, ob[k], text_b), "added")
+                yield paint(line("+", b, ob[k], text_b) + _marked(cmp, k), "added")
             else:
                 yield paint(line("!", a, oa[k], text_a), "warning")
                 change = changes.get(k)
@@ -252,8 +314,23 @@ def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | N
                     yield paint("!", "warning") + "     … and more differences"
 
 
+def _marked(cmp: Comparison, k: int) -> str:
+    """What a diff line says after a difference some agents make now and then."""
+    return " (sometimes sent: the other run made this call unannounced)" \
+        if k in cmp.marks else ""
+
+
 def _plain(text: str, role: str) -> str:
     return text
+
+
+def _start(idx: list[int], seq: list[int], floating: dict[int, str], order, hi: int,
+           end: int) -> int:
+    """Where a hunk starts in one run under the model (see :func:`diff_lines`)."""
+    if not idx:
+        return _next_index(order, hi, end)
+    fixed = [i for i in idx if seq[i] not in floating]
+    return min(fixed or idx)
 
 
 def _next_index(idx, start: int, end: int) -> int:

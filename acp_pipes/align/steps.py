@@ -38,7 +38,8 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.align.minted import Minted
+from acp_pipes.align.minted import Found
+from acp_pipes.align.model import Volatile, frame_kind
 from acp_pipes.align.table import StepTable
 from acp_pipes.align.traces import trace_steps, until_cut
 from acp_pipes.align.words import (
@@ -109,11 +110,17 @@ class Steps:
     normalizer: Normalizer | None = None
     #: a trace's request latency per method (:meth:`acp_pipes.frame.latency.Latency.methods`)
     latency: dict[str, dict[str, Any]] | None = None
-    #: the default preset's identifiers of this run (:mod:`acp_pipes.align.minted`), and
-    #: per step the ``(kind, ordinal)`` of each (None: --strict, or an ASR stream)
-    preset: Minted | None = None
-    minted: list[tuple | None] | None = None
+    #: the default comparison of a trace (:mod:`acp_pipes.align.model`), shared by both
+    #: runs; None: --strict, or an ASR stream
+    model: Volatile | None = None
+    #: the model: each reply's request, ``reply index -> request index``
+    replies: dict[int, int] = field(default_factory=dict)
+    agent: str | None = None  # the model: agentInfo.name of the initialize answer
     direction: str | None = None  # --dir, for a bare stream
+    #: ``lines`` holds each step's byte offset in the input, not its line number (the
+    #: model's frames streams: :attr:`acp_pipes.align.traces._Builder.offsets`), so a
+    #: step's line is read back by seeking to it
+    offsets: bool = False
     _kept: dict[int, bytes] = field(default_factory=dict, repr=False)
     _kept_bytes: int = 0
 
@@ -133,9 +140,13 @@ class Steps:
             for n in sorted(want):
                 yield want[n], kept[n]
             return
-        stream = open_source(self.path)
+        if self.offsets:
+            stream, lines = _at_offsets(self.path, sorted(want))
+        else:
+            stream = open_source(self.path)
+            lines = _lines_at(stream, sorted(want))
         try:
-            for number, raw in _lines_at(stream, sorted(want)):
+            for number, raw in lines:
                 if self._kept_bytes + len(raw) <= KEEP_BYTES:
                     kept[number] = raw
                     self._kept_bytes += len(raw)
@@ -165,16 +176,19 @@ class Steps:
             for i in got:
                 yield i, kind if isinstance(kind, str) else None
 
-    def values(self, indices: Iterable[int]) -> Iterator[tuple[int, Any]]:
+    def values(self, indices: Iterable[int], name: Any = None
+               ) -> Iterator[tuple[int, Any]]:
         """The JSON value each wanted step stands for, in file order, as compared: for a
         trace the JSON-RPC message (the text itself when it is not JSON) with MCP secrets
         redacted; for an ASR record, the record without its bookkeeping fields; both
-        after ``--ignore``."""
+        after ``--ignore``. Under the model (:mod:`acp_pipes.align.model`), what its view
+        leaves of the message, each minted identifier as ``name(kind, value)`` says
+        (by default as it is)."""
         norm = self.normalizer or Normalizer.from_pointers([])
-        preset = self.preset
+        model = self.model
         for got, raw in self.read(indices):
-            if preset is not None:
-                value = self._named(preset, raw, norm)
+            if model is not None:
+                value = self._shown(model, raw, norm, name or _as_is)
                 for i in got:
                     yield i, value
                 continue
@@ -182,25 +196,76 @@ class Steps:
             for i in got:
                 yield i, value
 
-
-    def _named(self, preset: Minted, raw: bytes, norm: Normalizer) -> Any:
-        """A trace step's value under the preset: clocks removed, each identifier named by
-        its kind and ordinal in this run."""
+    def _shown(self, model: Volatile, raw: bytes, norm: Normalizer, name: Any) -> Any:
+        """A trace step's value under the model (see :meth:`values`)."""
         try:
             rec = parse_json(raw)
         except ValueError:
             return raw.decode("utf-8", "replace")
         msg = message_of_record(rec)
         d = rec.get("dir") if isinstance(rec, dict) else None
-        kind = None
-        if isinstance(msg, dict):
-            kind = ("request" if "id" in msg else "notification") if "method" in msg \
-                else "error" if "error" in msg else "response"
         try:
-            named, _ = preset.mask(msg, d or self.direction, kind, named=True)
-        except RecursionError:  # nested too deep: hashed as sent (Minted.hash_frame)
+            return model.shown(msg, d or self.direction, frame_kind(msg), name)
+        except RecursionError:  # nested too deep: shown as sent
             return _value_of_line(raw, self.kind, norm)
-        return norm.view(named)
+
+    def keys(self, indices: Iterable[int], table: StepTable
+             ) -> dict[int, tuple[str | None, Found]]:
+        """Under the model, the identity of each wanted step's frame as compared
+        (:meth:`acp_pipes.align.model.Volatile.key`), by step id: read back once per
+        step id (its first wanted index), kept in ``table.masked``."""
+        model = self.model
+        known = table.masked
+        first: dict[int, int] = {}
+        seq = self.seq
+        for i in indices:
+            step = seq[i]
+            if step not in known and step not in first:
+                first[step] = i
+        if first and model is not None:
+            by_index = {i: step for step, i in first.items()}
+            for got, raw in self.read(by_index):
+                d, kind, _ = table.meta[seq[got[0]]]
+                frame = _frame_text(raw, self.direction)
+                key = model.key(frame, d, kind) if frame is not None else (None, ())
+                for i in got:
+                    known[by_index[i]] = key
+        return known
+
+
+def _at_offsets(path: str, offsets: list[int]) -> tuple[Any, Iterator]:
+    """The lines that begin at ``offsets`` (ascending) of an input: sought in a plain
+    file, read through in a compressed one."""
+    from acp_pipes.lines import GZIP_MAGIC
+
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as e:
+        raise InputError(display_name(path), 0, f"cannot read again: {e.strerror or e}"
+                         ) from None
+    if f.peek(2)[:2] == GZIP_MAGIC:
+        f.close()
+        stream = open_source(path)
+
+        def through() -> Iterator[tuple[int, bytes]]:
+            wanted = set(offsets)
+            last = offsets[-1]
+            at = 0
+            for line in stream:
+                if at in wanted:
+                    yield at, line.rstrip(b"\r\n")
+                at += len(line)
+                if at > last:
+                    return
+
+        return stream, through()
+
+    def sought() -> Iterator[tuple[int, bytes]]:
+        for at in offsets:
+            f.seek(at)
+            yield at, f.readline().rstrip(b"\r\n")
+
+    return f, sought()
 
 
 #: How much of an input :func:`_lines_at` reads at a time.
@@ -261,6 +326,27 @@ def _value_of_line(raw: bytes, kind: str, norm: Normalizer) -> Any:
     return norm.view(message_of_record(rec))
 
 
+def _as_is(_kind: str, value: Any) -> Any:
+    return value
+
+
+def _frame_text(line: bytes, direction: str | None) -> str | bytes | None:
+    """The JSON-RPC text of a trace's input line: a wire or frames record's ``raw``, or
+    the line itself in a bare stream (``direction`` given); None when it has none."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return line if direction is not None else None
+    if isinstance(rec, dict) and rec.get("dir") in ("c2a", "a2c"):
+        from acp_pipes.wire import decode_raw
+
+        try:
+            return decode_raw(rec)
+        except (ValueError, TypeError):
+            return None
+    return line if direction is not None else None
+
+
 def spool_stdin() -> str:
     """Copy stdin to a temporary file, so it can be read twice like a named file; stdin
     that is empty or no JSONL is said as such, by its own name (:func:`judge_start`)."""
@@ -283,13 +369,16 @@ def load_steps(
     direction: str | None = None,
     keep_cut: bool = False,
     strict: bool = False,
+    model: Volatile | None = None,
 ) -> Steps:
     """Read one input (trace or ASR stream, told apart by its first line) into steps.
     An input unreadable past a point (a .gz cut short) raises its read error; with
     ``keep_cut``, the steps read before it are kept and the error is in
     :attr:`Steps.cut`, for a caller that reports it after its output. An input unreadable
-    before its first line always raises. Without ``strict``, a trace is compared under
-    the default preset (:mod:`acp_pipes.align.minted`) and in causal order."""
+    before its first line always raises. Without ``strict``, a trace is compared by the
+    model of the same session (:mod:`acp_pipes.align.model`; ``model``: its rules, shared
+    by the inputs of one comparison, whose agents it learns as they are read), each
+    reply in causal order."""
     source = source or display_name(path)
     cuts: list[InputError] = []
     try:
@@ -299,12 +388,14 @@ def load_steps(
     try:
         lines = until_cut(stream, 0, source, cuts)
         number = 0
+        start = 0  # the byte offset of the first line that is not blank
         first = None
         for chunk in lines:
             number += 1
             if chunk.strip():
                 first = chunk
                 break
+            start += len(chunk)
         lines.close()  # what follows is read from the stream itself (or anew through it)
         if first is None:
             if cuts:
@@ -323,14 +414,19 @@ def load_steps(
                                                _bad_line(warn, source), number),
                                    path, source, table, normalizer, session, warn)
             else:
-                preset = None if strict else Minted()
+                if not strict and model is None:
+                    from acp_pipes.sameness.volatile import default_presets
+
+                    model = Volatile(default_presets(), normalizer.pointers)
                 b = trace_steps(
                     first, number, stream, cuts, head, table, normalizer, source=source,
-                    session=session, warn=warn, direction=direction, preset=preset)
+                    session=session, warn=warn, direction=direction, model=not strict,
+                    start=start)
                 steps = Steps(source, path, "trace", b.seq, b.lines, session,
                               chains=b.chains, chain_pos=b.chain_pos,
-                              latency=b.latency.methods(), preset=preset,
-                              minted=b.minted, direction=direction)
+                              latency=b.latency.methods(),
+                              model=None if strict else model, replies=b.replies,
+                              agent=b.agent, direction=direction, offsets=b.offsets)
         except InputError:
             if cuts:  # nothing of what was asked for came before the cut: the cut says why
                 raise cuts[0] from None

@@ -22,13 +22,21 @@ streams. A trace step is (direction, canonical hash of the message); an ASR step
 (record type, canonical hash of the record without its bookkeeping fields: seq, id, ts,
 tsSource, observedAt, native, supersedes, parent, copiedFrom).
 
-By default, in traces, the identifiers an agent mints (sessionId, toolCallId,
-terminalId, messageId, elicitationId, the JSON-RPC ids of the agent's requests) are
-compared as a consistent renaming (the first run's sess-1 is the second's ses_ab12
-everywhere, or it is a difference; --format json lists the renaming under "renamed"),
-clock fields (updatedAt of session_info_update and of session/list entries) are no
-difference, and a reply logged before the request it answers is put right after it.
---strict compares the bytes as sent, in the order logged.
+By default two traces are compared by the model of the same session (its manual is
+named below): the identifiers an agent mints (sessionId, toolCallId, terminalId, messageId,
+elicitationId, the JSON-RPC ids of the agent's requests) are a consistent renaming
+(--format json lists it under "renamed"); the protocol's clocks are no difference; the
+vendor presets whose agent either run's initialize answer names apply (JSON pointers left
+out, scrubbers masking ids, clocks and pids inside text; --preset FILE adds presets,
+--no-preset leaves the package's out); floating notifications (available_commands_update,
+usage_update, session_info_update, ...) are matched within a window of client steps,
+and one a run lacks is a note, as is a frame a preset says the agent sends only
+sometimes; with --noise TRACE (other recordings of A's script) what differs between them
+and A is learned where it was found, said on stderr, and tolerated. Notes are no
+difference (exit 0): the JSON lists them, stderr counts them. Each difference has the
+model's kind (content, request, result, client, missing, extra, order, renaming). The
+steps are printed in an order that keeps both runs' happens-before (an answer after the
+request it answers). --strict compares the bytes as sent, in the order logged.
 
 Order the protocol does not fix is no difference: each direction of each session is
 aligned on its own (where session/close lands among the agent's updates is scheduling),
@@ -37,9 +45,10 @@ something else (a prompt and a prompt) are one changed step, shown with the JSON
 pointers that differ and both values.
 
 --format ops (default in a pipe): JSONL, one op per step:
-  {"op":"equal"|"changed"|"only-a"|"only-b","a":INDEX|null,"b":INDEX|null,
+  {"op":"equal"|"changed"|"only-a"|"only-b"|"note","a":INDEX|null,"b":INDEX|null,
    "dir"|"type", "kind", "method", "hash"}; changed also "hash_b" and
-   "diff": [{"op","path","a","b"}]
+   "diff": [{"op","path","a","b"}]; by default a difference also "difference" (its
+   kind), a note "note" (floating_missing, optional_extra, ...)
 --format diff (default at a terminal, in colour unless NO_COLOR is set): a unified diff
   (-U N context), one line per step: direction arrow and a short summary (method,
   prompt text, update kind); "!" marks a changed step, followed by its pointers. json:
@@ -60,11 +69,12 @@ diff, graph title) with a note on stderr. Without it the alignment is always exa
 
 Exit status: 0 the runs are equal, 1 they differ, 2 usage or unusable input.
 
-""" + f"Manual: {page('acp-align.md')}"
+""" + f"Manual: {page('acp-align.md')}\nThe model of the same session: {page('sameness.md')}"
 
 EXAMPLE = """\
 acp-align run1.jsonl run2.jsonl
 acp-align run1.jsonl run2.jsonl --format json
+acp-align run1.jsonl run2.jsonl --noise run3.jsonl   # what varies between runs of one script
 acp-align run1.jsonl run2.jsonl --strict --ignore /params/sessionId --format json
 acp-align run.jsonl --session sess-1 --session sess-2 --format diff
 acp-align runs/*.jsonl --format svg -o tree.svg
@@ -95,8 +105,21 @@ def configure(p: argparse.ArgumentParser) -> None:
                    "field to leave out before hashing; repeatable (same meaning as in "
                    "acp-replay)")
     p.add_argument("--strict", action="store_true",
-                   help="compare traces byte for byte: identifiers the agent mints and "
-                   "clock fields count, steps stay in the order they were logged")
+                   help="compare traces byte for byte: identifiers the agent mints, "
+                   "clock fields and vendor values count, steps stay in the order they "
+                   "were logged, floating notifications are steps like any other")
+    p.add_argument("--preset", action="append", default=[], metavar="FILE",
+                   help="a preset file (the format of acp_pipes/sameness/presets.json) "
+                   "whose presets apply with the package's: more volatile values and "
+                   "scrubbers, floating kinds, frames an agent sends only sometimes; "
+                   "repeatable")
+    p.add_argument("--no-preset", action="store_true",
+                   help="leave the package's vendor presets out (--preset files still "
+                   "apply)")
+    p.add_argument("--noise", action="append", default=[], metavar="TRACE",
+                   help="another recording of A's script: what differs between it and A "
+                   "is noise, tolerated where it was found (said on stderr and in the "
+                   "JSON summary); repeatable")
     p.add_argument("--session", action="append", default=[], metavar="ID",
                    help="align only session ID of an input; give it once per input "
                    "(once: for every input). One file with two --session aligns two "
@@ -161,6 +184,20 @@ def _lineage(args, ctx: Context, paths, names) -> int:
     return EXIT_OK
 
 
+def _model(args, ctx: Context):
+    """The default comparison's rules (None under --strict): the package's presets
+    (unless --no-preset) and each --preset FILE's, and --ignore."""
+    if args.strict:
+        if args.preset or args.no_preset or args.noise:
+            raise UsageError("--preset, --no-preset and --noise are the default "
+                             "comparison's: --strict compares the bytes as sent")
+        return None
+    from acp_pipes.align.model import Volatile
+    from acp_pipes.cli.replay_trace import presets_of
+
+    return Volatile(presets_of(args.preset, args.no_preset), args.ignore)
+
+
 def _align(args, ctx: Context, paths, names) -> int:
     from acp_pipes.align.steps import StepTable, load_steps
     from acp_pipes.normalize import Normalizer
@@ -175,15 +212,29 @@ def _align(args, ctx: Context, paths, names) -> int:
     if len(sessions) == 1:
         sessions = sessions * len(paths)
     normalizer = Normalizer.from_option(args.ignore)
+    model = _model(args, ctx)
+    if args.noise and len(paths) != 2:
+        raise UsageError("--noise takes other recordings of A's script to align A with B: "
+                         "two inputs")
 
+    # What is read lives to the end and holds no cycle: the collector need not walk it
+    # while it grows nor after (its collections were a tenth of the time at 200,000
+    # steps, measured: BENCHMARKS.md)
+    import gc
+
+    gc.disable()
     table = StepTable()
-    runs = [
-        load_steps(path, table, normalizer=normalizer,
-                   session=sessions[i] if sessions else None, warn=ctx.warn,
-                   source=names[i], direction=args.direction, keep_cut=True,
-                   strict=args.strict)
-        for i, path in enumerate(paths)
-    ]
+    try:
+        runs = [
+            load_steps(path, table, normalizer=normalizer,
+                       session=sessions[i] if sessions else None, warn=ctx.warn,
+                       source=names[i], direction=args.direction, keep_cut=True,
+                       strict=args.strict, model=model)
+            for i, path in enumerate(paths)
+        ]
+    finally:
+        gc.freeze()
+        gc.enable()
     kinds = {r.kind for r in runs}
     if len(kinds) > 1:
         what = "; ".join(f"{r.source} is {r.what}" for r in runs)
@@ -209,7 +260,8 @@ def _pair(args, ctx: Context, a, b, table) -> int:
     fmt = args.fmt or ("diff" if ctx.term.tty else "ops")
     if fmt == "svg":
         _no_svg_on_terminal(ctx)
-    cmp = compare(a, b, table, args.max_cost)
+    learned = _learned(args, ctx, a, b) if args.noise else None
+    cmp = compare(a, b, table, args.max_cost, learned)
     if cmp.approximate:
         ctx.note(f"approximate: the edit distance passed --max-cost {args.max_cost}; the "
                  "alignment is valid but may not be minimal")
@@ -234,7 +286,38 @@ def _pair(args, ctx: Context, a, b, table) -> int:
         from acp_pipes.align.graph import pair_graph
 
         _write_graph(ctx, pair_graph(cmp), fmt)
+    if cmp.notes:  # (said once the output is written: a closed pipe ends the run quietly)
+        kinds: dict[str, int] = {}
+        for kind in cmp.notes.values():
+            kinds[kind] = kinds.get(kind, 0) + 1
+        ctx.note(f"{len(cmp.notes)} step{'s' * (len(cmp.notes) != 1)} one run lacks, "
+                 "tolerated by the model of the same session (not differences): "
+                 + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+                 + ("; --format json lists them" if fmt != "json" else ""))
     return EXIT_OK if cmp.equal else EXIT_DIFFERENT
+
+
+def _learned(args, ctx: Context, a, b):
+    """The noise between A and each --noise recording (by the model, under the rules
+    both runs are compared by), said on stderr before the comparison."""
+    from acp_pipes.align.model import learn
+
+    if a.kind != "trace" or a.model is None:
+        raise UsageError("--noise learns from traces (wire logs, frames streams), not "
+                         "ASR streams")
+    a.model.decide([a.agent, b.agent])
+    learned = learn(a.path, [(n, n) for n in args.noise], a.model, ctx.warn)
+    s = learned.summary()
+    ctx.note(s["message"])
+    for v in s.get("values") or []:
+        shown = f"as {v.get('template')!r}" if v.get("as") == "text" else "ignored"
+        ctx.note(f"  seq {v.get('seq')} ({v.get('label')}) {v.get('path')} {shown} "
+                 f"(from {v.get('from')})")
+    for index, why in s.get("optional") or []:
+        ctx.note(f"  frame {index} of {a.source}: sent only sometimes ({why})")
+    for extra in s.get("extras") or []:
+        ctx.note(f"  {extra.get('label')}: allowed extra ({extra.get('from')} has it)")
+    return learned
 
 
 def _no_svg_on_terminal(ctx: Context) -> None:
@@ -249,7 +332,12 @@ def _nway(args, ctx: Context, runs, table) -> int:
     fmt = args.fmt or "json"
     if fmt not in ("dot", "svg", "json"):
         raise UsageError(f"three or more inputs draw a tree: --format dot, svg or json, not {fmt}")
-    tree = build_tree(runs)
+    seqs = None
+    if runs[0].model is not None:  # the steps as the model sees them, in the order logged
+        from acp_pipes.align.model import viewed_seqs
+
+        seqs = viewed_seqs(runs, table)
+    tree = build_tree(runs, seqs)
     if fmt == "json":
         rec = tree_json(runs, table, tree)
         ctx.out.write(json_line(rec))

@@ -41,15 +41,22 @@ def _options(args: argparse.Namespace, remap_log, report: Callable[[dict], None]
 
 
 def _presets(args: argparse.Namespace) -> list | None:
-    """The presets of the volatile values: the package's (unless ``--no-preset``), then
-    each ``--preset FILE``; None: the package's alone (loaded when first asked)."""
+    """The presets of the volatile values (:func:`presets_of`); None: the package's alone
+    (loaded when first asked)."""
     if not args.preset and not args.no_preset:
         return None
+    return presets_of(args.preset, args.no_preset)
+
+
+def presets_of(paths: list[str], no_preset: bool) -> list:
+    """``--preset FILE`` and ``--no-preset`` (acp-replay --client, acp-align): the
+    package's presets (unless ``no_preset``), then each file's; a file that cannot be read
+    or is no preset file is the file's error (exit 2, naming it)."""
     from acp_pipes.lines import open_source
     from acp_pipes.sameness.volatile import default_presets, load_presets
 
-    presets = [] if args.no_preset else default_presets()
-    for path in args.preset:
+    presets = [] if no_preset else default_presets()
+    for path in paths:
         with open_source(path) as f:
             presets += load_presets(f.read(), display_name(path))
     return presets

@@ -76,7 +76,7 @@ def align_data(ops: Iterable[dict[str, Any]], a: Any, b: Any, summary: dict[str,
 
 def _row(op: dict[str, Any]) -> dict[str, Any]:
     row = {"op": op.get("op"), "a": op.get("a"), "b": op.get("b")}
-    for key in ("dir", "type", "kind", "method", "diff", "cut"):
+    for key in ("dir", "type", "kind", "method", "diff", "cut", "note", "difference"):
         if key in op:
             row[key] = op[key]
     return row

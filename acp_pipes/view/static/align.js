@@ -1,12 +1,15 @@
 
 const SUM = D.summary, A = D.a, B = D.b, ROWS = D.rows;
 const ARROWS = {c2a: '→', a2c: '←'};
-const MARK = {equal: '', 'only-a': '−', 'only-b': '+', changed: '≠', gap: ''};
+const MARK = {equal: '', 'only-a': '−', 'only-b': '+', changed: '≠', note: '~', gap: ''};
+// a note (a step one run lacks that the model of the same session tolerates) is no
+// difference: navigation passes it by, as it does equal steps
+const SAME = {equal: true, gap: true, note: true};
 let onlyDiff = false, list = [], drawn = 0, selected = -1;
 const PAGE = 400;
 // ops come in the order every format lists them: the first that is not equal is where
 // the runs first part ways (the summary's first_divergence)
-const firstRow = ROWS.findIndex(r => r.op !== 'equal' && r.op !== 'gap');
+const firstRow = ROWS.findIndex(r => !SAME[r.op]);
 function name(side) { return str(side.source) + (side.session ? ' (session ' + str(side.session) + ')' : ''); }
 function head() {
   document.title = 'acp-align: ' + A.source + ' vs ' + B.source;
@@ -18,6 +21,7 @@ function head() {
   const parts = [A.steps + ' and ' + B.steps + ' steps', (c.equal !== undefined ? c.equal : SUM.lcs) + ' equal'];
   if (c.changed) parts.push(c.changed + ' changed');
   parts.push((c['only-a'] || 0) + ' only in A', (c['only-b'] || 0) + ' only in B', 'edit distance ' + SUM.distance);
+  if (c.notes) parts.push(c.notes + ' tolerated (notes)');
   if (SUM.approximate) parts.push('approximate (--max-cost)');
   document.getElementById('summary').textContent = parts.join(' · ');
   document.getElementById('name-a').textContent = name(A);
@@ -37,7 +41,7 @@ function label(side, i, r) {
   const arrow = side.kind === 'trace' && r.dir ? ARROWS[r.dir] + ' ' : '';
   return arrow + (s ? s[0] : '?');
 }
-const OPS = ['equal', 'only-a', 'only-b', 'changed', 'gap'];
+const OPS = ['equal', 'only-a', 'only-b', 'changed', 'note', 'gap'];
 function rowEl(k) {
   const r = ROWS[k];
   const row = el('div', 'sbs-row ' + known(r.op, OPS, 'other'));
@@ -57,7 +61,7 @@ function rowEl(k) {
 }
 function rebuild() {
   list = [];
-  for (let k = 0; k < ROWS.length; k++) if (!onlyDiff || (ROWS[k].op !== 'equal' && ROWS[k].op !== 'gap')) list.push(k);
+  for (let k = 0; k < ROWS.length; k++) if (!onlyDiff || !SAME[ROWS[k].op]) list.push(k);
   const body = document.getElementById('sbs-body');
   clear(body);
   drawn = 0;
@@ -76,7 +80,7 @@ function goTo(k) {
   const row = document.querySelector('.sbs-row[data-row="' + k + '"]');
   if (row) { row.scrollIntoView({block: 'center'}); select(k); }
 }
-function diffs() { const out = []; ROWS.forEach((r, k) => { if (r.op !== 'equal' && r.op !== 'gap') out.push(k); }); return out; }
+function diffs() { const out = []; ROWS.forEach((r, k) => { if (!SAME[r.op]) out.push(k); }); return out; }
 function select(k) {
   selected = k;
   for (const e of document.querySelectorAll('.sbs-row.sel')) e.classList.remove('sel');
@@ -85,7 +89,7 @@ function select(k) {
   const r = ROWS[k], box = document.getElementById('detail');
   clear(box);
   if (r.op === 'gap') { add(box, plain('p', 'muted', r.n + ' equal steps, folded.')); return; }
-  add(box, el('h3', '', (r.op === 'changed' ? 'changed step' : r.op === 'equal' ? 'equal step' : r.op === 'only-a' ? 'only in A' : 'only in B') + (k === firstRow ? ' — the first divergence' : '')));
+  add(box, el('h3', '', (r.op === 'changed' ? 'changed step' : r.op === 'equal' ? 'equal step' : r.op === 'note' ? 'tolerated: ' + str(r.note) : r.op === 'only-a' ? 'only in A' : 'only in B') + (r.difference ? ' (' + str(r.difference) + ')' : '') + (k === firstRow ? ' — the first divergence' : '')));
   if (Array.isArray(r.diff)) {
     const t = el('table', 'fields');
     add(t, el('tr', '', plain('th', '', 'pointer'), plain('th', '', 'A'), plain('th', '', 'B')));
