@@ -199,7 +199,8 @@ def recordings(venv, tmp_path_factory) -> Path:
     """A scratch directory outside the checkout holding the files the examples name, made
     with the installed commands: the examples/ folder; client.jsonl (examples/hello);
     wire.jsonl, original.wire.jsonl, s.jsonl, run1.jsonl (its recording, made with
-    --script), wire.jsonl.gz; run2.jsonl (the session with "hello one"); runs/ (three
+    --script), wire.jsonl.gz; run3.jsonl (a second recording of its script); run2.jsonl
+    (the session with "hello one"); runs/ (three
     runs); run.jsonl (two sessions, sess-1 and sess-2, on one connection); S.asr.jsonl,
     S2.asr.jsonl, a.asr.jsonl, b.asr.jsonl (its ASR stream); parent.asr.jsonl and
     child.asr.jsonl (a fork); logs/ (examples/batch/wire); agent.jsonl (the agent's side
@@ -223,6 +224,7 @@ def recordings(venv, tmp_path_factory) -> Path:
     record = "acp-tee --script {} -o {} -- acp-echo-agent > /dev/null"
     made = _run_all(venv, d, [
         record.format("client.jsonl", "wire.jsonl"),
+        record.format("client.jsonl", "run3.jsonl"),
         "sed 's/\"hello 1\"/\"hello one\"/' client.jsonl > client-b.jsonl",
         "sed 's/\"hello 1\"/\"hello three\"/' client.jsonl > client-c.jsonl",
         record.format("client-b.jsonl", "run2.jsonl"),

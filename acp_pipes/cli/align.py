@@ -69,12 +69,12 @@ diff, graph title) with a note on stderr. Without it the alignment is always exa
 
 Exit status: 0 the runs are equal, 1 they differ, 2 usage or unusable input.
 
-""" + f"Manual: {page('acp-align.md')}; the model of the same session: {page('sameness.md')}"
+""" + f"Manual: {page('acp-align.md')}\nThe model of the same session: {page('sameness.md')}"
 
 EXAMPLE = """\
 acp-align run1.jsonl run2.jsonl
 acp-align run1.jsonl run2.jsonl --format json
-acp-align run1.jsonl run2.jsonl --noise run3.jsonl --preset my-agent.presets.json
+acp-align run1.jsonl run2.jsonl --noise run3.jsonl   # what varies between runs of one script
 acp-align run1.jsonl run2.jsonl --strict --ignore /params/sessionId --format json
 acp-align run.jsonl --session sess-1 --session sess-2 --format diff
 acp-align runs/*.jsonl --format svg -o tree.svg
