@@ -64,7 +64,7 @@ def _trace(steps: int) -> list[bytes]:
     """Wire records (JSON lines without LF) of echo-agent sessions, ``steps`` frames."""
     from acp_pipes.echo.agent import EchoAgent
     from acp_pipes.echo.client import client_session
-    from acp_pipes.wire import frame_record
+    from acp_pipes.io.wire import frame_record
 
     out: list[bytes] = []
     dumps = orjson.dumps
@@ -81,7 +81,7 @@ def _trace(steps: int) -> list[bytes]:
 
 def _edit(records: list[bytes], edits: int, seed: int) -> tuple[list[bytes], int]:
     """B = A with ``edits`` scattered edits; returns B and the exact LCS length."""
-    from acp_pipes.wire import frame_record
+    from acp_pipes.io.wire import frame_record
 
     rng = random.Random(seed)
     b = list(records)
@@ -109,7 +109,7 @@ def _edit(records: list[bytes], edits: int, seed: int) -> tuple[list[bytes], int
 
 
 def _write(path: Path, records: list[bytes]) -> None:
-    from acp_pipes.wire import header
+    from acp_pipes.io.wire import header
 
     with open(path, "wb") as f:
         f.write(orjson.dumps(header(["acp-echo-agent"], started_ns=0, clock="epoch",
@@ -174,7 +174,7 @@ def frames_floor(steps: int, d: str, repeat: int) -> dict:
     from acp_pipes.align import render
     from acp_pipes.align.compare import compare
     from acp_pipes.align.steps import StepTable, load_steps
-    from acp_pipes.lines import dumps
+    from acp_pipes.io.lines import dumps
 
     files = [str(Path(d) / f"{x}{steps}.frames.jsonl") for x in "ab"]
     loads = orjson.loads

@@ -82,7 +82,7 @@ def wire_log(updates: int) -> tuple[Path, int, int]:
     returns the path, the number of updates and the number of lines."""
     from acp_pipes.echo.agent import EchoAgent
     from acp_pipes.echo.client import client_session
-    from acp_pipes.wire import frame_record, header
+    from acp_pipes.io.wire import frame_record, header
 
     path, known = _cached(f"wire-{updates}.jsonl")
     if known:

@@ -14,7 +14,7 @@ import time
 import blake3
 import orjson
 
-from acp_pipes import canonical
+from acp_pipes.protocol import canonical
 from bench.common import table
 
 CODE = (

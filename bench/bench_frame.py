@@ -50,7 +50,7 @@ def wire_log(frames: int) -> Path:
     """A deterministic wire log of ``frames`` frames (cached by size)."""
     from acp_pipes.echo.agent import EchoAgent
     from acp_pipes.echo.client import client_session
-    from acp_pipes.wire import frame_record, header
+    from acp_pipes.io.wire import frame_record, header
 
     path = workdir("frame") / f"wire-{frames}.jsonl"
     if path.exists():
@@ -81,8 +81,8 @@ def breakdown(log: Path, repeat: int) -> dict[str, float]:
 
     import blake3
 
-    from acp_pipes.canonical import hash_raw
     from acp_pipes.frame.core import read_frames
+    from acp_pipes.protocol.canonical import hash_raw
 
     loads = orjson.loads
 

@@ -51,7 +51,7 @@ T0 = 1764522928000000000
 
 
 def _write(path: Path, frames) -> Path:
-    from acp_pipes.wire import frame_record, header
+    from acp_pipes.io.wire import frame_record, header
 
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as out:

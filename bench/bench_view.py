@@ -43,7 +43,7 @@ REPEAT = 5
 def _wire(path: Path, frames: int) -> None:
     from acp_pipes.echo.agent import EchoAgent
     from acp_pipes.echo.client import client_session
-    from acp_pipes.wire import frame_record, header
+    from acp_pipes.io.wire import frame_record, header
 
     dumps = orjson.dumps
     t0 = 1_767_225_600_000_000_000

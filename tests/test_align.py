@@ -372,7 +372,7 @@ def test_truncated_gz_aligns_what_was_read_then_exits_2(cut_asr_stream):
 def test_ignore_composes_with_redaction(tmp_path):
     """A redacted recording, a --keep-secrets one and another redacted one (another key,
     so other tokens) of one session are the same run, under --ignore or not: secrets never
-    count (acp_pipes.redact.conceal). A difference elsewhere is shown with the secrets
+    count (acp_pipes.protocol.redact.conceal). A difference elsewhere is shown with the secrets
     concealed, never as a value or a token."""
     servers = [{"type": "stdio", "name": "fs", "command": "/bin/fs", "args": [],
                 "env": [{"name": "API_KEY", "value": "sk-ALIGN-SECRET"}]}]

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from acp_pipes.align.dot import to_dot
 from acp_pipes.align.lineage import lineage_graph
-from acp_pipes.terminal import printable
+from acp_pipes.io.terminal import printable
 from tests.conftest import run_tool
 from tests.view_browser import _wire
 

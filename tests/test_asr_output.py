@@ -111,7 +111,7 @@ def test_an_input_in_the_output_directory_is_not_replaced(tmp_path):
 
 
 def _fold_apart(names) -> bool:
-    from acp_pipes.filenames import fold
+    from acp_pipes.io.filenames import fold
 
     return len({fold(n) for n in names}) == len(list(names))
 
@@ -179,7 +179,7 @@ ID_CHARS = st.sampled_from(["s", "S", "e", "E", "1", "-", ".", "é", "e\u0301", 
        st.sampled_from(["", "nul", "CON", "x" * 240]))
 def test_names_of_any_ids_fold_apart_and_ordinary_ones_are_kept(ids, extra):
     from acp_pipes.asr.output import session_names
-    from acp_pipes.filenames import fold, is_device
+    from acp_pipes.io.filenames import fold, is_device
 
     ids = {*ids, extra + "A", extra + "a"} if extra else ids
     names = session_names(ids)

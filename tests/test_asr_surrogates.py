@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.canonical import parse_json, without_surrogates
+from acp_pipes.protocol.canonical import parse_json, without_surrogates
 from tests.conftest import run_tool
 
 LOSS = "_org.agent-session.acp/lone_surrogates"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.filenames import fold
+from acp_pipes.io.filenames import fold
 from tests.conftest import tool_argv, tool_env
 from tests.test_asr_output import _three_sessions
 from tests.test_batch import FIXTURES, _workers, batch, manifest, tool
@@ -355,7 +355,7 @@ PARTS = ["run", "Run", "RUN", "run~a7fceeda275f", "Run~6c2f474297b1", "café",
                 min_size=1, max_size=10, unique=True))
 def test_output_names_fold_apart_in_every_folder_and_plain_ones_are_kept(stems):
     from acp_pipes.batch.places import inside, output_stems
-    from acp_pipes.filenames import is_device
+    from acp_pipes.io.filenames import is_device
 
     named = output_stems(stems)
     assert len(set(named.values())) == len(stems)

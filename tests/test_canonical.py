@@ -21,8 +21,8 @@ import rfc8785
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from acp_pipes import canonical
-from acp_pipes.canonical import (
+from acp_pipes.protocol import canonical
+from acp_pipes.protocol.canonical import (
     CanonicalError,
     ParseError,
     canonical_bytes,

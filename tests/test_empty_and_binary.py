@@ -1,7 +1,7 @@
 """One answer of every tool to an input it cannot use at all: an empty file, and a file
 that is not UTF-8 JSONL (2 MB of random bytes). Each is said in one line naming the
 input, exit 2, before anything is written; repeated problems later in a file are said
-at most 20 times, then counted (acp_pipes.lines.judge_start, acp_pipes.cli.runner.Said).
+at most 20 times, then counted (acp_pipes.io.lines.judge_start, acp_pipes.cli.runner.Said).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from acp_pipes.echo.agent import EchoAgent
 from acp_pipes.echo.client import client_session
 from acp_pipes.errors import InputError
 from acp_pipes.fold import ProtocolVersionError, fold_paths
-from acp_pipes.lines import write_records
+from acp_pipes.io.lines import write_records
 
 EXAMPLES = 200
 SEED = 20261130

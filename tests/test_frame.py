@@ -12,11 +12,11 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.canonical import parse_json
 from acp_pipes.echo.agent import EchoAgent
 from acp_pipes.echo.client import client_session
 from acp_pipes.frame.core import frames, read_frames
-from acp_pipes.wire import decode_raw, frame_record, header
+from acp_pipes.io.wire import decode_raw, frame_record, header
+from acp_pipes.protocol.canonical import parse_json
 from tests.conftest import run_tool
 
 HDR = header(["agent"], started_ns=0, clock="epoch", host=False)

@@ -91,7 +91,7 @@ def test_every_module_imports_in_the_fresh_environment(venv):
     script = ("import importlib, pkgutil, acp_pipes\n"
               "print(acp_pipes.__file__)\n"
               "for m in pkgutil.walk_packages(acp_pipes.__path__, 'acp_pipes.'):\n"
-              "    if m.name != 'acp_pipes.pytest_plugin':\n"
+              "    if m.name != 'acp_pipes.testing.pytest_plugin':\n"
               "        importlib.import_module(m.name)\n")
     r = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True,
                        text=True, env=user_env(venv), cwd=venv, timeout=120)
@@ -171,7 +171,7 @@ def test_acp_batch_without_the_cluster_extra_says_what_to_install(venv, tmp_path
 
 def test_help_names_the_installed_manual(venv, tmp_path):
     """Every tool's --help names its manual page by a path that exists in the
-    installation (no docs/ or acp_pipes/wire.py of a checkout the user does not have)."""
+    installation (no docs/ or acp_pipes/io/wire.py of a checkout the user does not have)."""
     for name in console_scripts():
         r = sh(f"{name} --help", venv, tmp_path)
         assert r.returncode == 0, (name, r.stderr)

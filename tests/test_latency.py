@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from acp_pipes.frame.core import frames
 from acp_pipes.frame.latency import deltas, latency_of, stats
-from acp_pipes.wire import frame_record, header
+from acp_pipes.io.wire import frame_record, header
 from tests.conftest import run_tool
 from tests.test_validate import m
 

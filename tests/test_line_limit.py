@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.wire import frame_record, header
+from acp_pipes.io.wire import frame_record, header
 from tests.conftest import run_tool, tool_argv, tool_env
 
 MIB = 1 << 20

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from acp_pipes.echo.client import client_session
-from acp_pipes.wire import end_record, frame_record, header
+from acp_pipes.io.wire import end_record, frame_record, header
 from tests.conftest import run_tool, tool_argv, tool_env
 
 pytestmark = pytest.mark.process  # processes are the point: real pipes, signals, exits

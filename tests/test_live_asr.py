@@ -200,7 +200,7 @@ def test_one_shot_output_is_unchanged_by_the_live_spool(tmp_path, big):
 
 def _streaming_log(path: Path, chunks: int) -> None:
     """A v2 session whose agent streams one message in ``chunks`` chunks."""
-    from acp_pipes.wire import frame_record, header
+    from acp_pipes.io.wire import frame_record, header
 
     def upd(u: dict) -> bytes:
         return orjson.dumps({"jsonrpc": "2.0", "method": "session/update",

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.wire import end_record
+from acp_pipes.io.wire import end_record
 from tests.conftest import run_tool, tool_argv, tool_env
 
 WIRE = Path(__file__).parent / "fixtures/asr/ASR-701-one-stream-per-session/wire.jsonl"

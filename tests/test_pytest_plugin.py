@@ -17,7 +17,7 @@ import tomllib
 import orjson
 import pytest
 
-from acp_pipes.wire import decode_raw
+from acp_pipes.io.wire import decode_raw
 from tests.conftest import REPO, tool_argv, tool_env
 from tests.test_replay_sdk_client import CLIENTS, NODE, pytestmark  # noqa: F401
 
@@ -64,7 +64,7 @@ def inner(pytester, monkeypatch):
             m.setenv("ACP_TEST_AGENT", orjson.dumps(agent).decode())
             for k, v in env.items():
                 m.setenv(k, v)
-            return pytester.runpytest_inprocess("-p", "acp_pipes.pytest_plugin",
+            return pytester.runpytest_inprocess("-p", "acp_pipes.testing.pytest_plugin",
                                                 "-p", "no:cacheprovider", *args)
 
     return run
@@ -84,11 +84,11 @@ def _left(pytester) -> list[str]:
 
 def test_the_entry_point_loads_the_plugin(pytester, monkeypatch):
     """pyproject's ``pytest11`` entry point, as an installation declares it (a dist-info
-    on the path), is what pytest loads without ``-p``; and ``-p acp_pipes.pytest_plugin``
+    on the path), is what pytest loads without ``-p``; and ``-p acp_pipes.testing.pytest_plugin``
     beside it loads it once (the entry point is named as the module)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     points = project["entry-points"]["pytest11"]
-    assert points == {"acp_pipes.pytest_plugin": "acp_pipes.pytest_plugin"}
+    assert points == {"acp_pipes.testing.pytest_plugin": "acp_pipes.testing.pytest_plugin"}
     site = pytester.mkdir("site")
     info = site / "acp_pipes_probe-0.dist-info"
     info.mkdir()
@@ -100,7 +100,7 @@ def test_the_entry_point_loads_the_plugin(pytester, monkeypatch):
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("PYTHONPATH", f"{site}:{tool_env()['PYTHONPATH']}")
     monkeypatch.setenv("ACP_TEST_AGENT", orjson.dumps(GONE).decode())
-    for extra in ((), ("-p", "acp_pipes.pytest_plugin")):
+    for extra in ((), ("-p", "acp_pipes.testing.pytest_plugin")):
         got = pytester.runpytest_subprocess(*extra, "-p", "no:cacheprovider",
                                             "--acp-record-mode", "none", timeout=120)
         got.assert_outcomes(failed=1)
@@ -322,7 +322,7 @@ def _agent_run(pytester, monkeypatch, trace: str, agent: list[str]):
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("ACP_TEST_AGENT", orjson.dumps(agent).decode())
     monkeypatch.setenv("TRACE", trace)
-    return pytester.runpytest_inprocess("-p", "acp_pipes.pytest_plugin",
+    return pytester.runpytest_inprocess("-p", "acp_pipes.testing.pytest_plugin",
                                         "-p", "no:cacheprovider")
 
 
@@ -382,7 +382,7 @@ def test_the_commands_run_the_package_the_tests_run(tmp_path):
 
     env = {k: v for k, v in tool_env().items() if k != "PYTHONPATH"}
     probe = (f"import sys; sys.path.insert(0, {str(REPO)!r}); import json; "
-             "from acp_pipes.cassette import tool_argv; print(json.dumps(tool_argv('cli.tee', '--help')))")
+             "from acp_pipes.testing.cassette import tool_argv; print(json.dumps(tool_argv('cli.tee', '--help')))")
     got = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=env,
                          cwd=tmp_path, timeout=60)
     assert got.returncode == 0, got.stderr
@@ -407,7 +407,7 @@ def test_the_docs_examples_run(pytester, monkeypatch):
     for k, v in tool_env().items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("PATH", f"{REPO / 'bin'}:{tool_env()['PATH']}")
-    run = ("-p", "acp_pipes.pytest_plugin", "-p", "no:cacheprovider")
+    run = ("-p", "acp_pipes.testing.pytest_plugin", "-p", "no:cacheprovider")
     pytester.runpytest_inprocess(*run).assert_outcomes(passed=3)
     assert _left(pytester) == ["cassettes/shared/echo.wire.jsonl",
                                "cassettes/test_echo/test_echo_session.wire.jsonl"]

@@ -80,7 +80,7 @@ def inner(pytester, monkeypatch):
             m.setenv("ACP_TEST_AGENT", orjson.dumps(agent).decode())
             for k, v in env.items():
                 m.setenv(k, v)
-            return pytester.runpytest_subprocess("-p", "acp_pipes.pytest_plugin",
+            return pytester.runpytest_subprocess("-p", "acp_pipes.testing.pytest_plugin",
                                                  "-p", "no:cacheprovider", *args,
                                                  timeout=300)
 

@@ -8,7 +8,7 @@ import gzip
 import pytest
 
 from acp_pipes.errors import InputError
-from acp_pipes.lines import open_source, records
+from acp_pipes.io.lines import open_source, records
 
 
 def test_numbers_lines_passes_over_blank_ones_and_keeps_the_bytes():

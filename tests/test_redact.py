@@ -1,4 +1,4 @@
-"""Secret redaction for wire logs (acp_pipes.redact): pure-function properties.
+"""Secret redaction for wire logs (acp_pipes.protocol.redact): pure-function properties.
 
 acp-tee's own behaviour (the real executable over real pipes) is in tests/test_tee.py."""
 
@@ -9,10 +9,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.canonical import canonical_bytes, canonical_hash, parse_json
 from acp_pipes.frame.core import raw_hash
-from acp_pipes.normalize import Normalizer
-from acp_pipes.redact import (
+from acp_pipes.protocol.canonical import canonical_bytes, canonical_hash, parse_json
+from acp_pipes.protocol.redact import (
     MAX_FORMS,
     PLACEHOLDER,
     TOKEN_HEAD,
@@ -25,6 +24,7 @@ from acp_pipes.redact import (
     repeats_a_key,
     secret_fields,
 )
+from acp_pipes.sameness.normalize import Normalizer
 
 KEY = b"k" * 32
 R = Redactor(KEY)

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.wire import decode_raw
+from acp_pipes.io.wire import decode_raw
 from tests.conftest import run_tool, tool_argv, tool_env
 
 PROMPTS = 1000
@@ -380,7 +380,7 @@ def _renamed(client: bytes) -> bytes:
 @pytest.mark.parametrize("args", [[], ["--ignore", "/params/cwd"], ["--remap-ids"],
                                   ["--ignore", "/params/_meta", "--remap-ids"]])
 def test_a_redacted_recording_replays_under_normalisers(secret_session, args):
-    """Secrets never count (acp_pipes.redact.conceal): the identical client is served, and
+    """Secrets never count (acp_pipes.protocol.redact.conceal): the identical client is served, and
     so is one with another secret (the log holds nothing a secret could be checked
     against); one that differs outside its secrets is not."""
     for client in (secret_session["client"],

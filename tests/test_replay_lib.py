@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.canonical import canonical_hash
 from acp_pipes.errors import UsageError
-from acp_pipes.normalize import IGNORED, Normalizer, parse_pointer
+from acp_pipes.protocol.canonical import canonical_hash
 from acp_pipes.replay.trace import ReplayOptions, Trace, emit, replay_agent
 from acp_pipes.replay.trace.ids import id_span, splice_id
+from acp_pipes.sameness.normalize import IGNORED, Normalizer, parse_pointer
 from tests.conftest import REPO, run_tool
 
 json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8)

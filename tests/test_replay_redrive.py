@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from acp_pipes.echo.client import client_session
-from acp_pipes.wire import decode_raw
+from acp_pipes.io.wire import decode_raw
 from tests.conftest import record_lockstep, run_tool, tool_argv
 
 
@@ -143,7 +143,7 @@ def test_a_request_spelt_with_escapes_is_still_answered(tmp_path):
     request names ``id`` and ``method`` by \\u escapes only, so no byte search for
     ``"id"`` finds it; the re-drive still knows it for a request and answers it from the
     recording (a missed request would leave the replayed agent waiting: exit 1)."""
-    from acp_pipes.wire import encode_raw
+    from acp_pipes.io.wire import encode_raw
 
     frames = [("c2a", b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'),
               ("a2c", b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}'),
@@ -325,7 +325,7 @@ def _flooding_agent(tmp_path: Path) -> list[str]:
 
 
 def _flood_trace(tmp_path: Path, prompt: bytes) -> Path:
-    from acp_pipes.wire import encode_raw
+    from acp_pipes.io.wire import encode_raw
 
     frames = [("c2a", b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'),
               ("a2c", b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}'),

@@ -162,7 +162,7 @@ def test_of_session_leaves_out_the_answers_to_another_sessions_requests():
 def test_session_leaves_out_the_answers_to_another_sessions_prompts(tmp_path):
     """On a wire log, through the CLIs: acp-replay --session emits, and acp-frame
     --session writes, the answer to its own prompt and not to the other's."""
-    from acp_pipes import wire
+    from acp_pipes.io import wire
 
     log = tmp_path / "two.wire.jsonl"
     records = [wire.header(["agent"], started_ns=0)] + [

@@ -10,7 +10,7 @@ import pytest
 
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
 from acp_pipes.errors import InputError
-from acp_pipes.lines import parse_line
+from acp_pipes.io.lines import parse_line
 from tests.conftest import run_tool, tool_argv, tool_env
 
 ALL_TOOLS = ["tee", "frame", "fold", "asr", "replay", "align", "view", "batch", "echo-agent",
@@ -279,9 +279,9 @@ def test_warn_is_defined_once():
 
 def _library_errors():
     from acp_pipes.align.dot import DotMissing
-    from acp_pipes.canonical import CanonicalError
     from acp_pipes.errors import OptionError
     from acp_pipes.fold import ProtocolVersionError
+    from acp_pipes.protocol.canonical import CanonicalError
     from acp_pipes.replay.asr.capture import NoCapture
 
     return [DotMissing, CanonicalError, ProtocolVersionError, NoCapture,

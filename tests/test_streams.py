@@ -1,4 +1,4 @@
-"""One judge for every stream header (acp_pipes.streams.judge), the wire log's end record,
+"""One judge for every stream header (acp_pipes.io.streams.judge), the wire log's end record,
 and old recordings kept readable: one fixture per old format version
 (tests/fixtures/formats/<format>-v<version>.jsonl), read by every reader."""
 
@@ -13,8 +13,7 @@ import orjson
 import pytest
 
 from acp_pipes.errors import InputError
-from acp_pipes.replay.trace.tracefile import load_trace
-from acp_pipes.streams import (
+from acp_pipes.io.streams import (
     ASR,
     FOLD,
     FRAMES,
@@ -24,6 +23,7 @@ from acp_pipes.streams import (
     judge,
     migrate,
 )
+from acp_pipes.replay.trace.tracefile import load_trace
 from tests.conftest import REPO, record_lockstep, run_tool, tool_argv, tool_env
 
 FORMATS = REPO / "tests" / "fixtures" / "formats"

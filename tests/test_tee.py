@@ -21,10 +21,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.canonical import canonical_hash, parse_json
 from acp_pipes.echo.client import client_session
-from acp_pipes.redact import TOKEN_HEAD, logged_hash
-from acp_pipes.wire import A2C, C2A, decode_raw, end_record, frame_record, make_clock
+from acp_pipes.io.wire import A2C, C2A, decode_raw, end_record, frame_record, make_clock
+from acp_pipes.protocol.canonical import canonical_hash, parse_json
+from acp_pipes.protocol.redact import TOKEN_HEAD, logged_hash
 from tests.conftest import record_lockstep, run_tool, tool_argv, tool_env
 
 pytestmark = pytest.mark.process  # processes are the point: real pipes, signals, exits
@@ -115,7 +115,7 @@ def test_crlf_non_utf8_and_missing_last_lf(tmp_path):
     assert c2a[3] == {**c2a[3], "raw": '{"c":3}', "nolf": True}
     assert not any(x.get("nolf") for x in c2a[:3])
     assert logged(recs, C2A) == data and logged(recs, A2C) == data
-    # every line is exactly what acp_pipes.wire.frame_record makes of that frame
+    # every line is exactly what acp_pipes.io.wire.frame_record makes of that frame
     lines = wire.read_bytes().splitlines()[1:-1]  # the frames, between header and end
     assert lines == [orjson.dumps(frame_record(r["seq"], r["t"], r["dir"], decode_raw(r),
                                                nolf=r.get("nolf", False))) for r in recs]
@@ -464,8 +464,8 @@ def _unkeyed_hashes(script: list[bytes]) -> list[bytes]:
     sent (the frame hash they held), and of each frame's bytes."""
     import blake3
 
-    from acp_pipes.canonical import canonical_bytes
     from acp_pipes.frame.core import raw_hash
+    from acp_pipes.protocol.canonical import canonical_bytes
 
     out = [blake3.blake3(canonical_bytes(s.decode())).hexdigest().encode() for s in _SECRETS]
     out += [blake3.blake3(canonical_bytes("Bearer PROVIDER-SECRET-2")).hexdigest().encode()]
@@ -560,7 +560,7 @@ def test_an_older_log_with_unkeyed_tokens_still_reads_and_replays(tmp_path):
     raw, and the hash of the frame as sent in the record. It reads as before (same wire
     log version); acp-frame does not carry that hash on; a live client with its secrets
     replays against it, as against a new log."""
-    from acp_pipes.wire import header
+    from acp_pipes.io.wire import header
 
     sent = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {
         "cwd": "/w", "mcpServers": [{"type": "stdio", "name": "fs", "command": "/bin/fs",
@@ -689,12 +689,12 @@ def test_library_record_on_a_harness_pipes(tmp_path):
 
 
 def test_a_frame_redaction_fails_on_is_not_logged_in_clear(tmp_path, monkeypatch):
-    import acp_pipes.redact
+    import acp_pipes.protocol.redact
 
     def broken(self, direction, raw):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(acp_pipes.redact.Redactor, "frame", broken)
+    monkeypatch.setattr(acp_pipes.protocol.redact.Redactor, "frame", broken)
     wire = tmp_path / "w.jsonl"
     data = (b'{"method":"session/new","params":{"mcpServers":'
             b'[{"env":[{"name":"K","value":"SECRETV"}]}]}}\n')
@@ -702,7 +702,7 @@ def test_a_frame_redaction_fails_on_is_not_logged_in_clear(tmp_path, monkeypatch
     assert status == 0 and out == b""
     assert b"SECRETV" not in wire.read_bytes()
     _, (rec,) = read_log(wire)
-    assert rec["redacted"] is True and rec["raw"].encode() == acp_pipes.redact.UNCHECKED
+    assert rec["redacted"] is True and rec["raw"].encode() == acp_pipes.protocol.redact.UNCHECKED
 
 
 @pytest.mark.parametrize("shape", ["non-utf8", "not-json", "repeated-key", "escaped-key",
@@ -775,7 +775,7 @@ def test_client_stdin_closed(tmp_path):
 @pytest.mark.parametrize("nolf", [False, True])
 def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
     """The proxy formats common records itself, for speed; each must be byte for byte
-    what :func:`acp_pipes.wire.frame_record` gives, as orjson writes it."""
+    what :func:`acp_pipes.io.wire.frame_record` gives, as orjson writes it."""
     from acp_pipes.tee.logfile import Sink
     from acp_pipes.tee.pump import _Log
 

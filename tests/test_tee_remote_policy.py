@@ -309,7 +309,7 @@ def test_the_listeners_token_is_not_passed_on_to_the_agent(tmp_path):
 
 
 def test_a_bind_beyond_loopback_needs_a_token(tmp_path):
-    from acp_pipes.wire import header
+    from acp_pipes.io.wire import header
 
     trace = tmp_path / "x.jsonl"
     trace.write_bytes(orjson.dumps(header(["agent"], started_ns=0, clock="epoch",

@@ -1,4 +1,4 @@
-"""Terminal or pipe, decided once per run by the runner (acp_pipes/terminal.py)."""
+"""Terminal or pipe, decided once per run by the runner (acp_pipes/io/terminal.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_pipes.terminal import Terminal, printable
+from acp_pipes.io.terminal import Terminal, printable
 from tests.conftest import REPO, run_tool
 from tests.ttys import run_tool_tty
 
@@ -77,11 +77,11 @@ def test_no_color_option_where_stdout_is_a_protocol_stream(name):
 
 
 def test_no_tool_asks_isatty_on_its_own():
-    """One decision per run: only acp_pipes/terminal.py asks whether a stream is a
+    """One decision per run: only acp_pipes/io/terminal.py asks whether a stream is a
     terminal; tools read ctx.term."""
     askers = sorted(str(p.relative_to(REPO)) for p in (REPO / "acp_pipes").rglob("*.py")
                     if "isatty(" in p.read_text(encoding="utf-8"))
-    assert askers == ["acp_pipes/terminal.py"]
+    assert askers == ["acp_pipes/io/terminal.py"]
 
 
 def _wire_with_hostile_strings() -> bytes:
@@ -175,7 +175,7 @@ def test_colour_comes_from_the_terminal_alone():
     own_escapes, painters = [], set()
     for p in (REPO / "acp_pipes").rglob("*.py"):
         rel, text = str(p.relative_to(REPO)), p.read_text(encoding="utf-8")
-        if rel == "acp_pipes/terminal.py":
+        if rel == "acp_pipes/io/terminal.py":
             continue
         if re.search(r"\\x1b\[|\\033\[|\\u001b\[|\\e\[", text):
             own_escapes.append(rel)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from acp_pipes.wire import end_record, frame_record, header
+from acp_pipes.io.wire import end_record, frame_record, header
 from tests.conftest import run_tool
 
 DEPTH = 100_000

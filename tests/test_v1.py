@@ -260,8 +260,8 @@ def test_git_patch_applies_with_gnu_patch(tmp_path, old, new):
 def test_content_digest_is_the_canonical_hash(content):
     """Derived IDs take the canonical hash (blake3 of JCS) of the content; the direct
     path for one text block gives the same digits."""
-    from acp_pipes.canonical import CanonicalError, canonical_hash
     from acp_pipes.fold.v1 import content_digest
+    from acp_pipes.protocol.canonical import CanonicalError, canonical_hash
 
     try:
         want = canonical_hash(content)[7:23]

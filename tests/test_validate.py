@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from acp_pipes.frame.core import frames
 from acp_pipes.frame.validate import RULES, reports, violations
-from acp_pipes.wire import frame_record
+from acp_pipes.io.wire import frame_record
 
 V1_SCHEMA = "v1/schema.unstable.json"
 V2_SCHEMA = "v2.0.0-alpha.9/schema.unstable.json"

@@ -44,7 +44,7 @@ from typing import Any
 
 from acp_pipes.align.myers import align, opcodes
 from acp_pipes.align.steps import Steps, StepTable
-from acp_pipes.jsondiff import MAX_DIFF, pointer_diff
+from acp_pipes.sameness.jsondiff import MAX_DIFF, pointer_diff
 
 __all__ = ["Change", "Comparison", "compare", "TAGS"]
 

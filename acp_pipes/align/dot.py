@@ -15,7 +15,7 @@ from typing import Any
 import networkx as nx
 
 from acp_pipes.errors import AcpPipesError
-from acp_pipes.terminal import printable
+from acp_pipes.io.terminal import printable
 
 __all__ = ["DotMissing", "run_colour", "run_light", "to_dot", "to_svg"]
 
@@ -107,7 +107,7 @@ def _text(label: str) -> str:
     r"""A label for a DOT quoted string, drawn exactly as given, one line per ``\n``.
 
     Each line is made printable (control characters and bidirectional overrides written
-    as escapes, :func:`acp_pipes.terminal.printable`); then ``\`` is doubled, so
+    as escapes, :func:`acp_pipes.io.terminal.printable`); then ``\`` is doubled, so
     Graphviz's escapes (``\N`` the node's name, ``\G``, ``\E``, ``\l`` ...) are text, and
     a string ending in ``\`` cannot escape the closing quote; ``"`` is escaped for the
     parser, ``&`` written as ``&amp;`` (Graphviz decodes entities in labels). Lines are

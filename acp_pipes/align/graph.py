@@ -30,7 +30,7 @@ from acp_pipes.align.compare import Change, Comparison
 from acp_pipes.align.dot import run_colour, run_light
 from acp_pipes.align.render import ABSENT, UNANSWERED_NOTE, show_values
 from acp_pipes.align.steps import Steps, StepTable
-from acp_pipes.terminal import printable
+from acp_pipes.io.terminal import printable
 
 __all__ = ["build_tree", "pair_graph", "tree_graph", "tree_json"]
 

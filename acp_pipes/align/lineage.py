@@ -9,7 +9,7 @@ from typing import Any
 import networkx as nx
 
 from acp_pipes.align.dot import run_colour, run_light
-from acp_pipes.terminal import printable
+from acp_pipes.io.terminal import printable
 
 __all__ = ["MAX_SESSIONS", "bounded_lineage", "lineage_graph"]
 

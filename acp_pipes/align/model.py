@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from acp_pipes.align.minted import Found, mask
 from acp_pipes.align.table import REPLIES, StepTable
-from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.errors import Warn
+from acp_pipes.protocol.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
 from acp_pipes.sameness.volatile import Preset, Rules, View, agent_name
 
@@ -233,7 +233,7 @@ def _frame_of(line: bytes, steps: Steps) -> tuple[str | None, bytes]:
     """The direction and bytes of a step's frame from its input line."""
     import orjson
 
-    from acp_pipes.wire import decode_raw
+    from acp_pipes.io.wire import decode_raw
 
     try:
         rec = orjson.loads(line)

@@ -571,7 +571,7 @@ def _tolerated(a: Steps, b: Steps, table: StepTable, p: _Pairs, learned: Any) ->
     """Learned noise (:class:`~acp_pipes.align.model.Learned`): a changed pair that
     differs only as another recording of A's script differed there is equal; a step of
     A another recording lacks, or one of B another recording has, is a note."""
-    from acp_pipes.jsondiff import pointer_diff
+    from acp_pipes.sameness.jsondiff import pointer_diff
 
     noise = learned.noise
     seq_of = _seqs(a, [i for i in p.changed] + [i for i in range(len(a.seq))

@@ -5,7 +5,7 @@ inputs of an alignment, so the LCS compares ints:
 
 - traces (wire logs, frames streams, bare ACP JSONL; :mod:`acp_pipes.align.traces`): the
   key is ``(dir, hash)``, the frame's canonical hash after the ``--ignore`` normaliser
-  (:class:`acp_pipes.normalize.Normalizer`, shared with acp-replay). A response or error
+  (:class:`acp_pipes.sameness.normalize.Normalizer`, shared with acp-replay). A response or error
   that answers no request seen before it (a scripted client's answer written before the
   agent asked) gets a key of its own: "a response after its request" is an order the
   protocol fixes, so a run where it does not hold differs;
@@ -51,10 +51,9 @@ from acp_pipes.align.words import (
     summary_of_line,
     text_of,
 )
-from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
 from acp_pipes.errors import InputError, Warn
 from acp_pipes.frame.core import raw_hash
-from acp_pipes.lines import (
+from acp_pipes.io.lines import (
     READ_ERRORS,
     display_name,
     first_bytes,
@@ -64,8 +63,9 @@ from acp_pipes.lines import (
     records,
     stdin,
 )
-from acp_pipes.normalize import Normalizer
-from acp_pipes.streams import ASR, describe, header_format, judge
+from acp_pipes.io.streams import ASR, describe, header_format, judge
+from acp_pipes.protocol.canonical import CanonicalError, canonical_hash, parse_json
+from acp_pipes.sameness.normalize import Normalizer
 
 _ASR = (ASR,)
 
@@ -236,7 +236,7 @@ class Steps:
 def _at_offsets(path: str, offsets: list[int]) -> tuple[Any, Iterator]:
     """The lines that begin at ``offsets`` (ascending) of an input: sought in a plain
     file, read through in a compressed one."""
-    from acp_pipes.lines import GZIP_MAGIC
+    from acp_pipes.io.lines import GZIP_MAGIC
 
     try:
         f = open(path, "rb")  # noqa: SIM115 - the caller closes it
@@ -338,7 +338,7 @@ def _frame_text(line: bytes, direction: str | None) -> str | bytes | None:
     except orjson.JSONDecodeError:
         return line if direction is not None else None
     if isinstance(rec, dict) and rec.get("dir") in ("c2a", "a2c"):
-        from acp_pipes.wire import decode_raw
+        from acp_pipes.io.wire import decode_raw
 
         try:
             return decode_raw(rec)
@@ -464,7 +464,7 @@ def _bad_line(warn: Warn | None, source: str) -> Callable[[int, str], None]:
 def _json_lines(lines: Iterable[bytes], source: str, bad: Callable[[int, str], None],
                 first: int = 1) -> Iterator[tuple[int, Any]]:
     """The parsed JSON of each line of an ASR file, numbered from ``first``
-    (:func:`acp_pipes.lines.records`: blank lines passed over; JSON orjson refuses, a
+    (:func:`acp_pipes.io.lines.records`: blank lines passed over; JSON orjson refuses, a
     lone-surrogate escape or ``1e400``, is still JSON); a line that is not JSON goes to
     ``bad`` (skipped or fatal, as ``bad`` decides)."""
 

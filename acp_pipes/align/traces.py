@@ -22,14 +22,14 @@ import orjson
 
 from acp_pipes.align.table import FLOATS, REPLIES, StepTable
 from acp_pipes.errors import InputError, Warn
-from acp_pipes.lines import READ_ERRORS, json_error, unparsable
-from acp_pipes.redact import may_hold_secrets
+from acp_pipes.io.lines import READ_ERRORS, json_error, unparsable
+from acp_pipes.io.streams import FRAMES, WIRE, header_format, judge
+from acp_pipes.io.wire import is_end, is_event
+from acp_pipes.protocol.redact import may_hold_secrets
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
-from acp_pipes.streams import FRAMES, WIRE, header_format, judge
-from acp_pipes.wire import is_end, is_event
 
 if TYPE_CHECKING:
-    from acp_pipes.normalize import Normalizer
+    from acp_pipes.sameness.normalize import Normalizer
 
 __all__ = ["UNANSWERED", "trace_steps", "until_cut"]
 
@@ -416,7 +416,7 @@ def update_kind(raw: Any) -> str | None:
 
 def _agent_of(rec: dict[str, Any]) -> str | None:
     """``agentInfo.name`` (v1; ``info.name`` in v2) of an ``initialize`` answer's frame."""
-    from acp_pipes.wire import decode_raw
+    from acp_pipes.io.wire import decode_raw
 
     try:
         msg = orjson.loads(decode_raw(rec))
@@ -542,8 +542,8 @@ def _trusted(b: _Builder, number: int, stream: Iterable[bytes], cuts: list[Input
     one parse a line, nothing hashed. A record that lacks what acp-frame writes is
     framed again, a line that is not JSON is reported and skipped, and from a header of
     another kind on (a wire log appended to the file) the rest is framed. The stream is
-    read directly, not through a generator (:func:`acp_pipes.lines.records`, whose
-    judgement of a line that is not JSON it shares: :func:`acp_pipes.lines.unparsable`):
+    read directly, not through a generator (:func:`acp_pipes.io.lines.records`, whose
+    judgement of a line that is not JSON it shares: :func:`acp_pipes.io.lines.unparsable`):
     a measured fast path (BENCHMARKS.md, acp-align: "two frames streams (200k steps)
     within 2× of a bare orjson loop over both"), where that costs ~10% at a million
     lines; and a record is made a step here, as :meth:`_Builder.adder` makes one, with

@@ -3,7 +3,7 @@
 What a diff line or a graph label says about a step: the method, the update kind, a
 state, a snippet of the prompt or message text. Recorded strings are untrusted: every
 character that would act on a terminal (ESC, BEL, bidirectional overrides) is written as
-an escape (:func:`acp_pipes.terminal.printable`).
+an escape (:func:`acp_pipes.io.terminal.printable`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.canonical import parse_json
-from acp_pipes.jsondiff import dumps as _dumps  # lone surrogates escaped, not refused
-from acp_pipes.terminal import printable
-from acp_pipes.wire import decode_raw
+from acp_pipes.io.terminal import printable
+from acp_pipes.io.wire import decode_raw
+from acp_pipes.protocol.canonical import parse_json
+from acp_pipes.sameness.jsondiff import dumps as _dumps  # lone surrogates escaped, not refused
 
 __all__ = ["asr_kind", "clip", "message_of_record", "summarize_message",
            "summarize_record", "summary_of_line", "text_of"]

@@ -27,13 +27,13 @@ import orjson
 from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
 from acp_pipes.asr.records import BUILDERS, Ctx, Key, Unmappable, audit, event_bodies
-from acp_pipes.canonical import CanonicalError, canonical_hash
 from acp_pipes.errors import InputError, Note, Warn
 from acp_pipes.fold import v1
 from acp_pipes.fold.core import ProtocolVersionError
 from acp_pipes.fold.entities import TRACE_KEYS
 from acp_pipes.fold.index import DigestIndex, key_digest
-from acp_pipes.streams import FOLD
+from acp_pipes.io.streams import FOLD
+from acp_pipes.protocol.canonical import CanonicalError, canonical_hash
 
 if TYPE_CHECKING:
     from acp_pipes.asr.output import Spool
@@ -426,13 +426,13 @@ def convert_paths(paths: Iterable[str], *, warn: Warn, agent_name: str | None = 
     With ``directory`` (``acp-asr -o DIR``) each session's records also go to its file
     there as they are made, after a provisional header (:mod:`acp_pipes.asr.output`),
     whenever the input has no more bytes ready; ``follow`` reads each path as it grows
-    until its end record (:class:`acp_pipes.live.Live`). Ctrl-C ends the reading as an
+    until its end record (:class:`acp_pipes.io.live.Live`). Ctrl-C ends the reading as an
     end of input would (``interrupted``)."""
     from acp_pipes.asr.output import Spool
     from acp_pipes.fold import fold_paths
     from acp_pipes.fold.state import States
-    from acp_pipes.lines import display_name
-    from acp_pipes.live import Live
+    from acp_pipes.io.lines import display_name
+    from acp_pipes.io.live import Live
 
     spool = Spool(only=only, directory=directory,
                   provisional=lambda sid: conv.header(sid))

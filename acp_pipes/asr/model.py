@@ -10,8 +10,8 @@ import re
 from typing import Any
 
 from acp_pipes import __version__
-from acp_pipes.streams import ASR_VERSION  # the one place stream versions are kept
-from acp_pipes.wire import iso_time
+from acp_pipes.io.streams import ASR_VERSION  # the one place stream versions are kept
+from acp_pipes.io.wire import iso_time
 
 __all__ = [
     "ALWAYS_LOST",
@@ -67,7 +67,7 @@ _last_t: tuple[int | None, str] = (None, "")
 
 
 def iso(t: int) -> str:
-    """:func:`acp_pipes.wire.iso_time`, cached: the last time given (an entity's records
+    """:func:`acp_pipes.io.wire.iso_time`, cached: the last time given (an entity's records
     share its receipt time) and the seconds part, ``.`` included (the hot path)."""
     global _last_second, _last_t
     if t == _last_t[0]:

@@ -12,7 +12,7 @@ and the ID is in the stream's header. Where a file system ignores case (macOS, W
 two IDs that differ only by case would be one file: the IDs of a conversion whose names
 are equal but for case each have their capital letters percent-encoded too (``Sess`` ->
 ``%53ess``, ``sess`` stays), still reversible (:func:`session_names`, the rule of
-:mod:`acp_pipes.filenames`); an ID that is a Windows device name (``CON``, ``nul``)
+:mod:`acp_pipes.io.filenames`); an ID that is a Windows device name (``CON``, ``nul``)
 has its first character encoded.
 
 Into a directory the streams are also written live: a session's spool file *is*
@@ -39,8 +39,8 @@ import blake3
 import orjson
 
 from acp_pipes.errors import AcpPipesError, UsageError
-from acp_pipes.filenames import distinct, fold, is_device
-from acp_pipes.output import Output, keep_private
+from acp_pipes.io.filenames import distinct, fold, is_device
+from acp_pipes.io.output import Output, keep_private
 
 __all__ = ["SUFFIX", "Spool", "file_name", "is_provisional", "make_dir", "provisional_header",
            "session_from_name", "session_names"]
@@ -96,7 +96,7 @@ def _escape_capital(m: re.Match[str]) -> str:
 def session_names(sids: Iterable[str]) -> dict[str, str]:
     """The file name of each session of one conversion: :func:`file_name`, and where
     two are equal but for case, each :func:`file_name` ``caseless``: no two fold alike
-    (:mod:`acp_pipes.filenames`), so none replaces another where case is ignored."""
+    (:mod:`acp_pipes.io.filenames`), so none replaces another where case is ignored."""
     return distinct(sids, file_name, lambda sid: file_name(sid, caseless=True))
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from acp_pipes.canonical import ParseError, parse_json, writable
 from acp_pipes.errors import InputError, Warn
-from acp_pipes.lines import READ_ERRORS
-from acp_pipes.lines import records as jsonl_records
-from acp_pipes.streams import ASR, describe, header_format, judge
+from acp_pipes.io.lines import READ_ERRORS
+from acp_pipes.io.lines import records as jsonl_records
+from acp_pipes.io.streams import ASR, describe, header_format, judge
+from acp_pipes.protocol.canonical import ParseError, parse_json, writable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import Any
 
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import LOSS_RELATIVE, path_ref
-from acp_pipes.redact import secret_fields
+from acp_pipes.protocol.redact import secret_fields
 
 __all__ = ["Ctx", "Unmappable", "audit", "entity_bodies", "event_bodies"]
 
@@ -418,7 +418,7 @@ def _elicitation(rec: dict[str, Any], ctx: Ctx) -> Bodies:
 
 def redact_answer(content: dict[str, Any], schema: Any,
                   ctx: Ctx) -> tuple[dict[str, Any], list[str]]:
-    """ASR-734: the answer with its secret fields (:func:`acp_pipes.redact.secret_fields`,
+    """ASR-734: the answer with its secret fields (:func:`acp_pipes.protocol.redact.secret_fields`,
     the rule acp-tee redacts the same answers by) replaced by REDACTED."""
     hide = (set(secret_fields(schema)) | set(ctx.secret_fields)) - set(ctx.keep_fields)
     hidden = sorted(k for k in content if k in hide)

@@ -37,8 +37,8 @@ from acp_pipes.asr.paths import LOSS_RELATIVE, is_relative
 from acp_pipes.asr.reader import LONE_SURROGATE, record_without_surrogates
 from acp_pipes.asr.schema import validator_for
 from acp_pipes.fold import v1
-from acp_pipes.lines import display_name, json_error, read_lines, unparsable
-from acp_pipes.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
+from acp_pipes.io.lines import display_name, json_error, read_lines, unparsable
+from acp_pipes.io.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
 __all__ = ["NoteLine", "entity_key", "validate_paths", "validate_streams"]
 

@@ -126,8 +126,8 @@ def _align(path: str, name: str, stem: str, dest: Any, opts: dict, warn: Warn) -
     from acp_pipes.align import render
     from acp_pipes.align.compare import compare
     from acp_pipes.align.steps import StepTable, load_steps
-    from acp_pipes.normalize import Normalizer
-    from acp_pipes.terminal import Terminal
+    from acp_pipes.io.terminal import Terminal
+    from acp_pipes.sameness.normalize import Normalizer
 
     base_path, base_name = opts["baseline_path"], opts["baseline"]
     fmt = opts.get("format") or "diff"
@@ -259,7 +259,7 @@ MODES: dict[str, Mode] = {
     "align": Mode("align", _align, ("baseline", "baseline_hash", "format", "context",
                                     "ignore", "direction"),
                   ("acp_pipes.align.compare", "acp_pipes.align.render",
-                   "acp_pipes.align.steps", "acp_pipes.normalize"),
+                   "acp_pipes.align.steps", "acp_pipes.sameness.normalize"),
                   _owns(*ALIGN_SUFFIXES.values())),
     "export": Mode("export", _export, ("format", "endpoint", "id_namespace",
                                        "max_attribute_bytes", "resource"),

@@ -24,8 +24,8 @@ from typing import Any, BinaryIO
 import blake3
 
 from acp_pipes.errors import UsageError
-from acp_pipes.filenames import distinct, fold, is_device
-from acp_pipes.output import output_mode
+from acp_pipes.io.filenames import distinct, fold, is_device
+from acp_pipes.io.output import output_mode
 
 __all__ = ["LOCK", "TMP_DIR", "Dest", "Input", "absolute", "find_inputs", "inside", "is_url",
            "output_stems", "stem_of"]
@@ -123,7 +123,7 @@ def output_stems(stems: list[str]) -> dict[str, str]:
     """The name each input's outputs take under DEST: its stem, part by part, where that
     part is unique in its folder when case and Unicode normalisation are ignored (and
     is not ``.``, ``..``, a Windows device name or one of DEST's own files); else the
-    part with a hash of it, ``Run~<12 hex>`` (:mod:`acp_pipes.filenames`): two inputs
+    part with a hash of it, ``Run~<12 hex>`` (:mod:`acp_pipes.io.filenames`): two inputs
     never write one file on a file system that ignores case. Raises UsageError when
     two still would (a hash collision)."""
     tree: dict[str, dict] = {}

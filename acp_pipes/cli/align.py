@@ -11,8 +11,8 @@ import orjson
 
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
-from acp_pipes.jsondiff import dumps
-from acp_pipes.lines import STDIN
+from acp_pipes.io.lines import STDIN
+from acp_pipes.sameness.jsondiff import dumps
 
 DESCRIPTION = """\
 Aligns two recordings step by step with an exact longest common subsequence (Myers'
@@ -200,7 +200,7 @@ def _model(args, ctx: Context):
 
 def _align(args, ctx: Context, paths, names) -> int:
     from acp_pipes.align.steps import StepTable, load_steps
-    from acp_pipes.normalize import Normalizer
+    from acp_pipes.sameness.normalize import Normalizer
 
     sessions = list(args.session)
     if len(paths) == 1 and len(sessions) == 2:

@@ -20,8 +20,8 @@ from acp_pipes.cli.runner import (
     run,
     silence_stdout,
 )
-from acp_pipes.output import OutputError
-from acp_pipes.terminal import printable
+from acp_pipes.io.output import OutputError
+from acp_pipes.io.terminal import printable
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee), frames (acp-frame) or folded entities (acp-fold) and runs the
@@ -128,7 +128,7 @@ def _validate(args: argparse.Namespace, ctx: Context) -> int:
     20 of a file, then a count), and a summary of each file on stdout: a line for
     reading (``table``, a terminal's default) or a JSON object (a pipe's)."""
     from acp_pipes.asr.validate import NoteLine, validate_paths
-    from acp_pipes.lines import display_name
+    from acp_pipes.io.lines import display_name
 
     fmt = "table" if args.fmt is None and ctx.fmt == "pretty" else ctx.fmt
     names = sorted({display_name(f) for f in ctx.files}, key=len, reverse=True)

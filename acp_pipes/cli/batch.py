@@ -144,7 +144,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if getattr(args, "context", 0) < 0:
         raise UsageError("-U must be at least 0")
     if args.mode == "align" and args.ignore:
-        from acp_pipes.normalize import Normalizer
+        from acp_pipes.sameness.normalize import Normalizer
 
         Normalizer.from_option(args.ignore)  # refused before any job starts
     if args.mode == "export":
@@ -204,7 +204,7 @@ def _progress(ctx: Context, total: int):
 
 
 def _say(ctx: Context, line: str, write=None) -> None:
-    from acp_pipes.terminal import printable
+    from acp_pipes.io.terminal import printable
 
     text = f"{ctx.prog}: {printable(line)}"
     if write is not None:

@@ -1,5 +1,5 @@
 """``python -m acp_pipes.cli.cassette play REPORTS -- TRACE [ACP-REPLAY OPTIONS]``: the
-agent a client under test launches when its cassette plays (:mod:`acp_pipes.cassette`).
+agent a client under test launches when its cassette plays (:mod:`acp_pipes.testing.cassette`).
 acp-replay plays TRACE; its stderr (JSON reports: it is no terminal) and its exit status
 go to files in REPORTS, since a client's SDK keeps its agent's stderr to itself."""
 

@@ -120,7 +120,7 @@ def _headers(pairs: list[str], option: str = "--header") -> dict[str, str]:
 def _otlp(args: argparse.Namespace, ctx: Context) -> int:
     from acp_pipes.export import DEFAULT_CAP, export_otlp
     from acp_pipes.export.otlp import Encoder, Sender
-    from acp_pipes.output import Output
+    from acp_pipes.io.output import Output
 
     encoder = Encoder()  # the SDK, or a clear error, before anything is read
     cap = args.max_attribute_bytes or DEFAULT_CAP

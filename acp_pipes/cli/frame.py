@@ -12,10 +12,10 @@ from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_INTERRUPTED, Context, Tool, UsageError, run
 from acp_pipes.frame.core import read_frames
 from acp_pipes.frame.validate.schema import NEWEST_V2, REVISIONS
-from acp_pipes.lines import of_session
-from acp_pipes.live import Live
+from acp_pipes.io.lines import of_session
+from acp_pipes.io.live import Live
+from acp_pipes.io.terminal import Terminal, printable
 from acp_pipes.schemas import ACP_REVISIONS, ACP_V1, ACP_V2, bundled_text
-from acp_pipes.terminal import Terminal, printable
 
 DESCRIPTION = """\
 Reads wire logs (acp-tee -o), frames streams (re-framed, idempotently) or bare ACP JSONL
@@ -52,7 +52,7 @@ ACP schemas bundled (--schema REVISION):
 """ + bundled_text() + f"\n\nManual: {page('acp-frame.md')}"
 
 #: Records encoded and written together while input is ready; when it has no more bytes
-#: ready, what was framed is written and flushed at once (acp_pipes.live.Live).
+#: ready, what was framed is written and flushed at once (acp_pipes.io.live.Live).
 BATCH = 64
 
 EXAMPLE = """\
@@ -151,7 +151,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
     """``--summary``: one summary per input stream, JSON lines or tables."""
     from acp_pipes.frame.summary import render_table, summaries
-    from acp_pipes.lines import display_name
+    from acp_pipes.io.lines import display_name
 
     write = ctx.records_out().write
     first = True
@@ -178,7 +178,7 @@ def _summary(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
 def _validate(args: argparse.Namespace, ctx: Context, fmt: str) -> int:
     """``--validate``: violation lines and a summary line per stream; 1 if any."""
     from acp_pipes.frame.validate import reports
-    from acp_pipes.lines import display_name
+    from acp_pipes.io.lines import display_name
 
     write = ctx.records_out().write
     term = ctx.term

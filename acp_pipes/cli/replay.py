@@ -14,7 +14,7 @@ the error is said. Any other command line goes the usual way: parse, check, then
 
 What this module imports before that start is the interpreter's core and
 :mod:`acp_pipes.cli.plain` (the command-line reading it shares with acp-tee),
-:mod:`acp_pipes.errors`, :mod:`acp_pipes.streams`, :mod:`acp_pipes.wire`, orjson and
+:mod:`acp_pipes.errors`, :mod:`acp_pipes.io.streams`, :mod:`acp_pipes.io.wire`, orjson and
 :mod:`acp_pipes.replay.trace.spawn` (``subprocess``).
 """
 
@@ -77,7 +77,7 @@ def _good_value(option: str, value: str) -> bool:
         except ValueError:
             return False
     if option == "--clock":
-        from acp_pipes.wire import make_clock
+        from acp_pipes.io.wire import make_clock
 
         try:
             make_clock(value)
@@ -88,12 +88,12 @@ def _good_value(option: str, value: str) -> bool:
 
 def header_is_a_trace(path: str) -> bool:
     """Whether the first non-blank line of the regular file ``path`` is the header of a
-    wire log or frames that this acp-pipes reads (:func:`acp_pipes.streams.judge`, as
+    wire log or frames that this acp-pipes reads (:func:`acp_pipes.io.streams.judge`, as
     :func:`acp_pipes.replay.trace.tracefile.open_trace` judges it)."""
     import orjson
 
     from acp_pipes.errors import InputError
-    from acp_pipes.streams import FRAMES, WIRE, judge
+    from acp_pipes.io.streams import FRAMES, WIRE, judge
 
     try:
         if not os.path.isfile(path):  # (a FIFO is not opened: that could wait)

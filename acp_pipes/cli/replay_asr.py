@@ -13,11 +13,11 @@ from itertools import islice
 from acp_pipes.asr.reader import UntilCut, read_streams
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.errors import InputError
-from acp_pipes.jsondiff import dumps  # lone surrogates stay escapes
-from acp_pipes.lines import display_name, raw_lines
-from acp_pipes.output import create
+from acp_pipes.io.lines import display_name, raw_lines
+from acp_pipes.io.output import create
 from acp_pipes.replay.asr.updates import Replay, read_indexed
 from acp_pipes.replay.asr.v1 import V1Replay
+from acp_pipes.sameness.jsondiff import dumps  # lone surrogates stay escapes
 
 __all__ = ["compare", "replay", "serve"]
 

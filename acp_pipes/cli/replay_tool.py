@@ -22,9 +22,9 @@ from acp_pipes.cli import listen as listening
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.reports import Reporter
 from acp_pipes.cli.runner import Context, InputError, Tool, UsageError, exit_now, run
-from acp_pipes.lines import STDIN, display_name
+from acp_pipes.io.lines import STDIN, display_name
+from acp_pipes.io.streams import ASR, describe, header_format
 from acp_pipes.replay.trace.spawn import end_agent
-from acp_pipes.streams import ASR, describe, header_format
 
 SUMMARY = "Replay a recorded ACP session: a trace byte for byte, or an ASR stream as ACP."
 
@@ -361,7 +361,7 @@ def _check_options(args: argparse.Namespace, name: str, path: str | None,
 def _sniff(path: str):
     """The format the first non-blank line of ``path`` names, and all its lines (the
     first ones read again), so stdin works too."""
-    from acp_pipes.lines import raw_lines
+    from acp_pipes.io.lines import raw_lines
 
     lines = raw_lines(path)
     head = []
@@ -372,7 +372,7 @@ def _sniff(path: str):
             try:  # parse_json: a lone-surrogate escape in a header is still JSON
                 fmt = header_format(orjson.loads(raw))
             except orjson.JSONDecodeError:  # (parse_json's first step; ~15 ms to import)
-                from acp_pipes.canonical import parse_json
+                from acp_pipes.protocol.canonical import parse_json
 
                 try:
                     fmt = header_format(parse_json(raw))

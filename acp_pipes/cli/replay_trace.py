@@ -13,8 +13,8 @@ import subprocess
 from collections.abc import Callable, Iterable
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, EXIT_USAGE, Context, UsageError
-from acp_pipes.lines import display_name
-from acp_pipes.output import create
+from acp_pipes.io.lines import display_name
+from acp_pipes.io.output import create
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 
 __all__ = ["run"]
@@ -24,7 +24,7 @@ def _options(args: argparse.Namespace, remap_log, report: Callable[[dict], None]
     from acp_pipes.replay.trace.options import ReplayOptions
 
     if args.ignore:  # refused before the agent starts
-        from acp_pipes.normalize import Normalizer
+        from acp_pipes.sameness.normalize import Normalizer
 
         Normalizer.from_option(args.ignore)
     if args.timeout <= 0:
@@ -52,7 +52,7 @@ def presets_of(paths: list[str], no_preset: bool) -> list:
     """``--preset FILE`` and ``--no-preset`` (acp-replay --client, acp-align): the
     package's presets (unless ``no_preset``), then each file's; a file that cannot be read
     or is no preset file is the file's error (exit 2, naming it)."""
-    from acp_pipes.lines import open_source
+    from acp_pipes.io.lines import open_source
     from acp_pipes.sameness.volatile import default_presets, load_presets
 
     presets = [] if no_preset else default_presets()
@@ -124,7 +124,7 @@ def _client(args: argparse.Namespace, ctx: Context, trace, options,
     """Drive the agent: ``agent`` when it was started already, else started here, once
     everything that could refuse the run has been checked, before the driver is loaded
     (the agent's start-up overlaps the import); ended whatever happens."""
-    from acp_pipes.wire import make_clock
+    from acp_pipes.io.wire import make_clock
 
     command = list(args.command)
     try:

@@ -1,10 +1,10 @@
 """acp-replay's reports on stderr (a miss, a difference, the loss report of an ASR
 replay): one JSON line each for a program, readable lines for a person at a terminal.
 
-Which one is decided once, by the run's :class:`~acp_pipes.terminal.Terminal`
+Which one is decided once, by the run's :class:`~acp_pipes.io.terminal.Terminal`
 (``ctx.term.err_tty``), like everything else that adapts to a terminal. Every string
 that came from a recording or a live peer goes through
-:func:`~acp_pipes.terminal.printable`.
+:func:`~acp_pipes.io.terminal.printable`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from acp_pipes.errors import say
-from acp_pipes.terminal import Terminal
+from acp_pipes.io.terminal import Terminal
 
 __all__ = ["Reporter"]
 
@@ -46,8 +46,8 @@ class Reporter:
     def _say(self, event: dict[str, Any]) -> None:
         # imported when there is something to say (acp-replay --client starts its agent
         # before it loads them)
-        from acp_pipes.jsondiff import dumps
-        from acp_pipes.reports import readable
+        from acp_pipes.replay.reports import readable
+        from acp_pipes.sameness.jsondiff import dumps
 
         if not self.term.err_tty:
             err = sys.stderr

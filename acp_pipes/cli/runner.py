@@ -3,7 +3,7 @@
 It owns what must be the same in every tool, so no tool gets it subtly different:
 ``[FILE ...]`` with ``-`` for stdin and ``.gz`` read transparently, ``-o FILE``,
 ``--help`` with an example pipeline, ``--version``, ``--color``, "terminal or pipe"
-decided once (``ctx.term``, an :class:`acp_pipes.terminal.Terminal`), diagnostics on
+decided once (``ctx.term``, an :class:`acp_pipes.io.terminal.Terminal`), diagnostics on
 stderr only, and the exit statuses of the stream contract:
 
 ====  =====================================================
@@ -39,8 +39,8 @@ from typing import Any, BinaryIO
 
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
-from acp_pipes.lines import MAX_LINE_BYTES, RUN, Line, read_lines, stdin_stream
-from acp_pipes.output import (
+from acp_pipes.io.lines import MAX_LINE_BYTES, RUN, Line, read_lines, stdin_stream
+from acp_pipes.io.output import (
     Output,
     file_id,
     made_from,
@@ -48,7 +48,7 @@ from acp_pipes.output import (
     stdout_fd,
     stdout_sink,
 )
-from acp_pipes.terminal import Rendered, Terminal, pretty
+from acp_pipes.io.terminal import Rendered, Terminal, pretty
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1

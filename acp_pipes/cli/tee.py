@@ -14,7 +14,7 @@ what each one saves (figures and commands: BENCHMARKS.md, ``python -m bench tee`
   is the interpreter's own start (a bare ``python -c pass``).
 - What it imports before that start imports nothing beyond the interpreter's core:
   :mod:`acp_pipes.tee` (``_signal``, not the ``signal`` module with its enums, ~3 ms),
-  :mod:`acp_pipes.wire` (annotations under TYPE_CHECKING) and :mod:`acp_pipes.errors`
+  :mod:`acp_pipes.io.wire` (annotations under TYPE_CHECKING) and :mod:`acp_pipes.errors`
   (``Callable`` from ``_collections_abc``, which the interpreter has loaded, not
   ``collections.abc``, which loads ``collections``); :mod:`acp_pipes.cli.plain` imports
   nothing.
@@ -30,8 +30,8 @@ import os
 import sys
 
 from acp_pipes.cli.plain import plain_words
+from acp_pipes.io.wire import make_clock
 from acp_pipes.tee import Agent, record, start_agent
-from acp_pipes.wire import make_clock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import os
 
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import Context, Tool, UsageError, run
-from acp_pipes.lines import STDIN
+from acp_pipes.io.lines import STDIN
 from acp_pipes.schemas import ACP_REVISIONS
 
 DESCRIPTION = """\

@@ -73,7 +73,7 @@ import orjson
 
 from acp_pipes import __version__
 from acp_pipes.errors import Warn
-from acp_pipes.jsonrpc import (
+from acp_pipes.protocol.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -83,9 +83,9 @@ from acp_pipes.jsonrpc import (
     element_spans,
     top_level_members,
 )
-from acp_pipes.jsonrpc import error as _error
-from acp_pipes.jsonrpc import request as _request
-from acp_pipes.jsonrpc import response as _response
+from acp_pipes.protocol.jsonrpc import error as _error
+from acp_pipes.protocol.jsonrpc import request as _request
+from acp_pipes.protocol.jsonrpc import response as _response
 
 __all__ = [
     "AGENT_NAME",
@@ -208,7 +208,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _usable_id(rid: Any) -> bool:
-    """A JSON-RPC id a frame record can name (see :func:`acp_pipes.jsonrpc.is_jsonrpc_id`):
+    """A JSON-RPC id a frame record can name (see :func:`acp_pipes.protocol.jsonrpc.is_jsonrpc_id`):
     a string of Unicode text or an integer within 64 bits (null is no id to answer)."""
     if type(rid) is int:
         return -(2**63) <= rid < 2**64
@@ -223,7 +223,7 @@ def _usable_id(rid: Any) -> bool:
 
 def _top_level(line: bytes) -> Any:
     """What a line too deep to parse says at its top level: ``jsonrpc``, ``method`` and
-    ``id`` parsed from their own bytes (:func:`acp_pipes.jsonrpc.member_spans`), the
+    ``id`` parsed from their own bytes (:func:`acp_pipes.protocol.jsonrpc.member_spans`), the
     other members present as None; a batch, a list of those; None when it is neither an
     object nor an array."""
     batch = element_spans(line)

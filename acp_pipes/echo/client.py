@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 from acp_pipes import __version__
 from acp_pipes.echo.agent import PROTOCOL_VERSION
-from acp_pipes.jsonrpc import request as _request
-from acp_pipes.jsonrpc import response as _response
+from acp_pipes.protocol.jsonrpc import request as _request
+from acp_pipes.protocol.jsonrpc import response as _response
 
 __all__ = ["client_session"]
 

@@ -23,7 +23,7 @@ import orjson
 from acp_pipes import __version__
 from acp_pipes.errors import Note, UsageError
 from acp_pipes.export.spans import Span
-from acp_pipes.output import OutputError
+from acp_pipes.io.output import OutputError
 
 __all__ = ["Encoder", "Sender", "missing", "require_sdk"]
 
@@ -220,7 +220,7 @@ def _retry_after(value: str | None) -> float | None:
 
 def _printable_body(data: bytes) -> str:
     """The start of a collector's answer, on one line, safe at a terminal."""
-    from acp_pipes.terminal import printable
+    from acp_pipes.io.terminal import printable
 
     text = printable(data.decode("utf-8", "replace").strip())
     return text if len(text) <= 300 else text[:300] + "..."

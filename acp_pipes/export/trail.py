@@ -395,7 +395,7 @@ def export_trail(paths: list[str], directory: str, *, warn: Warn,
     """Read ``paths`` (any stage) and write ``directory/<session>.trail.jsonl`` for every
     session, each written aside and renamed into place."""
     from acp_pipes.errors import UsageError
-    from acp_pipes.output import Output
+    from acp_pipes.io.output import Output
 
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise UsageError(f"{directory} is not a directory; -o wants one: "

@@ -28,7 +28,7 @@ from acp_pipes.fold.state import States
 from acp_pipes.fold.timeline import MAX_HELD, Lane, Record, Timeline
 from acp_pipes.fold.v1 import V1Lift, lift_initialize
 from acp_pipes.fold.windows import Deferred, Replays, RpcKey, Window
-from acp_pipes.jsonrpc import is_jsonrpc_id, why_not_jsonrpc
+from acp_pipes.protocol.jsonrpc import is_jsonrpc_id, why_not_jsonrpc
 
 __all__ = ["MAX_HELD", "Folder", "ProtocolVersionError"]
 

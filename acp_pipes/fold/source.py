@@ -17,12 +17,11 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.canonical import ParseError, parse_json, writable
 from acp_pipes.errors import InputError, Warn
 from acp_pipes.fold.core import Folder
 from acp_pipes.fold.state import States
 from acp_pipes.fold.timeline import Record
-from acp_pipes.lines import (
+from acp_pipes.io.lines import (
     READ_ERRORS,
     display_name,
     json_error,
@@ -30,9 +29,10 @@ from acp_pipes.lines import (
     records,
     unparsable,
 )
-from acp_pipes.live import Live
-from acp_pipes.streams import FOLD, FRAMES, VERSIONS, WIRE, describe, header_format, judge
-from acp_pipes.wire import is_end, is_event
+from acp_pipes.io.live import Live
+from acp_pipes.io.streams import FOLD, FRAMES, VERSIONS, WIRE, describe, header_format, judge
+from acp_pipes.io.wire import is_end, is_event
+from acp_pipes.protocol.canonical import ParseError, parse_json, writable
 
 __all__ = ["FOLD_VERSION", "fold", "fold_header", "fold_paths", "read_source"]
 
@@ -166,7 +166,7 @@ _FOLDED = (WIRE, FRAMES, FOLD)  # the streams acp-fold and acp-asr read
 
 def _not_json(source: str, number: int, what: str, e: Exception, mode: str | None,
               warn: Warn) -> None:
-    """A line that is not JSON (``what``: :func:`acp_pipes.lines.unparsable`'s word):
+    """A line that is not JSON (``what``: :func:`acp_pipes.io.lines.unparsable`'s word):
     before any header the input is no stream this reads; after one, it is skipped."""
     if mode is None:
         raise InputError(source, number, f"{what}: {e}")
@@ -208,12 +208,12 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
                states: States | None = None) -> Iterator[Record]:
     """Fold streams (header, then records) for every connection in ``paths``, in order;
     fold input passes through as it is. ``connection`` numbers the first one. ``live``
-    reads inputs still being written (:class:`acp_pipes.live.Live`). Every connection
+    reads inputs still being written (:class:`acp_pipes.io.live.Live`). Every connection
     folds onto one entity state per session (``states``: the caller's, shared with its
     other calls; by default this call's own): an update patches the entity whatever
     connection it arrives on (ASR-704, ASR-706).
 
-    The reading of :func:`read_source` (:func:`acp_pipes.lines.records`) is inlined
+    The reading of :func:`read_source` (:func:`acp_pipes.io.lines.records`) is inlined
     here, a measured fast path (BENCHMARKS.md, acp-asr: "fold + asr within 5× of parsing
     alone"): a wire log has one line per frame, and a generator layer per line costs as
     much as the fold of a chunk. What it says of a line that is not JSON is

@@ -53,9 +53,9 @@ from typing import Any, NamedTuple
 import blake3
 import orjson
 
-from acp_pipes.canonical import CanonicalError, canonical_hash
 from acp_pipes.fold.patch import append_block
 from acp_pipes.fold.state import States
+from acp_pipes.protocol.canonical import CanonicalError, canonical_hash
 
 __all__ = ["LOSSES", "PLAN_ID", "SOURCE", "V1Lift", "content_digest", "folded", "git_patch",
            "lift_diff", "lift_initialize", "lift_tool_call", "texts_from_patch"]
@@ -653,7 +653,7 @@ _TEXT_HEAD, _TEXT_TAIL = b'[{"text":', b',"type":"text"}]'
 def content_digest(content: list[Any]) -> str:
     """The first 16 hex digits of the canonical hash (blake3 of JCS) of ``content``.
     One plain text block, the common message, is written in JCS directly (keys in
-    order, orjson's string escaping is JCS's: see acp_pipes.canonical) and hashed;
+    order, orjson's string escaping is JCS's: see acp_pipes.protocol.canonical) and hashed;
     tests/test_v1.py checks it equals canonical_hash."""
     if len(content) == 1:
         b = content[0]

@@ -12,7 +12,7 @@ Record fields, in this order (optional ones only when they apply):
 ``seq``, ``t``, ``dir``
     From the wire record. A bare stream counts ``seq`` from 0 and has ``t: null``.
 ``raw`` | ``raw_b64``, ``nolf``, ``redacted``
-    As in the wire record (see :mod:`acp_pipes.wire`): the bytes as logged.
+    As in the wire record (see :mod:`acp_pipes.io.wire`): the bytes as logged.
 ``kind``
     ``request`` (``method`` and ``id``), ``notification`` (``method``, no ``id``),
     ``response`` (``result`` and ``id``), ``error`` (``error`` and ``id``),
@@ -63,10 +63,8 @@ from typing import TYPE_CHECKING, Any
 import blake3
 import orjson
 
-from acp_pipes.canonical import hash_raw
 from acp_pipes.errors import InputError, Warn
-from acp_pipes.jsonrpc import why_not_jsonrpc
-from acp_pipes.lines import (
+from acp_pipes.io.lines import (
     READ_ERRORS,
     STDIN,
     Line,
@@ -75,9 +73,11 @@ from acp_pipes.lines import (
     open_source,
     unparsable,
 )
-from acp_pipes.live import Live
-from acp_pipes.streams import FRAMES, VERSIONS, WIRE, header_format, judge
-from acp_pipes.wire import A2C, C2A, DIRECTIONS, encode_raw, is_event
+from acp_pipes.io.live import Live
+from acp_pipes.io.streams import FRAMES, VERSIONS, WIRE, header_format, judge
+from acp_pipes.io.wire import A2C, C2A, DIRECTIONS, encode_raw, is_event
+from acp_pipes.protocol.canonical import hash_raw
+from acp_pipes.protocol.jsonrpc import why_not_jsonrpc
 
 if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
     from pathlib import Path
@@ -139,7 +139,7 @@ def _no_warn(source: str, line: int, message: str) -> None:
     pass
 
 
-_INT64, _UINT64 = -(2**63), 2**64  # acp_pipes.jsonrpc.is_jsonrpc_id, inlined below
+_INT64, _UINT64 = -(2**63), 2**64  # acp_pipes.protocol.jsonrpc.is_jsonrpc_id, inlined below
 #: The wire record layouts acp-tee writes, keys in this order: framed in place.
 _PLAIN_RAW = ("seq", "t", "dir", "raw")
 _PLAIN_B64 = ("seq", "t", "dir", "raw_b64")
@@ -223,7 +223,7 @@ class Framer:
             out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
                                    if b.__class__ is str else b)  # (b: exactly str or bytes)
             return out
-        # kind, method, id, sessionId: acp_pipes.jsonrpc.classify, spelt out inline with
+        # kind, method, id, sessionId: acp_pipes.protocol.jsonrpc.classify, spelt out inline with
         # the pairing of responses to requests (a call per frame costs more than the test;
         # BENCHMARKS.md, acp-frame).
         sid = None
@@ -320,8 +320,8 @@ def read_frames(
     ``direction`` ("c2a"/"a2c") is needed for a bare stream and ignored for streams with a
     header. With ``headers=True`` each stream's frames header is yielded before its
     frames (what ``acp-frame`` writes); with ``ends=True`` a wire log's end record
-    (:func:`acp_pipes.wire.end_record`) too, as it is. ``.gz`` and ``-`` (stdin) work.
-    ``live`` reads an input still being written (:class:`acp_pipes.live.Live`).
+    (:func:`acp_pipes.io.wire.end_record`) too, as it is. ``.gz`` and ``-`` (stdin) work.
+    ``live`` reads an input still being written (:class:`acp_pipes.io.live.Live`).
     Lazy: the file is opened at the first ``next`` and closed when the iterator ends.
     """
     path = str(path)
@@ -382,12 +382,12 @@ def _framed(
     """The framing loop of :func:`frame_chunks`, and of :func:`read_frames` (``path``
     given, ``chunks`` None: the file is opened here and closed at the end).
 
-    Its own loop rather than :func:`acp_pipes.lines.records`, the record reader of the
+    Its own loop rather than :func:`acp_pipes.io.lines.records`, the record reader of the
     other tools: a measured fast path (BENCHMARKS.md, acp-frame: "within 3× of a bare
     orjson + blake3 loop"), where a generator between the file and this loop, or a
     ``Line`` object per frame, costs more per frame than everything done here besides
     parsing and hashing. A wire record that is not JSON is judged as ``records`` judges
-    it (:func:`acp_pipes.lines.unparsable`: torn when it has no LF)."""
+    it (:func:`acp_pipes.io.lines.unparsable`: torn when it has no LF)."""
     if direction is not None and direction not in DIRECTIONS:
         raise ValueError(f"direction must be c2a or a2c, got {direction!r}")
     warn = warn or _no_warn

@@ -35,9 +35,9 @@ from typing import Any
 
 from acp_pipes.frame.core import frame_field
 from acp_pipes.frame.latency import Latency
-from acp_pipes.streams import FRAMES
-from acp_pipes.terminal import printable
-from acp_pipes.wire import iso_time
+from acp_pipes.io.streams import FRAMES
+from acp_pipes.io.terminal import printable
+from acp_pipes.io.wire import iso_time
 
 __all__ = ["MAX_LINES", "Summary", "render_table", "summaries"]
 

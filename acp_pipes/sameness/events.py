@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.jsonrpc import classify as classify_message
+from acp_pipes.protocol.jsonrpc import classify as classify_message
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
 
 __all__ = ["Event", "UNPARSED", "describe", "entity_of", "parse"]
@@ -42,7 +42,7 @@ def parse(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        from acp_pipes.canonical import ParseError, parse_json
+        from acp_pipes.protocol.canonical import ParseError, parse_json
 
         try:
             return parse_json(raw)

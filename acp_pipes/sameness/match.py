@@ -39,9 +39,9 @@ from collections import ChainMap, deque
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from acp_pipes.jsondiff import MAX_DIFF, pointer_diff
 from acp_pipes.sameness.events import A2C, C2A, Event, describe, parse
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
+from acp_pipes.sameness.jsondiff import MAX_DIFF, pointer_diff
 from acp_pipes.sameness.minted import learn
 from acp_pipes.sameness.order import Order
 from acp_pipes.sameness.verdicts import Difference, Note

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from acp_pipes.normalize import Normalizer, parse_pointer
 from acp_pipes.sameness.events import Event
+from acp_pipes.sameness.normalize import Normalizer, parse_pointer
 
 __all__ = ["Noise", "Template", "learn_noise"]
 
@@ -108,7 +108,7 @@ class Noise:
             return None
         cls = ev.cls()
         mine = view.live(ev.value, ev.kind == "request")
-        from acp_pipes.jsondiff import pointer_diff
+        from acp_pipes.sameness.jsondiff import pointer_diff
 
         for c, value, source in self.extras:
             if c == cls and not pointer_diff(value, mine, limit=1):

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_pipes.jsondiff import MAX_DIFF, pointer_diff
 from acp_pipes.sameness.events import A2C, C2A, describe
+from acp_pipes.sameness.jsondiff import MAX_DIFF, pointer_diff
 from acp_pipes.sameness.match import Matched, Matcher, Slot
 from acp_pipes.sameness.minted import learn
 from acp_pipes.sameness.verdicts import Difference, Note

@@ -64,7 +64,7 @@ def _where(recorded: Event | None, live: Event | None) -> dict[str, Any]:
 @dataclass
 class Difference:
     """A real difference. ``recorded`` and ``live``: the frames as compared (views);
-    ``diff``: the JSON pointers that differ (:func:`acp_pipes.jsondiff.pointer_diff`)."""
+    ``diff``: the JSON pointers that differ (:func:`acp_pipes.sameness.jsondiff.pointer_diff`)."""
 
     kind: str
     message: str

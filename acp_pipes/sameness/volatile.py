@@ -43,7 +43,7 @@ from acp_pipes.errors import InputError
 from acp_pipes.sameness.minted import drop_clocks, rename
 
 if TYPE_CHECKING:
-    from acp_pipes.normalize import Normalizer
+    from acp_pipes.sameness.normalize import Normalizer
 
 __all__ = ["FORMAT", "Preset", "Rules", "Scrubber", "View", "agent_name", "default_presets",
            "load_presets", "rules_for"]
@@ -132,7 +132,7 @@ def _preset(entry: Any, source: str, n: int) -> Preset:
     agent = entry.get("agent")
     if not isinstance(agent, str) or not agent:
         raise _fail(source, f"{where}: \"agent\" must name the agents it is for (a glob)")
-    from acp_pipes.normalize import parse_pointer
+    from acp_pipes.sameness.normalize import parse_pointer
 
     ignore = entry.get("ignore", [])
     if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
@@ -215,7 +215,7 @@ class View:
     (its minted identifiers by the renaming learned so far; its session's working
     directory by ``paths``, the re-drive's workspace), then on both sides the clocks
     dropped, secrets concealed, the pointers removed (presets and ``--ignore``, as
-    :class:`acp_pipes.normalize.Normalizer`), the JSON-RPC id of an agent's request
+    :class:`acp_pipes.sameness.normalize.Normalizer`), the JSON-RPC id of an agent's request
     masked (it is the agent's to mint), every string scrubbed, and the noise learned for
     the recorded frame applied (:meth:`acp_pipes.sameness.noise.Noise.apply`)."""
 
@@ -231,7 +231,7 @@ class View:
         """The pointers' normaliser, made when a frame is first compared as JSON (a
         re-drive whose frames are the recorded bytes never loads it)."""
         if self._normalizer is None:
-            from acp_pipes.normalize import Normalizer
+            from acp_pipes.sameness.normalize import Normalizer
 
             self._normalizer = Normalizer.from_pointers(self.rules.pointers)
         return self._normalizer

@@ -1,5 +1,5 @@
 """The recording proxy behind ``acp-tee``: run an ACP agent, forward both directions of
-its stdio byte for byte, and log every frame to a wire log (:mod:`acp_pipes.wire`).
+its stdio byte for byte, and log every frame to a wire log (:mod:`acp_pipes.io.wire`).
 
 Use it from a test harness as well as from the CLI::
 
@@ -18,7 +18,7 @@ Design choices, and why:
 - Two threads, one per direction, copy raw fds and log each frame *before* forwarding it
   (see :mod:`acp_pipes.tee.pump` for how, and why a crash never loses a forwarded frame).
 - The bytes forwarded are never changed; secrets are redacted only in the log
-  (:mod:`acp_pipes.redact`).
+  (:mod:`acp_pipes.protocol.redact`).
 - The log never stops the session: if it cannot be opened or written (bad path, disk
   full), the proxy says so once through ``note`` and goes on forwarding.
 - SIGINT, SIGTERM and SIGHUP sent to the proxy are passed on to the agent (when
@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 
 from acp_pipes.errors import Note, say
-from acp_pipes.wire import make_clock
+from acp_pipes.io.wire import make_clock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

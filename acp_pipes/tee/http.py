@@ -3,7 +3,7 @@ an agent at an ``http://`` URL (:func:`connect_stdio`), a recording reverse prox
 between an HTTP client and an HTTP agent (:func:`handle`, behind acp-tee's listener),
 and the RFD's server in front of a local stdio agent (:func:`serve`).
 
-What is logged (:mod:`acp_pipes.wire`, version 3): each request as an ``http-request``
+What is logged (:mod:`acp_pipes.io.wire`, version 3): each request as an ``http-request``
 event and its status as an ``http-response`` event (headers in order, credentials as
 tokens); a POST body as a c2a frame and a response body (``initialize``'s 200) as an
 a2c frame, both on the POST's stream ``post:N`` with ``sseq`` 0 and 1; every SSE event
@@ -32,6 +32,7 @@ import orjson
 from aiohttp import web
 
 from acp_pipes.errors import Note
+from acp_pipes.io.wire import A2C, C2A, event_record
 from acp_pipes.tee.accept import Quiet
 from acp_pipes.tee.pump import _Log
 from acp_pipes.tee.remote import (
@@ -48,7 +49,6 @@ from acp_pipes.tee.remote import (
     passed_headers,
     stdio_client,
 )
-from acp_pipes.wire import A2C, C2A, event_record
 
 CONNECTION, SESSION = "Acp-Connection-Id", "Acp-Session-Id"
 

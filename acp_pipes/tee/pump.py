@@ -10,7 +10,7 @@ is running).
   arrives (or EOF: then it is forwarded and logged with ``nolf``).
 - ``seq`` is the global receipt order across both directions: one lock hands out seq and
   ``t`` (taken under the lock, so ``t`` never goes back as seq grows) and writes the log.
-- Only frames whose bytes may hold a secret (:meth:`acp_pipes.redact.Redactor.wants`: a
+- Only frames whose bytes may hold a secret (:meth:`acp_pipes.protocol.redact.Redactor.wants`: a
   few substring tests a frame, or a ``\\u`` escape that could spell a key) are parsed, to
   redact them in the log; one key per recording, drawn when the first frame is logged.
 - A peer that goes away is treated as it would be without the proxy. Client stops reading
@@ -31,13 +31,13 @@ from collections.abc import Callable, Iterable, Sequence
 import orjson
 
 from acp_pipes.errors import Note
+from acp_pipes.io.wire import A2C, C2A, end_record, frame_lines, header
 from acp_pipes.tee.logfile import Sink, open_sink
 from acp_pipes.tee.logfile import write_all as _write_all
-from acp_pipes.wire import A2C, C2A, end_record, frame_lines, header
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from acp_pipes.redact import Redactor
+    from acp_pipes.protocol.redact import Redactor
     from acp_pipes.tee.script import Lockstep
 
 __all__ = ["Session"]
@@ -88,7 +88,7 @@ class _Log:
 
     def _redactor(self) -> Redactor:  # made once (call under the lock)
         if self.redactor is None:
-            from acp_pipes.redact import Redactor  # light: its heavy parts load on use
+            from acp_pipes.protocol.redact import Redactor  # light: its heavy parts load on use
 
             self.redactor = Redactor()
         return self.redactor
@@ -102,7 +102,7 @@ class _Log:
             return self._redactor().token(value)
 
     def event(self, record: dict) -> None:
-        """Log an event record (:func:`acp_pipes.wire.event_record`) in its place among
+        """Log an event record (:func:`acp_pipes.io.wire.event_record`) in its place among
         the frames. ``record["t"]`` is taken from the log's clock, under the lock."""
         if self.sink is None:
             return

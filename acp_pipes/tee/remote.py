@@ -32,7 +32,7 @@ Design choices, and why:
 - The log is :mod:`acp_pipes.tee.pump`'s writer: each frame is logged before it is
   forwarded, a log failure is said once and the session goes on, secrets are redacted
   in the log only. Handshakes, closes (code and reason), HTTP requests and statuses are
-  event records (:func:`acp_pipes.wire.event_record`); header values that carry
+  event records (:func:`acp_pipes.io.wire.event_record`); header values that carry
   credentials are logged as tokens.
 - Headers pass through a proxy both ways but for the hop-by-hop ones and the WebSocket
   handshake's own: ``Authorization``, cookies, API keys and ``Acp-*`` reach the agent,
@@ -63,12 +63,12 @@ import aiohttp
 from aiohttp import WSMsgType, web
 
 from acp_pipes.errors import Note, OptionError
+from acp_pipes.io.wire import A2C, C2A, event_record, make_clock
 from acp_pipes.tee.logfile import open_sink, write_all
 from acp_pipes.tee.policy import Limits
 from acp_pipes.tee.pump import _Log, header_record
 from acp_pipes.tee.secrets import logged_header
 from acp_pipes.tee.secrets import logged_url as _logged_url
-from acp_pipes.wire import A2C, C2A, event_record, make_clock
 
 __all__ = ["GRACE", "connect_stdio", "listen", "parse_url"]
 

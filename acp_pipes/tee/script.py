@@ -44,7 +44,7 @@ def open_script(path: str) -> BinaryIO:
     script FILE: reason`` (a UsageError, exit 2) when it cannot be, and an empty script
     or one that is no UTF-8 JSONL said as every tool says it (an InputError, exit 2),
     before the session starts."""
-    from acp_pipes.lines import SNIFF_BYTES, judge_start
+    from acp_pipes.io.lines import SNIFF_BYTES, judge_start
 
     try:
         script = open(path, "rb")  # noqa: SIM115 - read to its end by the session

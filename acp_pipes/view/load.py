@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from acp_pipes.errors import InputError, Warn
-from acp_pipes.lines import display_name, read_lines
-from acp_pipes.streams import ASR, FOLD, describe, header_format
+from acp_pipes.io.lines import display_name, read_lines
+from acp_pipes.io.streams import ASR, FOLD, describe, header_format
 from acp_pipes.view.timeline import Strings, Timeline
 from acp_pipes.view.transcript import SessionView, lineage_links
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.wire import decode_raw
+from acp_pipes.io.wire import decode_raw
 
 __all__ = ["MAX_ROWS", "align_data", "align_page"]
 

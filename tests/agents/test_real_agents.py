@@ -335,7 +335,7 @@ def test_the_plugin_fails_the_test_with_the_difference(recorded, redriven, pytes
         monkeypatch.setenv("TRACE", str(run["trace"]))
         monkeypatch.setenv("AGENT", orjson.dumps(argv).decode())
         pytester.makepyfile(test_agent=PLUGIN_TEST)
-        got = pytester.runpytest_inprocess("-p", "acp_pipes.pytest_plugin",
+        got = pytester.runpytest_inprocess("-p", "acp_pipes.testing.pytest_plugin",
                                            "-p", "no:cacheprovider")
     got.assert_outcomes(failed=1)
     out = got.stdout.str()

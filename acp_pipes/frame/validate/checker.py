@@ -6,7 +6,6 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.canonical import parse_json
 from acp_pipes.frame.validate.rules import (
     CANCELLED_WORDS,
     GATES,
@@ -19,9 +18,10 @@ from acp_pipes.frame.validate.rules import (
     schema_words,
 )
 from acp_pipes.frame.validate.schema import NEWEST_V2, REVISIONS, Schema, newer_capabilities, schema
-from acp_pipes.jsonrpc import why_not_jsonrpc
+from acp_pipes.io.wire import A2C, C2A
+from acp_pipes.protocol.canonical import parse_json
+from acp_pipes.protocol.jsonrpc import why_not_jsonrpc
 from acp_pipes.schemas import ACP_V1
-from acp_pipes.wire import A2C, C2A
 
 __all__ = ["MAX_PENDING", "Checker"]
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator, Sequence
 
 from acp_pipes.asr.reader import AsrStream
 from acp_pipes.errors import AcpPipesError, InputError
-from acp_pipes.lines import display_name
+from acp_pipes.io.lines import display_name
+from acp_pipes.io.wire import decode_raw
 from acp_pipes.replay.asr.updates import current_state
-from acp_pipes.wire import decode_raw
 
 __all__ = ["NoCapture", "captured_frames", "referenced_frames"]
 

@@ -45,7 +45,7 @@ import orjson
 from acp_pipes import __version__
 from acp_pipes.asr.reader import AsrStream
 from acp_pipes.errors import Warn
-from acp_pipes.jsonrpc import (
+from acp_pipes.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -56,8 +56,8 @@ from acp_pipes.jsonrpc import (
     id_span,
     top_level_members,
 )
-from acp_pipes.jsonrpc import error as _error
-from acp_pipes.jsonrpc import response as _response
+from acp_pipes.protocol.jsonrpc import error as _error
+from acp_pipes.protocol.jsonrpc import response as _response
 from acp_pipes.replay.asr.updates import Replay
 from acp_pipes.replay.asr.v1 import V1Replay, config_options
 
@@ -117,7 +117,7 @@ def _parse(line: bytes) -> Any:
 
 
 def _top_level(line: bytes) -> dict[str, Any] | None:
-    """:func:`acp_pipes.jsonrpc.top_level_members` of a line too deep to parse."""
+    """:func:`acp_pipes.protocol.jsonrpc.top_level_members` of a line too deep to parse."""
     return top_level_members(line, _parse, (ValueError, _TooDeep))
 
 

@@ -35,7 +35,7 @@ from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import resolve
 from acp_pipes.asr.reader import AsrStream, iter_streams
 from acp_pipes.errors import Warn
-from acp_pipes.lines import display_name
+from acp_pipes.io.lines import display_name
 
 __all__ = ["ACP_STATES", "Replay", "STATUS", "current_state", "message_space", "notification",
            "read_indexed", "replay_status", "thought_text"]

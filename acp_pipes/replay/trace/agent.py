@@ -11,7 +11,7 @@ indexes the whole trace first.
 
 Matching: a live frame matches a recorded one when their bytes are equal (a fast path:
 equal bytes have equal canonical hashes) or their canonical hashes are equal after the
-declared normalisers (:mod:`acp_pipes.normalize`), so a client that reorders keys or
+declared normalisers (:mod:`acp_pipes.sameness.normalize`), so a client that reorders keys or
 spaces differently is accepted. ``--match order`` expects the client frames in recorded
 order; ``--match any`` takes, for a client frame, the earliest not yet served recorded
 client frame with the same hash (first in, first out per hash) and writes the burst that
@@ -31,10 +31,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from acp_pipes.canonical import CanonicalError, ParseError, canonical_hash, hash_raw, parse_json
 from acp_pipes.frame.core import raw_hash
-from acp_pipes.normalize import Normalizer
-from acp_pipes.redact import conceal, may_hold_secrets
+from acp_pipes.io.wire import C2A
+from acp_pipes.protocol.canonical import (
+    CanonicalError,
+    ParseError,
+    canonical_hash,
+    hash_raw,
+    parse_json,
+)
+from acp_pipes.protocol.redact import conceal, may_hold_secrets
 from acp_pipes.replay.trace.ids import id_key, id_span, note_live_id
 from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.report import MAX_CANDIDATES, nearest
@@ -48,7 +54,7 @@ from acp_pipes.replay.trace.tracefile import (
     load_trace,
     open_trace,
 )
-from acp_pipes.wire import C2A
+from acp_pipes.sameness.normalize import Normalizer
 
 __all__ = [
     "ReplayOptions",
@@ -69,7 +75,7 @@ def live_hash(raw: bytes, normalizer: Normalizer, drop_id: bool) -> tuple[Any, s
     """``(value, matching hash)`` of a live frame, computed as acp-frame computes the
     recorded one: the canonical hash, or ``blake3-raw:`` of the bytes when they have no
     canonical form (value is then None); a frame that holds secrets is hashed concealed
-    (:func:`acp_pipes.redact.conceal`), as the recorded one is (secrets never count)."""
+    (:func:`acp_pipes.protocol.redact.conceal`), as the recorded one is (secrets never count)."""
     if normalizer.identity and not drop_id:
         try:
             value, h = hash_raw(raw)
@@ -240,8 +246,8 @@ class _AgentReplay:
             d["method"] = m if isinstance(m, str) else None
             d["id"] = value.get("id")
         elif value is None:
-            from acp_pipes.canonical import ParseError, parse_json
-            from acp_pipes.lines import unparsable
+            from acp_pipes.io.lines import unparsable
+            from acp_pipes.protocol.canonical import ParseError, parse_json
 
             try:  # (a miss, once a run: parsing again is cheap)
                 parse_json(raw)  # JSON's null: no error, as for any value not an object

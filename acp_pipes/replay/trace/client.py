@@ -26,7 +26,7 @@ The run stops at the first difference (``--keep-going``: goes on to the end) and
 it as one report: its kind, the recorded and live frames as compared, the JSON pointers
 that differ; what the model tolerated is said as notes. Once the recording is done, the
 agent's input is closed and after a grace its process group ended. Every frame of the
-run, both directions, goes to a new wire log (:mod:`acp_pipes.wire`, acp-tee's format).
+run, both directions, goes to a new wire log (:mod:`acp_pipes.io.wire`, acp-tee's format).
 """
 
 from __future__ import annotations
@@ -46,16 +46,16 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from acp_pipes.jsondiff import dumps
-from acp_pipes.redact import Redactor
+from acp_pipes.io.wire import A2C, C2A, end_record, frame_lines, header, make_clock
+from acp_pipes.protocol.redact import Redactor
 from acp_pipes.replay.trace.ids import id_key, id_span, splice_id
 from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.spawn import end_agent, exited, signal_agent, start_agent, stop_agent
 from acp_pipes.replay.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, parsed
+from acp_pipes.sameness.jsondiff import dumps
 from acp_pipes.sameness.match import Matched, Slot
 from acp_pipes.sameness.minted import rename
 from acp_pipes.sameness.verdicts import Difference, Note
-from acp_pipes.wire import A2C, C2A, end_record, frame_lines, header, make_clock
 
 if TYPE_CHECKING:
     from acp_pipes.replay.trace.workspace import Workspace
@@ -1084,7 +1084,7 @@ _ID_TOKEN = re.compile(rb'"id"[ \t\r\n]*:[ \t\r\n]*("(?:[^"\\]|\\.)*"|[^,}\]\s{\
 
 
 def _id_span(raw: bytes, has_id: bool) -> tuple[int, int] | None:
-    """:func:`acp_pipes.jsonrpc.id_span` of a JSON object that has a top-level ``id``
+    """:func:`acp_pipes.protocol.jsonrpc.id_span` of a JSON object that has a top-level ``id``
     (``has_id``), found at once when ``"id"`` is in its bytes once and no ``\\u``
     escape could spell it otherwise: then that one is the top-level key. Else (a nested
     id too, or an object or array as the id) the scanner walks the object, which for a

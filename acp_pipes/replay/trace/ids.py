@@ -3,7 +3,7 @@
 Replay must stay byte-exact while giving each side its own ids, so a recorded frame is
 never re-serialised: the id token is spliced into the recorded bytes at the position of
 the top-level ``"id"`` member, and every other byte stays as recorded. The scanner
-(:func:`acp_pipes.jsonrpc.id_span`, which the echo agent uses too) walks just enough
+(:func:`acp_pipes.protocol.jsonrpc.id_span`, which the echo agent uses too) walks just enough
 JSON to find that member: it skips nested values and strings whole (so
 ``{"params":{"id":1},"x":"\\"id\\":2","id":3}`` finds the ``3``), tolerates any JSON
 whitespace, decodes escaped keys (``"\\u0069d"`` is ``id``), and gives the last ``id``
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_pipes.jsondiff import dumps
-from acp_pipes.jsonrpc import id_span
+from acp_pipes.protocol.jsonrpc import id_span
+from acp_pipes.sameness.jsondiff import dumps
 
 __all__ = ["id_key", "id_span", "note_live_id", "splice_id"]
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
-    from acp_pipes.normalize import Normalizer
     from acp_pipes.sameness.noise import Noise
+    from acp_pipes.sameness.normalize import Normalizer
     from acp_pipes.sameness.volatile import Preset, Rules
 
 __all__ = ["GRACE", "Report", "ReplayOptions"]
@@ -31,7 +31,7 @@ class ReplayOptions:
 
     match: str = "order"  # "order" | "any"
     pace: str = "fast"  # "fast" | "recorded"
-    ignore: Sequence[str] = ()  # --ignore JSON pointers (acp_pipes.normalize)
+    ignore: Sequence[str] = ()  # --ignore JSON pointers (acp_pipes.sameness.normalize)
     remap_ids: bool = False
     remap_log: BinaryIO | None = None  # JSONL: recorded id, live id, dir, seq
     report: Report | None = None  # one dict per diagnostic (the CLI prints JSON lines)
@@ -47,7 +47,7 @@ class ReplayOptions:
     grace: float = GRACE
 
     def normalizer(self) -> Normalizer:
-        from acp_pipes.normalize import Normalizer
+        from acp_pipes.sameness.normalize import Normalizer
 
         return Normalizer.from_pointers(list(self.ignore))
 

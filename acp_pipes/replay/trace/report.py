@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from acp_pipes.jsondiff import MAX_DIFF, escape, pointer_diff
+from acp_pipes.sameness.jsondiff import MAX_DIFF, escape, pointer_diff
 
 __all__ = ["MAX_DIFF", "escape", "nearest", "pointer_diff"]
 

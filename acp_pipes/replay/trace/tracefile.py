@@ -23,14 +23,14 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.errors import InputError, Warn
-from acp_pipes.lines import display_name, raw_lines, records
-from acp_pipes.lines import of_session as frames_of_session
+from acp_pipes.io.lines import display_name, raw_lines, records
+from acp_pipes.io.lines import of_session as frames_of_session
+from acp_pipes.io.streams import FRAMES, WIRE, describe, header_format, judge
+from acp_pipes.io.wire import A2C, C2A, is_end, is_event
 
 # a frame's value (UNPARSED: its bytes are not JSON): the model's one reading of a frame
 from acp_pipes.sameness.events import UNPARSED
 from acp_pipes.sameness.events import parse as parsed
-from acp_pipes.streams import FRAMES, WIRE, describe, header_format, judge
-from acp_pipes.wire import A2C, C2A, is_end, is_event
 
 __all__ = ["UNPARSED", "CutWatch", "Trace", "TraceReader", "classify", "emit", "load_trace",
            "of_session", "open_trace", "parsed"]
@@ -62,7 +62,7 @@ def _classify(rec: dict[str, Any], value: Any) -> None:
         return
     # (imported here: acp-replay --client reads a trace's header, then starts its agent,
     # then loads the rest; ~0.3 us a call, once for each client frame)
-    from acp_pipes.jsonrpc import classify as classify_message
+    from acp_pipes.protocol.jsonrpc import classify as classify_message
 
     kind, method, rid, sid = classify_message(value)
     rec["kind"] = kind
@@ -245,7 +245,7 @@ class TraceReader:
 
 def of_session(pairs: Iterable[Pair], sid: str, source: str = "-") -> Iterator[Pair]:
     """The frames of session ``sid`` and the connection's own, as they are read, by the
-    rule of every ``--session`` on frames (:func:`acp_pipes.lines.of_session`), each
+    rule of every ``--session`` on frames (:func:`acp_pipes.io.lines.of_session`), each
     frame classified as it comes. InputError at the end when no frame names ``sid``."""
     seen: list[bool] = []
     yield from frames_of_session(pairs, sid, seen, _record, _kind)

@@ -2,7 +2,7 @@
 in place of the agent, so a client's tests run without the agent or its model; and the
 other direction, an agent re-driven from a cassette (``acp-replay --client``).
 
-This is what :mod:`acp_pipes.pytest_plugin` runs; it knows nothing of pytest, so any
+This is what :mod:`acp_pipes.testing.pytest_plugin` runs; it knows nothing of pytest, so any
 test runner can use it. The commands it builds are the real acp-tee and acp-replay,
 started by the client under test as its agent (playing goes through
 :mod:`acp_pipes.cli.cassette`), and what they report is read back from files (a client's
@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.reports import readable
+from acp_pipes.replay.reports import readable
 
 __all__ = ["RECORD_MODES", "CassetteError", "ClientReplay", "Divergence", "Playback",
            "Recording", "client_replay", "default_path", "plan", "tool_argv"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_pipes.jsondiff import dumps
-from acp_pipes.terminal import printable
+from acp_pipes.io.terminal import printable
+from acp_pipes.sameness.jsondiff import dumps
 
 __all__ = ["readable"]
 

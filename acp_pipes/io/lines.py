@@ -5,8 +5,8 @@ Every tool reads JSONL the same way, so a bad line is reported the same way ever
 ``InputError`` carries the source name and the 1-based line number, and readers yield
 what came before it untouched. Lines are bytes without the final LF (a CR before the LF
 is kept: it belongs to the line). An input still being written (a pipe behind a live
-acp-tee, ``--follow``) is read through :mod:`acp_pipes.live`; outputs are written
-through :mod:`acp_pipes.output`.
+acp-tee, ``--follow``) is read through :mod:`acp_pipes.io.live`; outputs are written
+through :mod:`acp_pipes.io.output`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, TypeVar, cast
 import orjson
 
 from acp_pipes.errors import InputError
-from acp_pipes.live import Live, _Followed, _GzipLines, _live, _LiveRaw, _open_fd
+from acp_pipes.io.live import Live, _Followed, _GzipLines, _live, _LiveRaw, _open_fd
 
 GZIP_MAGIC = b"\x1f\x8b"
 T = TypeVar("T")
@@ -311,7 +311,7 @@ def unparsable(terminated: bool, error: BaseException | None = None) -> str:
 def too_deep(error: BaseException) -> bool:
     """Whether a parser's refusal is for nesting beyond its depth (orjson's "depth limit
     exceeded" at 1024 levels, the json module's RecursionError, or
-    :class:`acp_pipes.canonical.TooDeep`), not for what the text holds."""
+    :class:`acp_pipes.protocol.canonical.TooDeep`), not for what the text holds."""
     return (isinstance(error, RecursionError) or type(error).__name__ == "TooDeep"
             or str(error).startswith(("depth limit exceeded", "recursion limit exceeded")))
 

@@ -22,7 +22,7 @@ What "ignore" means (the same in every tool):
 - a pointer that does not exist in a value changes nothing.
 
 Before any pointer applies, every secret (and every token acp-tee logged for one) is
-replaced by one placeholder (:func:`acp_pipes.redact.conceal`), on every side: secrets
+replaced by one placeholder (:func:`acp_pipes.protocol.redact.conceal`), on every side: secrets
 never count in a comparison, so a recording redacted by acp-tee (whose tokens are keyed
 per recording) compares with the frame as sent, with a ``--keep-secrets`` recording and
 with another redacted recording, under any pointers or none, and no diff built on
@@ -207,11 +207,11 @@ class Normalizer:
 
     def view(self, value: Any, *, drop_id: bool = False) -> Any:
         """What a JSON-RPC message is compared as: its secrets concealed
-        (:func:`acp_pipes.redact.conceal`, so a redacted recording, a ``--keep-secrets``
+        (:func:`acp_pipes.protocol.redact.conceal`, so a redacted recording, a ``--keep-secrets``
         one and a live frame agree, and no diff shows a secret), then the ignored pointers
         applied, then with ``drop_id`` the top-level id masked. Concealing comes first so
         an ignored pointer means the same on every side."""
-        from acp_pipes.redact import conceal
+        from acp_pipes.protocol.redact import conceal
 
         value = self.apply(conceal(value))
         if drop_id and isinstance(value, dict) and "id" in value:
@@ -230,7 +230,7 @@ class Normalizer:
         """
         if known is not None and not drop_id and not self.pointers:
             return known
-        from acp_pipes.canonical import canonical_hash  # (~15 ms: when a hash is asked)
+        from acp_pipes.protocol.canonical import canonical_hash  # (~15 ms: when a hash is asked)
 
         return canonical_hash(self.view(value, drop_id=drop_id))
 
@@ -238,14 +238,14 @@ class Normalizer:
         """The matching hash of a frame record (see the frames contract in DESIGN).
 
         Identity fast path: the frame's own ``hash``, unless it is redacted or its bytes
-        may hold a secret (:func:`acp_pipes.redact.may_hold_secrets`): then the hash of
+        may hold a secret (:func:`acp_pipes.protocol.redact.may_hold_secrets`): then the hash of
         its concealed value (its own hash still when there was nothing to conceal).
         Otherwise the logged bytes are parsed and hashed as :meth:`hash` does. A frame
         that is not JSON (or has no JCS form, or was logged as unchecked) keeps its own
         hash, since there is nothing to normalise.
         """
-        from acp_pipes.canonical import CanonicalError, canonical_hash, parse_json
-        from acp_pipes.redact import UNCHECKED, conceal, may_hold_secrets
+        from acp_pipes.protocol.canonical import CanonicalError, canonical_hash, parse_json
+        from acp_pipes.protocol.redact import UNCHECKED, conceal, may_hold_secrets
 
         own = frame.get("hash")
         plain = not drop_id and not self.pointers
@@ -256,7 +256,7 @@ class Normalizer:
         if frame.get("kind") in ("invalid_json",):
             return own
         if raw is None:
-            from acp_pipes.wire import decode_raw
+            from acp_pipes.io.wire import decode_raw
 
             try:
                 raw = decode_raw(frame)

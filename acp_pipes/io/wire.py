@@ -15,7 +15,7 @@ once the session is over::
 ``raw`` holds the frame's bytes without the final LF (a CR before it is kept) as a JSON
 string when they are UTF-8, else ``raw_b64`` holds them base64-encoded. Optional marks:
 ``nolf: true`` for a last frame that ended without LF; ``redacted: true`` with ``hash``
-when secrets were replaced in ``raw`` (see :mod:`acp_pipes.redact`). ``hash`` is the
+when secrets were replaced in ``raw`` (see :mod:`acp_pipes.protocol.redact`). ``hash`` is the
 identity of the redacted frame as logged, what acp-frame computes from ``raw``; logs
 written before held the hash of the frame as sent there, which readers now ignore (it
 let a guessed secret be checked). The record's fields are the same, so the version is.
@@ -69,14 +69,14 @@ import time
 
 from acp_pipes import __version__
 from acp_pipes.errors import OptionError
-from acp_pipes.streams import VERSIONS, WIRE
+from acp_pipes.io.streams import VERSIONS, WIRE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # acp-tee imports this module before it starts the agent: keep it light
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
-    from acp_pipes.redact import Redactor
+    from acp_pipes.protocol.redact import Redactor
 
 C2A = "c2a"  # client -> agent
 A2C = "a2c"  # agent -> client
@@ -223,7 +223,7 @@ def frame_lines(out: bytearray, seq: int, t: int, direction: str, raws: Iterable
     at ``t``, numbered from ``seq``; the next seq. The one writer of both wire logs
     (acp-tee's, acp-replay --client's). ``redactor`` (None: as sent) gives the logged
     stand-in of a frame whose bytes may hold a secret; one it fails on is logged as
-    :data:`acp_pipes.redact.UNCHECKED`, never as sent. The common record, a UTF-8 frame
+    :data:`acp_pipes.protocol.redact.UNCHECKED`, never as sent. The common record, a UTF-8 frame
     with nothing redacted and no ``extra``, is formatted inline into ``out``: the bytes
     orjson writes for :func:`frame_record`'s dict (tests/test_tee.py holds them equal),
     at a fraction of the cost of a dict and a result a record."""
@@ -234,7 +234,7 @@ def frame_lines(out: bytearray, seq: int, t: int, direction: str, raws: Iterable
     tail = b',"nolf":true}\n' if nolf else b"}\n"
     for raw in raws:
         if wants is not None and wants(raw):
-            from acp_pipes.redact import UNCHECKED, logged_hash
+            from acp_pipes.protocol.redact import UNCHECKED, logged_hash
 
             try:
                 logged = redactor.frame(direction, raw)  # type: ignore[union-attr]  # wants

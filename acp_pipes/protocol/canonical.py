@@ -82,7 +82,7 @@ PARSE_DEPTH = 1024
 
 class TooDeep(ParseError):
     """JSON nested deeper than :data:`PARSE_DEPTH` levels: valid for all a reader can
-    tell, but too deep to parse, and said so (:func:`acp_pipes.lines.unparsable`),
+    tell, but too deep to parse, and said so (:func:`acp_pipes.io.lines.unparsable`),
     never "not JSON"."""
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from acp_pipes.errors import AcpPipesError, UsageError
-from acp_pipes.lines import RUN, STDIN, display_name
+from acp_pipes.io.lines import RUN, STDIN, display_name
 
 
 def is_private(path: str) -> bool:

@@ -20,11 +20,11 @@ Revisions:
 format                  version  what changed
 ======================  =======  =====================================================
 ``acp-pipes/wire``      1        header and frame records
-``acp-pipes/wire``      2        ends with an end record (:func:`acp_pipes.wire.end_record`)
+``acp-pipes/wire``      2        ends with an end record (:func:`acp_pipes.io.wire.end_record`)
 ``acp-pipes/wire``      3        remote transports: the header's ``transport``; event
                                  records (WebSocket handshakes, closes and binary frames,
                                  HTTP requests and statuses); a frame's ``stream``,
-                                 ``sseq`` and ``sse`` (:mod:`acp_pipes.wire`)
+                                 ``sseq`` and ``sse`` (:mod:`acp_pipes.io.wire`)
 ``acp-pipes/frames``    1        header (``source``: the wire header) and frame records
 ``acp-pipes/fold``      1        header, session events and entity records
 ``asr``                 1.x      ASR 1.0 (docs/asr.md); a later minor revision is read
@@ -39,7 +39,7 @@ from __future__ import annotations
 from acp_pipes.errors import InputError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # acp-tee imports this module (through acp_pipes.wire) before its agent
+if TYPE_CHECKING:  # acp-tee imports this module (through acp_pipes.io.wire) before its agent
     from collections.abc import Callable, Collection
 
 WIRE = "acp-pipes/wire"

@@ -116,8 +116,8 @@ def is_token(value: Any) -> bool:
 def logged_hash(logged: bytes) -> str:
     """The identity acp-frame gives a redacted frame: that of its bytes as logged (the
     canonical hash, or ``blake3-raw:`` when they have none), never of the frame as sent."""
-    from acp_pipes.canonical import ParseError, hash_raw
     from acp_pipes.frame.core import raw_hash
+    from acp_pipes.protocol.canonical import ParseError, hash_raw
 
     try:
         h = hash_raw(logged)[1]
@@ -307,7 +307,7 @@ class Redactor:
         """
         import blake3
 
-        from acp_pipes.canonical import CanonicalError, canonical_bytes
+        from acp_pipes.protocol.canonical import CanonicalError, canonical_bytes
 
         try:
             data = canonical_bytes(value)
@@ -342,7 +342,7 @@ class Redactor:
         (``c2a``/``a2c``), or None to log it as sent. A frame from the agent may be an
         elicitation form, whose secret fields are remembered for the client's answer.
         A trailing CR is kept. Parsed by orjson (acp-tee has it loaded), and by
-        :func:`acp_pipes.canonical.parse_json` (~15 ms to import) only when orjson
+        :func:`acp_pipes.protocol.canonical.parse_json` (~15 ms to import) only when orjson
         refuses the text (a lone surrogate, not JSON) or could round a number in it (a
         run of 20 digits: an integer beyond 64 bits, which orjson makes a float)."""
         import orjson
@@ -352,7 +352,7 @@ class Redactor:
                 raise orjson.JSONDecodeError("a long integer", "", 0)
             value = orjson.loads(raw)
         except (orjson.JSONDecodeError, RecursionError):
-            from acp_pipes.canonical import ParseError, parse_json
+            from acp_pipes.protocol.canonical import ParseError, parse_json
 
             try:
                 value = parse_json(raw)

@@ -1,10 +1,10 @@
 """Inputs still being written: a pipe behind a live acp-tee, a growing log (``--follow``).
 
-:class:`Live` says how to read them; :func:`acp_pipes.lines.open_source` opens an input
+:class:`Live` says how to read them; :func:`acp_pipes.io.lines.open_source` opens an input
 through :class:`_LiveRaw` (and :class:`_GzipLines` for a ``.gz`` log being written,
 :class:`_Followed` to stop at a followed wire log's end record) when given one. The
-line limit and the program's name are the run's (:data:`acp_pipes.lines.RUN`), imported
-where used: :mod:`acp_pipes.lines` imports this module.
+line limit and the program's name are the run's (:data:`acp_pipes.io.lines.RUN`), imported
+where used: :mod:`acp_pipes.io.lines` imports this module.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Live:
     With ``follow``, a regular file is read as it grows, like ``tail -F`` (waited for
     when it does not exist yet, read again from the start as a new input when rewritten:
     truncated, replaced, or written over whatever its new size, see :class:`_LiveRaw`),
-    until a wire log's end record (:func:`acp_pipes.wire.end_record`) or Ctrl-C; a torn
+    until a wire log's end record (:func:`acp_pipes.io.wire.end_record`) or Ctrl-C; a torn
     last line is waited on. ``poll`` is the longest wait, in seconds, between looks at
     a followed file that has not grown.
 
@@ -226,7 +226,7 @@ class _LiveRaw(io.RawIOBase):
         os.lseek(self.fd, 0, os.SEEK_SET)
         self.pos, self.head, self.tail = 0, b"", b""
         from acp_pipes.errors import say
-        from acp_pipes.lines import RUN
+        from acp_pipes.io.lines import RUN
 
         say(f"{RUN.prog}: {self.path}: rewritten (a new log under the name): read again "
             "from its start")
@@ -253,7 +253,7 @@ class _GzipLines:
         self.limit = limit
 
     def __iter__(self) -> Iterator[bytes]:
-        from acp_pipes.lines import LineTooLong
+        from acp_pipes.io.lines import LineTooLong
 
         read1 = self.reader.read1  # type: ignore[attr-defined]  # buffered (peeked at)
         member = zlib.decompressobj(wbits=31)
@@ -293,7 +293,7 @@ class _GzipLines:
 class _Followed:
     """A followed input's lines, up to and with a wire log's end record.
 
-    The end record is told by its parsed value (:func:`acp_pipes.wire.is_end`), as every
+    The end record is told by its parsed value (:func:`acp_pipes.io.wire.is_end`), as every
     reader tells it, not by its bytes: ``{"end": true, ...}`` written with spaces, or
     with its key escaped, ends the input too. Only a line that can hold the key ``end``
     is parsed: one with ``"end"`` in it, or a ``\\u006`` escape (``e``, ``n`` and ``d``
@@ -304,7 +304,7 @@ class _Followed:
         self.stream = stream
 
     def __iter__(self) -> Iterator[bytes]:
-        from acp_pipes.wire import is_end
+        from acp_pipes.io.wire import is_end
 
         for line in self.stream:
             yield line

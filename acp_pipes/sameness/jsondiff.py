@@ -162,11 +162,11 @@ def _diff(a: Any, b: Any, path: str, out: list, limit: int, na: str, nb: str) ->
             out.append({"op": "add", "path": path, nb: b})
         elif not _same(a, b):
             if a == _SECRET or b == _SECRET:  # a secret on one side: the other's is one too
-                a = b = _SECRET  # (a live answer to a password field; acp_pipes.redact)
+                a = b = _SECRET  # (a live answer to a password field; acp_pipes.protocol.redact)
             out.append({"op": "replace", "path": path, na: a, nb: b})
 
 
-#: A secret concealed for comparison (acp_pipes.redact.PLACEHOLDER).
+#: A secret concealed for comparison (acp_pipes.protocol.redact.PLACEHOLDER).
 _SECRET = "<redacted>"
 
 

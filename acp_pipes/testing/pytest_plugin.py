@@ -1,5 +1,5 @@
 """The pytest plugin (entry point ``pytest11``): ACP sessions as cassettes, as VCR.py and
-pytest-recording keep HTTP exchanges. The work is :mod:`acp_pipes.cassette`'s; this
+pytest-recording keep HTTP exchanges. The work is :mod:`acp_pipes.testing.cassette`'s; this
 module only reads the marker and the option and turns what went wrong into a failure.
 
 - ``acp_agent(argv)`` (for clients): the command a client under test launches as its
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_pipes.cassette import (
+from acp_pipes.testing.cassette import (
     EXIT_WAIT,
     RECORD_MODES,
     CassetteError,
