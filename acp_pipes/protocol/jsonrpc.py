@@ -73,6 +73,21 @@ def is_jsonrpc_id(x: Any) -> bool:
     return x is None or c is str or c is float or (c is int and _INT64 <= x < _UINT64)
 
 
+def id_key(rid: Any) -> tuple[str, Any]:
+    """A request id as a dict key: the one rule every tool pairs a response with its
+    request by. JSON-RPC compares ids as the JSON values they are, so ``1``, ``1.0``,
+    ``"1"`` and ``true`` are four ids (Python alone would take ``1``, ``1.0`` and ``True``
+    for one key); an id that is no JSON-RPC id (an object, an array) keys by its text.
+
+    >>> len({id_key(1), id_key(1.0), id_key("1"), id_key(True)})
+    4
+    >>> id_key([1]) == id_key([1])
+    True
+    """
+    c = rid.__class__
+    return (c.__name__, repr(rid) if c is dict or c is list else rid)
+
+
 def classify(value: Any) -> tuple[str, Any, Any, Any]:
     """``(kind, method, id, sessionId)`` of a parsed message: kind is request,
     notification, response, error or not_jsonrpc; method and id as they apply (None
