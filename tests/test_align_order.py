@@ -112,6 +112,26 @@ def test_piped_pair_reports_what_changed_as_the_lockstep_pair_does(pair):
     assert "/params/update/used" in paths  # the usage that follows differs too
 
 
+def test_how_far_ahead_a_client_wrote_is_no_difference(pair):
+    """The lockstep pair with every client prompt of A moved ahead of the agent's frames,
+    as a client that pipes its whole script in may be logged: the agent's floating
+    notifications (usage_update) stand after all of A's prompts and among B's, and are
+    still the same notifications in the same turns. The comparison reports what the
+    lockstep pair reports, and no note for where the prompts landed."""
+    head, recs = records(pair["la"])
+    prompts = [r for r in recs if r["dir"] == "c2a"
+               and message(r).get("method") == "session/prompt"]
+    first = recs.index(prompts[0])
+    moved_ids = {id(r) for r in prompts}
+    ahead = recs[:first] + prompts + [r for r in recs[first:] if id(r) not in moved_ids]
+    assert len(ahead) == len(recs) and ahead != recs
+    moved = write(pair["tmp"] / "ahead-la.wire.jsonl", head, ahead)
+    _, lockstep = summary(pair["la"], pair["lb"])
+    _, piped = summary(moved, pair["lb"])
+    assert piped["counts"] == lockstep["counts"]
+    assert not piped.get("notes")  # none for where the prompts landed
+
+
 def test_a_response_before_its_request_differs(tmp_path):
     """With --strict the order as logged counts: the client's answer to a permission
     request logged before the agent asked is not the same run."""

@@ -17,7 +17,8 @@ What the model says, and how an alignment keeps it:
    A's order: a step that breaks it is changed, of kind ``renaming``).
 3. **Floating notifications float.** Each is matched with one of its kind of the other
    run within a window of client steps (the model's, mapped through the aligned client
-   steps): the same frame first, then the same under the view, then any of its kind (a
+   steps; a request counted where the agent answered it, so a client that wrote ahead
+   moves no window): the same frame first, then the same under the view, then any of its kind (a
    *changed* step: a title that changed is a changed session). One left over is a note
    (``floating_missing``, ``floating_extra``), not a difference.
 4. **A reply pairs with a reply only when their requests pair**, so an answer is never
@@ -282,6 +283,15 @@ def _coords(steps: Steps, table: StepTable, session: str | None) -> list[int]:
     return []
 
 
+def _answered(steps: Steps, client: list[int]) -> list[tuple[int, int]]:
+    """A session's client steps in the agent's time, each ``(where, step)`` sorted by
+    where: a request where the agent answered it; a request never answered and a
+    notification where it was logged. How far ahead of the agent a client wrote (a
+    script piped in whole) is then no position of the agent's notifications."""
+    answer = {q: i for i, q in steps.replies.items()}
+    return sorted((answer.get(x, x), x) for x in client)
+
+
 _KIND = operator.itemgetter(1)
 
 
@@ -291,19 +301,21 @@ def _floats(a: Steps, b: Steps, table: StepTable, fa: list[int], fb: list[int],
     module): the same frame, then the same as the model sees it, then one of its kind
     (changed). Where each run was is counted in A's client steps: B's client steps
     through their pairs."""
-    ca = _coords(a, table, sid_a)
-    cb = _coords(b, table, sid_b)
+    ca = _answered(a, _coords(a, table, sid_a))
+    cb = _answered(b, _coords(b, table, sid_b))
     # B's client steps, counted as A's: the A ordinal after the last paired one
-    rank_a = {x: k for k, x in enumerate(ca)}
+    rank_a = {x: k for k, (_, x) in enumerate(ca)}
     mapped = array("l", [0]) * (len(cb) + 1)
     last = 0
-    for k, y in enumerate(cb):
+    for k, (_, y) in enumerate(cb):
         x = p.mate_b[y]
         if x >= 0 and x in rank_a:
             last = max(last, rank_a[x] + 1)
         mapped[k + 1] = last
-    where_a = [bisect_left(ca, i) for i in fa]
-    where_b = [mapped[bisect_left(cb, j)] for j in fb]
+    at_a = [w for w, _ in ca]
+    at_b = [w for w, _ in cb]
+    where_a = [bisect_left(at_a, i) for i in fa]
+    where_b = [mapped[bisect_left(at_b, j)] for j in fb]
     sa, sb = a.seq, b.seq
     floating = table.floating
     # the same frames in the same order first (most of them, in two runs of a script),
