@@ -1,4 +1,4 @@
-"""How acp-align judges five real agents' recordings (issue 35's "same-script align" and
+"""How acp-align judges five real agents' recordings (the targets "same-script align" and
 "every real difference found, first"), by default and with ``--strict``.
 
 For each agent of ``--recordings DIR`` (DIR/AGENT/same-1.wire.jsonl ..., as ``python -m
