@@ -90,6 +90,16 @@ class Refusal:
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 
+class TooLarge(Exception):
+    """A request's body is over the listener's ``max_message``: ``size`` when its
+    Content-Length said so, None when it was found out while reading (by either HTTP
+    version's reader: the answer, 413, is :meth:`Policy.too_large`'s)."""
+
+    def __init__(self, size: int | None):
+        super().__init__(size)
+        self.size = size
+
+
 def read_token(path: str | None) -> bytes | None:
     """The listener's token: the first line of ``path``, else :data:`TOKEN_ENV`, else
     None. OptionError for a file that cannot be read, or a token too short to be a lock
