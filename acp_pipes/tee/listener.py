@@ -21,7 +21,7 @@ from aiohttp import web
 
 from acp_pipes.tee.headers import logged_headers, passed_headers
 from acp_pipes.tee.options import GRACE, Options, parse_url
-from acp_pipes.tee.policy import TooLarge
+from acp_pipes.tee.policy import TOKEN_LOGGED, Policy, TooLarge, check_bind
 from acp_pipes.tee.relay import stopped_by
 
 TYPE_CHECKING = False
@@ -37,8 +37,6 @@ class Listener:
     logs' names."""
 
     def __init__(self, url: str, opts: Options, connect: str | None, argv: list[str]):
-        from acp_pipes.tee.policy import Policy, check_bind
-
         self.url = url
         self.opts = opts
         self.connect = connect
@@ -87,8 +85,6 @@ class Listener:
         listener's own token never (not even with --keep-secrets)."""
         out = logged_headers(headers, log)
         if self.policy.token is not None:
-            from acp_pipes.tee.policy import TOKEN_LOGGED
-
             out = [[k, TOKEN_LOGGED if k.lower() == "authorization" else v] for k, v in out]
         return out
 
