@@ -193,9 +193,8 @@ class Listener:
             self.policy.say(f"dropped {ex.peer}: it went before its {ex.method} body was "
                             "whole")
             await ex.respond(400, text="the body was cut short\n", close=True)
-        except TooLarge as e:
-            refusal = self.policy.too_large(e.size if e.size is not None else ex.limit + 1)
-            assert refusal is not None  # (a size over the cap, by TooLarge's word)
+        except TooLarge:
+            refusal = self.policy.too_large()
             self.policy.refused(ex.peer, f"{ex.method} {ex.path} (HTTP/{ex.version})",
                                 refusal)
             await ex.respond(413, text=refusal.text, close=True)

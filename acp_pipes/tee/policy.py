@@ -333,13 +333,12 @@ class Policy:
     def agent_ended(self) -> None:
         self.agents = max(0, self.agents - 1)
 
-    def too_large(self, size: int | None) -> Refusal | None:
-        """The 413 for a body of ``size`` bytes (None: not known yet), if over the cap."""
-        if size is not None and size > self.limits.max_message:
-            return Refusal(413, "the message is larger than this listener takes\n",
-                           f"a body of more than {self.limits.max_message} bytes "
-                           "(--max-message)")
-        return None
+    def too_large(self) -> Refusal:
+        """The 413 for a body over the cap (:class:`TooLarge`: its Content-Length said
+        so, or reading it found it out)."""
+        return Refusal(413, "the message is larger than this listener takes\n",
+                       f"a body of more than {self.limits.max_message} bytes "
+                       "(--max-message)")
 
     # -- what is said
 
