@@ -3,7 +3,7 @@
 Workload: N sequential requests (quick: 50; else 1000) on each of two ACP connections
 to one ``acp-tee --listen http:// -- echo-agent`` (logging to a file): one over HTTP/1.1
 (aiohttp's client), one over HTTP/2 with prior knowledge (acp-tee's own HTTP/2 client,
-:class:`acp_pipes.tee.h2.H2Client`), the two interleaved request by request in the same
+:class:`acp_pipes.tee.h2_client.H2Client`), the two interleaved request by request in the same
 run so a busy host slows both alike. A request is a POST of ``session/list`` (answered
 202) and its answer's arrival on the connection's SSE stream; the figure is that round
 trip, p50 and p99, and the HTTP/2 one over the HTTP/1.1 one.
@@ -56,7 +56,7 @@ async def _drive(urls: list[str], n: int) -> list[tuple[list[float], list[float]
     connection's requests interleaved with the others'."""
     import aiohttp
 
-    from acp_pipes.tee.h2 import H2Client
+    from acp_pipes.tee.h2_client import H2Client
 
     clients = []
     for url in urls:

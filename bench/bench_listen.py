@@ -49,7 +49,7 @@ async def _send(url: str, how: str, size: int) -> str:
     """Send one message of ``size`` bytes; what came back (a status or a close code)."""
     import aiohttp
 
-    from acp_pipes.tee.h2 import H2Client
+    from acp_pipes.tee.h2_client import H2Client
 
     big = (b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"x":"' + b"a" * size
            + b'"}}')

@@ -777,7 +777,7 @@ def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
     """The proxy formats common records itself, for speed; each must be byte for byte
     what :func:`acp_pipes.io.wire.frame_record` gives, as orjson writes it."""
     from acp_pipes.tee.logfile import Sink
-    from acp_pipes.tee.pump import _Log
+    from acp_pipes.tee.pump import WireLog as _Log
 
     frames = [
         b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',

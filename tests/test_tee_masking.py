@@ -1,5 +1,5 @@
 """RFC 6455's rule that a client masks every frame, as acp-tee's listener holds clients
-to it (acp_pipes.tee.remote._Masked, in front of aiohttp's frame reader): whatever the
+to it (acp_pipes.tee.masking.Masked, in front of aiohttp's frame reader): whatever the
 frames (7-, 16- and 64-bit lengths, empty ones) and however the bytes are split into
 reads, the first unmasked frame is found where it starts and everything before it
 reaches the reader as it came. The executables' side (the 1002 a client gets) is
@@ -12,7 +12,7 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_pipes.tee.remote import _Masked
+from acp_pipes.tee.masking import Masked as _Masked
 
 
 def _frame(size: int, masked: bool) -> bytes:

@@ -27,7 +27,7 @@ import orjson
 import psutil
 import pytest
 
-from acp_pipes.tee.h2 import H2Client
+from acp_pipes.tee.h2_client import H2Client
 from tests.conftest import run_tool, tool_argv, tool_env
 from tests.test_tee_remote import INIT, Server, _events, _frames, _lines
 

@@ -1,7 +1,7 @@
 """The options of a listener, shared by acp-tee and acp-replay (``--listen``): who may
 use it and how much of it (:mod:`acp_pipes.tee.policy`), declared once here as
 acp-replay declares its options (dest -> flag, its value in usage lines, add_argument
-keywords), and turned into the keywords of :class:`acp_pipes.tee.remote.Options`."""
+keywords), and turned into the keywords of :class:`acp_pipes.tee.options.Options`."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def given(args: argparse.Namespace) -> list[str]:
 
 
 def options(args: argparse.Namespace) -> dict:
-    """The keywords of :class:`acp_pipes.tee.remote.Options` for a listener: its
+    """The keywords of :class:`acp_pipes.tee.options.Options` for a listener: its
     policy's origins, hosts, token (``--token-file``, else the environment) and
     limits. UsageError for a listener option given without ``--listen``."""
     if getattr(args, "listen", None) is None:

@@ -429,10 +429,11 @@ def _listen(args: argparse.Namespace, ctx: Context, policy: dict) -> int:
     connection, unrecorded; ``policy``: who may use it, and how much
     (:func:`acp_pipes.cli.listen.options`)."""
     from acp_pipes.tee import remote
+    from acp_pipes.tee.options import Options, parse_url
 
-    remote.parse_url(args.listen, listening=True)  # an OptionError for a bad URL
+    parse_url(args.listen, listening=True)  # an OptionError for a bad URL
     argv = [sys.executable, "-m", "acp_pipes.cli.replay", *without_listen(sys.argv[1:])]
-    opts = remote.Options(log_path=None, note=ctx.note, **policy)
+    opts = Options(log_path=None, note=ctx.note, **policy)
     return remote.listen(args.listen, opts, argv=argv)
 
 

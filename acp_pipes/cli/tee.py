@@ -249,14 +249,16 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
         raise UsageError("--script is the client: it does not go with --listen (whose "
                          "clients connect to it)")
     from acp_pipes.tee import remote
+    from acp_pipes.tee.headers import conflicting_credentials
+    from acp_pipes.tee.options import Options, headers_from, parse_url
 
     make_clock(args.clock)  # each an OptionError for a value it does not take
     check(args.output)
-    headers = remote.headers_from(args.header)
+    headers = headers_from(args.header)
     for url, listening in ((args.listen, True), (args.connect, False)):
         if url is not None:
-            remote.parse_url(url, listening=listening)
-    if args.connect is not None and remote.conflicting_credentials(args.connect, headers):
+            parse_url(url, listening=listening)
+    if args.connect is not None and conflicting_credentials(args.connect, headers):
         raise UsageError("--connect URL carries user:password and --header an "
                          "Authorization: give the agent's credentials one way")
     from acp_pipes.cli import listen
@@ -275,7 +277,7 @@ def _run_remote(args: argparse.Namespace, ctx: Context, agent: list[str]) -> int
         from acp_pipes.tee.script import open_script
 
         script = open_script(args.script)
-    opts = remote.Options(
+    opts = Options(
         log_path=log_path, clock=args.clock, host=not args.no_host,
         env={name: os.environ.get(name) for name in args.capture_env},
         keep_secrets=args.keep_secrets, note=ctx.note, on_log=on_log, headers=headers,

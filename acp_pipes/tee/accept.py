@@ -3,7 +3,7 @@ how long it may take to say what it wants.
 
 :class:`Guard` is the protocol of every accepted socket, for its whole life. Its first
 bytes tell what the client speaks: the HTTP/2 preface (h2c with prior knowledge) hands
-it to :mod:`acp_pipes.tee.h2`, any other byte to aiohttp's HTTP/1.1 server (which
+it to :mod:`acp_pipes.tee.h2_server`, any other byte to aiohttp's HTTP/1.1 server (which
 serves the WebSocket upgrade too); the guard then passes every call of the transport
 on to that protocol (a Python call a read, nothing beside a network round trip).
 
@@ -130,7 +130,7 @@ class Guard(asyncio.Protocol):
         if self.buf[:n] != PREFACE[:n]:
             self._hand_to(self.http1())
         elif len(self.buf) >= len(PREFACE):
-            from acp_pipes.tee.h2 import H2Server
+            from acp_pipes.tee.h2_server import H2Server
 
             self._hand_to(H2Server(self.listener, self))
 

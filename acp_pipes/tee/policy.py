@@ -90,6 +90,16 @@ class Refusal:
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 
+class TooLarge(Exception):
+    """A request's body is over the listener's ``max_message``: ``size`` when its
+    Content-Length said so, None when it was found out while reading (by either HTTP
+    version's reader: the answer, 413, is :meth:`Policy.too_large`'s)."""
+
+    def __init__(self, size: int | None):
+        super().__init__(size)
+        self.size = size
+
+
 def read_token(path: str | None) -> bytes | None:
     """The listener's token: the first line of ``path``, else :data:`TOKEN_ENV`, else
     None. OptionError for a file that cannot be read, or a token too short to be a lock
@@ -323,13 +333,12 @@ class Policy:
     def agent_ended(self) -> None:
         self.agents = max(0, self.agents - 1)
 
-    def too_large(self, size: int | None) -> Refusal | None:
-        """The 413 for a body of ``size`` bytes (None: not known yet), if over the cap."""
-        if size is not None and size > self.limits.max_message:
-            return Refusal(413, "the message is larger than this listener takes\n",
-                           f"a body of more than {self.limits.max_message} bytes "
-                           "(--max-message)")
-        return None
+    def too_large(self) -> Refusal:
+        """The 413 for a body over the cap (:class:`TooLarge`: its Content-Length said
+        so, or reading it found it out)."""
+        return Refusal(413, "the message is larger than this listener takes\n",
+                       f"a body of more than {self.limits.max_message} bytes "
+                       "(--max-message)")
 
     # -- what is said
 

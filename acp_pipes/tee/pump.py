@@ -40,12 +40,12 @@ if TYPE_CHECKING:
     from acp_pipes.protocol.redact import Redactor
     from acp_pipes.tee.script import Lockstep
 
-__all__ = ["Session"]
+__all__ = ["Session", "WireLog", "header_record"]
 
 _READ = 65536  # a pipe's default capacity; larger reads only allocate more per read
 
 
-class _Log:
+class WireLog:
     """The wire log writer shared by both directions: seq, clock, redaction, one write
     per read chunk into ``sink`` (:mod:`acp_pipes.tee.logfile`; None: no log). Never
     raises: a write error disables it with one note."""
@@ -144,7 +144,7 @@ class _Log:
                     pass
 
 
-def header_record(log: _Log, argv: Sequence[str], **fields) -> dict:
+def header_record(log: WireLog, argv: Sequence[str], **fields) -> dict:
     """The log's header, its credentials (the agent's command line, captured variables,
     the URLs of the remote sides: :mod:`acp_pipes.tee.secrets`) as tokens unless
     secrets are kept."""
@@ -160,7 +160,7 @@ def header_record(log: _Log, argv: Sequence[str], **fields) -> dict:
     return header(argv, **fields)
 
 
-def _pump(src: int, dst: int, direction: str, log: _Log, *, wake: int | None = None,
+def _pump(src: int, dst: int, direction: str, log: WireLog, *, wake: int | None = None,
           on_dst_gone: Callable[[], None] | None = None,
           observe: Callable[[list[bytes]], None] | None = None) -> None:
     """Copy ``src`` to ``dst`` until EOF, logging each frame before forwarding it.
@@ -236,7 +236,7 @@ class Session:
         self.stdin_fd = stdin_fd
         self.stdout_fd = stdout_fd
         self.note = note
-        self.log = _Log(None, lambda: 0, False, note)
+        self.log = WireLog(None, lambda: 0, False, note)
         self._open = {agent_in, agent_out}
         self._wake_r, self._wake_w = os.pipe()
         #: when the client's input ended (time.monotonic()), None while it goes on
@@ -270,7 +270,7 @@ class Session:
             else:
                 if on_open is not None:
                     on_open(sink.path)
-        self.log = _Log(sink, clock, redact, self.note)
+        self.log = WireLog(sink, clock, redact, self.note)
 
     def write_header(self, argv: Sequence[str], **fields: object) -> None:
         self.log.write_header(header_record(self.log, argv, **fields))
