@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import http.client
 import os
 import shlex
 import shutil
@@ -583,6 +584,34 @@ def test_the_sdk_http_client_through_a_recording_proxy(tmp_path):
     assert SECRET.encode() not in text and b"<redacted hmac-blake3:" in text
     assert _lines(log)[-1]["end"] is True
     _same_session_as(log, stdio)
+
+
+@pytest.mark.slow  # three real processes
+def test_a_proxy_listener_stopped_with_a_connection_open_ends_cleanly(tmp_path):
+    """acp-tee --listen http:// --connect http:// stopped while a client's connection is
+    still open (keep-alive, after one answered request) ends that connection and exits 0
+    with its log ended: the connections it ends leave the table it walks."""
+    with Server(tool_argv("tee", "-o", str(tmp_path / "up.jsonl"), "--no-host",
+                          "--listen", "http://127.0.0.1:0/acp", "--",
+                          *tool_argv("echo-agent"))) as upstream:
+        log = tmp_path / "p.jsonl"
+        proxy = Server(tool_argv("tee", "-o", str(log), "--no-host", "--listen",
+                                 "http://127.0.0.1:0/acp", "--connect", upstream.url))
+        with proxy:
+            host = proxy.url.split("//", 1)[1].split("/", 1)[0]
+            conn = http.client.HTTPConnection(host, timeout=30)
+            conn.request("POST", "/acp", orjson.dumps(
+                {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+                {"Content-Type": "application/json",
+                 "Accept": "application/json, text/event-stream"})
+            answer = conn.getresponse()
+            assert answer.status == 200 and b'"id":0,"result"' in answer.read()
+            # the connection stays open (HTTP/1.1 keep-alive) while the proxy stops
+            assert proxy.stop() == 0, proxy.stderr
+            assert b"internal error" not in proxy.stderr
+            conn.close()
+    assert _lines(log)[-1]["end"] is True
 
 
 def _frames_of(log: Path) -> list[tuple]:
