@@ -34,7 +34,7 @@ from aiohttp import web
 from acp_pipes.errors import Note
 from acp_pipes.io.wire import A2C, C2A, event_record
 from acp_pipes.tee.accept import Quiet
-from acp_pipes.tee.pump import _Log
+from acp_pipes.tee.logfile import WireLog
 from acp_pipes.tee.remote import (
     CREDENTIALS_CLASH,
     GRACE,
@@ -114,7 +114,7 @@ def _sse_fields(raw: bytes) -> dict[str, str]:
 class Streams:
     """Per-stream sequence numbers of one connection's log."""
 
-    def __init__(self, log: _Log):
+    def __init__(self, log: WireLog):
         self.log = log
         self.next: dict[str, int] = {}
         self.posts = 0

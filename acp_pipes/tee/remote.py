@@ -64,9 +64,9 @@ from aiohttp import WSMsgType, web
 
 from acp_pipes.errors import Note, OptionError
 from acp_pipes.io.wire import A2C, C2A, event_record, make_clock
-from acp_pipes.tee.logfile import open_sink, write_all
+from acp_pipes.tee.logfile import WireLog, open_sink, write_all
 from acp_pipes.tee.policy import Limits
-from acp_pipes.tee.pump import _Log, header_record
+from acp_pipes.tee.pump import header_record
 from acp_pipes.tee.secrets import logged_header
 from acp_pipes.tee.secrets import logged_url as _logged_url
 
@@ -107,7 +107,7 @@ def parse_url(url: str, *, listening: bool) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname, port, parts.path or "/"
 
 
-def logged_headers(headers, log: _Log) -> list[list[str]]:
+def logged_headers(headers, log: WireLog) -> list[list[str]]:
     """Headers as the log keeps them: ``[name, value]`` pairs in order, credentials as
     tokens (unless secrets are kept: :func:`acp_pipes.tee.secrets.logged_header`)."""
     if not log.redact:
@@ -115,7 +115,7 @@ def logged_headers(headers, log: _Log) -> list[list[str]]:
     return [[k, logged_header(k, v, log.token)] for k, v in headers.items()]
 
 
-def logged_url(url: str, log: _Log) -> str:
+def logged_url(url: str, log: WireLog) -> str:
     """``url`` with its user's password (or a user alone) and the values of
     credential-named query parameters as tokens (unless secrets are kept)."""
     return _logged_url(url, log.token) if log.redact else url
@@ -563,10 +563,10 @@ def open_log(spec: str | None, name: Sequence[str], nth: int, note: Note, tick,
         else:
             if on_open is not None:
                 on_open(sink.path)
-    return _Log(sink, tick, redact, note)
+    return WireLog(sink, tick, redact, note)
 
 
-async def relay(client, agent, log: _Log, *, input_ends_session: bool) -> Closed:
+async def relay(client, agent, log: WireLog, *, input_ends_session: bool) -> Closed:
     """Relay frames both ways until one side ends; returns how the agent side ended.
 
     ``input_ends_session`` (a stdio client): the client's EOF closes the agent's side
@@ -697,7 +697,7 @@ class Options:
         self.token = token  # --token-file, or ACP_LISTEN_TOKEN
         self.limits = limits or Limits()  # --max-agents, --max-message, the timeouts
 
-    def log(self, argv: Sequence[str], nth: int, transport: dict) -> _Log:
+    def log(self, argv: Sequence[str], nth: int, transport: dict) -> WireLog:
         log = open_log(self.log_path, argv or ["remote"], nth, self.note, self.tick,
                        not self.keep_secrets, self.on_log)
         log.write_header(header_record(log, argv, started_ns=self.tick(), clock=self.clock,
@@ -775,7 +775,7 @@ async def _connect_ws_stdio(url: str, opts: Options, stdin_fd: int, stdout_fd: i
     return status
 
 
-async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, log: _Log,
+async def _open_ws(http: aiohttp.ClientSession, url: str, headers, protocols, log: WireLog,
                    note: Note) -> WsSide | None:
     """Connect to the agent's WebSocket, logging the handshake (``ws-open``, or the
     status it was refused with); None, said, when it cannot be reached."""
@@ -877,14 +877,14 @@ class Listener:
             t["agent"] = "stdio"
         return t
 
-    def next_log(self, kind: str) -> _Log:
+    def next_log(self, kind: str) -> WireLog:
         nth = self.count
         self.count += 1
         return self.opts.log(self.argv, nth, self.transport(kind))
 
     # -- what a client sends, as the log keeps it and as it is passed on
 
-    def logged_headers(self, headers, log: _Log) -> list[list[str]]:
+    def logged_headers(self, headers, log: WireLog) -> list[list[str]]:
         """A client's headers as the log keeps them: credentials as tokens, and the
         listener's own token never (not even with --keep-secrets)."""
         out = logged_headers(headers, log)
@@ -1077,7 +1077,7 @@ def _refuse(refusal) -> web.Response:
     return resp
 
 
-def _logged_protocols(offered: list[str], log: _Log) -> list[str]:
+def _logged_protocols(offered: list[str], log: WireLog) -> list[str]:
     """The subprotocols a client offered as the log keeps them: a bearer token carried
     there (as browsers must, and Kubernetes does) as a redaction token."""
     if not log.redact:
