@@ -11,9 +11,12 @@ plugin, ``acp-align``). The reasoning is in docs/sameness.md.
 - :mod:`~acp_pipes.sameness.volatile`: volatile values: minted identifiers and clocks
   (:mod:`~acp_pipes.sameness.minted`), the vendor presets (``presets.json``,
   ``--preset FILE``) with their scrubbers, and the :class:`View` a frame is compared as.
-- :mod:`~acp_pipes.sameness.noise`: noise learned from other recordings of one script.
+- :mod:`~acp_pipes.sameness.noise`: noise learned from other recordings of one script
+  (:func:`learn_noise`, in :mod:`~acp_pipes.sameness.runs`).
 - :mod:`~acp_pipes.sameness.match`: a run matched online against a recording as a
-  partial order (:class:`Matcher`); :mod:`~acp_pipes.sameness.runs`: two finished
+  partial order (:class:`Matcher`), its recorded frames held as
+  :mod:`~acp_pipes.sameness.slots`, what a frame that is not the same is named in
+  :mod:`~acp_pipes.sameness.mismatch`; :mod:`~acp_pipes.sameness.runs`: two finished
   recordings compared (:func:`compare_runs`).
 - :mod:`~acp_pipes.sameness.verdicts`: what a comparison finds: a :class:`Difference`
   (real) or a :class:`Note` (tolerated), each one JSON event.
@@ -46,8 +49,8 @@ _HOME = {
     "rules_for": "volatile",
     "Noise": "noise",
     "Template": "noise",
-    "learn_noise": "noise",
-    "Matched": "match",
+    "learn_noise": "runs",
+    "Matched": "slots",
     "Matcher": "match",
     "Comparison": "runs",
     "compare_runs": "runs",

@@ -53,7 +53,7 @@ from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.spawn import end_agent, exited, signal_agent, start_agent, stop_agent
 from acp_pipes.replay.trace.tracefile import UNPARSED, Pair, Trace, TraceReader, parsed
 from acp_pipes.sameness.jsondiff import dumps
-from acp_pipes.sameness.match import Matched, Slot
+from acp_pipes.sameness.slots import Matched, Slot
 from acp_pipes.sameness.minted import rename
 from acp_pipes.sameness.verdicts import Difference, Note
 
