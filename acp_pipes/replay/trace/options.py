@@ -1,12 +1,13 @@
 """How a trace is replayed (:class:`ReplayOptions`), shared by both trace replays, in a
 module of its own: ``acp-replay --client`` builds its options without loading the
-replay-as-agent engine (:mod:`acp_pipes.replay.trace.agent`)."""
+replay-as-agent engine (:mod:`acp_pipes.replay.trace.agent`). The CLI builds them once,
+from its arguments, and hands this one value down: nothing below it reads an argument."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
@@ -45,6 +46,20 @@ class ReplayOptions:
     presets: list[Preset] | None = None  # None: the package's (volatile values)
     noise: Noise | None = None  # learned from other recordings of the script
     grace: float = GRACE
+    # --client, the run's wire log
+    clock: str = "system"  # receipt times (acp_pipes.io.wire.make_clock): system|epoch|nanos:N
+    host: bool = True  # host os/arch/cwd/pid in the log's header
+    _tick: Callable[[], int] | None = field(default=None, init=False, repr=False,
+                                             compare=False)
+
+    def tick(self) -> Callable[[], int]:
+        """The run's clock, made from :attr:`clock` once (an OptionError for a value it
+        does not take: asked before the agent starts, it refuses the run there)."""
+        if self._tick is None:
+            from acp_pipes.io.wire import make_clock
+
+            self._tick = make_clock(self.clock)
+        return self._tick
 
     def normalizer(self) -> Normalizer:
         from acp_pipes.sameness.normalize import Normalizer
