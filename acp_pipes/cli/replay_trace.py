@@ -17,24 +17,21 @@ import subprocess
 from collections.abc import Callable, Iterable
 
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, EXIT_USAGE, Context, UsageError
-from acp_pipes.io.lines import display_name
 from acp_pipes.io.output import create
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from acp_pipes.errors import Warn
     from acp_pipes.replay.trace.options import ReplayOptions
-    from acp_pipes.sameness.noise import Noise
 
-__all__ = ["learn", "options_of", "presets_of", "run"]
+__all__ = ["options_of", "run"]
 
 
 def options_of(args: argparse.Namespace, ctx: Context, path: str, remap_log,
                report: Callable[[dict], None]) -> ReplayOptions:
     """The replay's options from the arguments, every value checked (a usage error
     before the agent starts): ``--client``'s presets loaded, its noise learned from the
-    other recordings (:func:`learn`) and its clock made."""
+    other recordings (:meth:`ReplayOptions.learn_noise`) and its clock made."""
     from acp_pipes.replay.trace.options import ReplayOptions
 
     if args.ignore:  # refused before the agent starts
@@ -51,44 +48,14 @@ def options_of(args: argparse.Namespace, ctx: Context, path: str, remap_log,
         opt.keep_going = args.keep_going
         opt.workspace = args.workspace
         if args.preset or args.no_preset:  # else the package's alone, loaded when asked
+            from acp_pipes.sameness.volatile import presets_of
+
             opt.presets = presets_of(args.preset, args.no_preset)
         if args.noise:
-            opt.noise = learn(path, args.noise, args.session, opt, ctx.warn)
-            report(opt.noise.summary())
+            report(opt.learn_noise(path, args.noise, args.session, ctx.warn))
         opt.clock, opt.host = args.clock, not args.no_host
         opt.tick()  # refused before the agent starts
     return opt
-
-
-def presets_of(paths: list[str], no_preset: bool) -> list:
-    """``--preset FILE`` and ``--no-preset`` (acp-replay --client, acp-align): the
-    package's presets (unless ``no_preset``), then each file's; a file that cannot be read
-    or is no preset file is the file's error (exit 2, naming it)."""
-    from acp_pipes.io.lines import open_source
-    from acp_pipes.sameness.volatile import default_presets, load_presets
-
-    presets = [] if no_preset else default_presets()
-    for path in paths:
-        with open_source(path) as f:
-            presets += load_presets(f.read(), display_name(path))
-    return presets
-
-
-def learn(path: str, others: list[str], session: str | None, options: ReplayOptions,
-          warn: Warn) -> Noise:
-    """``--noise TRACE``: what differs between the recording at ``path`` and each of
-    ``others`` (:func:`acp_pipes.sameness.runs.learn_noise`)."""
-    from acp_pipes.replay.trace.tracefile import open_trace
-    from acp_pipes.sameness.runs import learn_noise
-
-    def frames(p: str) -> list:
-        trace = open_trace(p, warn=warn)
-        trace.session = session
-        return list(trace)
-
-    primary = frames(path)
-    return learn_noise(primary, [(display_name(p), frames(p)) for p in others],
-                       rules_for=options.rules_for)
 
 
 def run(args: argparse.Namespace, ctx: Context, mode: str, path: str,

@@ -21,7 +21,8 @@ plugin, ``acp-align``). The reasoning is in docs/sameness.md.
 - :mod:`~acp_pipes.sameness.verdicts`: what a comparison finds: a :class:`Difference`
   (real) or a :class:`Note` (tolerated), each one JSON event.
 
-Pure: no I/O but the package's own preset file; nothing here imports a tool. The names
+Pure: no I/O but preset files (the package's own, and ``--preset`` files:
+:func:`~acp_pipes.sameness.volatile.presets_of`); nothing here imports a tool. The names
 below are imported on first use (PEP 562), so a re-drive that matches every frame by its
 bytes loads none of the matching.
 """

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from acp_pipes.sameness.normalize import Normalizer
 
 __all__ = ["FORMAT", "Preset", "Rules", "Scrubber", "View", "agent_name", "default_presets",
-           "load_presets", "rules_for"]
+           "load_presets", "presets_of", "rules_for"]
 
 FORMAT = "acp-pipes/presets"
 _KEYS = frozenset({"agent", "why", "ignore", "scrub", "floating", "optional", "name"})
@@ -201,6 +201,19 @@ def default_presets() -> list[Preset]:
     with open(os.path.join(os.path.dirname(__file__), "presets.json"), "rb") as f:
         data = f.read()
     return load_presets(data, "acp_pipes/sameness/presets.json")
+
+
+def presets_of(paths: list[str], no_preset: bool) -> list[Preset]:
+    """``--preset FILE`` and ``--no-preset`` (acp-replay --client, acp-align): the
+    package's presets (unless ``no_preset``), then each file's; a file that cannot be read
+    or is no preset file is the file's error (exit 2, naming it)."""
+    from acp_pipes.io.lines import display_name, open_source
+
+    presets = [] if no_preset else default_presets()
+    for path in paths:
+        with open_source(path) as f:
+            presets += load_presets(f.read(), display_name(path))
+    return presets
 
 
 def agent_name(initialize_result: Any) -> str | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
+    from acp_pipes.errors import Warn
     from acp_pipes.sameness.noise import Noise
     from acp_pipes.sameness.normalize import Normalizer
     from acp_pipes.sameness.volatile import Preset, Rules
@@ -60,6 +61,26 @@ class ReplayOptions:
 
             self._tick = make_clock(self.clock)
         return self._tick
+
+    def learn_noise(self, path: str, others: Sequence[str], session: str | None,
+                    warn: Warn) -> dict[str, Any]:
+        """``--noise TRACE``: what differs between the recording at ``path`` and each of
+        ``others`` (:func:`acp_pipes.sameness.runs.learn_noise`), learned into
+        :attr:`noise` (``session``: of that session alone); returns what was learned,
+        as a report event."""
+        from acp_pipes.io.lines import display_name
+        from acp_pipes.replay.trace.tracefile import Pair, open_trace
+        from acp_pipes.sameness.runs import learn_noise
+
+        def frames(p: str) -> list[Pair]:
+            trace = open_trace(p, warn=warn)
+            trace.session = session
+            return list(trace)
+
+        primary = frames(path)
+        self.noise = learn_noise(primary, [(display_name(p), frames(p)) for p in others],
+                                 rules_for=self.rules_for)
+        return self.noise.summary()
 
     def normalizer(self) -> Normalizer:
         from acp_pipes.sameness.normalize import Normalizer
