@@ -149,7 +149,7 @@ class _Cursor:
         """The agent frames up to the next client frame (which becomes :attr:`next`)."""
         out: list[Pair] = []
         watch = self.watch
-        see = watch.see
+        learn = watch.learn
         pair = None
         for pair in self.it:
             rec, raw = pair
@@ -157,7 +157,7 @@ class _Cursor:
             kind = rec.get("kind")
             if (b'"id"' in raw or b"\\u" in raw or b"state_update" in raw) if kind is None \
                     else (kind != "notification" or b"state_update" in raw):
-                see(rec, raw)
+                learn(rec, raw)
             if rec["dir"] == C2A:
                 self.next = pair
                 self.read_c2a += 1
