@@ -10,7 +10,7 @@ matcher is told what happened as if the frames had matched."""
 from __future__ import annotations
 
 from collections import ChainMap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acp_pipes.sameness.events import A2C, C2A, Event
 from acp_pipes.sameness.jsondiff import MAX_DIFF, pointer_diff
@@ -19,12 +19,33 @@ from acp_pipes.sameness.slots import Matched, Slot, Trial
 from acp_pipes.sameness.verdicts import Difference, Note
 
 if TYPE_CHECKING:
-    from acp_pipes.sameness.match import Matcher
+    from acp_pipes.sameness.noise import Noise
+    from acp_pipes.sameness.volatile import View
 
-__all__ = ["differs", "extra", "late", "out_of_order", "pair"]
+__all__ = ["MatchState", "differs", "extra", "late", "out_of_order", "pair"]
 
 
-def pair(m: Matcher, ev: Event, slots: list[Slot]) -> Slot | None:
+class MatchState(Protocol):
+    """What naming a mismatch reads and tells of the matcher
+    (:class:`acp_pipes.sameness.match.Matcher`)."""
+
+    names: dict[str, str]  # minted values learned: recorded -> live
+    back: dict[str, str]  # and live -> recorded
+    view: View
+    noise: Noise | None
+    keep_going: bool
+    slots: dict[int, Slot]  # built and not done
+    late: dict[tuple, dict[int, Slot]]  # given up as missing, by class
+    matched_by_live: dict[Any, Slot]
+
+    def views(self, slot: Slot, ev: Event, names: Any) -> tuple[Any, Any]: ...
+
+    def commit(self, trial: Trial) -> None: ...
+
+    def mark_done(self, slot: Slot) -> None: ...
+
+
+def pair(m: MatchState, ev: Event, slots: list[Slot]) -> Slot | None:
     """Of the recorded frames of a live frame's class, the one it stands for: the
     same entity under the renaming, else a new entity for a new one, else the
     first."""
@@ -48,7 +69,7 @@ def pair(m: Matcher, ev: Event, slots: list[Slot]) -> Slot | None:
     return slots[0]
 
 
-def differs(m: Matcher, slot: Slot, ev: Event) -> Difference:
+def differs(m: MatchState, slot: Slot, ev: Event) -> Difference:
     """How ``ev`` differs from the recorded frame it stands for: the pointers that
     differ under the view, or the renaming it would break."""
     rec = slot.event()
@@ -73,7 +94,7 @@ def differs(m: Matcher, slot: Slot, ev: Event) -> Difference:
     return d
 
 
-def out_of_order(m: Matcher, slot: Slot, ev: Event, trial: Trial) -> Difference | Matched:
+def out_of_order(m: MatchState, slot: Slot, ev: Event, trial: Trial) -> Difference | Matched:
     """``ev`` is the recorded frame ``slot``, which waits on frames that have not come:
     an order other recordings showed too (a note), the end of a turn that came without
     the turn's frames (``missing``), or a frame before what it follows (``order``)."""
@@ -102,7 +123,7 @@ def out_of_order(m: Matcher, slot: Slot, ev: Event, trial: Trial) -> Difference 
     return d
 
 
-def _turn_ended(m: Matcher, rec: Event, ev: Event, agents: list[Slot]) -> Difference:
+def _turn_ended(m: MatchState, rec: Event, ev: Event, agents: list[Slot]) -> Difference:
     """The agent ended the turn (``rec``, its answer or v2 state) without the turn's
     recorded ``agents`` frames."""
     gone = agents[0].event()  # the first of the turn's frames that did not come
@@ -130,7 +151,7 @@ def _before(rec: Event, ev: Event, before: list[Slot], first: Slot | None) -> Di
     return d
 
 
-def late(m: Matcher, slot: Slot, ev: Event, trial: Trial) -> Difference:
+def late(m: MatchState, slot: Slot, ev: Event, trial: Trial) -> Difference:
     """A frame given up as missing came after all (going on after a difference)."""
     rec = slot.event()
     got = m.late.get(slot.cls)
@@ -145,7 +166,7 @@ def late(m: Matcher, slot: Slot, ev: Event, trial: Trial) -> Difference:
     return d
 
 
-def extra(m: Matcher, ev: Event) -> Difference | Note:
+def extra(m: MatchState, ev: Event) -> Difference | Note:
     """A frame the recording does not have here: a note when the presets or the noise
     say the agent sends it only sometimes."""
     why = m.view.rules.optional(ev.method, ev.update)
