@@ -23,14 +23,13 @@ plugin, ``acp-align``). The reasoning is in docs/sameness.md.
 
 Pure: no I/O but preset files (the package's own, and ``--preset`` files:
 :func:`~acp_pipes.sameness.volatile.presets_of`); nothing here imports a tool. The names
-below are imported on first use (PEP 562), so a re-drive that matches every frame by its
-bytes loads none of the matching.
+below are imported on first use (:mod:`acp_pipes.lazy`), so a re-drive that matches
+every frame by its bytes loads none of the matching.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from acp_pipes.lazy import lazy_names
 
 #: public name -> the module that defines it
 _HOME = {
@@ -64,15 +63,4 @@ _HOME = {
 
 __all__ = [*_HOME]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
+__getattr__, __dir__ = lazy_names(__name__, _HOME)
