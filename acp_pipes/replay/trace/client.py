@@ -49,7 +49,15 @@ from acp_pipes.replay.trace.ids import frame_value, id_key, splice_id, top_id_sp
 from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.patience import Patience
 from acp_pipes.replay.trace.pipes import AgentPipes, end_log, open_log
-from acp_pipes.replay.trace.recording import SKIP, STEP, TAKE, Recording, asks, described
+from acp_pipes.replay.trace.recording import (
+    BACKLOG,
+    SKIP,
+    STEP,
+    TAKE,
+    Recording,
+    asks,
+    described,
+)
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 from acp_pipes.replay.trace.tracefile import Trace, TraceReader
 from acp_pipes.sameness.jsondiff import dumps
@@ -407,7 +415,10 @@ class _Driver:
         self.checked += 1
         # (only a request is described now: its answer is due)
         ev = described(rec, raw) if asks(raw) else None
-        slot = self.m.take(rec, raw, ev)
+        m = self.m
+        slot = m.take(rec, raw, ev)
+        if len(m.unbuilt) > 2 * BACKLOG:  # an agent faster than the run: it never idles
+            m.build_some(BACKLOG)
         return ev is None or ev.kind != "request" or self.answer(slot, raw)
 
     def send_step(self) -> str | None:

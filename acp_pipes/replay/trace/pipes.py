@@ -28,6 +28,10 @@ from acp_pipes.tee.logfile import FileSink, WireLog
 __all__ = ["AgentPipes", "end_log", "open_log"]
 
 _READ = 65536  # a pipe's default capacity: one read takes what the agent has written
+#: Reads of the agent whose log records may wait for the run to wait (at most 1 MiB of
+#: frames): an agent that writes faster than the run compares never lets it wait, and
+#: its frames' records would wait in memory to the end of the session.
+_LOG_BACKLOG = 16
 
 
 class AgentPipes:
@@ -125,9 +129,12 @@ class AgentPipes:
         else:
             raws = chunk[:end].split(b"\n")
         self.tail = [chunk[end + 1:]] if end + 1 < len(chunk) else []
-        seq = self.log.note_frames(A2C, raws)
+        log = self.log
+        seq = log.note_frames(A2C, raws)
         self.live.extend(zip(range(seq, seq + len(raws)), raws, strict=True))
         self.arrived += len(raws)
+        if len(log.noted) >= _LOG_BACKLOG:
+            log.flush()
 
     def write(self) -> None:
         """Write what the agent's input pipe has room for."""
