@@ -776,8 +776,7 @@ def test_client_stdin_closed(tmp_path):
 def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
     """The proxy formats common records itself, for speed; each must be byte for byte
     what :func:`acp_pipes.io.wire.frame_record` gives, as orjson writes it."""
-    from acp_pipes.tee.logfile import Sink
-    from acp_pipes.tee.pump import WireLog as _Log
+    from acp_pipes.tee.logfile import Sink, WireLog
 
     frames = [
         b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
@@ -792,7 +791,7 @@ def test_log_records_are_the_wire_formats_bytes(tmp_path, direction, nolf):
     ]
     path = tmp_path / "log.jsonl"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    log = _Log(Sink(fd, str(path)), lambda: 1764522928123456789, True, lambda m: None)
+    log = WireLog(Sink(fd, str(path)), lambda: 1764522928123456789, True, lambda m: None)
     log.frames(direction, frames, nolf=nolf)
     log.close()
     redactor = log.redactor  # the log's own key: the same tokens again

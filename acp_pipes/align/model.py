@@ -44,7 +44,7 @@ __all__ = ["Learned", "Volatile", "agent_name", "happens_before", "kind_of", "le
            "viewed_seqs"]
 
 #: The window of a floating notification, in client steps on each side of where it was
-#: recorded: the model's (:data:`acp_pipes.sameness.match.WINDOW`), not imported so a
+#: recorded: the model's (:data:`acp_pipes.sameness.slots.WINDOW`), not imported so a
 #: comparison does not load the online matcher.
 WINDOW = 1
 
@@ -194,7 +194,7 @@ def learn(path: str, others: Sequence[tuple[str, str]], volatile: Volatile,
     """What differs between the trace ``path`` (run A) and each of ``others`` (``(name,
     path)``), by the model, under ``volatile``'s rules."""
     from acp_pipes.replay.trace import open_trace
-    from acp_pipes.sameness.noise import learn_noise
+    from acp_pipes.sameness.runs import learn_noise
 
     def frames(p: str) -> list[tuple[dict[str, Any], bytes]]:
         return list(open_trace(p, warn=warn))

@@ -130,6 +130,17 @@ MODES: dict[str, Mode] = {
 #: The flags that choose a mode, in the order a conflict names them.
 SELECTORS = ("serve", "compare", "emit", "client")
 
+
+def _flag(flag: str, help: str) -> tuple[str, None, dict]:
+    """An option without a value (:data:`OPTIONS`)."""
+    return flag, None, {"action": "store_true", "help": help}
+
+
+def _repeated(flag: str, value: str, help: str) -> tuple[str, str, dict]:
+    """An option that may be given again, each value kept (:data:`OPTIONS`)."""
+    return flag, value, {"action": "append", "help": help}
+
+
 #: Every option of a mode: dest -> (flag, its value in usage lines or None, add_argument
 #: keywords). Unset options are None (or False) so that :func:`choose` sees which were
 #: given; their defaults are in :data:`DEFAULTS`.
@@ -141,10 +152,9 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
     "emit": ("--emit", "a2c|c2a", dict(
         choices=("a2c", "c2a"),
         help="write the recorded bytes of one direction and exit (offline)")),
-    "client": ("--client", None, dict(
-        action="store_true",
-        help="replay the client side against a live agent: --client TRACE -- AGENT "
-             "[ARGS...]; -o gets the run's wire log")),
+    "client": _flag("--client",
+        "replay the client side against a live agent: --client TRACE -- AGENT "
+        "[ARGS...]; -o gets the run's wire log"),
     "match": ("--match", "order|any", dict(
         choices=("order", "any"),
         help="order (default): client frames in recorded order; any: serve each client "
@@ -153,48 +163,39 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
     "pace": ("--pace", "fast|recorded", dict(
         choices=("fast", "recorded"),
         help="fast (default), or keep the recorded gaps between frames")),
-    "ignore": ("--ignore", "POINTER", dict(
-        action="append",
-        help="JSON pointer (RFC 6901, * = any key or index) not to match on: removed "
-             "(object member) or masked (array element) before hashing; repeatable")),
-    "remap_ids": ("--remap-ids", None, dict(
-        action="store_true",
-        help="match modulo JSON-RPC id; give each side its own ids (spliced into the "
-             "recorded bytes, nothing else changes)")),
+    "ignore": _repeated("--ignore", "POINTER",
+        "JSON pointer (RFC 6901, * = any key or index) not to match on: removed "
+        "(object member) or masked (array element) before hashing; repeatable"),
+    "remap_ids": _flag("--remap-ids",
+        "match modulo JSON-RPC id; give each side its own ids (spliced into the "
+        "recorded bytes, nothing else changes)"),
     "remap_log": ("--remap-log", "FILE", dict(
         help="with --remap-ids: write each id mapping as JSONL (recorded, live, dir, seq)")),
     "timeout": ("--timeout", "SECONDS", dict(
         type=float,
         help="--client: how long an agent may stay silent (default 10)")),
-    "strict": ("--strict", None, dict(
-        action="store_true", help="--client: stop at the first difference (the default)")),
-    "keep_going": ("--keep-going", None, dict(
-        action="store_true",
-        help="--client: go on after a difference and list every one to the end")),
-    "strict_order": ("--strict-order", None, dict(
-        action="store_true",
-        help="--client: compare the agent's frames in recorded order, floating "
-             "notifications too (the re-drive before the model of the same session)")),
+    "strict": _flag("--strict", "--client: stop at the first difference (the default)"),
+    "keep_going": _flag("--keep-going",
+        "--client: go on after a difference and list every one to the end"),
+    "strict_order": _flag("--strict-order",
+        "--client: compare the agent's frames in recorded order, floating "
+        "notifications too (the re-drive before the model of the same session)"),
     "workspace": ("--workspace", "DIR", dict(
         help="--client: perform the recorded client's file writes under DIR, the "
              "session's working directory mapped onto it (without it nothing is written)")),
-    "preset": ("--preset", "FILE", dict(
-        action="append",
-        help="--client: volatile values of more agents (a preset file, as "
-             "acp_pipes/sameness/presets.json); repeatable")),
-    "no_preset": ("--no-preset", None, dict(
-        action="store_true",
-        help="--client: none of the package's presets (minted IDs and clocks still "
-             "learned and dropped)")),
-    "noise": ("--noise", "TRACE", dict(
-        action="append",
-        help="--client: another recording of the same script: what differs between it "
-             "and TRACE is noise, tolerated and said; repeatable")),
+    "preset": _repeated("--preset", "FILE",
+        "--client: volatile values of more agents (a preset file, as "
+        "acp_pipes/sameness/presets.json); repeatable"),
+    "no_preset": _flag("--no-preset",
+        "--client: none of the package's presets (minted IDs and clocks still "
+        "learned and dropped)"),
+    "noise": _repeated("--noise", "TRACE",
+        "--client: another recording of the same script: what differs between it "
+        "and TRACE is noise, tolerated and said; repeatable"),
     "clock": ("--clock", "system|epoch|nanos:N", dict(
         help="--client: receipt times in the run's wire log (as acp-tee)")),
-    "no_host": ("--no-host", None, dict(
-        action="store_true",
-        help="--client: leave host os/arch/cwd/pid out of the wire log header")),
+    "no_host": _flag("--no-host",
+        "--client: leave host os/arch/cwd/pid out of the wire log header"),
     "protocol": ("--protocol", "1|2", dict(
         type=int, choices=(1, 2),
         help="ASR stream: the ACP version to replay as: 2 (default), the updates of "
@@ -202,25 +203,20 @@ OPTIONS: dict[str, tuple[str, str | None, dict]] = {
     "session": ("--session", "ID", dict(
         help="trace: replay only session ID (its frames, and the connection's own: "
              "initialize, ...), as acp-asr --session converts one")),
-    "quiet": ("--quiet", None, dict(
-        action="store_true",
-        help="ASR stream: say the loss report only when the run fails (--report FILE "
-             "still gets it); -q for short")),
+    "quiet": _flag("--quiet",
+        "ASR stream: say the loss report only when the run fails (--report FILE "
+        "still gets it); -q for short"),
     "session_id": ("--session-id", "ID", dict(
         help="ASR stream: replay (or serve) under this session id")),
     "report": ("--report", "FILE", dict(
         help="ASR stream: also write the loss report (JSON lines) to FILE")),
-    "wire": ("--wire", "WIRELOG", dict(
-        action="append",
-        help="ASR stream: resend the captured agent frames from the wire log(s) it was "
-             "recorded from (one per connection, in order)")),
-    "serve": ("--serve", None, dict(
-        action="store_true",
-        help="serve ASR streams as a read-only ACP agent on stdio (v1 or v2, as the "
-             "client asks): --serve STREAM...")),
-    "compare": ("--compare", None, dict(
-        action="store_true",
-        help="compare the context views of two ASR streams: --compare S S2")),
+    "wire": _repeated("--wire", "WIRELOG",
+        "ASR stream: resend the captured agent frames from the wire log(s) it was "
+        "recorded from (one per connection, in order)"),
+    "serve": _flag("--serve",
+        "serve ASR streams as a read-only ACP agent on stdio (v1 or v2, as the "
+        "client asks): --serve STREAM..."),
+    "compare": _flag("--compare", "compare the context views of two ASR streams: --compare S S2"),
 }
 DEFAULTS = {"match": "order", "pace": "fast", "ignore": [], "timeout": 10.0,
             "clock": "system", "wire": [], "protocol": 2, "preset": [], "noise": []}
@@ -275,43 +271,59 @@ def choose(args: argparse.Namespace, sniff) -> tuple[str, str | None, object]:
     if len(picked) > 1:
         raise UsageError(f"--{picked[0]} and --{picked[1]} do not go together")
     files = [f for f in (args.files or []) if f]
-    unusable: InputError | None = None
     command = list(getattr(args, "command", None) or [])
     if command and picked != ["client"]:
         raise UsageError("an agent command is only used with --client")
-    fmt = lines = None
-    unnamed = False
-    name: str | None
     if picked in (["serve"], ["compare"]):
-        name = picked[0]
+        name, fmt, lines, unusable, unnamed = picked[0], None, None, None, False
     else:
-        name = picked[0] if picked else None
         unnamed = not files
         files = files or [STDIN]  # as for every tool: no file is stdin
-        if len(files) != 1:
-            raise UsageError(ONE_TRACE)
-        if name == "client" and not command:
-            raise UsageError("--client needs the agent command: acp-replay --client TRACE "
-                             "-- AGENT [ARGS...]")
-        if name is None and files[0] == STDIN and sys.stdin is None:
-            name = "agent"  # stdin closed (<&-): nothing to look at
-        else:
-            try:
-                fmt, lines = sniff(files[0])
-            except InputError as e:  # empty, or no JSONL: said once the mode is known,
-                if files[0] != STDIN:  # unless stdin turns out to be the client's
-                    raise
-                fmt, lines, unusable = None, iter(()), e
-            kind = STREAM if fmt == ASR else TRACE
-            if name is None:
-                name = "agent" if kind == TRACE else "stream"
-            elif kind != MODES[name].reads:
-                raise UsageError(f"--{name} is for traces; {display_name(files[0])} is "
-                                 f"{describe(fmt)}")
-    mode = MODES[name]
+        name, fmt, lines, unusable = _one_input(picked[0] if picked else None, files,
+                                                bool(command), sniff)
     if name == "agent" and unnamed:
         raise UsageError(ONE_TRACE)  # stdin is the client's, and no TRACE was named
     _check_options(args, name, files[0] if len(files) == 1 else None, fmt)
+    _check_files(name, files)
+    if unusable is not None:
+        raise unusable
+    for dest, value in DEFAULTS.items():
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, value)
+    return name, fmt, lines
+
+
+def _one_input(name: str | None, files: list[str], command: bool, sniff
+               ) -> tuple[str, str | None, object, InputError | None]:
+    """The mode of one input file (``name``: the mode a flag asked for), by the format
+    its first line names: (name, format, lines, the error that makes it unusable, said
+    once the mode is known)."""
+    if len(files) != 1:
+        raise UsageError(ONE_TRACE)
+    if name == "client" and not command:
+        raise UsageError("--client needs the agent command: acp-replay --client TRACE "
+                         "-- AGENT [ARGS...]")
+    if name is None and files[0] == STDIN and sys.stdin is None:
+        return "agent", None, None, None  # stdin closed (<&-): nothing to look at
+    unusable = None
+    try:
+        fmt, lines = sniff(files[0])
+    except InputError as e:  # empty, or no JSONL: said once the mode is known,
+        if files[0] != STDIN:  # unless stdin turns out to be the client's
+            raise
+        fmt, lines, unusable = None, iter(()), e
+    kind = STREAM if fmt == ASR else TRACE
+    if name is None:
+        name = "agent" if kind == TRACE else "stream"
+    elif kind != MODES[name].reads:
+        raise UsageError(f"--{name} is for traces; {display_name(files[0])} is "
+                         f"{describe(fmt)}")
+    return name, fmt, lines, unusable
+
+
+def _check_files(name: str, files: list[str]) -> None:
+    """As many input files as the mode takes, and stdin not the client's own."""
+    mode = MODES[name]
     low, high = mode.files
     if not low <= len(files) <= (high or len(files)):
         if name == "serve":
@@ -323,12 +335,6 @@ def choose(args: argparse.Namespace, sniff) -> tuple[str, str | None, object]:
             raise UsageError("--serve: stdin is the client's; name the stream files")
         raise UsageError("TRACE cannot be stdin when replaying as the agent: stdin is "
                          "the client's")
-    if unusable is not None:
-        raise unusable
-    for dest, value in DEFAULTS.items():
-        if getattr(args, dest, None) is None:
-            setattr(args, dest, value)
-    return name, fmt, lines
 
 
 def _check_options(args: argparse.Namespace, name: str, path: str | None,

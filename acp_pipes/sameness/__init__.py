@@ -11,22 +11,25 @@ plugin, ``acp-align``). The reasoning is in docs/sameness.md.
 - :mod:`~acp_pipes.sameness.volatile`: volatile values: minted identifiers and clocks
   (:mod:`~acp_pipes.sameness.minted`), the vendor presets (``presets.json``,
   ``--preset FILE``) with their scrubbers, and the :class:`View` a frame is compared as.
-- :mod:`~acp_pipes.sameness.noise`: noise learned from other recordings of one script.
+- :mod:`~acp_pipes.sameness.noise`: noise learned from other recordings of one script
+  (:func:`learn_noise`, in :mod:`~acp_pipes.sameness.runs`).
 - :mod:`~acp_pipes.sameness.match`: a run matched online against a recording as a
-  partial order (:class:`Matcher`); :mod:`~acp_pipes.sameness.runs`: two finished
+  partial order (:class:`Matcher`), its recorded frames held as
+  :mod:`~acp_pipes.sameness.slots`, what a frame that is not the same is named in
+  :mod:`~acp_pipes.sameness.mismatch`; :mod:`~acp_pipes.sameness.runs`: two finished
   recordings compared (:func:`compare_runs`).
 - :mod:`~acp_pipes.sameness.verdicts`: what a comparison finds: a :class:`Difference`
   (real) or a :class:`Note` (tolerated), each one JSON event.
 
-Pure: no I/O but the package's own preset file; nothing here imports a tool. The names
-below are imported on first use (PEP 562), so a re-drive that matches every frame by its
-bytes loads none of the matching.
+Pure: no I/O but preset files (the package's own, and ``--preset`` files:
+:func:`~acp_pipes.sameness.volatile.presets_of`); nothing here imports a tool. The names
+below are imported on first use (:mod:`acp_pipes.lazy`), so a re-drive that matches
+every frame by its bytes loads none of the matching.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from acp_pipes.lazy import lazy_names
 
 #: public name -> the module that defines it
 _HOME = {
@@ -46,8 +49,8 @@ _HOME = {
     "rules_for": "volatile",
     "Noise": "noise",
     "Template": "noise",
-    "learn_noise": "noise",
-    "Matched": "match",
+    "learn_noise": "runs",
+    "Matched": "slots",
     "Matcher": "match",
     "Comparison": "runs",
     "compare_runs": "runs",
@@ -60,15 +63,4 @@ _HOME = {
 
 __all__ = [*_HOME]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -36,14 +36,27 @@ never parsed unless something after it could wait on it (an answer, v2's state).
 from __future__ import annotations
 
 from collections import ChainMap, deque
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from acp_pipes.sameness import mismatch
 from acp_pipes.sameness.events import A2C, C2A, Event, describe, parse
-from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
-from acp_pipes.sameness.jsondiff import MAX_DIFF, pointer_diff
+from acp_pipes.sameness.jsondiff import pointer_diff
 from acp_pipes.sameness.minted import learn
 from acp_pipes.sameness.order import Order
+from acp_pipes.sameness.slots import (
+    DONE,
+    ENABLED,
+    FLOAT,
+    UNBUILT,
+    WAITING,
+    WINDOW,
+    Matched,
+    Slot,
+    Trial,
+    may_float,
+    ordered,
+)
 from acp_pipes.sameness.verdicts import Difference, Note
 from acp_pipes.sameness.volatile import Rules, View, agent_name
 
@@ -52,74 +65,7 @@ if TYPE_CHECKING:
 
     from acp_pipes.sameness.noise import Noise
 
-__all__ = ["DONE", "Matched", "Matcher", "Slot", "Trial", "may_float"]
-
-#: The names a match would learn: (recorded -> live, live -> recorded).
-Trial = tuple[MutableMapping[str, str], MutableMapping[str, str]]
-
-_UNBUILT, _WAITING, _ENABLED, _FLOAT, _DONE = range(5)
-DONE = _DONE  # a slot's state once matched or sent (a caller's inline fast path sets it)
-#: the bytes of every floating notification name its kind (a frame without them is
-#: known not to float without parsing it)
-_FLOATING_BYTES = tuple(k.encode() for k in (*FLOATING, *FLOATING_METHODS))
-
-
-def may_float(raw: bytes) -> bool:
-    """Whether a frame's bytes name a kind that floats (when they do not, it does not)."""
-    for name in _FLOATING_BYTES:  # (a memchr each: a regex of them all cost more)
-        if name in raw:
-            return True
-    return False
-#: A window's width in client steps on each side of where a floating notification was
-#: recorded (one: a title written while a turn ran may come after the next prompt).
-WINDOW = 1
-
-
-class Slot:
-    """A recorded frame in the matcher: its record and bytes, its event once built, its
-    state, and the frames waiting on it."""
-
-    __slots__ = ("index", "rec", "raw", "dir", "ev", "state", "missing", "succ",
-                 "preds", "steps", "gates", "optional", "cls", "sent", "step")
-
-    def __init__(self, index: int, rec: dict[str, Any], raw: bytes, d: str, steps: int):
-        self.index = index
-        self.rec = rec
-        self.raw = raw
-        self.dir = d
-        self.ev: Event | None = None
-        self.state = _UNBUILT
-        self.missing = 0
-        self.succ: list[Slot] = []
-        self.preds: list[int] = []
-        self.steps = steps  # client steps recorded before it
-        self.gates = True  # the client's next step waits for it
-        self.optional: str | None = None  # why it is one the agent sends only sometimes
-        self.cls: tuple = ()
-        self.sent = False  # it happened: a client frame sent, an agent frame taken
-        self.step = False  # a client frame the client started (no answer)
-
-    @property
-    def done(self) -> bool:
-        return self.state == _DONE
-
-    def event(self) -> Event:
-        if self.ev is None:
-            self.ev = describe(self.index, self.dir, self.raw, seq=self.rec.get("seq"))
-        return self.ev
-
-
-class Matched:
-    """A live frame (``live``) matched: the recorded frame it matched, and what was
-    tolerated."""
-
-    __slots__ = ("slot", "live", "notes")
-
-    def __init__(self, slot: Slot, live: Event, notes: list[Note] | None = None):
-        self.slot = slot
-        self.live = live
-        self.notes = notes or []
-
+__all__ = ["Matcher"]
 
 class Matcher:
     """One run matched against one recording (see the module). ``view``: how frames are
@@ -255,25 +201,38 @@ class Matcher:
     def _build(self, slot: Slot) -> None:
         if slot.sent and slot.ev is None and slot.dir == A2C and self.named:
             self.order.happened(parse(slot.raw))  # taken by its bytes: the cheap half
-            slot.state = _DONE
+            slot.state = DONE
             return
         ev = slot.event()
         if ev.dir == A2C and ev.is_answer and not self.named:  # initialize's, first
-            self.named = True
-            self.agent = agent_name(ev.value)
-            if self.agent is not None and self.rules_for is not None:
-                self.set_rules(self.rules_for(self.agent))
+            self._named(ev)
         if ev.update is not None and ev.update in self.floating_extra and not ev.floating:
             ev.floating, ev.entity = True, None
         if slot.sent:  # a client frame sent, an agent frame taken by its bytes: its
             self.order.add(ev)  # place in the order, nothing waits on it
             self.order.done(slot.index)
-            slot.state = _DONE
+            slot.state = DONE
             return
         if ev.dir == A2C:
             slot.optional = self._optional(slot, ev)
         preds = self.order.add(ev, optional=slot.optional is not None)
         slot.cls = ev.cls()
+        self._wait_on(slot, preds)
+        self.slots[slot.index] = slot
+        if ev.dir == C2A:
+            slot.state = WAITING
+            return
+        self._place(slot, ev.floating)
+
+    def _named(self, ev: Event) -> None:
+        """The recording's ``initialize`` answer: its agent's presets from here on."""
+        self.named = True
+        self.agent = agent_name(ev.value)
+        if self.agent is not None and self.rules_for is not None:
+            self.set_rules(self.rules_for(self.agent))
+
+    def _wait_on(self, slot: Slot, preds: list[int]) -> None:
+        """``slot`` waits on those of its predecessors that have not happened."""
         missing = 0
         for p in preds:
             ps = self.slots.get(p)
@@ -283,13 +242,13 @@ class Matcher:
         slot.missing = missing
         if missing:
             slot.preds = preds
-        if ev.dir == C2A:
-            slot.state = _WAITING
-            self.slots[slot.index] = slot
-            return
-        self.slots[slot.index] = slot
-        if ev.floating:
-            slot.state = _FLOAT
+
+    def _place(self, slot: Slot, floating: bool) -> None:
+        """A recorded agent frame built: floating in its window, or waiting, or enabled
+        (and whether a client step waits for it)."""
+        missing = slot.missing
+        if floating:
+            slot.state = FLOAT
             slot.gates = False
             self.floats.setdefault(slot.cls, {})[slot.index] = slot
             return
@@ -298,10 +257,10 @@ class Matcher:
         else:
             self.gating.append(slot)
         if missing:
-            slot.state = _WAITING
+            slot.state = WAITING
             self.waiting.setdefault(slot.cls, {})[slot.index] = slot
         else:
-            slot.state = _ENABLED
+            slot.state = ENABLED
             self.enabled.setdefault(slot.cls, {})[slot.index] = slot
 
     def _optional(self, slot: Slot, ev: Event) -> str | None:
@@ -316,15 +275,15 @@ class Matcher:
         self.view = View(rules, self.view.paths)
         self.floating_extra = rules.floating
 
-    def _done(self, slot: Slot) -> None:
+    def mark_done(self, slot: Slot) -> None:
         state = slot.state
-        if state == _DONE:
+        if state == DONE:
             return
-        slot.state = _DONE
+        slot.state = DONE
         if slot.dir == A2C:
             self.open_a2c -= 1
-        table = (self.enabled if state == _ENABLED else self.waiting if state == _WAITING
-                 else self.floats if state == _FLOAT else None)
+        table = (self.enabled if state == ENABLED else self.waiting if state == WAITING
+                 else self.floats if state == FLOAT else None)
         if table is not None and slot.dir == A2C:
             got = table.get(slot.cls)
             if got is not None:
@@ -338,13 +297,13 @@ class Matcher:
     def _release(self, slot: Slot) -> None:
         for s in slot.succ:
             s.missing -= 1
-            if s.missing == 0 and s.state == _WAITING and s.dir == A2C:
+            if s.missing == 0 and s.state == WAITING and s.dir == A2C:
                 got = self.waiting.get(s.cls)
                 if got is not None:
                     got.pop(s.index, None)
                     if not got:
                         del self.waiting[s.cls]
-                s.state = _ENABLED
+                s.state = ENABLED
                 self.enabled.setdefault(s.cls, {})[s.index] = s
         slot.succ = []
 
@@ -355,8 +314,8 @@ class Matcher:
         what the floating windows that closed with it found."""
         slot.sent = True
         self.open_c2a -= 1
-        if slot.state != _UNBUILT:
-            self._done(slot)
+        if slot.state != UNBUILT:
+            self.mark_done(slot)
         if slot.step:
             self.steps_sent += 1
             return self.settle()
@@ -367,14 +326,14 @@ class Matcher:
         before it that a client waits for has matched. Asked often while a turn runs,
         so a frame is not even parsed when its bytes name no floating kind."""
         front = self.front
-        while front and front[0].state == _DONE:
+        while front and front[0].state == DONE:
             front.popleft()
         for s in front:
             if s.index > slot.index:
                 return True
-            if s.state == _DONE:
+            if s.state == DONE:
                 continue
-            if s.state == _UNBUILT:
+            if s.state == UNBUILT:
                 if self.holds(s.raw):
                     return False
                 ev = s.event()
@@ -389,14 +348,14 @@ class Matcher:
         """The first recorded agent frame the run waits for (for a timeout's report)."""
         self.build()
         for s in self.gating:
-            if s.state != _DONE:
+            if s.state != DONE:
                 return s
         return None
 
     def all_came(self) -> bool:
         """Every recorded agent frame admitted that a client waits for has matched."""
         front = self.front
-        while front and front[0].state == _DONE:
+        while front and front[0].state == DONE:
             front.popleft()
         return not front or self.waiting_for() is None
 
@@ -408,7 +367,7 @@ class Matcher:
         redacted, and everything recorded before it happened (taken, when the order is
         not built to it yet: :meth:`take`). None: ask :meth:`live`."""
         front = self.front
-        while front and front[0].state == _DONE:
+        while front and front[0].state == DONE:
             front.popleft()
         if not front:
             return None
@@ -417,14 +376,14 @@ class Matcher:
             return None
         if not self.fast_clients(slot):
             return None
-        if slot.state == _UNBUILT:  # taken: the order is built past it later
+        if slot.state == UNBUILT:  # taken: the order is built past it later
             slot.sent = True
             self.open_a2c -= 1
             front.popleft()
             return slot
-        if slot.state not in (_ENABLED, _FLOAT):
+        if slot.state not in (ENABLED, FLOAT):
             return None
-        self._done(slot)
+        self.mark_done(slot)
         front.popleft()
         return slot
 
@@ -450,7 +409,7 @@ class Matcher:
         trial = self._same(slot, ev)
         if trial is not None:
             return self._matched(slot, ev, trial)
-        d = self._differs(slot, ev)
+        d = mismatch.differs(self, slot, ev)
         if slot.cls != ev.cls():  # another kind of frame where this one was recorded
             rec = slot.event()
             d.kind = "order"
@@ -462,7 +421,7 @@ class Matcher:
         """``--strict-order``: the client step ``slot`` goes once every agent frame
         recorded before it came."""
         front = self.front
-        while front and front[0].state == _DONE:
+        while front and front[0].state == DONE:
             front.popleft()
         return not front or front[0].index > slot.index
 
@@ -477,8 +436,7 @@ class Matcher:
             ev.floating, ev.entity = True, None
         if ev.floating:
             return self._float(ev)
-        cls = ev.cls()
-        cands = _ordered(self.enabled.get(cls))
+        cands = ordered(self.enabled.get(ev.cls()))
         if not self.renamed:  # the same bytes first: many frames of one class can be due
             for slot in cands:
                 if slot.raw == raw and not slot.rec.get("redacted"):
@@ -487,26 +445,33 @@ class Matcher:
             trial = self._same(slot, ev)
             if trial is not None:
                 return self._matched(slot, ev, trial)
+        return self._not_enabled(ev, cands)
+
+    def _not_enabled(self, ev: Event, cands: list[Slot]) -> Matched | Difference | Note:
+        """A live frame the same as no enabled recorded frame (``cands``: those of its
+        class): one recorded later, or given up as missing, or the one it differs from
+        (:mod:`acp_pipes.sameness.mismatch`)."""
+        cls = ev.cls()
         # a frame waiting only on the agent's own frames is one the live frame may stand
         # for; one that waits on a client step still to come (a later turn's) is not:
         # the agent has not been asked for it
-        near = [s for s in _ordered(self.waiting.get(cls))
+        near = [s for s in ordered(self.waiting.get(cls))
                 if all(self.slots[p].dir == A2C for p in s.preds if p in self.slots)]
         for slot in near:
             trial = self._same(slot, ev)
             if trial is not None:
-                return self._out_of_order(slot, ev, trial)
-        for slot in _ordered(self.late.get(cls)):
+                return mismatch.out_of_order(self, slot, ev, trial)
+        for slot in ordered(self.late.get(cls)):
             trial = self._same(slot, ev)
             if trial is not None:
-                return self._late(slot, ev, trial)
-        paired = self._pair(ev, cands) or self._pair(ev, near)
+                return mismatch.late(self, slot, ev, trial)
+        paired = mismatch.pair(self, ev, cands) or mismatch.pair(self, ev, near)
         if paired is None and ev.is_answer:  # an answer to no request of that id: the
-            paired = self._pair(ev, [s for c, t in self.enabled.items()  # one due
+            paired = mismatch.pair(self, ev, [s for c, t in self.enabled.items()  # one due
                                      if c[0] == "answer" for s in t.values()])
         if paired is not None:
-            return self._differs(paired, ev)
-        return self._extra(ev)
+            return mismatch.differs(self, paired, ev)
+        return mismatch.extra(self, ev)
 
     def _same(self, slot: Slot, ev: Event) -> Trial | None:
         """The names a match of ``slot`` with ``ev`` would learn, when they are the same
@@ -515,12 +480,12 @@ class Matcher:
         names, back = ChainMap({}, self.names), ChainMap({}, self.back)
         if learn(rec.value, ev.value, names, back):
             return None
-        r, x = self._views(slot, ev, names)
+        r, x = self.views(slot, ev, names)
         if pointer_diff(r, x, limit=1):
             return None
         return names.maps[0], back.maps[0]
 
-    def _views(self, slot: Slot, ev: Event, names: Any) -> tuple[Any, Any]:
+    def views(self, slot: Slot, ev: Event, names: Any) -> tuple[Any, Any]:
         rec = slot.event()
         request = ev.kind == "request"
         r = self.view.recorded(rec.value, names, request)
@@ -529,7 +494,7 @@ class Matcher:
             r, x = self.noise.apply(slot.index, r, x)
         return r, x
 
-    def _commit(self, trial: Trial) -> None:
+    def commit(self, trial: Trial) -> None:
         names, back = trial
         if names:
             self.names.update(names)
@@ -538,8 +503,8 @@ class Matcher:
                 self.renamed = any(k != v for k, v in names.items())
 
     def _matched(self, slot: Slot, ev: Event, trial: Trial) -> Matched:
-        self._commit(trial)
-        self._done(slot)
+        self.commit(trial)
+        self.mark_done(slot)
         if ev.kind == "request":
             self.matched_by_live[ev.key] = slot
         return Matched(slot, ev)
@@ -547,127 +512,13 @@ class Matcher:
     def _float(self, ev: Event) -> Matched | None:
         cls = ev.cls()
         now = self.steps_sent
-        for slot in _ordered(self.floats.get(cls)):
+        for slot in ordered(self.floats.get(cls)):
             if slot.steps - WINDOW <= now <= slot.steps + WINDOW:
                 trial = self._same(slot, ev)
                 if trial is not None:
                     return self._matched(slot, ev, trial)
         self.held.append((ev, now))
         return None
-
-    def _pair(self, ev: Event, slots: list[Slot]) -> Slot | None:
-        """Of the recorded frames of a live frame's class, the one it stands for: the
-        same entity under the renaming, else a new entity for a new one, else the
-        first."""
-        if not slots:
-            return None
-        ent = ev.entity
-        if ent is not None and ent[1] is not None:
-            fresh = ent[1] not in self.back
-            new = None
-            for s in slots:
-                sent = s.event().entity
-                if sent is None or sent[0] != ent[0]:
-                    continue
-                if self.names.get(sent[1], sent[1]) == ent[1] and (
-                        sent[1] in self.names or not fresh or sent[1] == ent[1]):
-                    return s
-                if new is None and fresh and sent[1] not in self.names:
-                    new = s
-            if new is not None:
-                return new
-        return slots[0]
-
-    def _differs(self, slot: Slot, ev: Event) -> Difference:
-        rec = slot.event()
-        names, back = ChainMap({}, self.names), ChainMap({}, self.back)
-        bad = learn(rec.value, ev.value, names, back)
-        r, x = self._views(slot, ev, names if not bad else self.names)
-        diff = pointer_diff(r, x, limit=MAX_DIFF)
-        kind = "renaming" if bad else "request" if ev.kind == "request" \
-            else "result" if ev.is_answer else "content"
-        where = ", ".join([d["path"] or "/" for d in diff] + bad)
-        d = Difference(kind, f"agent frame seq {rec.seq} ({rec.label}) differs from the "
-                       f"recording at {where}", rec, ev, r, x, diff)
-        if bad:
-            d.extra["renaming_broken"] = bad
-        if self.keep_going:
-            if not bad:
-                self._commit((names.maps[0], back.maps[0]))
-            self._done(slot)
-            if ev.kind == "request":
-                self.matched_by_live[ev.key] = slot
-        d.slot = slot
-        return d
-
-    def _out_of_order(self, slot: Slot, ev: Event, trial: Trial
-                      ) -> Difference | Matched:
-        rec = slot.event()
-        before = [self.slots[p] for p in slot.preds if p in self.slots]
-        if self.noise is not None and slot.index in self.noise.unordered:
-            self._commit(trial)
-            self._done(slot)
-            return Matched(slot, ev, [Note("learned_order", f"agent frame seq {rec.seq} "
-                                       f"({rec.label}) came before what it follows in this "
-                                       "recording, as in another one", rec, ev)])
-        agents = [s for s in before if s.dir == A2C]
-        first = (agents or before)[0] if before else None
-        if first is not None and agents and (rec.is_answer or rec.update == "state_update"):
-            gone = first.event()  # the first of the turn's frames that did not come
-            kind = "missing"
-            message = (f"the agent ended the turn (agent frame seq {rec.seq}, {rec.label}) "
-                       f"without recorded agent frame seq {gone.seq} ({gone.label})"
-                       + (f" and {len(agents) - 1} more" if len(agents) > 1 else ""))
-            d = Difference(kind, message, gone, ev,
-                           self.view.recorded(gone.value, self.names, gone.kind == "request"),
-                           None)
-            d.extra["not_before"] = [s.event().seq for s in agents]
-            d.extra["closer_seq"] = rec.seq
-            d.related = [s.event() for s in agents[1:]]
-        else:
-            fe: Event | None = first.event() if first is not None else None
-            kind = "order"
-            message = (f"agent frame seq {rec.seq} ({rec.label}) came before recorded "
-                       + (f"{'client' if fe.dir == C2A else 'agent'} frame seq {fe.seq} "
-                          f"({fe.label}), which it follows" if fe is not None else
-                          "what it follows"))
-            d = Difference(kind, message, rec, ev, None, None)
-            d.extra["before"] = [s.event().seq for s in before]
-        if self.keep_going:
-            for s in agents:
-                self._done(s)
-                self.late.setdefault(s.cls, {})[s.index] = s
-            self._commit(trial)
-            self._done(slot)
-            if ev.kind == "request":
-                self.matched_by_live[ev.key] = slot
-        d.slot = slot
-        return d
-
-    def _late(self, slot: Slot, ev: Event, trial: Trial) -> Difference:
-        """A frame given up as missing came after all (going on after a difference)."""
-        rec = slot.event()
-        got = self.late.get(slot.cls)
-        if got is not None:
-            got.pop(slot.index, None)
-            if not got:
-                del self.late[slot.cls]
-        self._commit(trial)
-        d = Difference("order", f"agent frame seq {rec.seq} ({rec.label}) came after the "
-                       "frame that ends its turn", rec, ev, None, None)
-        d.slot = slot
-        return d
-
-    def _extra(self, ev: Event) -> Difference | Note:
-        why = self.view.rules.optional(ev.method, ev.update)
-        if why is None and self.noise is not None:
-            why = self.noise.extra(ev, self.view)
-        if why is not None:
-            return Note("optional_extra", f"the agent sent {ev.label} (live seq {ev.seq}), "
-                        f"which it sends only sometimes: {why}", None, ev)
-        return Difference("extra", f"the agent sent {ev.label} (live seq {ev.seq}), "
-                          "which the recording does not have here", None, ev, None,
-                          self.view.live(ev.value, ev.kind == "request"))
 
     # -- windows and the end
 
@@ -681,7 +532,7 @@ class Matcher:
         now = self.steps_sent
         out: list[Difference | Note | Matched] = []
         for cls in list(self.floats):
-            for slot in _ordered(self.floats.get(cls)):
+            for slot in ordered(self.floats.get(cls)):
                 if not final and now < slot.steps + WINDOW + 1:
                     continue
                 rec = slot.event()
@@ -693,17 +544,17 @@ class Matcher:
                 if pick is None:
                     out.append(Note("floating_missing", f"agent frame seq {rec.seq} "
                                     f"({rec.label}) did not come: it floats", rec, None))
-                    self._done(slot)
+                    self.mark_done(slot)
                     continue
                 ev, _ = self.held.pop(pick)
                 trial = self._same(slot, ev)
                 if trial is not None:
                     out.append(self._matched(slot, ev, trial))
                     continue
-                d = self._differs(slot, ev)
+                d = mismatch.differs(self, slot, ev)
                 d.message += " (a floating notification, in its window)"
-                if slot.state != _DONE:
-                    self._done(slot)
+                if slot.state != DONE:
+                    self.mark_done(slot)
                 out.append(d)
         keep = []
         for ev, at in self.held:
@@ -727,7 +578,7 @@ class Matcher:
         out = self.settle(final=True)
         for slot in list(self.front):
             # (settling may have matched some)
-            if slot.state == _DONE:
+            if slot.state == DONE:
                 continue
             rec = slot.event()
             if slot.optional is not None:
@@ -738,18 +589,10 @@ class Matcher:
                     "missing", f"agent frame seq {rec.seq} ({rec.label}) never came",
                     rec, None, self.view.recorded(rec.value, self.names,
                                                   rec.kind == "request"), None))
-            self._done(slot)
+            self.mark_done(slot)
         self.front.clear()
         return out
 
     def unmatched(self) -> Iterator[Slot]:
         """The recorded agent frames not matched yet, in order."""
-        return (s for s in self.front if s.state != _DONE)
-
-
-def _ordered(table: dict[int, Slot] | None) -> list[Slot]:
-    if not table:
-        return []
-    if len(table) == 1:
-        return list(table.values())
-    return [table[i] for i in sorted(table)]
+        return (s for s in self.front if s.state != DONE)

@@ -4,8 +4,9 @@ Twitter's Diffy runs the old build twice to learn which fields differ between tw
 of the same code, and ignores exactly those when the new build is compared. The same
 here: given a recording (the *primary*, the one a re-drive plays) and others of the same
 script, each other one is compared with the primary by the model
-(:func:`acp_pipes.sameness.runs.compare_runs`), and every difference it finds is learned
-for the primary frame it was found at, and for nothing else:
+(:func:`acp_pipes.sameness.runs.learn_noise`, beside the comparison it runs), and every
+difference it finds is learned for the primary frame it was found at, and for nothing
+else:
 
 - a string that differs: a *template* of the two (their common words kept, each run of
   words that differs a wildcard), so a live string matching the template compares equal
@@ -31,7 +32,7 @@ from typing import Any
 from acp_pipes.sameness.events import Event
 from acp_pipes.sameness.normalize import Normalizer, parse_pointer
 
-__all__ = ["Noise", "Template", "learn_noise"]
+__all__ = ["Noise", "Template"]
 
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
 WILDCARD = "<~>"
@@ -153,34 +154,6 @@ class Noise:
                 f"{_count(len(self.optional), 'frame')} sent only sometimes, "
                 f"{_count(len(self.extras), 'extra frame')}, "
                 f"{_count(len(self.unordered), 'frame')} in another order"}
-
-
-def learn_noise(primary: list, others: list[tuple[str, list]], **compare_kw: Any) -> Noise:
-    """The noise between ``primary`` (a recording's ``(record, bytes)`` frames) and each
-    of ``others`` (``(name, frames)``: other recordings of the same script)."""
-    from acp_pipes.sameness.runs import compare_runs
-
-    noise = Noise()
-    for name, frames in others:
-        noise.recordings += 1
-        cmp = compare_runs(primary, frames, noise=noise, **compare_kw)
-        for d in cmp.differences:
-            rec, live = d.recorded_event, d.live_event
-            if d.kind in ("content", "request", "result") and rec is not None and live is not None:
-                noise.learn_diff(rec.index, rec, d.diff, name)
-            elif d.kind == "missing" and rec is not None:
-                for ev in [rec, *d.related]:
-                    if ev.index not in noise.optional:
-                        noise.optional[ev.index] = f"{name} does not have it"
-                        noise.learned.append({"seq": ev.seq, "label": ev.label,
-                                              "as": "sent only sometimes", "from": name})
-            elif d.kind == "extra" and live is not None:
-                noise.extras.append((live.cls(), d.live, name))
-            elif d.kind == "order" and rec is not None and rec.index not in noise.unordered:
-                noise.unordered.add(rec.index)
-                noise.learned.append({"seq": rec.seq, "label": rec.label,
-                                      "as": "in another order", "from": name})
-    return noise
 
 
 def _count(n: int, what: str) -> str:

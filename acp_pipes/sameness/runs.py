@@ -1,5 +1,6 @@
 """Two finished recordings compared by the model (:func:`compare_runs`): what acp-align
-and the noise learner (:mod:`acp_pipes.sameness.noise`) ask.
+asks, and what the noise between recordings of one script is learned from
+(:func:`learn_noise`, into :class:`acp_pipes.sameness.noise.Noise`).
 
 Run B is matched against run A as a re-drive matches a live agent against its
 recording (:class:`acp_pipes.sameness.match.Matcher`, going on after each difference),
@@ -19,12 +20,14 @@ from typing import Any
 
 from acp_pipes.sameness.events import A2C, C2A, describe
 from acp_pipes.sameness.jsondiff import MAX_DIFF, pointer_diff
-from acp_pipes.sameness.match import Matched, Matcher, Slot
+from acp_pipes.sameness.match import Matcher
 from acp_pipes.sameness.minted import learn
+from acp_pipes.sameness.noise import Noise
+from acp_pipes.sameness.slots import Matched, Slot
 from acp_pipes.sameness.verdicts import Difference, Note
 from acp_pipes.sameness.volatile import Rules, View
 
-__all__ = ["Comparison", "compare_runs", "session_cwd"]
+__all__ = ["Comparison", "compare_runs", "learn_noise", "session_cwd"]
 
 Pair = tuple[dict[str, Any], bytes]
 
@@ -189,8 +192,34 @@ def _client_diff(m: Matcher, slot: Slot, ev: Any) -> list[dict[str, Any]]:
     rec = slot.event()
     names, back = ChainMap({}, m.names), ChainMap({}, m.back)
     if not learn(rec.value, ev.value, names, back):
-        m._commit((names.maps[0], back.maps[0]))
+        m.commit((names.maps[0], back.maps[0]))
     answer = ev.is_answer  # (its id is the agent request's: the agent's to mint)
     r = m.view.recorded(rec.value, m.names, answer)
     x = m.view.live(ev.value, answer)
     return pointer_diff(r, x, limit=MAX_DIFF)
+
+
+def learn_noise(primary: list, others: list[tuple[str, list]], **compare_kw: Any) -> Noise:
+    """The noise between ``primary`` (a recording's ``(record, bytes)`` frames) and each
+    of ``others`` (``(name, frames)``: other recordings of the same script)."""
+    noise = Noise()
+    for name, frames in others:
+        noise.recordings += 1
+        cmp = compare_runs(primary, frames, noise=noise, **compare_kw)
+        for d in cmp.differences:
+            rec, live = d.recorded_event, d.live_event
+            if d.kind in ("content", "request", "result") and rec is not None and live is not None:
+                noise.learn_diff(rec.index, rec, d.diff, name)
+            elif d.kind == "missing" and rec is not None:
+                for ev in [rec, *d.related]:
+                    if ev.index not in noise.optional:
+                        noise.optional[ev.index] = f"{name} does not have it"
+                        noise.learned.append({"seq": ev.seq, "label": ev.label,
+                                              "as": "sent only sometimes", "from": name})
+            elif d.kind == "extra" and live is not None:
+                noise.extras.append((live.cls(), d.live, name))
+            elif d.kind == "order" and rec is not None and rec.index not in noise.unordered:
+                noise.unordered.add(rec.index)
+                noise.learned.append({"seq": rec.seq, "label": rec.label,
+                                      "as": "in another order", "from": name})
+    return noise

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from acp_pipes.sameness.normalize import Normalizer
 
 __all__ = ["FORMAT", "Preset", "Rules", "Scrubber", "View", "agent_name", "default_presets",
-           "load_presets", "rules_for"]
+           "load_presets", "presets_of", "rules_for"]
 
 FORMAT = "acp-pipes/presets"
 _KEYS = frozenset({"agent", "why", "ignore", "scrub", "floating", "optional", "name"})
@@ -123,6 +123,8 @@ def _fail(source: str, message: str) -> InputError:
 
 
 def _preset(entry: Any, source: str, n: int) -> Preset:
+    """Preset ``n`` of a preset file, each member checked in turn (the first bad one is
+    the file's error)."""
     where = f"preset {n + 1}"
     if not isinstance(entry, dict):
         raise _fail(source, f"{where} is not an object")
@@ -132,29 +134,8 @@ def _preset(entry: Any, source: str, n: int) -> Preset:
     agent = entry.get("agent")
     if not isinstance(agent, str) or not agent:
         raise _fail(source, f"{where}: \"agent\" must name the agents it is for (a glob)")
-    from acp_pipes.sameness.normalize import parse_pointer
-
-    ignore = entry.get("ignore", [])
-    if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
-        raise _fail(source, f"{where}: \"ignore\" must be a list of JSON pointers")
-    for p in ignore:
-        try:
-            parse_pointer(p)
-        except ValueError as e:
-            raise _fail(source, f"{where}: {e}") from None
-    scrubs = []
-    for s in entry.get("scrub", []):
-        if not isinstance(s, dict) or not isinstance(s.get("pattern"), str):
-            raise _fail(source, f"{where}: each scrubber is {{\"pattern\": REGEX, \"as\": TEXT}}")
-        try:
-            pattern = re.compile(s["pattern"])
-        except re.error as e:
-            raise _fail(source, f"{where}: scrubber {s['pattern']!r}: {e}") from None
-        replacement = s.get("as", "<scrubbed>")
-        if not isinstance(replacement, str) or pattern.search(replacement):
-            raise _fail(source, f"{where}: scrubber {s['pattern']!r}: \"as\" must be text "
-                        "the pattern does not match")
-        scrubs.append(Scrubber(str(s.get("name", s["pattern"])), pattern, replacement))
+    ignore = _ignored(entry.get("ignore", []), source, where)
+    scrubs = [_scrubber(x, source, where) for x in entry.get("scrub", [])]
     floating = entry.get("floating", [])
     optional = entry.get("optional", [])
     if not isinstance(floating, list) or not all(isinstance(k, str) for k in floating):
@@ -165,6 +146,36 @@ def _preset(entry: Any, source: str, n: int) -> Preset:
                     "\"update\", \"why\"}")
     return Preset(agent, str(entry.get("why", "")), tuple(ignore), tuple(scrubs),
                   frozenset(floating), tuple(optional), source)
+
+
+def _ignored(ignore: Any, source: str, where: str) -> list[str]:
+    """A preset's ``ignore``: JSON pointers."""
+    from acp_pipes.sameness.normalize import parse_pointer
+
+    if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
+        raise _fail(source, f"{where}: \"ignore\" must be a list of JSON pointers")
+    for p in ignore:
+        try:
+            parse_pointer(p)
+        except ValueError as e:
+            raise _fail(source, f"{where}: {e}") from None
+    return ignore
+
+
+def _scrubber(s: Any, source: str, where: str) -> Scrubber:
+    """One of a preset's ``scrub``: a pattern and the text it becomes, which the pattern
+    must not match."""
+    if not isinstance(s, dict) or not isinstance(s.get("pattern"), str):
+        raise _fail(source, f"{where}: each scrubber is {{\"pattern\": REGEX, \"as\": TEXT}}")
+    try:
+        pattern = re.compile(s["pattern"])
+    except re.error as e:
+        raise _fail(source, f"{where}: scrubber {s['pattern']!r}: {e}") from None
+    replacement = s.get("as", "<scrubbed>")
+    if not isinstance(replacement, str) or pattern.search(replacement):
+        raise _fail(source, f"{where}: scrubber {s['pattern']!r}: \"as\" must be text "
+                    "the pattern does not match")
+    return Scrubber(str(s.get("name", s["pattern"])), pattern, replacement)
 
 
 def load_presets(data: bytes, source: str) -> list[Preset]:
@@ -190,6 +201,19 @@ def default_presets() -> list[Preset]:
     with open(os.path.join(os.path.dirname(__file__), "presets.json"), "rb") as f:
         data = f.read()
     return load_presets(data, "acp_pipes/sameness/presets.json")
+
+
+def presets_of(paths: list[str], no_preset: bool) -> list[Preset]:
+    """``--preset FILE`` and ``--no-preset`` (acp-replay --client, acp-align): the
+    package's presets (unless ``no_preset``), then each file's; a file that cannot be read
+    or is no preset file is the file's error (exit 2, naming it)."""
+    from acp_pipes.io.lines import display_name, open_source
+
+    presets = [] if no_preset else default_presets()
+    for path in paths:
+        with open_source(path) as f:
+            presets += load_presets(f.read(), display_name(path))
+    return presets
 
 
 def agent_name(initialize_result: Any) -> str | None:

@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from multidict import CIMultiDict
 
-    from acp_pipes.tee.pump import WireLog
+    from acp_pipes.tee.logfile import WireLog
 
 #: Request and response headers never passed on: hop-by-hop, or the handshake's own.
 _HOP = frozenset({

@@ -34,7 +34,7 @@ from acp_pipes.tee.headers import logged_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from acp_pipes.tee.pump import WireLog
+    from acp_pipes.tee.logfile import WireLog
 
 __all__ = ["CONNECTION", "SESSION", "SseParser", "Streams", "get_stream", "id_key",
            "idle_timeout", "parse_message", "session_of", "sse_fields"]

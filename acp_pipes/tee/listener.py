@@ -26,7 +26,7 @@ from acp_pipes.tee.relay import stopped_by
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from acp_pipes.tee.pump import WireLog
+    from acp_pipes.tee.logfile import WireLog
 
 __all__ = ["Listener", "serve"]
 

@@ -23,6 +23,10 @@ and written without blocking: a reader that takes nothing for ``FIFO_PATIENCE``
 seconds loses the log, and the session goes on unrecorded, rather than stall the agent
 and the client behind it.
 
+The records go through :class:`WireLog`, the one writer of a wire log: acp-tee's (a
+record written before its frame is forwarded) and ``acp-replay --client``'s (records
+noted as frames come and go, written before the run waits).
+
 This module imports nothing that acp-tee's start-up does not already have: the CLI
 checks ``-o`` with :func:`check` before it starts the agent.
 """
@@ -35,12 +39,18 @@ import stat
 import time
 
 from acp_pipes.errors import OptionError
+from acp_pipes.io.wire import end_record, frame_lines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import BinaryIO
 
-__all__ = ["DEFAULT", "FIFO_PATIENCE", "Sink", "check", "open_sink", "write_all"]
+    from acp_pipes.errors import Note
+    from acp_pipes.protocol.redact import Redactor
+
+__all__ = ["DEFAULT", "FIFO_PATIENCE", "FileSink", "Sink", "WireLog", "check", "open_sink",
+           "write_all"]
 
 #: Seconds a FIFO's reader may take nothing before the log is given up.
 FIFO_PATIENCE = 1.0
@@ -222,3 +232,165 @@ def open_sink(spec: str, argv: Sequence[str], *, now: float | None = None,
         os.close(fd)
         raise
     return _GzipSink(sink) if path.endswith(".gz") else sink
+
+
+class FileSink:
+    """A binary file the caller owns (stdout, a file it opened) as a log's sink: each
+    write flushed, never closed here."""
+
+    def __init__(self, f: BinaryIO):
+        self.f = f
+        self.path = str(getattr(f, "name", "<stream>"))
+
+    def write(self, data: bytes | bytearray) -> None:
+        self.f.write(data)
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.flush()
+
+
+class WireLog:
+    """The one writer of a wire log (:mod:`acp_pipes.io.wire`): seq, clock and redaction
+    (one key per recording, drawn on the first frame), into ``sink`` (None: no log).
+
+    Two ways to log frames: :meth:`frames` writes their records at once, with one write
+    for what was read together (acp-tee: a record before its frame is forwarded, from
+    either direction's thread, under the lock); :meth:`note` gives frames their seq and
+    ``t`` as they come or go and :meth:`flush` writes the records later (``acp-replay
+    --client``, one thread: written before the run waits, so what stands between the
+    agent's frame and the next prompt is no write).
+
+    With ``note`` (a callable), a failed write is said once and the log given up: the
+    session goes on, no longer recorded; without, the OSError is the caller's."""
+
+    def __init__(self, sink: Sink | FileSink | None, clock: Callable[[], int], redact: bool,
+                 note: Note | None = None):
+        import threading
+
+        self.sink = sink
+        self.path = sink.path if sink is not None else ""
+        self.clock = clock
+        self.redact = redact
+        self.redactor: Redactor | None = None  # made on the first frame
+        self.note = note
+        # reentrant: a failed write closes the log from inside frames(), under the lock
+        self.lock = threading.RLock()
+        self.seq = 0
+        self.said = 0  # reads of frames, logged or not: how acp-tee tells a silent agent
+        self.noted: list[tuple[str, int, int, Sequence[bytes], bool]] = []  # not written
+
+    def write_header(self, record: dict) -> None:
+        import orjson
+
+        self._write(orjson.dumps(record) + b"\n")
+
+    def frames(self, direction: str, frames: Iterable[bytes], nolf: bool = False,
+               extra: dict | None = None) -> None:
+        """Log complete frames (bytes without LF) received together, in order; ``extra``
+        (a remote transport's ``stream``, ``sseq``, ``sse``) is added to each record."""
+        self.said += 1
+        if self.sink is None:
+            return
+        with self.lock:
+            redactor = self.redactor
+            if redactor is None and self.redact:  # under the lock: one key per recording
+                redactor = self._redactor()
+            # One buffer for the whole read, each record formatted straight into it: a
+            # list of per-record dumps() results cost ~4x as much (every result a fresh
+            # heap block, and glibc hands the freed batch back to the OS between reads).
+            out = bytearray()
+            seq = frame_lines(out, self.seq, self.clock(), direction, frames, nolf, redactor,
+                              extra)
+            self.seq = seq
+            self._write(out)
+
+    def note_frames(self, direction: str, raws: Sequence[bytes], nolf: bool = False) -> int:
+        """Give frames received (or sent) together their seqs and one ``t``, their records
+        written by the next :meth:`flush`; returns the first seq."""
+        seq = self.seq
+        self.seq += len(raws)
+        if self.sink is not None:
+            self.noted.append((direction, seq, self.clock(), raws, nolf))
+        return seq
+
+    def flush(self) -> None:
+        """Write the records of the frames noted (:meth:`note_frames`), in one write."""
+        if not self.noted:
+            return
+        with self.lock:
+            noted, self.noted = self.noted, []
+            if self.sink is None:
+                return
+            redactor = self.redactor
+            if redactor is None and self.redact:
+                redactor = self._redactor()
+            out = bytearray()
+            for direction, seq, t, raws, nolf in noted:
+                frame_lines(out, seq, t, direction, raws, nolf, redactor)
+            self._write(out)
+
+    def _redactor(self) -> Redactor:  # made once (call under the lock)
+        if self.redactor is None:
+            from acp_pipes.protocol.redact import Redactor  # light: its heavy parts load on use
+
+            self.redactor = Redactor()
+        return self.redactor
+
+    def token(self, value: str) -> str:
+        """``value`` as the log shows a credential: a redaction token of this recording's
+        key, or as it is when secrets are kept."""
+        if not self.redact:
+            return value
+        with self.lock:
+            return self._redactor().token(value)
+
+    def event(self, record: dict) -> None:
+        """Log an event record (:func:`acp_pipes.io.wire.event_record`) in its place among
+        the frames. ``record["t"]`` is taken from the log's clock, under the lock."""
+        if self.sink is None:
+            return
+        import orjson
+
+        with self.lock:
+            record["t"] = self.clock()
+            self._write(orjson.dumps(record) + b"\n")
+
+    def _write(self, data: bytes | bytearray) -> None:
+        if self.sink is None:
+            return
+        try:
+            self.sink.write(data)
+        except OSError as e:
+            if self.note is None:
+                raise
+            self.failed(e)
+
+    def failed(self, e: OSError) -> None:
+        if self.note is not None:
+            self.note(f"cannot write the log {self.path}: {e.strerror or e}; "
+                      "the session goes on, no longer recorded")
+        self.close()
+
+    def end(self, status: int, signal: int | None) -> None:
+        """Write the frames noted, the end record, and close the log, under the lock:
+        nothing is logged after it."""
+        import orjson
+
+        self.flush()
+        with self.lock:
+            if self.sink is not None:
+                self._write(orjson.dumps(end_record(self.clock(), status, self.seq, signal))
+                            + b"\n")
+            self.close()
+
+    def close(self) -> None:
+        """Close the log once, under the lock: a writer still at work (a client thread
+        that outlived the session's end) never writes to a closed, reused fd number."""
+        with self.lock:
+            sink, self.sink = self.sink, None
+            if sink is not None:
+                try:
+                    sink.close()  # gzip: its trailer, written under the lock too
+                except OSError:
+                    pass

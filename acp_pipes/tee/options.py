@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 
 from acp_pipes.errors import Note, OptionError
 from acp_pipes.io.wire import make_clock
-from acp_pipes.tee.logfile import open_sink
+from acp_pipes.tee.logfile import WireLog, open_sink
 from acp_pipes.tee.policy import Limits
-from acp_pipes.tee.pump import WireLog, header_record
+from acp_pipes.tee.pump import header_record
 
 __all__ = ["GRACE", "Options", "UrlError", "headers_from", "open_log", "parse_url"]
 

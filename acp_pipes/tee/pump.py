@@ -28,120 +28,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-import orjson
-
 from acp_pipes.errors import Note
-from acp_pipes.io.wire import A2C, C2A, end_record, frame_lines, header
-from acp_pipes.tee.logfile import Sink, open_sink
+from acp_pipes.io.wire import A2C, C2A, header
+from acp_pipes.tee.logfile import WireLog, open_sink
 from acp_pipes.tee.logfile import write_all as _write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from acp_pipes.protocol.redact import Redactor
     from acp_pipes.tee.script import Lockstep
 
-__all__ = ["Session", "WireLog", "header_record"]
+__all__ = ["Session", "header_record"]
 
 _READ = 65536  # a pipe's default capacity; larger reads only allocate more per read
-
-
-class WireLog:
-    """The wire log writer shared by both directions: seq, clock, redaction, one write
-    per read chunk into ``sink`` (:mod:`acp_pipes.tee.logfile`; None: no log). Never
-    raises: a write error disables it with one note."""
-
-    def __init__(self, sink: Sink | None, clock: Callable[[], int], redact: bool,
-                 note: Note):
-        self.sink = sink
-        self.path = sink.path if sink is not None else ""
-        self.clock = clock
-        self.redact = redact
-        self.redactor: Redactor | None = None  # made on the first frame
-        self.note = note
-        # reentrant: a failed write closes the log from inside frames(), under the lock
-        self.lock = threading.RLock()
-        self.seq = 0
-        self.said = 0  # reads of frames, logged or not: how acp-tee tells a silent agent
-
-    def write_header(self, record: dict) -> None:
-        self._write(orjson.dumps(record) + b"\n")
-
-    def frames(self, direction: str, frames: Iterable[bytes], nolf: bool = False,
-               extra: dict | None = None) -> None:
-        """Log complete frames (bytes without LF) received together, in order; ``extra``
-        (a remote transport's ``stream``, ``sseq``, ``sse``) is added to each record."""
-        self.said += 1
-        if self.sink is None:
-            return
-        with self.lock:
-            redactor = self.redactor
-            if redactor is None and self.redact:  # under the lock: one key per recording
-                redactor = self._redactor()
-            # One buffer for the whole read, each record formatted straight into it: a
-            # list of per-record dumps() results cost ~4x as much (every result a fresh
-            # heap block, and glibc hands the freed batch back to the OS between reads).
-            out = bytearray()
-            seq = frame_lines(out, self.seq, self.clock(), direction, frames, nolf, redactor,
-                              extra)
-            self.seq = seq
-            self._write(out)
-
-    def _redactor(self) -> Redactor:  # made once (call under the lock)
-        if self.redactor is None:
-            from acp_pipes.protocol.redact import Redactor  # light: its heavy parts load on use
-
-            self.redactor = Redactor()
-        return self.redactor
-
-    def token(self, value: str) -> str:
-        """``value`` as the log shows a credential: a redaction token of this recording's
-        key, or as it is when secrets are kept."""
-        if not self.redact:
-            return value
-        with self.lock:
-            return self._redactor().token(value)
-
-    def event(self, record: dict) -> None:
-        """Log an event record (:func:`acp_pipes.io.wire.event_record`) in its place among
-        the frames. ``record["t"]`` is taken from the log's clock, under the lock."""
-        if self.sink is None:
-            return
-        with self.lock:
-            record["t"] = self.clock()
-            self._write(orjson.dumps(record) + b"\n")
-
-    def _write(self, data: bytes | bytearray) -> None:
-        if self.sink is None:
-            return
-        try:
-            self.sink.write(data)
-        except OSError as e:
-            self.failed(e)
-
-    def failed(self, e: OSError) -> None:
-        self.note(f"cannot write the log {self.path}: {e.strerror or e}; "
-                  "the session goes on, no longer recorded")
-        self.close()
-
-    def end(self, status: int, signal: int | None) -> None:
-        """Write the end record and close the log, under the lock: nothing is logged
-        after it."""
-        with self.lock:
-            if self.sink is not None:
-                self._write(orjson.dumps(end_record(self.clock(), status, self.seq, signal))
-                            + b"\n")
-            self.close()
-
-    def close(self) -> None:
-        """Close the log once, under the lock: a writer still at work (a client thread
-        that outlived the session's end) never writes to a closed, reused fd number."""
-        with self.lock:
-            sink, self.sink = self.sink, None
-            if sink is not None:
-                try:
-                    sink.close()  # gzip: its trailer, written under the lock too
-                except OSError:
-                    pass
 
 
 def header_record(log: WireLog, argv: Sequence[str], **fields) -> dict:

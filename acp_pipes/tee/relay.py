@@ -15,7 +15,7 @@ from acp_pipes.tee.sides import Binary, Closed, ProcessAgent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from acp_pipes.tee.pump import WireLog
+    from acp_pipes.tee.logfile import WireLog
 
 __all__ = ["answered", "relay", "stopped_by", "with_signals"]
 

@@ -29,7 +29,7 @@ Design choices, and why:
   a text frame one stdio line. Binary frames are no ACP messages (the RFD: ignored):
   they are logged as ``ws-binary`` events and passed on as binary frames between two
   WebSocket sides, never to stdio.
-- The log is :class:`acp_pipes.tee.pump.WireLog`: each frame is logged before it is
+- The log is :class:`acp_pipes.tee.logfile.WireLog`: each frame is logged before it is
   forwarded, a log failure is said once and the session goes on, secrets are redacted
   in the log only. Handshakes, closes (code and reason), HTTP requests and statuses are
   event records (:func:`acp_pipes.io.wire.event_record`); header values that carry

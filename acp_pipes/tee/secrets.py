@@ -3,7 +3,7 @@ agent command line, the URLs of the remote sides, captured environment variables
 the HTTP and WebSocket headers of the event records.
 
 Names decide, never values: a value is logged as a redaction token (the recording's
-HMAC, :meth:`acp_pipes.tee.pump.WireLog.token`) when the name it is given under says it is
+HMAC, :meth:`acp_pipes.tee.logfile.WireLog.token`) when the name it is given under says it is
 a credential, so nothing that only looks like a key (a hash, a UUID) is hidden and a
 key given under an innocent name is not found. Imports nothing heavy: the stdio path
 writes its header with it.

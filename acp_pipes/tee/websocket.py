@@ -40,7 +40,7 @@ from acp_pipes.tee.sides import Binary, Closed, ProcessAgent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from acp_pipes.tee.pump import WireLog
+    from acp_pipes.tee.logfile import WireLog
 
 __all__ = ["WsSide", "open_ws", "serve_upgrade"]
 

@@ -7,19 +7,24 @@ live peer.
 - :mod:`acp_pipes.replay.trace.agent`: a trace replayed as the agent to a live client
   (:func:`replay_agent`).
 - :mod:`acp_pipes.replay.trace.client`: a trace replayed as the client to a live agent
-  (:func:`drive_agent`), writing a new wire log of the run.
+  (:func:`drive_agent`), writing a new wire log of the run; its parts: the recording
+  read ahead (:mod:`~acp_pipes.replay.trace.recording`), the agent's pipes and the run's
+  log (:mod:`~acp_pipes.replay.trace.pipes`), how long a silence may last
+  (:mod:`~acp_pipes.replay.trace.patience`), what goes in the client's place
+  (:mod:`~acp_pipes.replay.trace.answers`, :mod:`~acp_pipes.replay.trace.workspace`),
+  the agent's process (:mod:`~acp_pipes.replay.trace.spawn`).
 - :mod:`acp_pipes.replay.trace.options`: how either replays (:class:`ReplayOptions`).
 - :mod:`acp_pipes.replay.trace.ids`: JSON-RPC id splicing on raw bytes (``--remap-ids``).
 - :mod:`acp_pipes.replay.trace.report`: JSON-pointer diffs for miss reports.
 
 The replay of an ASR stream is another thing: :mod:`acp_pipes.replay.asr`. The names below are
-imported on first use (PEP 562), so importing one engine does not load the other.
+imported on first use (:mod:`acp_pipes.lazy`), so importing one engine does not load the
+other.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from acp_pipes.lazy import lazy_names
 
 #: public name -> the module that defines it
 _HOME = {
@@ -37,15 +42,4 @@ _HOME = {
 
 __all__ = [*_HOME]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -149,7 +149,7 @@ class _Cursor:
         """The agent frames up to the next client frame (which becomes :attr:`next`)."""
         out: list[Pair] = []
         watch = self.watch
-        see = watch.see
+        learn = watch.learn
         pair = None
         for pair in self.it:
             rec, raw = pair
@@ -157,7 +157,7 @@ class _Cursor:
             kind = rec.get("kind")
             if (b'"id"' in raw or b"\\u" in raw or b"state_update" in raw) if kind is None \
                     else (kind != "notification" or b"state_update" in raw):
-                see(rec, raw)
+                learn(rec, raw)
             if rec["dir"] == C2A:
                 self.next = pair
                 self.read_c2a += 1
@@ -347,19 +347,9 @@ class _AgentReplay:
 
     def run_any(self, client_in: BinaryIO) -> ReplayResult:
         """``--match any``: any recorded client frame may be asked for next, so the whole
-        trace is read and indexed first (by bytes, and by matching hash)."""
-        cursor = self.cursor
-        steps: list[tuple[Pair, list[Pair]]] = []
-        while cursor.next is not None:
-            c = cursor.next
-            steps.append((c, cursor.burst()))
-        queues: dict[Any, deque[int]] = {}
-        by_raw: dict[bytes, Any] = {}
-        for k, (pair, _) in enumerate(steps):
-            h = self.hash_of(pair)
-            queues.setdefault(h, deque()).append(k)
-            if not pair[0].get("redacted"):
-                by_raw.setdefault(pair[1], h)
+        trace is read and indexed first (by bytes, and by matching hash:
+        :meth:`index`)."""
+        steps, queues, by_raw = self.index()
         norm, remap = self.norm, self.remap
         n = len(steps)
         for line in client_in:
@@ -374,15 +364,7 @@ class _AgentReplay:
                     continue
                 if value is None:
                     value, h = live_hash(raw, norm, remap)
-                left = sorted(k for q in queues.values() for k in q)
-                expected = steps[left[0]][0] if left else None
-                cands = [steps[k][0] for k in left]
-                method = value.get("method") if isinstance(value, dict) else None
-                cands = ([expected] if expected is not None else []) + [
-                    c for c in cands if c is not expected
-                    and classify(*c).get("method") == method]
-                self.say(self.miss(expected, raw, value, h, cands[:MAX_CANDIDATES], n))
-                return ReplayResult("miss", self.consumed, n, self.reports)
+                return self.stop_any(steps, queues, raw, value, h)
             k = q.popleft()
             self.consumed += 1
             owner, burst = steps[k]
@@ -392,6 +374,40 @@ class _AgentReplay:
             if self.consumed == n:
                 return self.finish(client_in)
         return self.client_ended()
+
+    def index(self) -> tuple[list[tuple[Pair, list[Pair]]], dict[Any, deque[int]],
+                             dict[bytes, Any]]:
+        """``--match any``: the whole trace read, as steps (each recorded client frame with
+        the agent frames it owns), each step's number queued under its matching hash,
+        and the hash of each unredacted step's bytes."""
+        cursor = self.cursor
+        steps: list[tuple[Pair, list[Pair]]] = []
+        while cursor.next is not None:
+            c = cursor.next
+            steps.append((c, cursor.burst()))
+        queues: dict[Any, deque[int]] = {}
+        by_raw: dict[bytes, Any] = {}
+        for k, (pair, _) in enumerate(steps):
+            h = self.hash_of(pair)
+            queues.setdefault(h, deque()).append(k)
+            if not pair[0].get("redacted"):
+                by_raw.setdefault(pair[1], h)
+        return steps, queues, by_raw
+
+    def stop_any(self, steps: list[tuple[Pair, list[Pair]]], queues: dict[Any, deque[int]],
+                 raw: bytes, value: Any, h: Any) -> ReplayResult:
+        """A miss with ``--match any``: the earliest step not served first, then the
+        others of the same method."""
+        n = len(steps)
+        left = sorted(k for q in queues.values() for k in q)
+        expected = steps[left[0]][0] if left else None
+        cands = [steps[k][0] for k in left]
+        method = value.get("method") if isinstance(value, dict) else None
+        cands = ([expected] if expected is not None else []) + [
+            c for c in cands if c is not expected
+            and classify(*c).get("method") == method]
+        self.say(self.miss(expected, raw, value, h, cands[:MAX_CANDIDATES], n))
+        return ReplayResult("miss", self.consumed, n, self.reports)
 
     def stop_in_order(self, raw: bytes, value: Any, h: str) -> ReplayResult:
         """A miss in order: the expected frame first, then later client frames of the

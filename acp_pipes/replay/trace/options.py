@@ -1,15 +1,17 @@
 """How a trace is replayed (:class:`ReplayOptions`), shared by both trace replays, in a
 module of its own: ``acp-replay --client`` builds its options without loading the
-replay-as-agent engine (:mod:`acp_pipes.replay.trace.agent`)."""
+replay-as-agent engine (:mod:`acp_pipes.replay.trace.agent`). The CLI builds them once,
+from its arguments, and hands this one value down: nothing below it reads an argument."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
+    from acp_pipes.errors import Warn
     from acp_pipes.sameness.noise import Noise
     from acp_pipes.sameness.normalize import Normalizer
     from acp_pipes.sameness.volatile import Preset, Rules
@@ -45,6 +47,40 @@ class ReplayOptions:
     presets: list[Preset] | None = None  # None: the package's (volatile values)
     noise: Noise | None = None  # learned from other recordings of the script
     grace: float = GRACE
+    # --client, the run's wire log
+    clock: str = "system"  # receipt times (acp_pipes.io.wire.make_clock): system|epoch|nanos:N
+    host: bool = True  # host os/arch/cwd/pid in the log's header
+    _tick: Callable[[], int] | None = field(default=None, init=False, repr=False,
+                                             compare=False)
+
+    def tick(self) -> Callable[[], int]:
+        """The run's clock, made from :attr:`clock` once (an OptionError for a value it
+        does not take: asked before the agent starts, it refuses the run there)."""
+        if self._tick is None:
+            from acp_pipes.io.wire import make_clock
+
+            self._tick = make_clock(self.clock)
+        return self._tick
+
+    def learn_noise(self, path: str, others: Sequence[str], session: str | None,
+                    warn: Warn) -> dict[str, Any]:
+        """``--noise TRACE``: what differs between the recording at ``path`` and each of
+        ``others`` (:func:`acp_pipes.sameness.runs.learn_noise`), learned into
+        :attr:`noise` (``session``: of that session alone); returns what was learned,
+        as a report event."""
+        from acp_pipes.io.lines import display_name
+        from acp_pipes.replay.trace.tracefile import Pair, open_trace
+        from acp_pipes.sameness.runs import learn_noise
+
+        def frames(p: str) -> list[Pair]:
+            trace = open_trace(p, warn=warn)
+            trace.session = session
+            return list(trace)
+
+        primary = frames(path)
+        self.noise = learn_noise(primary, [(display_name(p), frames(p)) for p in others],
+                                 rules_for=self.rules_for)
+        return self.noise.summary()
 
     def normalizer(self) -> Normalizer:
         from acp_pipes.sameness.normalize import Normalizer

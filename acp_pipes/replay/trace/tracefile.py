@@ -16,7 +16,7 @@ bytes verbatim.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -56,15 +56,26 @@ def classify(rec: dict[str, Any], raw: bytes) -> dict[str, Any]:
     return rec
 
 
+#: :func:`acp_pipes.protocol.jsonrpc.classify`, loaded by the first :func:`_classify`
+#: (acp-replay --client reads a trace's header, then starts its agent, then loads the
+#: rest; an import statement in the function cost ~10% of a replay as the agent, which
+#: classifies every frame that has an id)
+_classify_message: Callable[[Any], tuple[str, Any, Any, Any]] | None = None
+
+
+def _load_classify() -> Callable[[Any], tuple[str, Any, Any, Any]]:
+    global _classify_message
+    from acp_pipes.protocol.jsonrpc import classify
+
+    _classify_message = classify
+    return classify
+
+
 def _classify(rec: dict[str, Any], value: Any) -> None:
     if value is UNPARSED:
         rec["kind"] = "invalid_json"
         return
-    # (imported here: acp-replay --client reads a trace's header, then starts its agent,
-    # then loads the rest; ~0.3 us a call, once for each client frame)
-    from acp_pipes.protocol.jsonrpc import classify as classify_message
-
-    kind, method, rid, sid = classify_message(value)
+    kind, method, rid, sid = (_classify_message or _load_classify())(value)
     rec["kind"] = kind
     if method is not None:
         rec["method"] = method
@@ -107,8 +118,12 @@ class CutWatch:
 
     def see(self, rec: dict[str, Any], raw: bytes) -> None:
         """Take one frame into account (the reader sets :attr:`last_nolf` at the end)."""
-        if not self.wants(rec, raw):
-            return
+        if self.wants(rec, raw):
+            self.learn(rec, raw)
+
+    def learn(self, rec: dict[str, Any], raw: bytes) -> None:
+        """Take into account a frame :meth:`wants` (a caller that asked it already, inline,
+        calls this)."""
         value = None
         if "kind" not in rec:
             value = parsed(raw)
