@@ -76,7 +76,7 @@ from acp_pipes.io.lines import (
 from acp_pipes.io.live import Live
 from acp_pipes.io.streams import FRAMES, VERSIONS, WIRE, header_format, judge
 from acp_pipes.io.wire import A2C, C2A, DIRECTIONS, encode_raw, is_event
-from acp_pipes.protocol.canonical import hash_raw
+from acp_pipes.protocol.canonical import hash_raw, raw_hash
 from acp_pipes.protocol.jsonrpc import why_not_jsonrpc
 
 if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
@@ -84,19 +84,16 @@ if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
 
 __all__ = [
     "KINDS",
-    "RAW_HASH_PREFIX",
     "Framer",
     "frame_chunks",
     "frame_field",
     "frame_lines",
     "frames",
     "frames_header",
-    "raw_hash",
     "read_frames",
 ]
 
 KINDS = ("request", "response", "error", "notification", "invalid_json", "not_jsonrpc")
-RAW_HASH_PREFIX = "blake3-raw:"
 
 #: Requests still waiting for an answer, per direction; the oldest are forgotten beyond
 #: this, so a log full of unanswered requests still frames in flat memory.
@@ -109,11 +106,6 @@ _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
 _hash_raw = hash_raw  # (value, "blake3:..." | None), raises ParseError (a ValueError)
 _blake3 = blake3.blake3
-
-
-def raw_hash(raw: bytes) -> str:
-    """``blake3-raw:<hex>``: the identity of bytes that have no canonical JSON form."""
-    return RAW_HASH_PREFIX + blake3.blake3(raw).hexdigest()
 
 
 def frames_header(source: dict[str, Any] | None) -> dict[str, Any]:

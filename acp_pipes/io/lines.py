@@ -23,7 +23,8 @@ from typing import Any, BinaryIO, TypeVar, cast
 import orjson
 
 from acp_pipes.errors import InputError
-from acp_pipes.io.live import Live, _Followed, _GzipLines, _live, _LiveRaw, _open_fd
+from acp_pipes.io.live import Followed, GzipLines, Live, is_live, open_live
+from acp_pipes.io.settings import RUN, LineTooLong
 
 GZIP_MAGIC = b"\x1f\x8b"
 T = TypeVar("T")
@@ -33,28 +34,6 @@ T = TypeVar("T")
 #: turns these into an InputError naming the file and line.
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 STDIN = "-"
-
-
-class RunSettings:
-    """What the CLI runner decides once for every input and output of a run: the
-    program's name (for a note said deep in a reader), the longest line a reader takes
-    (``--max-line-bytes``), and whether an input is private (then so is every output).
-    Kept here rather than passed down: the readers are many and deep, and each one
-    honours them without a parameter of its own. A library caller that sets nothing
-    gets the defaults."""
-
-    __slots__ = ("max_line_bytes", "private", "prog")
-
-    def __init__(self) -> None:
-        self.prog = "acp-pipes"
-        self.max_line_bytes = MAX_LINE_BYTES
-        self.private = False
-
-
-#: The longest line (bytes, without its LF) a reader takes unless told otherwise.
-MAX_LINE_BYTES = 64 << 20
-#: The settings of this run (:class:`RunSettings`).
-RUN = RunSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +70,9 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
     if path == STDIN:
         raw: BinaryIO = stdin()
         if live is not None:
-            raw = _live(raw, 0, None, live, closefd=False)
+            raw = open_live(None, live, raw)
     elif live is not None:
-        raw = _live(None, _open_fd(path, live), path, live, closefd=True)
+        raw = open_live(path, live)
     else:
         try:
             raw = open(path, "rb")  # noqa: SIM115 - the caller closes it
@@ -109,8 +88,8 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
     if head == GZIP_MAGIC:
         import gzip  # only for .gz input: kept off every tool's start-up path
 
-        if isinstance(getattr(reader, "raw", None), _LiveRaw):  # still being written
-            reader = _GzipLines(reader, limit)  # type: ignore[assignment]  # read for its lines
+        if is_live(reader):  # still being written
+            reader = GzipLines(reader, limit)  # type: ignore[assignment]  # read for its lines
         else:
             # (_Capped needs read1, fileno and close of it, which a GzipFile has)
             reader = _capped(gzip.GzipFile(fileobj=reader, mode="rb"),  # type: ignore[arg-type]
@@ -123,17 +102,8 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
         except READ_ERRORS as e:
             raise InputError(display_name(path), 0, f"cannot read: {e}") from None
     if live is not None and live.follow and path != STDIN:
-        return _Followed(reader)  # type: ignore[return-value]  # read for its lines
+        return Followed(reader)  # type: ignore[return-value]  # read for its lines
     return reader
-
-
-class LineTooLong(OSError):
-    """A line longer than the limit (``--max-line-bytes``): the input is read no further,
-    as at any read error (what came before it is kept; the reader names its line)."""
-
-    def __init__(self, limit: int):
-        super().__init__(f"line of more than {limit} bytes (limit --max-line-bytes {limit})")
-        self.limit = limit
 
 
 class _Capped(io.RawIOBase):
