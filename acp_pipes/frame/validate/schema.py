@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jsonschema_rs
@@ -282,29 +282,12 @@ class Schema:
             yield from self._parts(name, ("$defs", target), value, base, where, closed)
             return
         if _small(value) or not isinstance(node, dict) or not _splits(node):
-            v = self._part_validator(name, path, closed)
-            fix = list(path)
-            yield from self._explained(name, (PartError(e, fix) for e in v.iter_errors(value)),
-                                       base + where, closed)
+            yield from self._errors(name, path, "", value, base + where, closed)
             return
-        own = self._part_validator(name, path, closed, "own")
-        if not own.is_valid(value):
-            fix = list(path)
-            yield from self._explained(name, (PartError(e, fix) for e in own.iter_errors(value)),
-                                       base + where, closed)
+        if not self._part_validator(name, path, closed, "own").is_valid(value):
+            yield from self._errors(name, path, "own", value, base + where, closed)
         if isinstance(value, dict):
-            props = node.get("properties", {})
-            extra = node.get("additionalProperties")
-            for key, item in value.items():
-                if key in props:
-                    sub = (*path, "properties", key)
-                elif isinstance(extra, dict):
-                    sub = (*path, "additionalProperties")
-                else:
-                    continue
-                if not self._part_validator(name, sub, closed).is_valid(item):
-                    yield from self._parts(name, sub, item, base,
-                                           f"{where}/{escape(str(key))}", closed)
+            yield from self._properties(name, path, node, value, base, where, closed)
         if isinstance(value, list) and "items" in node:
             sub = (*path, "items")
             valid = self._part_validator(name, sub, closed).is_valid
@@ -312,17 +295,43 @@ class Schema:
                 if not valid(item):
                     yield from self._parts(name, sub, item, base, f"{where}/{i}", closed)
         for i in range(len(node.get("allOf", ()))):
-            sub = (*path, "allOf", i)
-            if not self._part_validator(name, sub, closed).is_valid(value):
-                yield from self._parts(name, sub, value, base, where, closed)
+            yield from self._failed(name, (*path, "allOf", i), value, base, where, closed)
         ref = node.get("$ref")
-        if ref is not None and not self._part_validator(name, ("$defs", ref[8:]),
-                                                        closed).is_valid(value):
-            yield from self._parts(name, ("$defs", ref[8:]), value, base, where, closed)
+        if ref is not None:
+            yield from self._failed(name, ("$defs", ref[8:]), value, base, where, closed)
         for union in ("anyOf", "oneOf"):
             if union in node:
                 yield from self._union(name, path, union, len(node[union]), value, base,
                                        where, closed)
+
+    def _properties(self, name: str, path: tuple[Any, ...], node: dict[str, Any],
+                    value: dict[str, Any], base: str, where: str, closed: bool
+                    ) -> Iterator[Finding]:
+        """The findings of an object's properties, each against its own node."""
+        props = node.get("properties", {})
+        extra = node.get("additionalProperties")
+        for key, item in value.items():
+            if key in props:
+                sub = (*path, "properties", key)
+            elif isinstance(extra, dict):
+                sub = (*path, "additionalProperties")
+            else:
+                continue
+            yield from self._failed(name, sub, item, base, f"{where}/{escape(str(key))}", closed)
+
+    def _failed(self, name: str, path: tuple[Any, ...], value: Any, base: str, where: str,
+                closed: bool) -> Iterator[Finding]:
+        """The findings of ``value`` against the node at ``path``, if it fails it."""
+        if not self._part_validator(name, path, closed).is_valid(value):
+            yield from self._parts(name, path, value, base, where, closed)
+
+    def _errors(self, name: str, path: tuple[Any, ...], part: str, value: Any, at: str,
+                closed: bool) -> Iterator[Finding]:
+        """The findings the validator of the node at ``path`` (``part``: see
+        :meth:`_part_validator`) gives ``value``, said from the root."""
+        fix = list(path)
+        errors = self._part_validator(name, path, closed, part).iter_errors(value)
+        yield from self._explained(name, (PartError(e, fix) for e in errors), at, closed)
 
     def _union(self, name: str, path: tuple[Any, ...], union: str, n: int, value: Any,
                base: str, where: str, closed: bool) -> Iterator[Finding]:
@@ -331,10 +340,7 @@ class Schema:
         if valid == 1 or (valid and union == "anyOf"):
             return
         if valid:  # a oneOf more than one branch of matches: one error, no branch's
-            v = self._part_validator(name, path, closed, union)
-            fix = list(path)
-            yield from self._explained(name, (PartError(e, fix) for e in v.iter_errors(value)),
-                                       base + where, closed)
+            yield from self._errors(name, path, union, value, base + where, closed)
             return
         # the branch meant, as explain picks it: the others miss by type or tag
         meant = [b for b in subs if self._part_validator(name, b, closed, "meant")
@@ -353,37 +359,37 @@ class Schema:
         path = list(e.schema_path)
         if path[:1] == ["anyOf"] and len(path) > 1 and name in self._batches:
             path[1] = self._batches[name][path[1]]  # a batch: its place in the file
-        location = "#/" + "/".join(escape(str(p)) for p in path)
-        if closed and path[:1] == ["$defs"] and len(path) > 1:
-            node = at(self._closed_def(path[1]), path[2:-1])
-        elif closed:
-            if self._closed_root is None:
-                self._closed_root = close(copy.deepcopy(self.root))
-            node = at(self._closed_root, path[:-1])
-        else:
-            node = at(self.root, path[:-1])
-        if closed and isinstance(node, dict) and node.get(RESERVED):
-            value = e.instance
-            words = words_at(self.root, path[:-3] if path[-3:-2] == ["properties"] else path[:-1])
-            return Finding(pointer, f"{show(value)} is reserved for future ACP versions "
-                           "(an extension value must begin with _)",
-                           "#/" + "/".join(escape(str(p)) for p in variant_path(path)),
-                           words, rule="reserved-value")
-        if closed and isinstance(node, dict) and node.get(ABSOLUTE):
-            words = words_at(self.root, path[:-1])
-            return Finding(pointer, f"{show(e.instance)} is not an absolute path",
-                           "#/" + "/".join(escape(str(p)) for p in path[:-1]), words,
-                           rule="relative-path")
-        keyword = path[-1] if path else None
+        node = self._keyword_node(path, closed)
+        if closed and isinstance(node, dict):
+            if node.get(RESERVED):
+                words = words_at(self.root, path[:-3] if path[-3:-2] == ["properties"]
+                                 else path[:-1])
+                return Finding(pointer, f"{show(e.instance)} is reserved for future ACP "
+                               "versions (an extension value must begin with _)",
+                               _location(variant_path(path)), words, rule="reserved-value")
+            if node.get(ABSOLUTE):
+                return Finding(pointer, f"{show(e.instance)} is not an absolute path",
+                               _location(path[:-1]), words_at(self.root, path[:-1]),
+                               rule="relative-path")
         words = None
-        if keyword == "required" and isinstance(node, dict):
-            missing = e.kind.as_dict().get("property")
-            prop = node.get("properties", {}).get(missing)
-            if isinstance(prop, dict):
+        if path and path[-1] == "required" and isinstance(node, dict):
+            prop = node.get("properties", {}).get(e.kind.as_dict().get("property"))
+            if isinstance(prop, dict):  # the missing property's own words
                 words = first_words(prop)
         if words is None:
             words = words_at(self.root, path[:-1])
-        return Finding(pointer, error_message(e, path), location, words)
+        return Finding(pointer, error_message(e, path), _location(path), words)
+
+    def _keyword_node(self, path: list[Any], closed: bool) -> Any:
+        """The schema node holding the keyword at ``path`` (of the closed copy, with
+        ``closed``: the copy's additions are marked there)."""
+        if closed and path[:1] == ["$defs"] and len(path) > 1:
+            return at(self._closed_def(path[1]), path[2:-1])
+        if closed:
+            if self._closed_root is None:
+                self._closed_root = close(copy.deepcopy(self.root))
+            return at(self._closed_root, path[:-1])
+        return at(self.root, path[:-1])
 
 
 #: Up to this many JSON values a failing value is explained by the validator at once.
@@ -400,6 +406,11 @@ _OWN = frozenset({"type", "required", "const", "enum", "not", "minItems", "maxIt
                   "multipleOf", "contentEncoding", "contentMediaType"})
 _PARTS = frozenset({"properties", "additionalProperties", "items", "allOf", "anyOf",
                     "oneOf"})
+
+
+def _location(path: Sequence[Any]) -> str:
+    """A pointer into the schema file, as a violation's ``location``."""
+    return "#/" + "/".join(escape(str(p)) for p in path)
 
 
 def _small(value: Any) -> bool:
