@@ -200,89 +200,115 @@ class Framer:
             size = len(b)
             out = rec if plain == _PLAIN_B64 else {"seq": seq, "t": t, "dir": d, "raw_b64": r}
         if out is not rec:
-            if rec.get("nolf") is True:
-                out["nolf"] = True
-            if rec.get("redacted") is True:
-                out["redacted"] = True
+            _flags(rec, out)
         # One parse serves both the canonical hash and the classification below.
         try:
             value, h = _hash_raw(b, self.hasher)
         except ValueError as e:  # canonical.ParseError
             why = "not UTF-8" if b.__class__ is bytes and r is rec.get("raw_b64") else str(e)
-            self.warn(self.source, line, f"{unparsable(True, e)}: {why}")
-            out["kind"] = "invalid_json"
-            out["size"] = size
-            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
-                                   if b.__class__ is str else b)  # (b: exactly str or bytes)
-            return out
-        # kind, method, id, sessionId: acp_pipes.protocol.jsonrpc.classify, spelt out inline with
-        # the pairing of responses to requests (a call per frame costs more than the test;
-        # BENCHMARKS.md, acp-frame).
-        sid = None
+            return self._invalid(out, b, size, f"{unparsable(True, e)}: {why}", line)
+        # kind, method, id, sessionId: acp_pipes.protocol.jsonrpc.classify, spelt out in
+        # _call and _answer with the pairing of responses to requests (a call to classify
+        # as well costs more than the test; BENCHMARKS.md, acp-frame).
         kind = None
         if value.__class__ is dict and value.get("jsonrpc") == "2.0":
             method = value.get("method")
             if method is not None:
-                if method.__class__ is str:
-                    params = value.get("params")
-                    if params.__class__ is dict:
-                        sid = params.get("sessionId")
-                        if sid.__class__ is not str:
-                            sid = None
-                    if "id" not in value:
-                        kind = out["kind"] = "notification"
-                        out["method"] = method
-                    else:
-                        rid = value["id"]
-                        c = rid.__class__
-                        if (c is int and _INT64 <= rid < _UINT64) or c is str or rid is None \
-                                or c is float:
-                            kind = out["kind"] = "request"
-                            out["method"] = method
-                            out["id"] = rid
-                            pend = self.pending[d]
-                            pend[(c, rid)] = (method, sid)
-                            if len(pend) > MAX_PENDING:
-                                del pend[next(iter(pend))]
+                kind = self._call(value, method, d, out)
             elif "id" in value and (("result" in value) is not ("error" in value)):
-                rid = value["id"]
-                c = rid.__class__
-                if (c is int and _INT64 <= rid < _UINT64) or c is str or rid is None \
-                        or c is float:
-                    asked = self.pending[_OTHER[d]].pop((c, rid), None)
-                    if "result" in value:
-                        kind = out["kind"] = "response"
-                        result = value["result"]
-                    else:
-                        kind = out["kind"] = "error"
-                        result = None
-                    if asked is not None:
-                        out["method"] = asked[0]
-                        sid = asked[1]
-                    out["id"] = rid
-                    if result.__class__ is dict:
-                        s = result.get("sessionId")
-                        if s.__class__ is str:
-                            sid = s
-        if h is None and kind is not None and _unwritable(out.get("method"), out.get("id"), sid):
-            for key in ("kind", "method", "id"):
+                kind = self._answer(value, d, out)
+        if kind is None:
+            self.warn(self.source, line, f"not JSON-RPC: {why_not_jsonrpc(value)}")
+            out["kind"] = "not_jsonrpc"
+        elif h is None and _unwritable(out.get("method"), out.get("id"), out.get("sessionId")):
+            for key in ("kind", "method", "id", "sessionId"):
                 out.pop(key, None)
             self.warn(self.source, line,
                       "not JSON-RPC: a lone surrogate in its method, id or sessionId")
             out["kind"] = "not_jsonrpc"
-            sid = None
-        elif kind is None:
-            self.warn(self.source, line, f"not JSON-RPC: {why_not_jsonrpc(value)}")
-            out["kind"] = "not_jsonrpc"
-        elif sid is not None:
-            out["sessionId"] = sid
         out["size"] = size
-        if h is None:
-            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
-                                   if b.__class__ is str else b)  # (b: exactly str or bytes)
-        else:
-            out["hash"] = h
+        out["hash"] = h if h is not None else _bytes_hash(b)
         return out
+
+    def _call(self, value: dict[str, Any], method: Any, d: str, out: dict[str, Any]
+              ) -> str | None:
+        """A request or a notification (``kind``, ``method``, ``id``, ``sessionId`` into
+        ``out``), a request remembered until its answer; None when it is neither."""
+        if method.__class__ is not str:
+            return None
+        sid = None
+        params = value.get("params")
+        if params.__class__ is dict:
+            sid = params.get("sessionId")
+        if "id" not in value:
+            out["kind"] = "notification"
+            out["method"] = method
+        else:
+            rid = value["id"]
+            c = rid.__class__
+            if not ((c is int and _INT64 <= rid < _UINT64) or c is str or rid is None
+                    or c is float):
+                return None
+            out["kind"] = "request"
+            out["method"] = method
+            out["id"] = rid
+            pend = self.pending[d]
+            pend[(c, rid)] = (method, sid if sid.__class__ is str else None)
+            if len(pend) > MAX_PENDING:
+                del pend[next(iter(pend))]
+        if sid.__class__ is str:
+            out["sessionId"] = sid
+        return out["kind"]
+
+    def _answer(self, value: dict[str, Any], d: str, out: dict[str, Any]) -> str | None:
+        """A response or an error (``kind``, ``method`` and ``sessionId`` of the request
+        it answers, ``id``, into ``out``); None when its id is no JSON-RPC id."""
+        rid = value["id"]
+        c = rid.__class__
+        if not ((c is int and _INT64 <= rid < _UINT64) or c is str or rid is None
+                or c is float):
+            return None
+        asked = self.pending[_OTHER[d]].pop((c, rid), None)
+        if "result" in value:
+            kind = out["kind"] = "response"
+            result = value["result"]
+        else:
+            kind = out["kind"] = "error"
+            result = None
+        sid = None
+        if asked is not None:
+            out["method"] = asked[0]
+            sid = asked[1]
+        out["id"] = rid
+        if result.__class__ is dict:
+            s = result.get("sessionId")
+            if s.__class__ is str:
+                sid = s
+        if sid is not None:
+            out["sessionId"] = sid
+        return kind
+
+    def _invalid(self, out: dict[str, Any], b: str | bytes, size: int, why: str, line: int
+                 ) -> dict[str, Any]:
+        """A frame whose bytes are not one JSON text: kept, its hash that of its bytes."""
+        self.warn(self.source, line, why)
+        out["kind"] = "invalid_json"
+        out["size"] = size
+        out["hash"] = _bytes_hash(b)
+        return out
+
+
+def _flags(rec: dict[str, Any], out: dict[str, Any]) -> None:
+    """The wire record's flags, onto a frame record made anew."""
+    if rec.get("nolf") is True:
+        out["nolf"] = True
+    if rec.get("redacted") is True:
+        out["redacted"] = True
+
+
+def _bytes_hash(b: str | bytes) -> str:
+    """:func:`acp_pipes.protocol.canonical.raw_hash` of a frame's text or bytes."""
+    return raw_hash(b.encode("utf-8", "surrogatepass") if isinstance(b, str) else b)
 
 
 def frames(
