@@ -443,13 +443,8 @@ def _framed(
                     continue
                 fmt = header_format(rec)
                 if fmt is None:
-                    if rec.__class__ is dict and rec.get("end") is True:
-                        if ends:  # the recorder's end record, passed on as it is
-                            yield rec
-                        continue
-                    if is_event(rec):  # a remote transport's event: no frame
-                        continue
-                    warn(source, number, "not a wire record (needs seq, t, dir), skipped")
+                    if _passed_on(rec, ends, source, number, warn):
+                        yield rec
                     continue
             else:
                 terminated = chunk[-1:] == b"\n"
@@ -463,27 +458,14 @@ def _framed(
                 fmt = header_format(rec) if rec.__class__ is dict else None
                 if fmt is None:
                     if mode is None:
-                        if direction is None and rec is None:  # no JSONL at all
-                            raise InputError(
-                                source, number, "not JSON, so no recording: expected a wire "
-                                "log, frames or an ASR stream (or bare ACP JSONL with --dir)")
-                        if direction is None:
-                            raise InputError(
-                                source, 0,
-                                "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c",
-                            )
-                        mode = BARE
+                        mode = _bare(rec, direction, source, number)
                         seq = 0
                         if headers:
                             yield frames_header(None)
                     if not raw.strip():  # blank lines do not frame in ndjson
                         continue
-                    key, text = encode_raw(raw)
-                    wire = {"seq": seq, "t": None, "dir": direction, key: text}
-                    if not terminated:
-                        wire["nolf"] = True
+                    out = frame(_bare_record(seq, direction, raw, terminated), number)
                     seq += 1
-                    out = frame(wire, number)
                     if out is not None:
                         yield out
                     continue
@@ -494,10 +476,48 @@ def _framed(
             frame = framer.frame
             mode = WIRE  # frame records are wire records plus fields: both frame the same way
             if headers:
-                # (a header: judge returns it)
-                src = head if fmt == WIRE else head.get("source")  # type: ignore[union-attr]
-                yield frames_header(src if isinstance(src, dict) else None)
+                yield frames_header(_wire_header(head, fmt))  # type: ignore[arg-type]
     finally:
         if stream is not None and path != STDIN:
             stream.close()
 
+
+def _passed_on(rec: Any, ends: bool, source: str, number: int, warn: Warn) -> bool:
+    """A record of a wire log that is no frame and no header: the recorder's end record
+    (passed on as it is, with ``ends``), a remote transport's event (no frame), or
+    anything else (said, and skipped)."""
+    if rec.__class__ is dict and rec.get("end") is True:
+        return ends
+    if not is_event(rec):
+        warn(source, number, "not a wire record (needs seq, t, dir), skipped")
+    return False
+
+
+def _bare(rec: Any, direction: str | None, source: str, number: int) -> str:
+    """The mode of an input whose first line is no header: a bare ACP JSONL stream, which
+    needs a direction; an input that is not JSONL at all is no recording."""
+    if direction is None and rec is None:  # no JSONL at all
+        raise InputError(
+            source, number, "not JSON, so no recording: expected a wire "
+            "log, frames or an ASR stream (or bare ACP JSONL with --dir)")
+    if direction is None:
+        raise InputError(source, 0,
+                         "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c")
+    return BARE
+
+
+def _bare_record(seq: int, direction: str | None, raw: bytes, terminated: bool
+                 ) -> dict[str, Any]:
+    """The wire record of a line of bare ACP JSONL (no time: none was recorded)."""
+    key, text = encode_raw(raw)
+    wire = {"seq": seq, "t": None, "dir": direction, key: text}
+    if not terminated:
+        wire["nolf"] = True
+    return wire
+
+
+def _wire_header(head: dict[str, Any], fmt: str) -> dict[str, Any] | None:
+    """What a frames header names as its source: the wire log's header (of a frames
+    stream framed again, its own source)."""
+    src = head if fmt == WIRE else head.get("source")
+    return src if isinstance(src, dict) else None
