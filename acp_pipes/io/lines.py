@@ -15,10 +15,9 @@ import codecs
 import io
 import sys
 import zlib
-from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, TypeVar, cast
+from typing import Any, BinaryIO, cast
 
 import orjson
 
@@ -27,7 +26,6 @@ from acp_pipes.io.live import Followed, GzipLines, Live, is_live, open_live
 from acp_pipes.io.settings import RUN, LineTooLong
 
 GZIP_MAGIC = b"\x1f\x8b"
-T = TypeVar("T")
 
 #: What reading an input can raise besides our own errors: I/O errors (gzip.BadGzipFile
 #: is one), a .gz cut short (EOFError), a corrupt .gz body (zlib.error). Every reader
@@ -370,88 +368,6 @@ def parse_line(line: Line) -> Any:
     except orjson.JSONDecodeError as e:
         raise InputError(line.source, line.number,
                          f"{unparsable(line.terminated, e)}: {json_error(line.raw, e)}") from None
-
-
-def _itself(rec: Any) -> dict:
-    return rec
-
-
-def _own_kind(rec: Any) -> Any:  # a frame record's
-    return rec.get("kind")
-
-
-def of_session(items: Iterable[T], sid: str, seen: list[bool],
-               record: Callable[[T], dict] = _itself,
-               kind: Callable[[T], Any] = _own_kind) -> Iterator[T]:
-    """The frames of session ``sid`` and the connection's own (of no session:
-    ``initialize``, ``authenticate``, frames that are not JSON-RPC), without a request
-    another session answered (the ``session/new`` that made it): the one rule of
-    ``--session`` on frames (acp-frame, acp-replay; docs/acp-frame.md).
-
-    A request of no session is held, with the frames after it, until its answer says
-    whose it is (a response's ``sessionId``): memory holds what is in flight. An answer
-    that names no session follows its request: the one to another session's prompt is
-    dropped with it. One never
-    answered is kept, and so is one still open when a stream ends (a record with no
-    ``dir``: the next stream's header, which matching restarts at). ``items`` are frame
-    records, or anything ``record`` takes one from (its ``dir``, ``id``, ``sessionId``)
-    and ``kind`` classifies (request, response, error, ...). ``seen`` gets an entry once
-    a frame of ``sid`` went by, so a caller can say the session was not there."""
-    held: deque[list] = deque()  # [item, "keep" | "drop" | "open" (not answered yet)]
-    waiting: dict[tuple, list[list]] = {}  # (dir, id type, id) -> its held requests
-    others: dict[tuple, int] = {}  # (dir, id type, id) -> other sessions' requests open
-    for item in items:
-        rec = record(item)
-        d = rec.get("dir")
-        if d is None:  # a header: the stream before it is over, its open requests kept
-            for entry in held:
-                if entry[1] != "drop":
-                    yield entry[0]
-            held.clear()
-            waiting.clear()
-            others.clear()
-            yield item
-            continue
-        k = kind(item)
-        s = rec.get("sessionId")
-        if k == "response" or k == "error":
-            rid = rec.get("id")
-            key = ("a2c" if d == "c2a" else "c2a", rid.__class__, rid)
-            asked = waiting.get(key)
-            if asked:
-                asked.pop(0)[1] = "keep" if s is None or s == sid else "drop"
-                if not asked:
-                    del waiting[key]
-            elif s is None and key in others:
-                # the answer to another session's request (a prompt's) is theirs
-                if others[key] == 1:
-                    del others[key]
-                else:
-                    others[key] -= 1
-                continue
-        elif k == "request" and s is not None and s != sid:
-            rid = rec.get("id")
-            key = (d, rid.__class__, rid)
-            others[key] = others.get(key, 0) + 1
-        if s is None or s == sid:
-            if s is not None and not seen:
-                seen.append(True)
-            if k == "request" and s is None:
-                rid = rec.get("id")
-                entry = [item, "open"]
-                waiting.setdefault((d, rid.__class__, rid), []).append(entry)
-                held.append(entry)
-            elif held:
-                held.append([item, "keep"])
-            else:
-                yield item
-        while held and held[0][1] != "open":
-            entry = held.popleft()
-            if entry[1] == "keep":
-                yield entry[0]
-    for entry in held:
-        if entry[1] != "drop":
-            yield entry[0]
 
 
 def dumps(record: Any) -> bytes:
