@@ -57,7 +57,7 @@ bare stream without a direction, raises ``InputError``.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import blake3
@@ -101,7 +101,6 @@ MAX_PENDING = 1 << 16
 
 _OTHER = {C2A: A2C, A2C: C2A}
 _FRAMED = (WIRE, FRAMES)  # the streams framed (a frames stream is framed again)
-BARE = "bare"
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
 _hash_raw = hash_raw  # (value, "blake3:..." | None), raises ParseError (a ValueError)
@@ -166,30 +165,32 @@ class Framer:
         itself is broken (no valid seq/dir/raw). A wire record in the plain layout
         (seq, t, dir, raw|raw_b64) is extended in place and returned, saving a copy per
         frame: pass a copy if you keep ``rec``."""
-        # The wire fields: seq, t, dir, then the bytes as raw (text) or raw_b64.
-        plain = tuple(rec)
-        if plain == _PLAIN_RAW:
+        # acp-tee's layout of a text frame (seq, t, dir, raw), nearly every frame of a
+        # wire log, read here; any other layout, and whatever is wrong, by _fields
+        if tuple(rec) == _PLAIN_RAW:
             seq, t, d, r = rec.values()
-            out = rec
-        else:
-            seq = rec.get("seq")
-            t = rec.get("t")
-            d = rec.get("dir")
-            r = rec.get("raw")
-            out = None
+            if r.__class__ is str and seq.__class__ is int and (
+                    t is None or t.__class__ is int) and d in _OTHER:
+                if r.isascii():  # the frame's text stands for its bytes
+                    return self._record(rec, r, len(r), d, line, False)
+                b = r.encode("utf-8", "surrogatepass")
+                return self._record(rec, b, len(b), d, line, False)
+        return self._fields(rec, line)
+
+    def _fields(self, rec: dict[str, Any], line: int) -> dict[str, Any] | None:
+        """:meth:`frame` of a record in any layout: seq, t, dir, then the bytes as raw
+        (text) or raw_b64; a record made anew unless the layout is plain."""
+        seq = rec.get("seq")
+        t = rec.get("t")
+        d = rec.get("dir")
+        r = rec.get("raw")
         if seq.__class__ is not int or not (t is None or t.__class__ is int) or d not in _OTHER:
             self.warn(self.source, line, "not a wire record (needs seq, t, dir), skipped")
             return None
         b: str | bytes  # the frame's text (when it is ASCII) or its bytes
         if r.__class__ is str:
-            if r.isascii():
-                b = r
-                size = len(r)
-            else:
-                b = r.encode("utf-8", "surrogatepass")
-                size = len(b)
-            if out is None:
-                out = {"seq": seq, "t": t, "dir": d, "raw": r}
+            b = r if r.isascii() else r.encode("utf-8", "surrogatepass")
+            out = rec if tuple(rec) == _PLAIN_RAW else {"seq": seq, "t": t, "dir": d, "raw": r}
         else:
             r = rec.get("raw_b64")
             try:
@@ -197,15 +198,21 @@ class Framer:
             except (TypeError, ValueError):
                 self.warn(self.source, line, "wire record has no raw or valid raw_b64, skipped")
                 return None
-            size = len(b)
-            out = rec if plain == _PLAIN_B64 else {"seq": seq, "t": t, "dir": d, "raw_b64": r}
+            out = rec if tuple(rec) == _PLAIN_B64 else {"seq": seq, "t": t, "dir": d, "raw_b64": r}
         if out is not rec:
             _flags(rec, out)
+        return self._record(out, b, len(b), d, line, b.__class__ is bytes and r is rec.get(
+            "raw_b64"))
+
+    def _record(self, out: dict[str, Any], b: str | bytes, size: int, d: str, line: int,
+                b64: bool) -> dict[str, Any]:
+        """The frame record of the frame ``b`` (``size`` bytes, travelling ``d``; ``b64``:
+        its bytes were base64), its fields added to ``out``."""
         # One parse serves both the canonical hash and the classification below.
         try:
             value, h = _hash_raw(b, self.hasher)
         except ValueError as e:  # canonical.ParseError
-            why = "not UTF-8" if b.__class__ is bytes and r is rec.get("raw_b64") else str(e)
+            why = "not UTF-8" if b64 else str(e)
             return self._invalid(out, b, size, f"{unparsable(True, e)}: {why}", line)
         # kind, method, id, sessionId: acp_pipes.protocol.jsonrpc.classify, spelt out in
         # _call and _answer with the pairing of responses to requests (a call to classify
@@ -411,25 +418,31 @@ def _framed(
     warn = warn or _no_warn
     loads = _loads
     JSONDecodeError = _JSONDecodeError
-    mode = None  # None: before the first stream; WIRE: wire or frame records; BARE: ACP lines
-    framer = Framer(source, warn)
-    frame = framer.frame
-    seq = 0
-    number = first_line - 1
     stream = None
     if chunks is None:
         stream = chunks = open_source(path, live)  # type: ignore[arg-type]  # chunks or a path
     try:
         chunks = iter(chunks)
-        while True:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                return
-            except READ_ERRORS as e:
-                raise InputError(source, number + 1, f"cannot read: {e}") from None
-            number += 1
-            if mode is WIRE:
+        # up to the first header: blank lines, or a bare stream (the rest of the input
+        # then, unless a header comes)
+        rec, fmt, number = yield from _bare_lines(chunks, first_line - 1, source, direction,
+                                                  warn, headers)
+        while rec is not None:
+            # a header: the next stream starts here; frame records are wire records plus
+            # fields, both frame the same way
+            head = judge(rec, source, 0 if number == 1 else number, _FRAMED,
+                         "a wire log or ACP JSONL")
+            frame = Framer(source, warn).frame
+            if headers:
+                yield frames_header(_wire_header(head, fmt))  # type: ignore[arg-type]
+            while True:  # the stream's records, to the next header
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    return
+                except READ_ERRORS as e:
+                    raise InputError(source, number + 1, f"cannot read: {e}") from None
+                number += 1
                 try:
                     rec = loads(chunk)  # JSON allows the trailing LF (and a CR before it)
                 except JSONDecodeError as e:
@@ -442,44 +455,56 @@ def _framed(
                         yield out
                     continue
                 fmt = header_format(rec)
-                if fmt is None:
-                    if _passed_on(rec, ends, source, number, warn):
-                        yield rec
-                    continue
-            else:
-                terminated = chunk[-1:] == b"\n"
-                raw = chunk[:-1] if terminated else chunk
-                if mode is None and not raw.strip():
-                    continue
-                try:
-                    rec = loads(raw)
-                except JSONDecodeError:
-                    rec = None
-                fmt = header_format(rec) if rec.__class__ is dict else None
-                if fmt is None:
-                    if mode is None:
-                        mode = _bare(rec, direction, source, number)
-                        seq = 0
-                        if headers:
-                            yield frames_header(None)
-                    if not raw.strip():  # blank lines do not frame in ndjson
-                        continue
-                    out = frame(_bare_record(seq, direction, raw, terminated), number)
-                    seq += 1
-                    if out is not None:
-                        yield out
-                    continue
-            # a header: the next stream starts here
-            head = judge(rec, source, 0 if number == 1 else number, _FRAMED,
-                         "a wire log or ACP JSONL")
-            framer = Framer(source, warn)
-            frame = framer.frame
-            mode = WIRE  # frame records are wire records plus fields: both frame the same way
-            if headers:
-                yield frames_header(_wire_header(head, fmt))  # type: ignore[arg-type]
+                if fmt is not None:
+                    break
+                if _passed_on(rec, ends, source, number, warn):
+                    yield rec
     finally:
         if stream is not None and path != STDIN:
             stream.close()
+
+
+def _bare_lines(chunks: Iterator[bytes], number: int, source: str, direction: str | None,
+                warn: Warn, headers: bool
+                ) -> Generator[dict[str, Any], None, tuple[Any, str | None, int]]:
+    """The frames of the lines before the first header (``number``: of the line before
+    them), the frames header of a bare stream first; returns that header, its format and
+    line number, or ``(None, None, n)`` at the input's end. Blank lines before a stream
+    are passed over; the first other line that is no header begins a bare ACP JSONL
+    stream, which needs ``direction``."""
+    loads = _loads
+    frame = Framer(source, warn).frame
+    bare = False
+    seq = 0
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return None, None, number
+        except READ_ERRORS as e:
+            raise InputError(source, number + 1, f"cannot read: {e}") from None
+        number += 1
+        terminated = chunk[-1:] == b"\n"
+        raw = chunk[:-1] if terminated else chunk
+        if not bare and not raw.strip():
+            continue
+        try:
+            rec = loads(raw)
+        except _JSONDecodeError:
+            rec = None
+        fmt = header_format(rec) if rec.__class__ is dict else None
+        if fmt is not None:
+            return rec, fmt, number
+        if not bare:
+            bare = _bare(rec, direction, source, number)
+            if headers:
+                yield frames_header(None)
+        if not raw.strip():  # blank lines do not frame in ndjson
+            continue
+        out = frame(_bare_record(seq, direction, raw, terminated), number)
+        seq += 1
+        if out is not None:
+            yield out
 
 
 def _passed_on(rec: Any, ends: bool, source: str, number: int, warn: Warn) -> bool:
@@ -493,7 +518,7 @@ def _passed_on(rec: Any, ends: bool, source: str, number: int, warn: Warn) -> bo
     return False
 
 
-def _bare(rec: Any, direction: str | None, source: str, number: int) -> str:
+def _bare(rec: Any, direction: str | None, source: str, number: int) -> bool:
     """The mode of an input whose first line is no header: a bare ACP JSONL stream, which
     needs a direction; an input that is not JSONL at all is no recording."""
     if direction is None and rec is None:  # no JSONL at all
@@ -503,7 +528,7 @@ def _bare(rec: Any, direction: str | None, source: str, number: int) -> str:
     if direction is None:
         raise InputError(source, 0,
                          "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c")
-    return BARE
+    return True
 
 
 def _bare_record(seq: int, direction: str | None, raw: bytes, terminated: bool
