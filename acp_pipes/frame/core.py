@@ -501,8 +501,12 @@ def _bare_lines(chunks: Iterator[bytes], number: int, source: str, direction: st
                 yield frames_header(None)
         if not raw.strip():  # blank lines do not frame in ndjson
             continue
-        out = frame(_bare_record(seq, direction, raw, terminated), number)
+        key, text = encode_raw(raw)  # the line's wire record (no time: none was recorded)
+        wire = {"seq": seq, "t": None, "dir": direction, key: text}
+        if not terminated:
+            wire["nolf"] = True
         seq += 1
+        out = frame(wire, number)
         if out is not None:
             yield out
 
@@ -529,16 +533,6 @@ def _bare(rec: Any, direction: str | None, source: str, number: int) -> bool:
         raise InputError(source, 0,
                          "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c")
     return True
-
-
-def _bare_record(seq: int, direction: str | None, raw: bytes, terminated: bool
-                 ) -> dict[str, Any]:
-    """The wire record of a line of bare ACP JSONL (no time: none was recorded)."""
-    key, text = encode_raw(raw)
-    wire = {"seq": seq, "t": None, "dir": direction, key: text}
-    if not terminated:
-        wire["nolf"] = True
-    return wire
 
 
 def _wire_header(head: dict[str, Any], fmt: str) -> dict[str, Any] | None:
