@@ -243,10 +243,8 @@ class Framer:
         ``out``), a request remembered until its answer; None when it is neither."""
         if method.__class__ is not str:
             return None
-        sid = None
         params = value.get("params")
-        if params.__class__ is dict:
-            sid = params.get("sessionId")
+        sid = params.get("sessionId") if params.__class__ is dict else None
         if "id" not in value:
             out["kind"] = "notification"
             out["method"] = method
