@@ -9,8 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_pipes.frame.core import raw_hash
-from acp_pipes.protocol.canonical import canonical_bytes, canonical_hash, parse_json
+from acp_pipes.protocol.canonical import canonical_bytes, canonical_hash, parse_json, raw_hash
 from acp_pipes.protocol.redact import (
     MAX_FORMS,
     PLACEHOLDER,

@@ -464,8 +464,7 @@ def _unkeyed_hashes(script: list[bytes]) -> list[bytes]:
     sent (the frame hash they held), and of each frame's bytes."""
     import blake3
 
-    from acp_pipes.frame.core import raw_hash
-    from acp_pipes.protocol.canonical import canonical_bytes
+    from acp_pipes.protocol.canonical import canonical_bytes, raw_hash
 
     out = [blake3.blake3(canonical_bytes(s.decode())).hexdigest().encode() for s in _SECRETS]
     out += [blake3.blake3(canonical_bytes("Bearer PROVIDER-SECRET-2")).hexdigest().encode()]

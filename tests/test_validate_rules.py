@@ -8,8 +8,9 @@ import re
 
 import pytest
 
+from acp_pipes.frame.validate.closed import absolute_paths
 from acp_pipes.frame.validate.rules import CANCELLED_WORDS, TOOL_CALL_WORDS, schema_words
-from acp_pipes.frame.validate.schema import NEWEST_V2, _capability_paths, absolute_paths, schema
+from acp_pipes.frame.validate.schema import NEWEST_V2, _capability_paths, schema
 from acp_pipes.schemas import ACP_REVISIONS, ACP_V1, ACP_V2
 
 

@@ -52,7 +52,6 @@ from acp_pipes.align.words import (
     text_of,
 )
 from acp_pipes.errors import InputError, Warn
-from acp_pipes.frame.core import raw_hash
 from acp_pipes.io.lines import (
     READ_ERRORS,
     display_name,
@@ -64,7 +63,7 @@ from acp_pipes.io.lines import (
     stdin,
 )
 from acp_pipes.io.streams import ASR, describe, header_format, judge
-from acp_pipes.protocol.canonical import CanonicalError, canonical_hash, parse_json
+from acp_pipes.protocol.canonical import CanonicalError, canonical_hash, parse_json, raw_hash
 from acp_pipes.sameness.normalize import Normalizer
 
 _ASR = (ASR,)

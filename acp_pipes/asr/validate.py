@@ -26,7 +26,7 @@ another kind (a wire log, frames, folded entities), refused as such.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -212,147 +212,201 @@ def validate_streams(lines: Iterable[tuple[str, int, bytes | None]],
     the LF; a CR before it kept); bytes ``None``: the source is empty. Each source starts
     a stream. Raises InputError for a stream of another kind. ``tally`` gets, for each
     source, ``[streams, records]`` (headers, and the records after them), for a summary."""
-    tally = {} if tally is None else tally
-    streams: dict[str, _Stream] = {}
-    done: list[_Stream] = []
-    cur: _Stream | None = None
-    headless = False
-    cur_source: str | None = None
+    run = _Validation({} if tally is None else tally)
+    for source, number, raw in lines:
+        yield from run.line(source, number, raw)
+    yield from run.close()
+    yield from run.copies()
 
-    def close(st: _Stream | None) -> Iterator[str]:
+
+class _Validation:
+    """One run of :func:`validate_streams`: the stream being read, those read (by
+    session: ``copiedFrom`` looks parents up in them, at the end), and what is counted."""
+
+    def __init__(self, tally: dict[str, list[int]]):
+        self.tally = tally
+        self.streams: dict[str, _Stream] = {}
+        self.done: list[_Stream] = []
+        self.cur: _Stream | None = None
+        self.headless = False  # a record without a header was said for this source
+        self.source: str | None = None
+
+    def line(self, source: str, number: int, raw: bytes | None) -> Iterator[str]:
+        if source != self.source:  # a file starts a stream of its own
+            yield from self.close()
+            self.cur, self.headless, self.source = None, False, source
+        if raw is None:
+            yield f"{source}: : no header (the file is empty)"
+            return
+        where = f"{source}:{number}"
+        rec = yield from _parsed(where, raw)
+        if rec is None:
+            return
+        if header_format(rec) != ASR or (asr_major(rec) or 0) > ASR_MAJOR:
+            judge(rec, source, number, _ASR)  # another kind, or a newer ASR: unusable
+        is_header = rec.get("type") == "header"
+        counts = self.tally.setdefault(source, [0, 0])
+        counts[0 if is_header else 1] += 1
+        if is_header:
+            yield from self.header(rec, source, number, where)
+        elif self.cur is None:
+            if not self.headless:
+                what = "a bare ACP JSONL message" if isinstance(rec.get("jsonrpc"), str) else (
+                    "a record")
+                yield f"{where}: : no header: a stream must start with its header, not {what}"
+            self.headless = True
+            return
+        yield from _schema_problems(rec, is_header, where)
+        if not is_header and self.cur is not None:  # (a record: its stream's)
+            yield from _record(self.cur, rec, number, where)
+
+    def header(self, rec: dict[str, Any], source: str, number: int, where: str
+               ) -> Iterator[str]:
+        """A header: the stream before it is over, its own starts."""
+        yield from self.close()
+        cur = self.cur = _Stream(rec, source, number)
+        if is_provisional(rec):  # told apart from a broken stream (docs/asr.md)
+            yield (f"{where}: /native/provisional: a provisional stream: acp-asr -o is "
+                   "still converting its session, or was stopped before the input's "
+                   "end (run it again); its records so far are checked")
+        sid = cur.sid
+        if isinstance(sid, str):
+            self.streams[sid] = cur  # copiedFrom looks parents up by session
+        lin = (rec.get("lineage") or {}).get("inherits") or {}
+        if isinstance(lin.get("localThroughId"), str):
+            cur.later.append((number, "/lineage/inherits/localThroughId",
+                              lin["localThroughId"]))
+
+    def close(self) -> Iterator[str]:
+        """The end of the stream being read: what only its end tells."""
+        st = self.cur
         if st is None:
             return
+        self.cur = None
+        self.done.append(st)
         if is_provisional(st.header):  # its header's facts are not final: not checked
-            done.append(st)
             return
         lossy = set(((st.header.get("producer") or {}).get("lossy")) or ())
-        need = set(ALWAYS_LOST)
-        if "tool_result" in st.types:
-            need.add("tool_result.content")
-        if "tool_call" in st.types:
-            need.add("_org.agent-session.acp/tool_status_transitions")
-        source = (st.header.get("producer") or {}).get("source")
-        if st.derived_message and source == v1.SOURCE:  # docs/asr.md, "ACP v1"
-            need.add(v1.LOSS_BOUNDARIES)
-        if st.relative:
-            need.add(LOSS_RELATIVE)
-        for loss in sorted(need - lossy):
+        for loss in sorted(_required_losses(st) - lossy):
             yield (f"{st.source}:{st.line}: /producer/lossy: required loss {loss!r} "
                    "is not declared (ASR-722)")
         for line, ptr, rid in st.later:
             if rid not in st.ids:
                 yield f"{st.source}:{line}: {ptr}: names {rid!r}, no such record in the stream"
-        done.append(st)
 
-    for source, number, raw in lines:
-        if source != cur_source:  # a file starts a stream of its own
-            yield from close(cur)
-            cur, headless, cur_source = None, False, source
-        if raw is None:
-            yield f"{source}: : no header (the file is empty)"
-            continue
-        where = f"{source}:{number}"
-        if raw.endswith(b"\r"):
-            yield f"{where}: : line ends with CR LF; an ASR stream's lines end with LF alone"
-        try:
-            rec = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            rec = record_without_surrogates(raw)
-            if rec is None:
-                yield f"{where}: : {unparsable(True, e)}: {json_error(raw, e)}"
-                continue
-            # JSON, but no Unicode text: RFC 8259 8.2 (and I-JSON) want none in a store
-            yield f"{where}: : {LONE_SURROGATE}; the rest of the record is checked"
-        if not isinstance(rec, dict):
-            yield f"{where}: : not a JSON object"
-            continue
-        if header_format(rec) != ASR or (asr_major(rec) or 0) > ASR_MAJOR:
-            judge(rec, source, number, _ASR)  # another kind, or a newer ASR: unusable
-        is_header = rec.get("type") == "header"
-        counts = tally.setdefault(source, [0, 0])
-        counts[0 if is_header else 1] += 1
-        if is_header:
-            yield from close(cur)
-            cur = _Stream(rec, source, number)
-            if is_provisional(rec):  # told apart from a broken stream (docs/asr.md)
-                yield (f"{where}: /native/provisional: a provisional stream: acp-asr -o is "
-                       "still converting its session, or was stopped before the input's "
-                       "end (run it again); its records so far are checked")
-            sid = cur.sid
-            if isinstance(sid, str):
-                streams[sid] = cur  # copiedFrom looks parents up by session
-            lin = (rec.get("lineage") or {}).get("inherits") or {}
-            if isinstance(lin.get("localThroughId"), str):
-                cur.later.append((number, "/lineage/inherits/localThroughId",
-                                  lin["localThroughId"]))
-        elif cur is None:
-            if not headless:
-                what = "a bare ACP JSONL message" if isinstance(rec.get("jsonrpc"), str) else (
-                    "a record")
-                yield f"{where}: : no header: a stream must start with its header, not {what}"
-            headless = True
-            continue
-        v = validator_for(rec, is_header)
-        if v is None:
-            yield f"{where}: /type: unknown record type {rec.get('type')!r}"
-        else:
-            for err in sorted(v.iter_errors(rec), key=lambda e: list(e.absolute_path)):
-                msg = err.message
-                if err.validator == "not":
-                    msg = "has a forbidden shape: " + orjson.dumps(err.validator_value).decode()
-                yield f"{where}: {_ptr(err.absolute_path)}: {msg}"
-        if is_header:
-            continue
-        st = cur
-        seq = rec.get("seq")
-        if isinstance(seq, int):
-            if seq != st.seq + 1:
-                yield f"{where}: /seq: {seq} after {st.seq}: seq must count up by one"
-            st.seq = seq
-        rid = rec.get("id")
-        t = rec.get("type")
-        if isinstance(t, str):
-            st.types.add(t)
-            if t == "message" and rec.get("idSource") == "derived" and (
-                    rec.get("origin") != "notice"):
-                st.derived_message = True
-        if isinstance(rid, str):
-            if rid in st.ids:
-                yield f"{where}: /id: duplicate id {rid!r}"
-            yield from _supersedes(st, where, number, rid, t, rec)
-            rep = (rec.get("replaces") or {}).get("throughId") if isinstance(
-                rec.get("replaces"), dict) else None
-            if rep is not None and rep not in st.ids:
-                yield f"{where}: /replaces/throughId: {rep!r} is not an earlier record"
-            st.ids[rid] = t
-        for ptr, ref in _pathrefs(rec):
-            if isinstance(ref, dict) and ref.get("root") is not None and (
-                    ref["root"] not in st.roots):
-                yield f"{where}: {ptr}/root: {ref['root']!r} is not a declared root (ASR-711)"
-            elif is_relative(ref):
-                if ref.get("relative") is True:
-                    st.relative = True
-                older = "" if "relative" in ref else (
-                    " (an older acp-asr stored it unmarked, as if absolute)")
-                yield NoteLine(f"{where}: {ptr}/path: note: {ref['path']!r} is not absolute: "
+    def copies(self) -> Iterator[str]:
+        """``copiedFrom`` of every stream read, against its parent stream when read."""
+        for st in self.done:
+            inherits = ((st.header.get("lineage") or {}).get("inherits") or {})
+            for number, rec in st.copied:
+                cf = rec["copiedFrom"]
+                where = f"{st.source}:{number}"
+                if cf.get("session") != inherits.get("from"):
+                    yield (f"{where}: /copiedFrom/session: {cf.get('session')!r} is not the "
+                           "session the header inherits from")
+                    continue
+                parent = self.streams.get(cf.get("session"))
+                if parent is not None and cf.get("id") not in parent.ids:
+                    yield (f"{where}: /copiedFrom/id: {cf.get('id')!r} is not a record of "
+                           "the parent")
+
+
+def _parsed(where: str, raw: bytes) -> Generator[str, None, dict[str, Any] | None]:
+    """Problems of a line as a line (CR LF, not JSON, no Unicode text, not an object);
+    returns the record, or None when there is none to check further."""
+    if raw.endswith(b"\r"):
+        yield f"{where}: : line ends with CR LF; an ASR stream's lines end with LF alone"
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        rec = record_without_surrogates(raw)
+        if rec is None:
+            yield f"{where}: : {unparsable(True, e)}: {json_error(raw, e)}"
+            return None
+        # JSON, but no Unicode text: RFC 8259 8.2 (and I-JSON) want none in a store
+        yield f"{where}: : {LONE_SURROGATE}; the rest of the record is checked"
+    if not isinstance(rec, dict):
+        yield f"{where}: : not a JSON object"
+        return None
+    return rec
+
+
+def _schema_problems(rec: dict[str, Any], is_header: bool, where: str) -> Iterator[str]:
+    v = validator_for(rec, is_header)
+    if v is None:
+        yield f"{where}: /type: unknown record type {rec.get('type')!r}"
+        return
+    for err in sorted(v.iter_errors(rec), key=lambda e: list(e.absolute_path)):
+        msg = err.message
+        if err.validator == "not":
+            msg = "has a forbidden shape: " + orjson.dumps(err.validator_value).decode()
+        yield f"{where}: {_ptr(err.absolute_path)}: {msg}"
+
+
+def _required_losses(st: _Stream) -> set[str]:
+    """ASR-722: the losses a stream must declare for what it holds."""
+    need = set(ALWAYS_LOST)
+    if "tool_result" in st.types:
+        need.add("tool_result.content")
+    if "tool_call" in st.types:
+        need.add("_org.agent-session.acp/tool_status_transitions")
+    source = (st.header.get("producer") or {}).get("source")
+    if st.derived_message and source == v1.SOURCE:  # docs/asr.md, "ACP v1"
+        need.add(v1.LOSS_BOUNDARIES)
+    if st.relative:
+        need.add(LOSS_RELATIVE)
+    return need
+
+
+def _record(st: _Stream, rec: dict[str, Any], number: int, where: str) -> Iterator[str]:
+    """The problems of a record beyond its schema, against its stream so far."""
+    seq = rec.get("seq")
+    if isinstance(seq, int):
+        if seq != st.seq + 1:
+            yield f"{where}: /seq: {seq} after {st.seq}: seq must count up by one"
+        st.seq = seq
+    rid = rec.get("id")
+    t = rec.get("type")
+    if isinstance(t, str):
+        st.types.add(t)
+        if t == "message" and rec.get("idSource") == "derived" and (
+                rec.get("origin") != "notice"):
+            st.derived_message = True
+    if isinstance(rid, str):
+        yield from _identity(st, rec, number, where, rid, t)
+    yield from _paths(st, rec, where)
+    if isinstance(rec.get("copiedFrom"), dict):
+        st.copied.append((number, rec))
+
+
+def _identity(st: _Stream, rec: dict[str, Any], number: int, where: str, rid: str,
+              t: Any) -> Iterator[str]:
+    """A record's ``id``: unique, superseding as ASR-706 says, replacing an earlier one."""
+    if rid in st.ids:
+        yield f"{where}: /id: duplicate id {rid!r}"
+    yield from _supersedes(st, where, number, rid, t, rec)
+    rep = (rec.get("replaces") or {}).get("throughId") if isinstance(
+        rec.get("replaces"), dict) else None
+    if rep is not None and rep not in st.ids:
+        yield f"{where}: /replaces/throughId: {rep!r} is not an earlier record"
+    st.ids[rid] = t
+
+
+def _paths(st: _Stream, rec: dict[str, Any], where: str) -> Iterator[str]:
+    """ASR-711: each PathRef names a declared root; one that is not absolute is noted."""
+    for ptr, ref in _pathrefs(rec):
+        if isinstance(ref, dict) and ref.get("root") is not None and (
+                ref["root"] not in st.roots):
+            yield f"{where}: {ptr}/root: {ref['root']!r} is not a declared root (ASR-711)"
+        elif is_relative(ref):
+            if ref.get("relative") is True:
+                st.relative = True
+            older = "" if "relative" in ref else (
+                " (an older acp-asr stored it unmarked, as if absolute)")
+            yield NoteLine(f"{where}: {ptr}/path: note: {ref['path']!r} is not absolute: "
                            "the agent broke ACP's schema, whose paths are absolute; kept as "
                            f"the agent sent it, resolved against no directory{older} "
                            "(ASR-711)")
-        if isinstance(rec.get("copiedFrom"), dict):
-            st.copied.append((number, rec))
-    yield from close(cur)
-    for st in done:
-        inherits = ((st.header.get("lineage") or {}).get("inherits") or {})
-        for number, rec in st.copied:
-            cf = rec["copiedFrom"]
-            where = f"{st.source}:{number}"
-            if cf.get("session") != inherits.get("from"):
-                yield (f"{where}: /copiedFrom/session: {cf.get('session')!r} is not the "
-                       "session the header inherits from")
-                continue
-            parent = streams.get(cf.get("session"))
-            if parent is not None and cf.get("id") not in parent.ids:
-                yield f"{where}: /copiedFrom/id: {cf.get('id')!r} is not a record of the parent"
 
 
 def validate_paths(paths: Iterable[str],

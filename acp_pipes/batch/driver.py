@@ -24,7 +24,7 @@ from acp_pipes.batch.places import (
 )
 from acp_pipes.batch.workers import LocalWorkers, chunked
 from acp_pipes.errors import UsageError
-from acp_pipes.io.lines import MAX_LINE_BYTES, RUN
+from acp_pipes.io.settings import MAX_LINE_BYTES, RUN
 from acp_pipes.io.terminal import printable
 
 __all__ = ["ALIGN_TABLE", "Batch", "Tally"]

@@ -20,8 +20,8 @@ from acp_pipes.batch.modes import MODES, input_error
 from acp_pipes.batch.places import Dest, fetch, local_copy
 from acp_pipes.errors import AcpPipesError, InputError
 from acp_pipes.io.filenames import fold
-from acp_pipes.io.lines import MAX_LINE_BYTES, RUN
 from acp_pipes.io.output import made_from
+from acp_pipes.io.settings import MAX_LINE_BYTES, RUN
 
 __all__ = ["Job", "run_job", "run_jobs"]
 

@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 def of_session(records: Iterable[dict], sid: str, seen: list[bool]) -> Iterator[dict]:
     """The fold records of session ``sid`` and those of none (the fold headers).
 
-    Not the rule of frames (:func:`acp_pipes.io.lines.of_session`): the fold has already
+    Not the rule of frames (:func:`acp_pipes.frame.session.of_session`): the fold has already
     matched every answer to its request and says whose each record is, so a record of
     another session names it (the ``session/new`` that made it is that session's
     ``{"ev": "session", "op": "new"}``), and nothing of no session waits for an answer.

@@ -39,7 +39,7 @@ from typing import Any, BinaryIO
 
 from acp_pipes import __version__
 from acp_pipes.errors import AcpPipesError, InputError, UsageError, say
-from acp_pipes.io.lines import MAX_LINE_BYTES, RUN, Line, read_lines, stdin_stream
+from acp_pipes.io.lines import Line, read_lines, stdin_stream
 from acp_pipes.io.output import (
     Output,
     file_id,
@@ -48,6 +48,7 @@ from acp_pipes.io.output import (
     stdout_fd,
     stdout_sink,
 )
+from acp_pipes.io.settings import MAX_LINE_BYTES, RUN
 from acp_pipes.io.terminal import Rendered, Terminal, pretty
 
 EXIT_OK = 0

@@ -57,7 +57,7 @@ bare stream without a direction, raises ``InputError``.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import blake3
@@ -76,7 +76,7 @@ from acp_pipes.io.lines import (
 from acp_pipes.io.live import Live
 from acp_pipes.io.streams import FRAMES, VERSIONS, WIRE, header_format, judge
 from acp_pipes.io.wire import A2C, C2A, DIRECTIONS, encode_raw, is_event
-from acp_pipes.protocol.canonical import hash_raw
+from acp_pipes.protocol.canonical import hash_raw, raw_hash
 from acp_pipes.protocol.jsonrpc import why_not_jsonrpc
 
 if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
@@ -84,19 +84,16 @@ if TYPE_CHECKING:  # pathlib costs ~3 ms of start-up for an annotation
 
 __all__ = [
     "KINDS",
-    "RAW_HASH_PREFIX",
     "Framer",
     "frame_chunks",
     "frame_field",
     "frame_lines",
     "frames",
     "frames_header",
-    "raw_hash",
     "read_frames",
 ]
 
 KINDS = ("request", "response", "error", "notification", "invalid_json", "not_jsonrpc")
-RAW_HASH_PREFIX = "blake3-raw:"
 
 #: Requests still waiting for an answer, per direction; the oldest are forgotten beyond
 #: this, so a log full of unanswered requests still frames in flat memory.
@@ -104,16 +101,10 @@ MAX_PENDING = 1 << 16
 
 _OTHER = {C2A: A2C, A2C: C2A}
 _FRAMED = (WIRE, FRAMES)  # the streams framed (a frames stream is framed again)
-BARE = "bare"
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
 _hash_raw = hash_raw  # (value, "blake3:..." | None), raises ParseError (a ValueError)
 _blake3 = blake3.blake3
-
-
-def raw_hash(raw: bytes) -> str:
-    """``blake3-raw:<hex>``: the identity of bytes that have no canonical JSON form."""
-    return RAW_HASH_PREFIX + blake3.blake3(raw).hexdigest()
 
 
 def frames_header(source: dict[str, Any] | None) -> dict[str, Any]:
@@ -174,30 +165,32 @@ class Framer:
         itself is broken (no valid seq/dir/raw). A wire record in the plain layout
         (seq, t, dir, raw|raw_b64) is extended in place and returned, saving a copy per
         frame: pass a copy if you keep ``rec``."""
-        # The wire fields: seq, t, dir, then the bytes as raw (text) or raw_b64.
-        plain = tuple(rec)
-        if plain == _PLAIN_RAW:
+        # acp-tee's layout of a text frame (seq, t, dir, raw), nearly every frame of a
+        # wire log, read here; any other layout, and whatever is wrong, by _fields
+        if tuple(rec) == _PLAIN_RAW:
             seq, t, d, r = rec.values()
-            out = rec
-        else:
-            seq = rec.get("seq")
-            t = rec.get("t")
-            d = rec.get("dir")
-            r = rec.get("raw")
-            out = None
+            if r.__class__ is str and seq.__class__ is int and (
+                    t is None or t.__class__ is int) and d in _OTHER:
+                if r.isascii():  # the frame's text stands for its bytes
+                    return self._record(rec, r, len(r), d, line, False)
+                b = r.encode("utf-8", "surrogatepass")
+                return self._record(rec, b, len(b), d, line, False)
+        return self._fields(rec, line)
+
+    def _fields(self, rec: dict[str, Any], line: int) -> dict[str, Any] | None:
+        """:meth:`frame` of a record in any layout: seq, t, dir, then the bytes as raw
+        (text) or raw_b64; a record made anew unless the layout is plain."""
+        seq = rec.get("seq")
+        t = rec.get("t")
+        d = rec.get("dir")
+        r = rec.get("raw")
         if seq.__class__ is not int or not (t is None or t.__class__ is int) or d not in _OTHER:
             self.warn(self.source, line, "not a wire record (needs seq, t, dir), skipped")
             return None
         b: str | bytes  # the frame's text (when it is ASCII) or its bytes
         if r.__class__ is str:
-            if r.isascii():
-                b = r
-                size = len(r)
-            else:
-                b = r.encode("utf-8", "surrogatepass")
-                size = len(b)
-            if out is None:
-                out = {"seq": seq, "t": t, "dir": d, "raw": r}
+            b = r if r.isascii() else r.encode("utf-8", "surrogatepass")
+            out = rec if tuple(rec) == _PLAIN_RAW else {"seq": seq, "t": t, "dir": d, "raw": r}
         else:
             r = rec.get("raw_b64")
             try:
@@ -205,92 +198,122 @@ class Framer:
             except (TypeError, ValueError):
                 self.warn(self.source, line, "wire record has no raw or valid raw_b64, skipped")
                 return None
-            size = len(b)
-            out = rec if plain == _PLAIN_B64 else {"seq": seq, "t": t, "dir": d, "raw_b64": r}
+            out = rec if tuple(rec) == _PLAIN_B64 else {"seq": seq, "t": t, "dir": d, "raw_b64": r}
         if out is not rec:
-            if rec.get("nolf") is True:
-                out["nolf"] = True
-            if rec.get("redacted") is True:
-                out["redacted"] = True
+            _flags(rec, out)
+        return self._record(out, b, len(b), d, line, b.__class__ is bytes and r is rec.get(
+            "raw_b64"))
+
+    def _record(self, out: dict[str, Any], b: str | bytes, size: int, d: str, line: int,
+                b64: bool) -> dict[str, Any]:
+        """The frame record of the frame ``b`` (``size`` bytes, travelling ``d``; ``b64``:
+        its bytes were base64), its fields added to ``out``."""
         # One parse serves both the canonical hash and the classification below.
         try:
             value, h = _hash_raw(b, self.hasher)
         except ValueError as e:  # canonical.ParseError
-            why = "not UTF-8" if b.__class__ is bytes and r is rec.get("raw_b64") else str(e)
-            self.warn(self.source, line, f"{unparsable(True, e)}: {why}")
-            out["kind"] = "invalid_json"
-            out["size"] = size
-            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
-                                   if b.__class__ is str else b)  # (b: exactly str or bytes)
-            return out
-        # kind, method, id, sessionId: acp_pipes.protocol.jsonrpc.classify, spelt out inline with
-        # the pairing of responses to requests (a call per frame costs more than the test;
-        # BENCHMARKS.md, acp-frame).
-        sid = None
+            why = "not UTF-8" if b64 else str(e)
+            return self._invalid(out, b, size, f"{unparsable(True, e)}: {why}", line)
+        # kind, method, id, sessionId: acp_pipes.protocol.jsonrpc.classify, spelt out in
+        # _call and _answer with the pairing of responses to requests (a call to classify
+        # as well costs more than the test; BENCHMARKS.md, acp-frame).
         kind = None
         if value.__class__ is dict and value.get("jsonrpc") == "2.0":
             method = value.get("method")
             if method is not None:
-                if method.__class__ is str:
-                    params = value.get("params")
-                    if params.__class__ is dict:
-                        sid = params.get("sessionId")
-                        if sid.__class__ is not str:
-                            sid = None
-                    if "id" not in value:
-                        kind = out["kind"] = "notification"
-                        out["method"] = method
-                    else:
-                        rid = value["id"]
-                        c = rid.__class__
-                        if (c is int and _INT64 <= rid < _UINT64) or c is str or rid is None \
-                                or c is float:
-                            kind = out["kind"] = "request"
-                            out["method"] = method
-                            out["id"] = rid
-                            pend = self.pending[d]
-                            pend[(c, rid)] = (method, sid)
-                            if len(pend) > MAX_PENDING:
-                                del pend[next(iter(pend))]
+                kind = self._call(value, method, d, out)
             elif "id" in value and (("result" in value) is not ("error" in value)):
-                rid = value["id"]
-                c = rid.__class__
-                if (c is int and _INT64 <= rid < _UINT64) or c is str or rid is None \
-                        or c is float:
-                    asked = self.pending[_OTHER[d]].pop((c, rid), None)
-                    if "result" in value:
-                        kind = out["kind"] = "response"
-                        result = value["result"]
-                    else:
-                        kind = out["kind"] = "error"
-                        result = None
-                    if asked is not None:
-                        out["method"] = asked[0]
-                        sid = asked[1]
-                    out["id"] = rid
-                    if result.__class__ is dict:
-                        s = result.get("sessionId")
-                        if s.__class__ is str:
-                            sid = s
-        if h is None and kind is not None and _unwritable(out.get("method"), out.get("id"), sid):
-            for key in ("kind", "method", "id"):
+                kind = self._answer(value, d, out)
+        if kind is None:
+            self.warn(self.source, line, f"not JSON-RPC: {why_not_jsonrpc(value)}")
+            out["kind"] = "not_jsonrpc"
+        elif h is None and _unwritable(out.get("method"), out.get("id"), out.get("sessionId")):
+            for key in ("kind", "method", "id", "sessionId"):
                 out.pop(key, None)
             self.warn(self.source, line,
                       "not JSON-RPC: a lone surrogate in its method, id or sessionId")
             out["kind"] = "not_jsonrpc"
-            sid = None
-        elif kind is None:
-            self.warn(self.source, line, f"not JSON-RPC: {why_not_jsonrpc(value)}")
-            out["kind"] = "not_jsonrpc"
-        elif sid is not None:
-            out["sessionId"] = sid
         out["size"] = size
-        if h is None:
-            out["hash"] = raw_hash(b.encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
-                                   if b.__class__ is str else b)  # (b: exactly str or bytes)
-        else:
-            out["hash"] = h
+        out["hash"] = h if h is not None else _bytes_hash(b)
         return out
+
+    def _call(self, value: dict[str, Any], method: Any, d: str, out: dict[str, Any]
+              ) -> str | None:
+        """A request or a notification (``kind``, ``method``, ``id``, ``sessionId`` into
+        ``out``), a request remembered until its answer; None when it is neither."""
+        if method.__class__ is not str:
+            return None
+        params = value.get("params")
+        sid = params.get("sessionId") if params.__class__ is dict else None
+        if "id" not in value:
+            out["kind"] = "notification"
+            out["method"] = method
+        else:
+            rid = value["id"]
+            c = rid.__class__
+            if not ((c is int and _INT64 <= rid < _UINT64) or c is str or rid is None
+                    or c is float):
+                return None
+            out["kind"] = "request"
+            out["method"] = method
+            out["id"] = rid
+            pend = self.pending[d]
+            pend[(c, rid)] = (method, sid if sid.__class__ is str else None)
+            if len(pend) > MAX_PENDING:
+                del pend[next(iter(pend))]
+        if sid.__class__ is str:
+            out["sessionId"] = sid
+        return out["kind"]
+
+    def _answer(self, value: dict[str, Any], d: str, out: dict[str, Any]) -> str | None:
+        """A response or an error (``kind``, ``method`` and ``sessionId`` of the request
+        it answers, ``id``, into ``out``); None when its id is no JSON-RPC id."""
+        rid = value["id"]
+        c = rid.__class__
+        if not ((c is int and _INT64 <= rid < _UINT64) or c is str or rid is None
+                or c is float):
+            return None
+        asked = self.pending[_OTHER[d]].pop((c, rid), None)
+        if "result" in value:
+            kind = out["kind"] = "response"
+            result = value["result"]
+        else:
+            kind = out["kind"] = "error"
+            result = None
+        sid = None
+        if asked is not None:
+            out["method"] = asked[0]
+            sid = asked[1]
+        out["id"] = rid
+        if result.__class__ is dict:
+            s = result.get("sessionId")
+            if s.__class__ is str:
+                sid = s
+        if sid is not None:
+            out["sessionId"] = sid
+        return kind
+
+    def _invalid(self, out: dict[str, Any], b: str | bytes, size: int, why: str, line: int
+                 ) -> dict[str, Any]:
+        """A frame whose bytes are not one JSON text: kept, its hash that of its bytes."""
+        self.warn(self.source, line, why)
+        out["kind"] = "invalid_json"
+        out["size"] = size
+        out["hash"] = _bytes_hash(b)
+        return out
+
+
+def _flags(rec: dict[str, Any], out: dict[str, Any]) -> None:
+    """The wire record's flags, onto a frame record made anew."""
+    if rec.get("nolf") is True:
+        out["nolf"] = True
+    if rec.get("redacted") is True:
+        out["redacted"] = True
+
+
+def _bytes_hash(b: str | bytes) -> str:
+    """:func:`acp_pipes.protocol.canonical.raw_hash` of a frame's text or bytes."""
+    return raw_hash(b.encode("utf-8", "surrogatepass") if isinstance(b, str) else b)
 
 
 def frames(
@@ -393,25 +416,31 @@ def _framed(
     warn = warn or _no_warn
     loads = _loads
     JSONDecodeError = _JSONDecodeError
-    mode = None  # None: before the first stream; WIRE: wire or frame records; BARE: ACP lines
-    framer = Framer(source, warn)
-    frame = framer.frame
-    seq = 0
-    number = first_line - 1
     stream = None
     if chunks is None:
         stream = chunks = open_source(path, live)  # type: ignore[arg-type]  # chunks or a path
     try:
         chunks = iter(chunks)
-        while True:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                return
-            except READ_ERRORS as e:
-                raise InputError(source, number + 1, f"cannot read: {e}") from None
-            number += 1
-            if mode is WIRE:
+        # up to the first header: blank lines, or a bare stream (the rest of the input
+        # then, unless a header comes)
+        rec, fmt, number = yield from _bare_lines(chunks, first_line - 1, source, direction,
+                                                  warn, headers)
+        while rec is not None:
+            # a header: the next stream starts here; frame records are wire records plus
+            # fields, both frame the same way
+            head = judge(rec, source, 0 if number == 1 else number, _FRAMED,
+                         "a wire log or ACP JSONL")
+            frame = Framer(source, warn).frame
+            if headers:
+                yield frames_header(_wire_header(head, fmt))  # type: ignore[arg-type]
+            while True:  # the stream's records, to the next header
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    return
+                except READ_ERRORS as e:
+                    raise InputError(source, number + 1, f"cannot read: {e}") from None
+                number += 1
                 try:
                     rec = loads(chunk)  # JSON allows the trailing LF (and a CR before it)
                 except JSONDecodeError as e:
@@ -424,62 +453,88 @@ def _framed(
                         yield out
                     continue
                 fmt = header_format(rec)
-                if fmt is None:
-                    if rec.__class__ is dict and rec.get("end") is True:
-                        if ends:  # the recorder's end record, passed on as it is
-                            yield rec
-                        continue
-                    if is_event(rec):  # a remote transport's event: no frame
-                        continue
-                    warn(source, number, "not a wire record (needs seq, t, dir), skipped")
-                    continue
-            else:
-                terminated = chunk[-1:] == b"\n"
-                raw = chunk[:-1] if terminated else chunk
-                if mode is None and not raw.strip():
-                    continue
-                try:
-                    rec = loads(raw)
-                except JSONDecodeError:
-                    rec = None
-                fmt = header_format(rec) if rec.__class__ is dict else None
-                if fmt is None:
-                    if mode is None:
-                        if direction is None and rec is None:  # no JSONL at all
-                            raise InputError(
-                                source, number, "not JSON, so no recording: expected a wire "
-                                "log, frames or an ASR stream (or bare ACP JSONL with --dir)")
-                        if direction is None:
-                            raise InputError(
-                                source, 0,
-                                "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c",
-                            )
-                        mode = BARE
-                        seq = 0
-                        if headers:
-                            yield frames_header(None)
-                    if not raw.strip():  # blank lines do not frame in ndjson
-                        continue
-                    key, text = encode_raw(raw)
-                    wire = {"seq": seq, "t": None, "dir": direction, key: text}
-                    if not terminated:
-                        wire["nolf"] = True
-                    seq += 1
-                    out = frame(wire, number)
-                    if out is not None:
-                        yield out
-                    continue
-            # a header: the next stream starts here
-            head = judge(rec, source, 0 if number == 1 else number, _FRAMED,
-                         "a wire log or ACP JSONL")
-            framer = Framer(source, warn)
-            frame = framer.frame
-            mode = WIRE  # frame records are wire records plus fields: both frame the same way
-            if headers:
-                # (a header: judge returns it)
-                src = head if fmt == WIRE else head.get("source")  # type: ignore[union-attr]
-                yield frames_header(src if isinstance(src, dict) else None)
+                if fmt is not None:
+                    break
+                if _passed_on(rec, ends, source, number, warn):
+                    yield rec
     finally:
         if stream is not None and path != STDIN:
             stream.close()
 
+
+def _bare_lines(chunks: Iterator[bytes], number: int, source: str, direction: str | None,
+                warn: Warn, headers: bool
+                ) -> Generator[dict[str, Any], None, tuple[Any, str | None, int]]:
+    """The frames of the lines before the first header (``number``: of the line before
+    them), the frames header of a bare stream first; returns that header, its format and
+    line number, or ``(None, None, n)`` at the input's end. Blank lines before a stream
+    are passed over; the first other line that is no header begins a bare ACP JSONL
+    stream, which needs ``direction``."""
+    loads = _loads
+    frame = Framer(source, warn).frame
+    bare = False
+    seq = 0
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return None, None, number
+        except READ_ERRORS as e:
+            raise InputError(source, number + 1, f"cannot read: {e}") from None
+        number += 1
+        terminated = chunk[-1:] == b"\n"
+        raw = chunk[:-1] if terminated else chunk
+        if not bare and not raw.strip():
+            continue
+        try:
+            rec = loads(raw)
+        except _JSONDecodeError:
+            rec = None
+        fmt = header_format(rec) if rec.__class__ is dict else None
+        if fmt is not None:
+            return rec, fmt, number
+        if not bare:
+            bare = _bare(rec, direction, source, number)
+            if headers:
+                yield frames_header(None)
+        if not raw.strip():  # blank lines do not frame in ndjson
+            continue
+        key, text = encode_raw(raw)  # the line's wire record (no time: none was recorded)
+        wire = {"seq": seq, "t": None, "dir": direction, key: text}
+        if not terminated:
+            wire["nolf"] = True
+        seq += 1
+        out = frame(wire, number)
+        if out is not None:
+            yield out
+
+
+def _passed_on(rec: Any, ends: bool, source: str, number: int, warn: Warn) -> bool:
+    """A record of a wire log that is no frame and no header: the recorder's end record
+    (passed on as it is, with ``ends``), a remote transport's event (no frame), or
+    anything else (said, and skipped)."""
+    if rec.__class__ is dict and rec.get("end") is True:
+        return ends
+    if not is_event(rec):
+        warn(source, number, "not a wire record (needs seq, t, dir), skipped")
+    return False
+
+
+def _bare(rec: Any, direction: str | None, source: str, number: int) -> bool:
+    """The mode of an input whose first line is no header: a bare ACP JSONL stream, which
+    needs a direction; an input that is not JSONL at all is no recording."""
+    if direction is None and rec is None:  # no JSONL at all
+        raise InputError(
+            source, number, "not JSON, so no recording: expected a wire "
+            "log, frames or an ASR stream (or bare ACP JSONL with --dir)")
+    if direction is None:
+        raise InputError(source, 0,
+                         "no stream header: a bare ACP JSONL stream needs --dir c2a|a2c")
+    return True
+
+
+def _wire_header(head: dict[str, Any], fmt: str) -> dict[str, Any] | None:
+    """What a frames header names as its source: the wire log's header (of a frames
+    stream framed again, its own source)."""
+    src = head if fmt == WIRE else head.get("source")
+    return src if isinstance(src, dict) else None

@@ -105,6 +105,9 @@ class Latency:
         self.open: dict[str, _Turn] = {}  # sessionId -> its turn still running
         self.by_id: dict[tuple[type, Any], _Turn] = {}  # prompt id -> turn awaiting answer
         self.version: Any = None
+        # what the answer to these methods ends, beyond its latency
+        self._answered = {"initialize": self._initialized,
+                          "session/prompt": self._prompt_answered}
 
     def new_stream(self) -> None:
         """Another stream (connection) begins: requests and turns in flight are dropped,
@@ -122,34 +125,46 @@ class Latency:
         kind = f.get("kind")
         if t.__class__ is not int or kind not in _MEASURED:
             return
-        d = f.get("dir")
         if kind == "notification":
-            if self.track_turns and d == "a2c" and f.get("method") == "session/update":
-                # (a sessionId of another type, or none, finds no turn)
-                turn = self.open.get(f.get("sessionId"))  # type: ignore[arg-type]
-                if turn is not None:
-                    self._update(turn, f, t)
+            self._notification(f, t)
             return
+        d = f.get("dir")
         rid = f.get("id")
         if rid.__class__ not in _ID_TYPES or d not in _OTHER:
             return
-        key = (rid.__class__, rid)
         if kind == "request":
-            method = f.get("method")
-            if method.__class__ is not str:
-                return
-            pend = self.pending[d]
-            pend[key] = (method, t)
-            if len(pend) > MAX_PENDING:
-                del pend[next(iter(pend))]
-            if self.track_turns and method == "session/prompt" and d == "c2a":
-                sid = f.get("sessionId")
-                if isinstance(sid, str):
-                    turn = _Turn(f.get("seq"), rid, sid, t)
-                    self.turns.append(turn)
-                    self.open[sid] = turn
-                    self.by_id[key] = turn
+            self._request(f, d, rid, t)
+        else:
+            self._answer(f, kind, d, (rid.__class__, rid), t)
+
+    def _notification(self, f: dict[str, Any], t: int) -> None:
+        if self.track_turns and f.get("dir") == "a2c" and f.get("method") == "session/update":
+            # (a sessionId of another type, or none, finds no turn)
+            turn = self.open.get(f.get("sessionId"))  # type: ignore[arg-type]
+            if turn is not None:
+                self._update(turn, f, t)
+
+    def _request(self, f: dict[str, Any], d: str, rid: Any, t: int) -> None:
+        method = f.get("method")
+        if method.__class__ is not str:
             return
+        key = (rid.__class__, rid)
+        pend = self.pending[d]
+        pend[key] = (method, t)
+        if len(pend) > MAX_PENDING:
+            del pend[next(iter(pend))]
+        if self.track_turns and method == "session/prompt" and d == "c2a":
+            sid = f.get("sessionId")
+            if isinstance(sid, str):
+                turn = _Turn(f.get("seq"), rid, sid, t)
+                self.turns.append(turn)
+                self.open[sid] = turn
+                self.by_id[key] = turn
+
+    def _answer(self, f: dict[str, Any], kind: str, d: str, key: tuple[type, Any],
+                t: int) -> None:
+        """A response or an error: the latency of the request it answers, and what the
+        answer to that method (:attr:`_answered`) ends."""
         asked = self.pending[_OTHER[d]].pop(key, None)
         if asked is None:
             return
@@ -160,18 +175,26 @@ class Latency:
         times.append(t - since)
         if kind == "error":
             self.errors[method] = self.errors.get(method, 0) + 1
-        if not self.track_turns:
-            return
-        if method == "initialize" and kind == "response":
+        if self.track_turns:
+            on = self._answered.get(method)
+            if on is not None:
+                on(f, kind, key, t)
+
+    def _initialized(self, f: dict[str, Any], kind: str, key: tuple[type, Any],
+                     t: int) -> None:
+        if kind == "response":
             self.version = frame_field(f, "result", "protocolVersion")
-        elif method == "session/prompt":
-            turn = self.by_id.pop(key, None)
-            if turn is not None and (kind == "error" or self.version == 1):
-                turn.stop = t
-                if kind == "response":
-                    turn.stop_reason = frame_field(f, "result", "stopReason")
-                if self.open.get(turn.sid) is turn:
-                    del self.open[turn.sid]
+
+    def _prompt_answered(self, f: dict[str, Any], kind: str, key: tuple[type, Any],
+                         t: int) -> None:
+        """A prompt's answer ends its turn in v1, and when it is an error."""
+        turn = self.by_id.pop(key, None)
+        if turn is not None and (kind == "error" or self.version == 1):
+            turn.stop = t
+            if kind == "response":
+                turn.stop_reason = frame_field(f, "result", "stopReason")
+            if self.open.get(turn.sid) is turn:
+                del self.open[turn.sid]
 
     def _update(self, turn: _Turn, f: dict[str, Any], t: int) -> None:
         if turn.first is not None:  # only the idle state_update of a v2 turn matters now:

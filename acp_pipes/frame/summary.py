@@ -178,8 +178,14 @@ def summaries(
 
 
 def render_table(s: dict[str, Any]) -> str:
-    """A summary as aligned text, for a terminal. Every cell is :func:`printable`: method
-    names, argv and cwd come from the recording and may hold ESC, BEL or newlines."""
+    """A summary as aligned text, for a terminal: its sections in turn (:data:`_SECTIONS`),
+    those with nothing to show left out. Every cell is :func:`printable`: method names,
+    argv and cwd come from the recording and may hold ESC, BEL or newlines."""
+    return "\n\n".join(t for t in (section(s) for section in _SECTIONS) if t) + "\n"
+
+
+def _about(s: dict[str, Any]) -> str:
+    """The recording itself: where from, what recorded it, when, how it ended."""
     rows: list[tuple[str, str]] = [("source", s["source"]), ("format", s["format"])]
     h = s["header"] or {}
     for k in _HEADER_KEYS:
@@ -196,59 +202,95 @@ def render_table(s: dict[str, Any]) -> str:
     if t["first"] is not None:
         rows.append(("time", f"{iso_time(t['first'])} .. {iso_time(t['last'])} "
                              f"({t['duration_s']:.3f} s)"))
-    end = s["end"]
-    if end is None:
-        rows.append(("end", "none: cut off, or recorded before wire log version 2"))
-    else:
-        how = f"status {end.get('status')}" + (
-            f" (signal {end['signal']})" if end.get("signal") is not None else "")
-        rows.append(("end", f"{end.get('ended')}, {how}"))
+    rows.append(("end", _end(s["end"])))
     rows.append(("frames", str(s["frames"])))
     rows.append(("redacted", str(s["redacted"])))
     lg = s["largest"]
     if lg:
         rows.append(("largest frame", f"seq {lg['seq']} {lg['dir']} {lg['size']} B "
                                       f"{lg['kind']} {lg.get('method', '')}".rstrip()))
-    out = [_kv(rows)]
+    return _kv(rows)
 
+
+def _end(end: dict[str, Any] | None) -> str:
+    if end is None:
+        return "none: cut off, or recorded before wire log version 2"
+    how = f"status {end.get('status')}" + (
+        f" (signal {end['signal']})" if end.get("signal") is not None else "")
+    return f"{end.get('ended')}, {how}"
+
+
+def _directions(s: dict[str, Any]) -> str:
     dirs = [d for d in ("c2a", "a2c") if d in s["directions"]]
-    out.append(_grid(["direction", "frames", "bytes"],
-                     [[d, s["directions"].get(d, 0), s["bytes"].get(d, 0)] for d in dirs]))
-    out.append(_grid(["kind", "frames"], [[k, n] for k, n in s["kinds"].items()]))
-    kinds = ["request", "response", "error", "notification"]
-    out.append(_grid(["method", *kinds],
-                     [[m, *(per.get(k, 0) for k in kinds)] for m, per in s["methods"].items()]))
-    if s["sessions"]:
-        out.append(_grid(["session", "frames"], [[k, n] for k, n in s["sessions"].items()]))
-    if s["updates"]:
-        out.append(_grid(["sessionUpdate", "frames"], [[k, n] for k, n in s["updates"].items()]))
-    if s["latency_ms"]:
-        cols = ["p50", "p90", "p99", "max"]
-        out.append(_grid(["latency (ms)", "count", *cols, "errors"],
-                         [[m, st["count"], *(_ms(st[c]) for c in cols), st["errors"]]
-                          for m, st in s["latency_ms"].items()]))
+    return _grid(["direction", "frames", "bytes"],
+                 [[d, s["directions"].get(d, 0), s["bytes"].get(d, 0)] for d in dirs])
+
+
+def _kinds(s: dict[str, Any]) -> str:
+    return _grid(["kind", "frames"], [[k, n] for k, n in s["kinds"].items()])
+
+
+_ANSWERED = ["request", "response", "error", "notification"]
+
+
+def _methods(s: dict[str, Any]) -> str:
+    return _grid(["method", *_ANSWERED],
+                 [[m, *(per.get(k, 0) for k in _ANSWERED)] for m, per in s["methods"].items()])
+
+
+def _counts(key: str, title: str) -> Callable[[dict[str, Any]], str | None]:
+    """A section counting frames per ``s[key]`` (sessions, update kinds), when any."""
+    def section(s: dict[str, Any]) -> str | None:
+        return _grid([title, "frames"], [[k, n] for k, n in s[key].items()]) if s[key] else None
+
+    return section
+
+
+_PERCENTILES = ["p50", "p90", "p99", "max"]
+
+
+def _latency(s: dict[str, Any]) -> str | None:
+    if not s["latency_ms"]:
+        return None
+    return _grid(["latency (ms)", "count", *_PERCENTILES, "errors"],
+                 [[m, st["count"], *(_ms(st[c]) for c in _PERCENTILES), st["errors"]]
+                  for m, st in s["latency_ms"].items()])
+
+
+def _turns(s: dict[str, Any]) -> str | None:
     turns = s["turns"]
-    if turns["count"]:
-        cols = ["p50", "p90", "p99", "max"]
-        out.append(_grid([f"prompt turns ({turns['unfinished']} unfinished)", "count", *cols],
-                         [[label, turns[key]["count"], *(_ms(turns[key][c]) for c in cols)]
-                          for label, key in (("first update (ms)", "first_update_ms"),
-                                             ("duration (ms)", "duration_ms"))]))
-        slow = sorted((t for t in turns["each"] if t["duration_ms"] is not None),
-                      key=lambda t: -t["duration_ms"])[:SLOWEST]
-        if slow:
-            out.append(_grid(["slowest turns: seq", "session", "first update (ms)",
-                              "duration (ms)", "stop reason"],
-                             [[t["seq"], t["sessionId"], _ms(t["first_update_ms"]),
-                               _ms(t["duration_ms"]), t["stopReason"] or ""] for t in slow]))
+    if not turns["count"]:
+        return None
+    out = [_grid([f"prompt turns ({turns['unfinished']} unfinished)", "count", *_PERCENTILES],
+                 [[label, turns[key]["count"], *(_ms(turns[key][c]) for c in _PERCENTILES)]
+                  for label, key in (("first update (ms)", "first_update_ms"),
+                                     ("duration (ms)", "duration_ms"))])]
+    slow = sorted((t for t in turns["each"] if t["duration_ms"] is not None),
+                  key=lambda t: -t["duration_ms"])[:SLOWEST]
+    if slow:
+        out.append(_grid(["slowest turns: seq", "session", "first update (ms)",
+                          "duration (ms)", "stop reason"],
+                         [[t["seq"], t["sessionId"], _ms(t["first_update_ms"]),
+                           _ms(t["duration_ms"]), t["stopReason"] or ""] for t in slow]))
+    return "\n\n".join(out)
+
+
+def _problems(s: dict[str, Any]) -> str | None:
     p = s["problems"]
-    if p["count"]:
-        lines = [[ln["line"], ln["message"]] for ln in p["lines"]]
-        more = p["count"] - len(lines)
-        if more:
-            lines.append(["...", f"{more} more"])
-        out.append(_grid(["line", f"problems ({p['count']})"], lines))
-    return "\n\n".join(out) + "\n"
+    if not p["count"]:
+        return None
+    lines = [[ln["line"], ln["message"]] for ln in p["lines"]]
+    more = p["count"] - len(lines)
+    if more:
+        lines.append(["...", f"{more} more"])
+    return _grid(["line", f"problems ({p['count']})"], lines)
+
+
+#: The sections of :func:`render_table`, in order; each gives its text, or None.
+_SECTIONS: tuple[Callable[[dict[str, Any]], str | None], ...] = (
+    _about, _directions, _kinds, _methods, _counts("sessions", "session"),
+    _counts("updates", "sessionUpdate"), _latency, _turns, _problems,
+)
 
 
 def _ms(x: float | None) -> str:

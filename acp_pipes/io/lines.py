@@ -15,46 +15,23 @@ import codecs
 import io
 import sys
 import zlib
-from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, TypeVar, cast
+from typing import Any, BinaryIO, cast
 
 import orjson
 
 from acp_pipes.errors import InputError
-from acp_pipes.io.live import Live, _Followed, _GzipLines, _live, _LiveRaw, _open_fd
+from acp_pipes.io.live import Followed, GzipLines, Live, is_live, open_live
+from acp_pipes.io.settings import RUN, LineTooLong
 
 GZIP_MAGIC = b"\x1f\x8b"
-T = TypeVar("T")
 
 #: What reading an input can raise besides our own errors: I/O errors (gzip.BadGzipFile
 #: is one), a .gz cut short (EOFError), a corrupt .gz body (zlib.error). Every reader
 #: turns these into an InputError naming the file and line.
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 STDIN = "-"
-
-
-class RunSettings:
-    """What the CLI runner decides once for every input and output of a run: the
-    program's name (for a note said deep in a reader), the longest line a reader takes
-    (``--max-line-bytes``), and whether an input is private (then so is every output).
-    Kept here rather than passed down: the readers are many and deep, and each one
-    honours them without a parameter of its own. A library caller that sets nothing
-    gets the defaults."""
-
-    __slots__ = ("max_line_bytes", "private", "prog")
-
-    def __init__(self) -> None:
-        self.prog = "acp-pipes"
-        self.max_line_bytes = MAX_LINE_BYTES
-        self.private = False
-
-
-#: The longest line (bytes, without its LF) a reader takes unless told otherwise.
-MAX_LINE_BYTES = 64 << 20
-#: The settings of this run (:class:`RunSettings`).
-RUN = RunSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +68,9 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
     if path == STDIN:
         raw: BinaryIO = stdin()
         if live is not None:
-            raw = _live(raw, 0, None, live, closefd=False)
+            raw = open_live(None, live, raw)
     elif live is not None:
-        raw = _live(None, _open_fd(path, live), path, live, closefd=True)
+        raw = open_live(path, live)
     else:
         try:
             raw = open(path, "rb")  # noqa: SIM115 - the caller closes it
@@ -109,8 +86,8 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
     if head == GZIP_MAGIC:
         import gzip  # only for .gz input: kept off every tool's start-up path
 
-        if isinstance(getattr(reader, "raw", None), _LiveRaw):  # still being written
-            reader = _GzipLines(reader, limit)  # type: ignore[assignment]  # read for its lines
+        if is_live(reader):  # still being written
+            reader = GzipLines(reader, limit)  # type: ignore[assignment]  # read for its lines
         else:
             # (_Capped needs read1, fileno and close of it, which a GzipFile has)
             reader = _capped(gzip.GzipFile(fileobj=reader, mode="rb"),  # type: ignore[arg-type]
@@ -123,17 +100,8 @@ def open_source(path: str, live: Live | None = None) -> BinaryIO:
         except READ_ERRORS as e:
             raise InputError(display_name(path), 0, f"cannot read: {e}") from None
     if live is not None and live.follow and path != STDIN:
-        return _Followed(reader)  # type: ignore[return-value]  # read for its lines
+        return Followed(reader)  # type: ignore[return-value]  # read for its lines
     return reader
-
-
-class LineTooLong(OSError):
-    """A line longer than the limit (``--max-line-bytes``): the input is read no further,
-    as at any read error (what came before it is kept; the reader names its line)."""
-
-    def __init__(self, limit: int):
-        super().__init__(f"line of more than {limit} bytes (limit --max-line-bytes {limit})")
-        self.limit = limit
 
 
 class _Capped(io.RawIOBase):
@@ -400,88 +368,6 @@ def parse_line(line: Line) -> Any:
     except orjson.JSONDecodeError as e:
         raise InputError(line.source, line.number,
                          f"{unparsable(line.terminated, e)}: {json_error(line.raw, e)}") from None
-
-
-def _itself(rec: Any) -> dict:
-    return rec
-
-
-def _own_kind(rec: Any) -> Any:  # a frame record's
-    return rec.get("kind")
-
-
-def of_session(items: Iterable[T], sid: str, seen: list[bool],
-               record: Callable[[T], dict] = _itself,
-               kind: Callable[[T], Any] = _own_kind) -> Iterator[T]:
-    """The frames of session ``sid`` and the connection's own (of no session:
-    ``initialize``, ``authenticate``, frames that are not JSON-RPC), without a request
-    another session answered (the ``session/new`` that made it): the one rule of
-    ``--session`` on frames (acp-frame, acp-replay; docs/acp-frame.md).
-
-    A request of no session is held, with the frames after it, until its answer says
-    whose it is (a response's ``sessionId``): memory holds what is in flight. An answer
-    that names no session follows its request: the one to another session's prompt is
-    dropped with it. One never
-    answered is kept, and so is one still open when a stream ends (a record with no
-    ``dir``: the next stream's header, which matching restarts at). ``items`` are frame
-    records, or anything ``record`` takes one from (its ``dir``, ``id``, ``sessionId``)
-    and ``kind`` classifies (request, response, error, ...). ``seen`` gets an entry once
-    a frame of ``sid`` went by, so a caller can say the session was not there."""
-    held: deque[list] = deque()  # [item, "keep" | "drop" | "open" (not answered yet)]
-    waiting: dict[tuple, list[list]] = {}  # (dir, id type, id) -> its held requests
-    others: dict[tuple, int] = {}  # (dir, id type, id) -> other sessions' requests open
-    for item in items:
-        rec = record(item)
-        d = rec.get("dir")
-        if d is None:  # a header: the stream before it is over, its open requests kept
-            for entry in held:
-                if entry[1] != "drop":
-                    yield entry[0]
-            held.clear()
-            waiting.clear()
-            others.clear()
-            yield item
-            continue
-        k = kind(item)
-        s = rec.get("sessionId")
-        if k == "response" or k == "error":
-            rid = rec.get("id")
-            key = ("a2c" if d == "c2a" else "c2a", rid.__class__, rid)
-            asked = waiting.get(key)
-            if asked:
-                asked.pop(0)[1] = "keep" if s is None or s == sid else "drop"
-                if not asked:
-                    del waiting[key]
-            elif s is None and key in others:
-                # the answer to another session's request (a prompt's) is theirs
-                if others[key] == 1:
-                    del others[key]
-                else:
-                    others[key] -= 1
-                continue
-        elif k == "request" and s is not None and s != sid:
-            rid = rec.get("id")
-            key = (d, rid.__class__, rid)
-            others[key] = others.get(key, 0) + 1
-        if s is None or s == sid:
-            if s is not None and not seen:
-                seen.append(True)
-            if k == "request" and s is None:
-                rid = rec.get("id")
-                entry = [item, "open"]
-                waiting.setdefault((d, rid.__class__, rid), []).append(entry)
-                held.append(entry)
-            elif held:
-                held.append([item, "keep"])
-            else:
-                yield item
-        while held and held[0][1] != "open":
-            entry = held.popleft()
-            if entry[1] == "keep":
-                yield entry[0]
-    for entry in held:
-        if entry[1] != "drop":
-            yield entry[0]
 
 
 def dumps(record: Any) -> bytes:

@@ -1,10 +1,10 @@
 """Inputs still being written: a pipe behind a live acp-tee, a growing log (``--follow``).
 
 :class:`Live` says how to read them; :func:`acp_pipes.io.lines.open_source` opens an input
-through :class:`_LiveRaw` (and :class:`_GzipLines` for a ``.gz`` log being written,
-:class:`_Followed` to stop at a followed wire log's end record) when given one. The
-line limit and the program's name are the run's (:data:`acp_pipes.io.lines.RUN`), imported
-where used: :mod:`acp_pipes.io.lines` imports this module.
+through :func:`open_live` when given one (then :class:`GzipLines` reads a ``.gz`` log
+being written, and :class:`Followed` stops at a followed wire log's end record). Below
+:mod:`acp_pipes.io.lines`, which opens every input: the line limit and the program's
+name are the run's (:data:`acp_pipes.io.settings.RUN`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import BinaryIO
 
 import orjson
 
-from acp_pipes.errors import InputError
+from acp_pipes.errors import InputError, say
+from acp_pipes.io.settings import RUN, LineTooLong
 
 
 class Live:
@@ -65,6 +66,21 @@ class Live:
 
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, stop)
+
+
+def open_live(path: str | None, live: Live, stdin: BinaryIO | None = None) -> BinaryIO:
+    """An input as :class:`Live` reads it: the file at ``path`` (followed, waited for
+    until it exists), or with ``path`` None the process's ``stdin`` (file descriptor 0,
+    left open at the end)."""
+    if path is None:
+        return _live(stdin, 0, None, live, closefd=False)
+    return _live(None, _open_fd(path, live), path, live, closefd=True)
+
+
+def is_live(reader: BinaryIO) -> bool:
+    """Was ``reader`` opened by :func:`open_live` as an input still being written (not a
+    regular file read as it is)?"""
+    return isinstance(getattr(reader, "raw", None), _LiveRaw)
 
 
 def _open_fd(path: str, live: Live) -> int:
@@ -225,9 +241,6 @@ class _LiveRaw(io.RawIOBase):
                 self.fd, self.closefd = fd, True
         os.lseek(self.fd, 0, os.SEEK_SET)
         self.pos, self.head, self.tail = 0, b"", b""
-        from acp_pipes.errors import say
-        from acp_pipes.io.lines import RUN
-
         say(f"{RUN.prog}: {self.path}: rewritten (a new log under the name): read again "
             "from its start")
         if not self.lf:  # the old last line, torn: it ends here
@@ -242,7 +255,7 @@ class _LiveRaw(io.RawIOBase):
         super().close()
 
 
-class _GzipLines:
+class GzipLines:
     """The lines (with their LF) of a gzip input that may still be written: what one
     read gives is decompressed at once (``gzip.GzipFile`` waits for whole blocks, and at
     a member's end for the next member's header, which a log being written does not
@@ -253,8 +266,6 @@ class _GzipLines:
         self.limit = limit
 
     def __iter__(self) -> Iterator[bytes]:
-        from acp_pipes.io.lines import LineTooLong
-
         read1 = self.reader.read1  # type: ignore[attr-defined]  # buffered (peeked at)
         member = zlib.decompressobj(wbits=31)
         begun = False  # a member has begun and not ended
@@ -290,7 +301,7 @@ class _GzipLines:
         self.reader.close()
 
 
-class _Followed:
+class Followed:
     """A followed input's lines, up to and with a wire log's end record.
 
     The end record is told by its parsed value (:func:`acp_pipes.io.wire.is_end`), as every

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from acp_pipes.errors import AcpPipesError, UsageError
-from acp_pipes.io.lines import RUN, STDIN, display_name
+from acp_pipes.io.lines import STDIN, display_name
+from acp_pipes.io.settings import RUN
 
 
 def is_private(path: str) -> bool:

@@ -69,6 +69,9 @@ __all__ = [
 ]
 
 HASH_PREFIX = "blake3:"
+#: The identity of bytes with no canonical form (:func:`raw_hash`): a prefix of its own,
+#: so the two identities never mix.
+RAW_HASH_PREFIX = "blake3-raw:"
 _SAFE_INT = 2**53 - 1
 
 
@@ -388,6 +391,13 @@ def _digest(data: bytes) -> str:
 def canonical_hash(value: Any) -> str:
     """``blake3:<hex>`` of the JCS form of ``value``; raise CanonicalError if it has none."""
     return _digest(canonical_bytes(value))
+
+
+def raw_hash(raw: bytes) -> str:
+    """``blake3-raw:<hex>``: the identity of bytes that have no canonical JSON form (not
+    JSON, or JSON with no JCS form), what a frame, a logged stand-in or a trace's line
+    gets instead of :func:`canonical_hash`."""
+    return RAW_HASH_PREFIX + _blake3(raw).hexdigest()
 
 
 # orjson's output with digits and "-" deleted, [:,[] as ":" and [.eE] as ".": a float

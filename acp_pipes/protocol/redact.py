@@ -116,8 +116,7 @@ def is_token(value: Any) -> bool:
 def logged_hash(logged: bytes) -> str:
     """The identity acp-frame gives a redacted frame: that of its bytes as logged (the
     canonical hash, or ``blake3-raw:`` when they have none), never of the frame as sent."""
-    from acp_pipes.frame.core import raw_hash
-    from acp_pipes.protocol.canonical import ParseError, hash_raw
+    from acp_pipes.protocol.canonical import ParseError, hash_raw, raw_hash
 
     try:
         h = hash_raw(logged)[1]

@@ -28,6 +28,16 @@ from, ``location`` a pointer into it, ``words`` the schema's own description the
 
     for v in violations(read_frames("wire.jsonl", headers=True)):
         print(v["seq"], v["rule"], v["pointer"], v["message"])
+
+The rooms: :mod:`~acp_pipes.frame.validate.checker` (a stream, frame by frame) with the
+definition that checks each frame planned in :mod:`~acp_pipes.frame.validate.plan`, the
+turn rules in :mod:`~acp_pipes.frame.validate.turns`, capability gates in
+:mod:`~acp_pipes.frame.validate.gates`, records made in
+:mod:`~acp_pipes.frame.validate.record`; the schemas as validators in
+:mod:`~acp_pipes.frame.validate.schema` (their closed copy in
+:mod:`~acp_pipes.frame.validate.closed`, which errors are reported in
+:mod:`~acp_pipes.frame.validate.explain`, how in :mod:`~acp_pipes.frame.validate.words`);
+the rules beyond the schema, as data, in :mod:`~acp_pipes.frame.validate.rules`.
 """
 
 from __future__ import annotations

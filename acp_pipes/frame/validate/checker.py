@@ -1,4 +1,11 @@
-"""The per-stream checker: one frame at a time, against the schema and the protocol."""
+"""The per-stream checker: one frame at a time, against the schema and the protocol.
+
+One small method per kind of frame and per method with rules of its own, found by table
+(``{method: handler}``); which definition checks a frame is planned once
+(:mod:`acp_pipes.frame.validate.plan`), the rules of a turn are kept apart
+(:mod:`acp_pipes.frame.validate.turns`), and every violation is made by
+:func:`acp_pipes.frame.validate.record.violation`.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +13,23 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.frame.validate.gates import Gates
+from acp_pipes.frame.validate.plan import HANDLER, Plan, plan
+from acp_pipes.frame.validate.record import escaped, show_id, violation, why_not
 from acp_pipes.frame.validate.rules import (
-    CANCELLED_WORDS,
-    GATES,
-    LIFECYCLE,
     SESSION,
-    TOOL_CALL_WORDS,
     WARNINGS,
-    advertised,
-    capability_source,
-    schema_words,
 )
-from acp_pipes.frame.validate.schema import NEWEST_V2, REVISIONS, Schema, newer_capabilities, schema
+from acp_pipes.frame.validate.schema import (
+    NEWEST_V2,
+    REVISIONS,
+    Schema,
+    newer_capabilities,
+    schema,
+)
+from acp_pipes.frame.validate.turns import Turns
 from acp_pipes.io.wire import A2C, C2A
 from acp_pipes.protocol.canonical import parse_json
-from acp_pipes.protocol.jsonrpc import why_not_jsonrpc
 from acp_pipes.schemas import ACP_V1
 
 __all__ = ["MAX_PENDING", "Checker"]
@@ -29,28 +38,9 @@ __all__ = ["MAX_PENDING", "Checker"]
 #: answer from an answer to nothing), per direction; beyond this the oldest go first.
 MAX_PENDING = 1 << 16
 
-_KIND_DEF = {"request": "Request", "notification": "Notification"}
-_HANDLER = {C2A: "agent", A2C: "client"}  # who handles what travels this way
 _OTHER = {C2A: A2C, A2C: C2A}
 _loads = orjson.loads
 _MISS = object()
-
-
-class _Plan:
-    """How frames of one (method, direction, kind) are checked: the schemas that define
-    it, narrowest first, with the definition's name in each; or the violation to report
-    instead."""
-
-    __slots__ = ("chain", "fast", "problem", "unstable")
-
-    def __init__(self, chain: list[tuple[Schema, str]],
-                 problem: tuple[str, str, Schema | None, str | None] | None = None):
-        self.chain = chain
-        self.problem = problem  # (rule, message, schema, $defs name) when none defines it
-        # the common case in one call: valid under the first schema's closed copy
-        self.fast = chain[0][0].validator(chain[0][1], closed=True).is_valid if chain else None
-        # defined by the unstable schema alone: every frame of it uses an unstable feature
-        self.unstable = bool(chain) and chain[0][0].unstable
 
 
 class Checker:
@@ -85,31 +75,30 @@ class Checker:
         self.requested: Any = None
         self.agreed: Any = None
         self._unknown_version_told = False
-        self._plans: dict[tuple[str, str, str], _Plan] = {}
+        self._plans: dict[tuple[str, str, str], Plan] = {}
         self._chain: list[Schema] = []
         # per direction: id -> (seq, method, sessionId, began a session, hidden request)
         self.pending: dict[str, dict[tuple[type, Any], tuple]] = {C2A: {}, A2C: {}}
         self.answered: dict[str, dict[tuple[type, Any], int]] = {C2A: {}, A2C: {}}
         self.sessions: dict[str, int] = {}
         self.ended: dict[str, int] = {}
-        self.client_init: dict[str, Any] | None = None
-        self.agent_init: dict[str, Any] | None = None
         self.initialized = False
         self._early_told = False
         self._late: list[dict[str, Any]] = []  # violations found while checking later frames
-        self._gated: dict[str, Any] = {}  # feature -> its capability problem, or None
+        self._gates = Gates()
+        self._gated = self._gates.verdicts  # (the hot path's: updates)
         self._rules: Any = None
-        self._gates_table: dict[str, Any] = {}
         self.forced = protocol
-        # stop reasons owed after session/cancel: v1, c2a prompt key -> the cancel's seq;
-        # v2, session -> the cancel's seq (while its foreground work is active)
-        self._cancelled: dict[Any, int] = {}
-        self._busy: set[str] = set()  # v2 sessions whose last state_update is not idle
-        # per session: tool call ids announced (tool_call); unannounced ids a permission
-        # request named -> (its seq, answered)
-        self._announced: dict[str, set[str]] = {}
-        self._unannounced: dict[tuple[str, str], list[Any]] = {}
-        self._perm_keys: dict[tuple[type, Any], tuple[str, str]] = {}
+        self._turns = Turns(MAX_PENDING)
+        # what a call, an update or an answer of these methods (tags) does beyond the
+        # schema: one small method each
+        self._calls = {"session/update": self._session_update,
+                       "session/cancel": self._cancel,
+                       "session/request_permission": self._permission}
+        self._updates = {"tool_call": self._tool_call, "state_update": self._state,
+                         "subagent_update": self._subagent}
+        self._answers = {"session/prompt": self._prompt_answered,
+                         "session/request_permission": self._permission_answered}
         if protocol is not None:
             self._use(protocol, "forced")
 
@@ -131,9 +120,8 @@ class Checker:
         self.version = version
         self.version_from = source
         self._plans.clear()
-        self._gated.clear()
         self._rules = SESSION.get(version) if self.paired else None
-        self._gates_table = GATES.get(version, {})
+        self._gates.use(version)
         if revision is None:
             self._chain = []
             return
@@ -158,7 +146,7 @@ class Checker:
             out, self._late = self._late, out
         kind = f["kind"]
         if kind == "invalid_json":
-            out.append(self._v(f, "not-json", "", "not one JSON text"))
+            out.append(violation(f, "not-json", "", "not one JSON text"))
             return self._count(out)
         raw = f.get("raw")
         try:
@@ -166,19 +154,7 @@ class Checker:
         except orjson.JSONDecodeError:  # JSON orjson refuses: lone surrogates, 1e400
             msg = parse_json(raw)  # type: ignore[arg-type]  # (raw: it was parsed)
         if kind == "not_jsonrpc":
-            self._ensure_version()
-            sender = "client" if f["dir"] == C2A else "agent"
-            batch = self._chain[-1].batch(sender) if self._chain and msg.__class__ is list \
-                and msg else None
-            if batch is None:
-                why = _why_not(msg)
-                if msg.__class__ is list and msg and self.version == 2 and self._chain:
-                    why += f": ACP {self.revision} has no batches"
-                out.append(self._v(f, "not-jsonrpc", "", why))
-            else:  # v2 has batches: checked as a whole, their calls not paired
-                # (every schema of a revision with batches names its own)
-                self._check(f, [(s, s.batch(sender))  # type: ignore[misc]
-                                for s in self._chain], msg, "", out)
+            self._not_jsonrpc(f, msg, out)
             return self._count(out)
         d = f["dir"]
         # (a frame of these kinds is a JSON-RPC object: msg is a dict)
@@ -193,6 +169,24 @@ class Checker:
         for v in out:
             counts[v["rule"]] = counts.get(v["rule"], 0) + 1
         return out
+
+    def _not_jsonrpc(self, f: dict[str, Any], msg: Any, out: list[dict[str, Any]]) -> None:
+        """JSON that is no JSON-RPC message; or, in a revision that has them, a batch:
+        checked as a whole, its calls not paired."""
+        self._ensure_version()
+        sender = "client" if f["dir"] == C2A else "agent"
+        batch = self._chain[-1].batch(sender) if self._chain and msg.__class__ is list \
+            and msg else None
+        if batch is None:
+            why = why_not(msg)
+            if msg.__class__ is list and msg and self.version == 2 and self._chain:
+                why += f": ACP {self.revision} has no batches"
+            out.append(violation(f, "not-jsonrpc", "", why))
+        else:  # (every schema of a revision with batches names its own)
+            self._check(f, [(s, s.batch(sender))  # type: ignore[misc]
+                            for s in self._chain], msg, "", out)
+
+    # -- calls: requests and notifications -------------------------------------------
 
     def _call(self, f: dict[str, Any], msg: dict[str, Any], d: str, kind: str,
               out: list[dict[str, Any]]) -> None:
@@ -211,39 +205,24 @@ class Checker:
         sid = params.get("sessionId")
         if sid.__class__ is str and sid not in self.sessions \
                 and method not in rules.begin_request and method not in rules.stored:
-            ended = self.ended.get(sid)
-            asked = None if ended is not None else self._creating()
-            if ended is not None:
-                why = f"session {sid} was closed (seq {ended})"
-            elif asked is not None:
-                why = (f"session {sid} used before {asked[1]} (seq {asked[0]}) was "
-                       "answered")
-            else:
-                why = (f"session {sid} was never created, loaded, resumed or forked "
-                       "on this connection")
-            out.append(self._v(f, "unknown-session", "/params/sessionId", f"{method}: {why}",
-                               related=ended if ended is not None else
-                               asked[0] if asked is not None else None))
-        gated = self._gated
-        if method == "session/update":
-            update = params.get("update")
-            if update.__class__ is dict:
-                tag = update.get("sessionUpdate")
-                if tag == "tool_call" or tag == "state_update":
-                    self._update(f, sid, tag, update, out)
-                if tag == "subagent_update":  # announces a child session
-                    child = update.get("sessionId")
-                    if child.__class__ is str:
-                        self.sessions.setdefault(child, f["seq"])
-                if tag.__class__ is str and gated.get(tag, _MISS) is not None:
-                    self._gate(f, "update/" + tag, "/params/update/sessionUpdate", out)
-            if gated.get(method, _MISS) is None:
-                return
-        if method == "session/cancel" or method == "session/request_permission":
-            self._turn(f, msg, method, sid, params, out)
-        self._gates(f, method, params, out)
+            self._unknown_session(f, method, sid, out)
+        on = self._calls.get(method)
+        if on is None or on(f, msg, sid, params, out):
+            self._gates.method(f, method, params, out)
 
-    # -- turns: cancel, tool calls, permissions (rules in acp_pipes.frame.validate.rules) ----------
+    def _unknown_session(self, f: dict[str, Any], method: str, sid: str,
+                         out: list[dict[str, Any]]) -> None:
+        ended = self.ended.get(sid)
+        asked = None if ended is not None else self._creating()
+        if ended is not None:
+            why = f"session {sid} was closed (seq {ended})"
+        elif asked is not None:
+            why = f"session {sid} used before {asked[1]} (seq {asked[0]}) was answered"
+        else:
+            why = f"session {sid} was never created, loaded, resumed or forked on this connection"
+        out.append(violation(f, "unknown-session", "/params/sessionId", f"{method}: {why}",
+                             related=ended if ended is not None else
+                             asked[0] if asked is not None else None))
 
     def _creating(self) -> tuple[int, str] | None:
         """The first session/new or session/fork still waiting for its answer."""
@@ -253,80 +232,68 @@ class Checker:
                 return entry[0], entry[1]
         return None
 
-    def _update(self, f: dict[str, Any], sid: Any, tag: str, update: dict[str, Any],
-                out: list[dict[str, Any]]) -> None:
-        if sid.__class__ is not str:
-            return
-        if tag == "tool_call":
-            tid = update.get("toolCallId")
-            if tid.__class__ is str:
-                self._announced.setdefault(sid, set()).add(tid)
-            return
-        state = update.get("state")
-        if state != "idle":
-            if state.__class__ is str:
-                self._busy.add(sid)
-            return
-        self._busy.discard(sid)
-        cancel = self._cancelled.pop(sid, None)
-        stop = update.get("stopReason")
-        if cancel is not None and stop != "cancelled":
-            out.append(self._v(f, "cancel-stop-reason", "/params/update/stopReason",
-                               f"the work session/cancel (seq {cancel}) ended stopped with "
-                               f"{_show_id(stop)}, not \"cancelled\"", *_stop_source(self.revision),
-                               related=cancel))
+    # Each of :attr:`_calls`: True when the method's capability gates are to be checked.
 
-    def _turn(self, f: dict[str, Any], msg: dict[str, Any], method: str, sid: Any,
-              params: dict[str, Any], out: list[dict[str, Any]]) -> None:
-        if sid.__class__ is not str:
-            return
-        if method == "session/cancel":
-            if self.version == 1:  # each prompt of the session in flight owes "cancelled"
-                for key, entry in self.pending[C2A].items():
-                    if entry[1] == "session/prompt" and entry[2] == sid:
-                        self._cancelled.setdefault(key, f["seq"])
-            elif sid in self._busy:
-                self._cancelled.setdefault(sid, f["seq"])
-            return
-        if self.version != 1:  # v2: a permission request's tool call is an upsert
-            return
-        call = params.get("toolCall")
-        pointer = "/params/toolCall/toolCallId"
-        tid = call.get("toolCallId") if call.__class__ is dict else None
-        if tid.__class__ is not str or tid in self._announced.get(sid, ()):
-            return
-        rid = msg.get("id")
-        call_key = (sid, tid)
-        was = self._unannounced.get(call_key)
-        if was is not None and was[1]:
-            out.append(self._v(f, "tool-call-id-reused", pointer,
-                               f"tool call {_show_id(tid)} was never announced and already "
-                               f"named by the permission request at seq {was[0]}, answered: "
-                               "one id for another call", *_tool_call_id_source(self.revision),
-                               related=was[0], level="warning"))
-        else:
-            out.append(self._v(f, "unannounced-tool-call", pointer,
-                               f"session/request_permission names tool call {_show_id(tid)}, "
-                               "which no tool_call update of the session announced",
-                               *_tool_call_id_source(self.revision), level="warning"))
-        self._unannounced[call_key] = [f["seq"], False]
-        self._perm_keys[(rid.__class__, rid)] = call_key
-        if len(self._unannounced) > MAX_PENDING:
-            del self._unannounced[next(iter(self._unannounced))]
+    def _session_update(self, f: dict[str, Any], msg: dict[str, Any], sid: Any,
+                        params: dict[str, Any], out: list[dict[str, Any]]) -> bool:
+        """An update: what its tag does (:attr:`_updates`), and the capability its tag
+        needs. The most frames of a session by far: gates looked up only when known to
+        apply."""
+        update = params.get("update")
+        if update.__class__ is dict:
+            tag = update.get("sessionUpdate")
+            if tag.__class__ is str:
+                on = self._updates.get(tag)
+                if on is not None:
+                    on(f, sid, update, out)
+                if self._gated.get(tag, _MISS) is not None:
+                    self._gates.gate(f, "update/" + tag, "/params/update/sessionUpdate", out)
+        return self._gated.get("session/update", _MISS) is not None
+
+    def _cancel(self, f: dict[str, Any], msg: dict[str, Any], sid: Any,
+                params: dict[str, Any], out: list[dict[str, Any]]) -> bool:
+        if sid.__class__ is str:
+            self._turns.cancel(f, sid, self.version, self.pending[C2A])
+        return True
+
+    def _permission(self, f: dict[str, Any], msg: dict[str, Any], sid: Any,
+                    params: dict[str, Any], out: list[dict[str, Any]]) -> bool:
+        if sid.__class__ is str and self.version == 1:  # v2: its tool call is an upsert
+            self._turns.permission(f, msg.get("id"), sid, params, self.revision, out)
+        return True
+
+    # Each of :attr:`_updates`, by the update's tag.
+
+    def _tool_call(self, f: dict[str, Any], sid: Any, update: dict[str, Any],
+                   out: list[dict[str, Any]]) -> None:
+        if sid.__class__ is str:
+            self._turns.tool_call(sid, update)
+
+    def _state(self, f: dict[str, Any], sid: Any, update: dict[str, Any],
+               out: list[dict[str, Any]]) -> None:
+        if sid.__class__ is str:
+            self._turns.state(f, sid, update, self.revision, out)
+
+    def _subagent(self, f: dict[str, Any], sid: Any, update: dict[str, Any],
+                  out: list[dict[str, Any]]) -> None:
+        """A subagent update announces a child session."""
+        child = update.get("sessionId")
+        if child.__class__ is str:
+            self.sessions.setdefault(child, f["seq"])
 
     def _before_initialized(self, f: dict[str, Any], method: str, kind: str, params: Any,
                             out: list[dict[str, Any]]) -> None:
         if method == "initialize" and kind == "request":
-            self.client_init = params if params.__class__ is dict else None
+            init = self._gates.client_init = params if params.__class__ is dict else None
             self._gated.clear()
-            self.requested = params.get("protocolVersion") if self.client_init else None
+            self.requested = params.get("protocolVersion") if init else None
             if self.forced is None and self.version_from != "agreed" \
                     and self.requested in REVISIONS:
                 self._use(self.requested, "requested")
         elif self.paired and not self.initialized and not self._early_told \
                 and method != "$/cancel_request":
             self._early_told = True
-            out.append(self._v(f, "not-initialized", "",
+            out.append(violation(f, "not-initialized", "",
                                f"{method} sent before the initialize exchange completed "
                                "(later frames before it are not reported)"))
         if self.version is None:  # nothing negotiated yet (a stream cut before initialize)
@@ -338,7 +305,7 @@ class Checker:
             return
         self._unknown_version_told = True
         have = ", ".join(str(v) for v in REVISIONS)
-        out.append(self._v(f, "version", pointer,
+        out.append(violation(f, "version", pointer,
                            f"protocol version {orjson.dumps(version).decode()} has no schema "
                            f"here (have {have}); frames are not checked against a schema"))
 
@@ -351,8 +318,8 @@ class Checker:
             return
         was = pend.get(key)
         if was is not None:
-            out.append(self._v(f, "id-reused", "/id",
-                               f"id {_show_id(rid)} is still in flight ({was[1]}, seq {was[0]})",
+            out.append(violation(f, "id-reused", "/id",
+                               f"id {show_id(rid)} is still in flight ({was[1]}, seq {was[0]})",
                                related=was[0]))
         begins = False
         rules = self._rules
@@ -385,9 +352,11 @@ class Checker:
         if "RequestId" not in s.defs or s.is_valid("RequestId", rid):
             return
         what = "a request" if f["kind"] == "request" else "a result"
-        out.append(self._v(f, "request-id", "/id", f"{what} with id {_show_id(rid)}: not a "
+        out.append(violation(f, "request-id", "/id", f"{what} with id {show_id(rid)}: not a "
                            f"request id of ACP {s.revision}", s, "#/$defs/RequestId",
                            s.words_of("RequestId")))
+
+    # -- answers: responses and errors ------------------------------------------------
 
     def _answer(self, f: dict[str, Any], msg: dict[str, Any], d: str, kind: str,
                 out: list[dict[str, Any]]) -> None:
@@ -396,83 +365,103 @@ class Checker:
             self._request_id(f, rid, out)
         key = (rid.__class__, rid)
         asked = _OTHER[d]
-        method = None
         req = None
         if self.paired:
-            req = self.pending[asked].pop(key, None)
-            if req is not None and req[4] is not None:  # the id was reused in flight
-                self.pending[asked][key] = req[4]
-            if req is None:
-                first = self.answered[asked].get(key)
-                if rid is None and kind == "error":
-                    # it answers what its receiver could not read the id of (JSON-RPC
-                    # 2.0: "If there was an error in detecting the id in the Request
-                    # object (e.g. Parse error/Invalid Request), it MUST be Null"); the
-                    # wire need not show which frame: the receiver's parser may refuse
-                    # what this one reads
-                    pass
-                elif first is not None:
-                    out.append(self._v(f, "duplicate-response", "/id",
-                                       f"id {_show_id(rid)} was already answered (seq {first})",
-                                       related=first))
-                else:
-                    out.append(self._v(f, "unknown-response", "/id",
-                                       f"no request with id {_show_id(rid)} is waiting for "
-                                       f"an answer from the {_HANDLER[asked]}"))
-            else:
-                method = req[1]
-                done = self.answered[asked]
-                done[key] = f["seq"]
-                if len(done) > MAX_PENDING:
-                    del done[next(iter(done))]
-        elif kind == "response":
-            result = msg.get("result")
-            if result.__class__ is dict and result.get("protocolVersion").__class__ is int \
-                    and self.agreed is None:
-                method = "initialize"  # one direction: the only response that says so
+            req = self._answered(f, rid, key, asked, kind, out)
+            method = None if req is None else req[1]
+        else:
+            method = self._unpaired(msg, kind)
         if method == "initialize":
-            result = msg.get("result") if kind == "response" else None
-            if result.__class__ is dict:
-                self.agent_init = result
-                self._gated.clear()
-                self.agreed = result.get("protocolVersion")
-                self.initialized = True
-                if self.forced_revision is None and self.agreed == 2 and (
-                        newer_capabilities(self.client_init, "client")
-                        or newer_capabilities(result, "agent")):
-                    self.schema_from = "detected"
-                    self._use(2, self.version_from or "agreed")
-                if self.forced is None:
-                    self._use(self.agreed, "agreed")
-                    self._tell_version(f, "/result/protocolVersion", self.agreed, out)
+            self._initialized(f, msg, kind, out)
         self._ensure_version()
         if kind == "error":
-            if self._chain:
-                self._check(f, [(s, "Error") for s in self._chain], msg.get("error"),
-                            "/error", out)
-            if req is not None and req[3]:  # a load/resume that failed: never live
-                self.sessions.pop(req[2], None)
+            self._error(f, msg, req, out)
             return
         if method is None:
             return
         result = msg.get("result")
         if self._chain and method[:1] != "_":
             self._schema(f, method, asked, "response", result, "/result", out)
-        if method == "session/prompt":
-            cancel = self._cancelled.pop(key, None)
-            stop = result.get("stopReason", _MISS) if result.__class__ is dict else _MISS
-            if cancel is not None and stop is not _MISS and stop != "cancelled":
-                out.append(self._v(f, "cancel-stop-reason", "/result/stopReason",
-                                   f"the prompt session/cancel (seq {cancel}) cancelled "
-                                   f"ended with {_show_id(stop)}, not \"cancelled\"",
-                                   *_stop_source(self.revision), related=cancel))
-        elif method == "session/request_permission":
-            named = self._perm_keys.pop(key, None)
-            if named is not None and named in self._unannounced:
-                self._unannounced[named][1] = True
-        rules = self._rules
-        if rules is None:
+        on = self._answers.get(method)
+        if on is not None:
+            on(f, key, result, out)
+        if self._rules is not None:
+            self._session_answered(f, method, req, result)
+
+    def _answered(self, f: dict[str, Any], rid: Any, key: tuple[type, Any], asked: str,
+                  kind: str, out: list[dict[str, Any]]) -> tuple | None:
+        """The request an answer answers (``asked``: the way it travelled), no longer
+        pending; None, and said, when no request waits for it."""
+        pending = self.pending[asked]
+        req = pending.pop(key, None)
+        if req is None:
+            first = self.answered[asked].get(key)
+            if rid is None and kind == "error":
+                # it answers what its receiver could not read the id of (JSON-RPC 2.0:
+                # "If there was an error in detecting the id in the Request object (e.g.
+                # Parse error/Invalid Request), it MUST be Null"); the wire need not show
+                # which frame: the receiver's parser may refuse what this one reads
+                pass
+            elif first is not None:
+                out.append(violation(f, "duplicate-response", "/id",
+                                     f"id {show_id(rid)} was already answered (seq {first})",
+                                     related=first))
+            else:
+                out.append(violation(f, "unknown-response", "/id",
+                                     f"no request with id {show_id(rid)} is waiting for an "
+                                     f"answer from the {HANDLER[asked]}"))
+            return None
+        if req[4] is not None:  # the id was reused in flight
+            pending[key] = req[4]
+        done = self.answered[asked]
+        done[key] = f["seq"]
+        if len(done) > MAX_PENDING:
+            del done[next(iter(done))]
+        return req
+
+    def _unpaired(self, msg: dict[str, Any], kind: str) -> str | None:
+        """What an answer answers in one direction alone: initialize, the only response
+        that says so."""
+        if kind == "response":
+            result = msg.get("result")
+            if result.__class__ is dict and result.get("protocolVersion").__class__ is int \
+                    and self.agreed is None:
+                return "initialize"
+        return None
+
+    def _initialized(self, f: dict[str, Any], msg: dict[str, Any], kind: str,
+                     out: list[dict[str, Any]]) -> None:
+        """The agent's initialize result: the version agreed, the schema it is checked
+        against from now on."""
+        result = msg.get("result") if kind == "response" else None
+        if result.__class__ is not dict:
             return
+        self._gates.agent_init = result
+        self._gated.clear()
+        self.agreed = result.get("protocolVersion")
+        self.initialized = True
+        if self.forced_revision is None and self.agreed == 2 and (
+                newer_capabilities(self._gates.client_init, "client")
+                or newer_capabilities(result, "agent")):
+            self.schema_from = "detected"
+            self._use(2, self.version_from or "agreed")
+        if self.forced is None:
+            self._use(self.agreed, "agreed")
+            self._tell_version(f, "/result/protocolVersion", self.agreed, out)
+
+    def _error(self, f: dict[str, Any], msg: dict[str, Any], req: tuple | None,
+               out: list[dict[str, Any]]) -> None:
+        if self._chain:
+            self._check(f, [(s, "Error") for s in self._chain], msg.get("error"), "/error",
+                        out)
+        if req is not None and req[3]:  # a load/resume that failed: never live
+            self.sessions.pop(req[2], None)
+
+    def _session_answered(self, f: dict[str, Any], method: str, req: tuple | None,
+                          result: Any) -> None:
+        """A session begins with the answer to its request, and ends with the answer to
+        its close."""
+        rules = self._rules
         if method in rules.begin_response and result.__class__ is dict:
             sid = result.get("sessionId")
             if sid.__class__ is str:
@@ -483,6 +472,16 @@ class Checker:
                 self.ended[req[2]] = f["seq"]
                 if len(self.ended) > MAX_PENDING:
                     del self.ended[next(iter(self.ended))]
+
+    # Each of :attr:`_answers`, by the method answered.
+
+    def _prompt_answered(self, f: dict[str, Any], key: tuple[type, Any], result: Any,
+                         out: list[dict[str, Any]]) -> None:
+        self._turns.prompt_answered(f, key, result, self.revision, out)
+
+    def _permission_answered(self, f: dict[str, Any], key: tuple[type, Any], result: Any,
+                             out: list[dict[str, Any]]) -> None:
+        self._turns.permission_answered(key)
 
     # -- schema ------------------------------------------------------------------------
 
@@ -509,43 +508,12 @@ class Checker:
             if s is not None and name is not None:
                 location = f"#/$defs/{name}"
                 words = s.words_of(name)
-            out.append(self._v(f, rule, "/method", message, s, location, words))
+            out.append(violation(f, rule, "/method", message, s, location, words))
             return
         self._check(f, plan.chain, value, pointer, out, 1)
 
-    def _plan(self, method: str, d: str, kind: str) -> _Plan:
-        handler = _HANDLER[d]
-        want = "Response" if kind == "response" else _KIND_DEF[kind]
-        chain = []
-        for s in self._chain:
-            for side in (handler, "protocol", "proxy"):
-                name = s.definition(method, side, want)
-                if name is not None:
-                    chain.append((s, name))
-                    break
-        if chain:
-            return _Plan(chain)
-        widest = self._chain[-1]
-        full = schema(widest.revision, True)
-        other = "client" if handler == "agent" else "agent"
-        for s in (widest, full):
-            name = s.definition(method, other, want)
-            if name is not None:
-                return _Plan([], ("wrong-direction",
-                                  f"{method} is sent by the {handler}, not to it",
-                                  s, name))
-            other_kind = "Notification" if want == "Request" else "Request"
-            name = s.definition(method, handler, other_kind)
-            if name is not None and kind != "response":
-                return _Plan([], ("wrong-kind",
-                                  f"{method} is a {other_kind.lower()}, sent as a {kind}",
-                                  s, name))
-        if widest is not full and full.sides(method):
-            return _Plan([], ("unknown-method",
-                              f"{method} is unstable: not in {widest.file}", full, None))
-        return _Plan([], ("unknown-method",
-                          f"{method} is not a method of ACP {widest.revision} "
-                          "(extension methods begin with _)", widest, None))
+    def _plan(self, method: str, d: str, kind: str) -> Plan:
+        return plan(self._chain, method, d, kind)
 
     def _check(self, f: dict[str, Any], chain: list[tuple[Schema, str]], value: Any,
                pointer: str, out: list[dict[str, Any]], start: int = 0) -> None:
@@ -555,7 +523,7 @@ class Checker:
         try:
             self._check_chain(f, chain, value, pointer, out, start)
         except UnicodeEncodeError:  # a lone surrogate ("\udc00"): checked written as one
-            self._check_chain(f, chain, _escaped(value), pointer, out, 0)
+            self._check_chain(f, chain, escaped(value), pointer, out, 0)
 
     def _check_chain(self, f: dict[str, Any], chain: list[tuple[Schema, str]], value: Any,
                      pointer: str, out: list[dict[str, Any]], start: int) -> None:
@@ -569,72 +537,12 @@ class Checker:
         closed = s.is_valid(name, value)  # the official file accepts it: a reserved value
         findings, total = s.findings(name, value, pointer, closed=closed)
         for finding in findings:
-            out.append(self._v(f, finding.rule, finding.pointer, finding.message, s,
+            out.append(violation(f, finding.rule, finding.pointer, finding.message, s,
                                finding.location, finding.words))
         if total is None:
             out[-1]["message"] += " (and more in this frame, not counted)"
         elif total > len(findings):
             out[-1]["message"] += f" (and {total - len(findings)} more in this frame)"
-
-    # -- capabilities --------------------------------------------------------------------
-
-    def _gates(self, f: dict[str, Any], method: str, params: Any,
-               out: list[dict[str, Any]]) -> None:
-        if self._gate(f, method, "/method", out) or params.__class__ is not dict:
-            return
-        if method == "session/prompt":
-            prompt = params.get("prompt")
-            if prompt.__class__ is list:
-                for i, block in enumerate(prompt):
-                    if block.__class__ is dict and block.get("type") in (
-                            "image", "audio", "resource"):
-                        self._gate(f, "prompt/" + block["type"], f"/params/prompt/{i}/type",
-                                   out)
-        elif method in LIFECYCLE:
-            servers = params.get("mcpServers")
-            if servers.__class__ is list:
-                for i, server in enumerate(servers):
-                    if server.__class__ is dict:
-                        transport = server.get("type", "stdio")
-                        if transport.__class__ is str:
-                            self._gate(f, "mcp/" + transport, f"/params/mcpServers/{i}", out)
-            if params.get("additionalDirectories"):
-                self._gate(f, "param/additionalDirectories", "/params/additionalDirectories",
-                           out)
-            if params.get("systemPrompt") is not None:
-                self._gate(f, "param/systemPrompt", "/params/systemPrompt", out)
-        elif method == "elicitation/create":
-            mode = params.get("mode")
-            if mode.__class__ is str:
-                self._gate(f, "elicitation/" + mode, "/params/mode", out)
-
-    def _gate(self, f: dict[str, Any], feature: str, pointer: str,
-              out: list[dict[str, Any]]) -> bool:
-        """Report ``feature`` if its capability was not advertised; True if reported.
-        The verdict is kept per feature until an initialize message changes it (an
-        update's verdict under its bare tag, so the hot path needs no string built)."""
-        key = feature[7:] if feature[:7] == "update/" else feature
-        problem = self._gated.get(key, _MISS)
-        if problem is _MISS:
-            problem = self._gated[key] = self._gate_problem(feature)
-        if problem is None:
-            return False
-        message, schema_file, location, words = problem
-        out.append(self._v(f, "capability", pointer, message, schema_file, location, words))
-        return True
-
-    def _gate_problem(self, feature: str) -> tuple[str, str, str, str | None] | None:
-        rows = self._gates_table.get(feature)
-        if not rows:
-            return None
-        for holder, path in rows:
-            init = self.client_init if holder == "client" else self.agent_init
-            if init is None or advertised(init, path):
-                continue
-            location, words = capability_source(self.version, holder, path, feature)
-            return (f"{feature} needs the {holder} capability {'.'.join(path)}, which it "
-                    "did not advertise", _cap_schema(self.version), location, words)  # type: ignore[arg-type]  # (negotiated)
-        return None
 
     # -- the end -------------------------------------------------------------------------
 
@@ -658,8 +566,8 @@ class Checker:
     def _unanswered(self, seq: int, d: str, method: str, rid: Any, why: str
                     ) -> dict[str, Any]:
         f = {"seq": seq, "dir": d, "kind": "request", "method": method, "id": rid}
-        return self._v(f, "unanswered", "",
-                       f"{method} (id {_show_id(rid)}) got no response: {why}")
+        return violation(f, "unanswered", "",
+                       f"{method} (id {show_id(rid)}) got no response: {why}")
 
     def summary(self) -> dict[str, Any]:
         """What was checked and what was found, for the stream so far."""
@@ -676,77 +584,3 @@ class Checker:
             "warnings": sum(n for r, n in self.counts.items() if r in WARNINGS),
             "rules": dict(sorted(self.counts.items())),
         }
-
-    # -- records -----------------------------------------------------------------------
-
-    @staticmethod
-    def _v(f: dict[str, Any], rule: str, pointer: str, message: str,
-           s: Schema | str | None = None, location: str | None = None,
-           words: str | None = None, related: int | None = None,
-           level: str | None = None) -> dict[str, Any]:
-        v: dict[str, Any] = {"seq": f["seq"], "dir": f["dir"], "kind": f["kind"],
-                             "method": f.get("method")}
-        if "id" in f:
-            v["id"] = f["id"]
-        v["rule"] = rule
-        v["pointer"] = _utf8(pointer)
-        v["message"] = _utf8(message)
-        v["schema"] = s.file if isinstance(s, Schema) else s
-        v["location"] = location
-        v["words"] = words
-        if related is not None:
-            v["related"] = related
-        if level is not None:
-            v["level"] = level
-        return v
-
-
-def _stop_source(revision: str | None) -> tuple[str | None, str | None, str | None]:
-    """Where the schema says a cancelled turn MUST stop with ``cancelled``."""
-    return schema_words(revision, CANCELLED_WORDS)
-
-
-def _tool_call_id_source(revision: str | None) -> tuple[str | None, str | None, str | None]:
-    """Where the schema says what a permission request's tool call id names."""
-    return schema_words(revision, TOOL_CALL_WORDS)
-
-
-def _cap_schema(version: int) -> str:
-    from acp_pipes.frame.validate.schema import schema_file
-
-    return schema_file(REVISIONS[version], True)
-
-
-def _why_not(msg: Any) -> str:
-    """Why acp-frame did not take a JSON value for a JSON-RPC message."""
-    if msg.__class__ is dict and msg.get("jsonrpc") == "2.0" and (
-            msg.get("method").__class__ is str or ("id" in msg and "method" not in msg
-                                                   and ("result" in msg) != ("error" in msg))):
-        return "a lone surrogate in its method, id or sessionId"  # all else is JSON-RPC
-    return why_not_jsonrpc(msg)
-
-
-def _escaped(value: Any) -> Any:
-    """``value`` with every string holding a lone surrogate (which has no UTF-8 form, so
-    no validator takes it) written with the surrogate as an escape: still a string."""
-    if value.__class__ is str:
-        return _utf8(value)
-    if value.__class__ is dict:
-        return {_utf8(k): _escaped(v) for k, v in value.items()}
-    if value.__class__ is list:
-        return [_escaped(v) for v in value]
-    return value
-
-
-def _utf8(text: str) -> str:
-    """``text``, its lone surrogates (a frame's ``"\\udc00"``, quoted in a message)
-    written as escapes: a record must be UTF-8."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _show_id(rid: Any) -> str:
-    return orjson.dumps(rid).decode()

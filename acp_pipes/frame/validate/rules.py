@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from acp_pipes.frame.validate.schema import escape, first_words, paragraph, schema
+from acp_pipes.frame.validate.schema import schema
+from acp_pipes.frame.validate.words import escape, first_words, paragraph
 from acp_pipes.schemas import ACP_V1, ACP_V2
 
 __all__ = ["CANCELLED_WORDS", "GATES", "RULES", "SESSION", "TOOL_CALL_WORDS", "WARNINGS",

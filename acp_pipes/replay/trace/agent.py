@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from acp_pipes.frame.core import raw_hash
 from acp_pipes.io.wire import C2A
 from acp_pipes.protocol.canonical import (
     CanonicalError,
@@ -39,6 +38,7 @@ from acp_pipes.protocol.canonical import (
     canonical_hash,
     hash_raw,
     parse_json,
+    raw_hash,
 )
 from acp_pipes.protocol.redact import conceal, may_hold_secrets
 from acp_pipes.replay.trace.ids import id_key, id_span, note_live_id

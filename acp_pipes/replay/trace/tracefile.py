@@ -23,8 +23,8 @@ from typing import Any, BinaryIO
 import orjson
 
 from acp_pipes.errors import InputError, Warn
+from acp_pipes.frame.session import of_session as frames_of_session
 from acp_pipes.io.lines import display_name, raw_lines, records
-from acp_pipes.io.lines import of_session as frames_of_session
 from acp_pipes.io.streams import FRAMES, WIRE, describe, header_format, judge
 from acp_pipes.io.wire import A2C, C2A, is_end, is_event
 
@@ -260,7 +260,7 @@ class TraceReader:
 
 def of_session(pairs: Iterable[Pair], sid: str, source: str = "-") -> Iterator[Pair]:
     """The frames of session ``sid`` and the connection's own, as they are read, by the
-    rule of every ``--session`` on frames (:func:`acp_pipes.io.lines.of_session`), each
+    rule of every ``--session`` on frames (:func:`acp_pipes.frame.session.of_session`), each
     frame classified as it comes. InputError at the end when no frame names ``sid``."""
     seen: list[bool] = []
     yield from frames_of_session(pairs, sid, seen, _record, _kind)
