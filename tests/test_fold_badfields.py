@@ -97,6 +97,29 @@ def test_wire_record_time_not_an_integer_reported_and_skipped(tmp_path, tool, t)
     assert got.stdout == want.stdout
 
 
+@pytest.mark.parametrize("tool", ["frame", "fold", "asr", "view"])
+@pytest.mark.parametrize("field,value", [("dir", ["c2a"]), ("dir", {"c2a": 1}), ("dir", 1),
+                                         ("seq", [1]), ("seq", {"n": 1})],
+                         ids=["dir-list", "dir-object", "dir-number", "seq-list",
+                              "seq-object"])
+def test_wire_record_with_an_unhashable_field_reported_and_skipped(tmp_path, tool, field,
+                                                                    value):
+    """A wire record whose dir or seq is a list or an object is no wire record: said
+    with its file and line, skipped, every tool going on (the framer used to look the
+    dir up in a table and fail with an internal error)."""
+    recs = [dict(r) for r in WIRE]
+    recs[CHUNK][field] = value
+    bad = _log(tmp_path / "bad.jsonl", recs)
+    without = _log(tmp_path / "without.jsonl", recs[:CHUNK] + recs[CHUNK + 1:])
+    extra = ("-o", str(tmp_path / "page.html")) if tool == "view" else ()
+    got = run_tool(tool, bad, *extra)
+    err = got.stderr.decode()
+    assert got.returncode == 0, err
+    assert err == f"acp-{tool}: {bad}:{CHUNK + 2}: not a wire record (needs seq, t, dir), skipped\n"
+    if tool != "view":  # a page names its input; the others' output is the same bytes
+        assert got.stdout == run_tool(tool, without).stdout
+
+
 @pytest.mark.parametrize("tool", ["fold", "asr"])
 @pytest.mark.parametrize("eid", [[], {"a": 1}, 5], ids=["list", "object", "number"])
 def test_elicitation_complete_with_an_id_that_is_not_a_string(tmp_path, tool, eid):

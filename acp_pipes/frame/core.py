@@ -170,7 +170,7 @@ class Framer:
         if tuple(rec) == _PLAIN_RAW:
             seq, t, d, r = rec.values()
             if r.__class__ is str and seq.__class__ is int and (
-                    t is None or t.__class__ is int) and d in _OTHER:
+                    t is None or t.__class__ is int) and d.__class__ is str and d in _OTHER:
                 if r.isascii():  # the frame's text stands for its bytes
                     return self._record(rec, r, len(r), d, line, False)
                 b = r.encode("utf-8", "surrogatepass")
@@ -184,7 +184,8 @@ class Framer:
         t = rec.get("t")
         d = rec.get("dir")
         r = rec.get("raw")
-        if seq.__class__ is not int or not (t is None or t.__class__ is int) or d not in _OTHER:
+        if (seq.__class__ is not int or not (t is None or t.__class__ is int)
+                or d.__class__ is not str or d not in _OTHER):  # a list or object: no dir
             self.warn(self.source, line, "not a wire record (needs seq, t, dir), skipped")
             return None
         b: str | bytes  # the frame's text (when it is ASCII) or its bytes
