@@ -73,7 +73,11 @@ def is_jsonrpc_id(x: Any) -> bool:
     return x is None or c is str or c is float or (c is int and _INT64 <= x < _UINT64)
 
 
-def id_key(rid: Any) -> tuple[str, Any]:
+#: A request id as a dict key (:func:`id_key`).
+IdKey = tuple[str, Any]
+
+
+def id_key(rid: Any) -> IdKey:
     """A request id as a dict key: the one rule every tool pairs a response with its
     request by. JSON-RPC compares ids as the JSON values they are, so ``1``, ``1.0``,
     ``"1"`` and ``true`` are four ids (Python alone would take ``1``, ``1.0`` and ``True``

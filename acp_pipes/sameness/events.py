@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from acp_pipes.protocol.jsonrpc import classify as classify_message
+from acp_pipes.protocol.jsonrpc import id_key
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
 
 __all__ = ["Event", "UNPARSED", "describe", "entity_of", "parse"]
@@ -98,11 +99,6 @@ class Event:
         if self.is_answer:
             return ("answer", self.key)
         return (self.kind, self.method, self.update)
-
-
-def id_key(rid: Any) -> Any:
-    """A JSON-RPC id as a dict key that keeps ``1``, ``1.0``, ``"1"`` and ``true`` apart."""
-    return (rid.__class__.__name__, rid if not isinstance(rid, (dict, list)) else repr(rid))
 
 
 def describe(index: int, direction: str, raw: bytes, value: Any = None,

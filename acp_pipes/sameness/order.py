@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_pipes.sameness.events import A2C, C2A, CHUNKS, Event, id_key
+from acp_pipes.protocol.jsonrpc import id_key
+from acp_pipes.sameness.events import A2C, C2A, CHUNKS, Event
 
 __all__ = ["OPENS_TURN", "Order"]
 

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 
 from acp_pipes.io.wire import A2C, C2A
+from acp_pipes.protocol.jsonrpc import id_key
 from acp_pipes.tee.headers import failure_reason, header_dict, logged_headers
 from acp_pipes.tee.http_client import client_for, http_version
 from acp_pipes.tee.http_streams import (
@@ -19,7 +20,6 @@ from acp_pipes.tee.http_streams import (
     SESSION,
     SseParser,
     Streams,
-    id_key,
     parse_message,
     session_of,
     sse_fields,

@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 
 from acp_pipes.io.wire import A2C, C2A
+from acp_pipes.protocol.jsonrpc import IdKey, id_key
 from acp_pipes.tee.http_streams import (
     CONNECTION,
     SESSION,
     Streams,
-    id_key,
     idle_timeout,
     parse_message,
     session_of,
@@ -44,8 +44,8 @@ class _Served:
         self.log = listener.next_log("http")
         self.streams = Streams(self.log)
         self.queues: dict[str, asyncio.Queue] = {}
-        self.origin: dict[tuple[bool, object], str] = {}  # request id -> stream
-        self.waiting: dict[tuple[bool, object], asyncio.Future] = {}  # initialize
+        self.origin: dict[IdKey, str] = {}  # request id -> stream
+        self.waiting: dict[IdKey, asyncio.Future] = {}  # initialize
         self.ended = False
         self.reader = asyncio.ensure_future(self._read())
         self.idle = idle_timeout(listener, self._expire)

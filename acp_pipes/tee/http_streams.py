@@ -36,7 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from acp_pipes.tee.logfile import WireLog
 
-__all__ = ["CONNECTION", "SESSION", "SseParser", "Streams", "get_stream", "id_key",
+__all__ = ["CONNECTION", "SESSION", "SseParser", "Streams", "get_stream",
            "idle_timeout", "parse_message", "session_of", "sse_fields"]
 
 CONNECTION, SESSION = "Acp-Connection-Id", "Acp-Session-Id"
@@ -170,6 +170,3 @@ def session_of(msg: dict | None) -> str | None:
     return sid if isinstance(sid, str) else None
 
 
-def id_key(value: object) -> tuple[bool, object]:
-    """A JSON-RPC id as a dict key: 1 and "1" are different requests."""
-    return isinstance(value, str), value

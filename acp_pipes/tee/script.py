@@ -31,6 +31,7 @@ from typing import BinaryIO
 import orjson
 
 from acp_pipes.errors import UsageError
+from acp_pipes.protocol.jsonrpc import IdKey, id_key
 
 __all__ = ["QUIET", "Lockstep", "open_script", "script_frames"]
 
@@ -67,11 +68,6 @@ def script_frames(lines: Iterable[bytes]) -> Iterator[bytes]:
             yield frame
 
 
-def _key(value: object) -> tuple[bool, object]:
-    """A JSON-RPC id as a set member: 1 and "1" are different requests."""
-    return isinstance(value, str), value
-
-
 def _parse(frame: bytes) -> dict | None:
     try:
         msg = orjson.loads(frame)
@@ -88,8 +84,8 @@ class Lockstep:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._pending: dict[tuple[bool, object], tuple[str, object]] = {}  # ours, unanswered
-        self._asked: dict[tuple[bool, object], object] = {}  # the agent's, unanswered
+        self._pending: dict[IdKey, tuple[str, object]] = {}  # ours, unanswered
+        self._asked: dict[IdKey, object] = {}  # the agent's, unanswered
         self._turns: set[object] = set()  # sessions whose prompt turn is still running
         self._blocked: set[object] = set()  # sessions that reported requires_action
         self._heard = 0  # frames from the agent so far
@@ -107,11 +103,11 @@ class Lockstep:
                 if "id" in msg:
                     params = msg.get("params")
                     session = params.get("sessionId") if isinstance(params, dict) else None
-                    self._pending[_key(msg["id"])] = (method, session)
+                    self._pending[id_key(msg["id"])] = (method, session)
                     if method == "session/prompt":
                         self._turns.add(session)
             elif "id" in msg:
-                self._asked.pop(_key(msg["id"]), None)
+                self._asked.pop(id_key(msg["id"]), None)
 
     def received(self, frames: Iterable[bytes]) -> None:
         """Note frames from the agent; wakes the sender when it may go on."""
@@ -129,7 +125,7 @@ class Lockstep:
         session = params.get("sessionId") if isinstance(params, dict) else None
         if isinstance(method, str):
             if "id" in msg:
-                self._asked[_key(msg["id"])] = session
+                self._asked[id_key(msg["id"])] = session
             elif method == "session/update" and isinstance(params, dict):
                 update = params.get("update")
                 if isinstance(update, dict) and update.get("sessionUpdate") == "state_update":
@@ -143,7 +139,7 @@ class Lockstep:
             return
         if "id" not in msg:
             return
-        request = self._pending.pop(_key(msg["id"]), None)
+        request = self._pending.pop(id_key(msg["id"]), None)
         if request is None:
             return
         result = msg.get("result")

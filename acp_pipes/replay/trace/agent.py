@@ -40,8 +40,9 @@ from acp_pipes.protocol.canonical import (
     parse_json,
     raw_hash,
 )
+from acp_pipes.protocol.jsonrpc import IdKey, id_key
 from acp_pipes.protocol.redact import conceal, may_hold_secrets
-from acp_pipes.replay.trace.ids import id_key, id_span, note_live_id
+from acp_pipes.replay.trace.ids import id_span, note_live_id
 from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.report import MAX_CANDIDATES, nearest
 from acp_pipes.replay.trace.tracefile import (
@@ -180,7 +181,7 @@ class _Cursor:
         return kept
 
 
-def _write_burst(burst: list[Pair], out: BinaryIO, ids: dict[bytes, bytes] | None) -> None:
+def _write_burst(burst: list[Pair], out: BinaryIO, ids: dict[IdKey, bytes] | None) -> None:
     """The recorded bytes of a burst, each frame + LF (a last frame recorded without LF
     stays without), in one write and one flush; with ``ids`` (``--remap-ids``), the live id
     of the client's request spliced into each response to it."""
@@ -226,7 +227,7 @@ class _AgentReplay:
         self.watch = CutWatch()
         self.cursor = _Cursor(pairs, self.watch)
         self.out = out
-        self.ids: dict[bytes, bytes] = {}  # recorded client request id -> live id token
+        self.ids: dict[IdKey, bytes] = {}  # recorded client request id -> live id token
         self.reports: list[dict[str, Any]] = []
         self.consumed = 0
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from acp_pipes.replay.trace.ids import frame_value, id_key
+from acp_pipes.protocol.jsonrpc import IdKey, id_key
+from acp_pipes.replay.trace.ids import frame_value
 from acp_pipes.sameness.minted import rename
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class ClientSide:
         self.m = m
         # recorded request id -> its recorded answers, in order (an id can come again once
         # answered, and the trace is read ahead)
-        self.answers: dict[bytes, deque[Slot]] = {}
+        self.answers: dict[IdKey, deque[Slot]] = {}
         self.workspace: Workspace | None = None
         self.cwd: str | None = None  # the recorded session's working directory
         self.unwritten: list[dict[str, Any]] = []  # writes not performed (no workspace)
@@ -48,10 +49,10 @@ class ClientSide:
         else:
             self.answers[key] = deque((slot,))
 
-    def has_answer(self, key: bytes) -> bool:
+    def has_answer(self, key: IdKey) -> bool:
         return key in self.answers
 
-    def answer_to(self, key: bytes) -> Slot | None:
+    def answer_to(self, key: IdKey) -> Slot | None:
         """The recorded answer to the request of id ``key`` (:func:`id_key`), taken."""
         queued = self.answers.get(key)
         if queued is None:

@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from acp_pipes.io.wire import A2C, C2A
+from acp_pipes.protocol.jsonrpc import id_key
 from acp_pipes.replay.trace.answers import ClientSide
-from acp_pipes.replay.trace.ids import frame_value, id_key, splice_id, top_id_span
+from acp_pipes.replay.trace.ids import frame_value, splice_id, top_id_span
 from acp_pipes.replay.trace.options import ReplayOptions
 from acp_pipes.replay.trace.patience import Patience
 from acp_pipes.replay.trace.pipes import AgentPipes, end_log, open_log

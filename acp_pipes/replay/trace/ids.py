@@ -16,20 +16,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from acp_pipes.protocol.jsonrpc import id_span
+from acp_pipes.protocol.jsonrpc import IdKey, id_key, id_span
 from acp_pipes.sameness.events import UNPARSED, parse
 from acp_pipes.sameness.jsondiff import dumps
 
-__all__ = ["frame_value", "id_key", "id_span", "note_live_id", "splice_id", "top_id_span"]
+__all__ = ["frame_value", "id_span", "note_live_id", "splice_id", "top_id_span"]
 
 #: a top-level id member's value token, when ``"id"`` is in the bytes once (see top_id_span)
 _ID_TOKEN = re.compile(rb'"id"[ \t\r\n]*:[ \t\r\n]*("(?:[^"\\]|\\.)*"|[^,}\]\s{\[][^,}\]\s]*)',
                        re.S)
-
-
-def id_key(value: Any) -> bytes:
-    """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
-    return dumps(value)
 
 
 def splice_id(raw: bytes, token: bytes, span: tuple[int, int] | None = None) -> bytes:
@@ -46,7 +41,7 @@ def splice_id(raw: bytes, token: bytes, span: tuple[int, int] | None = None) -> 
     return raw[: span[0]] + token + raw[span[1] :]
 
 
-def note_live_id(ids: dict[bytes, bytes], recorded: dict[str, Any], raw: bytes,
+def note_live_id(ids: dict[IdKey, bytes], recorded: dict[str, Any], raw: bytes,
                  direction: str, remap_log: Any = None) -> None:
     """Remember the live id token of ``raw`` (the live frame matched to the ``recorded``
     request) under the recorded id's key, and log the pair to ``remap_log`` (a binary
