@@ -35,7 +35,8 @@ from typing import Any
 
 from acp_pipes.asr.paths import resolve
 from acp_pipes.asr.reader import AsrStream, read_streams
-from acp_pipes.replay.asr.updates import message_space, thought_text
+from acp_pipes.replay.asr.index import message_space
+from acp_pipes.replay.asr.updates import thought_text
 
 __all__ = ["compare_streams", "compare_views", "context_view", "load_stream"]
 
