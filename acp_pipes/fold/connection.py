@@ -17,7 +17,7 @@ from acp_pipes.errors import Note, Warn
 from acp_pipes.fold.session import Asked, Early, Request, RpcKey, Session, Window
 from acp_pipes.fold.state import States
 from acp_pipes.fold.timeline import Timeline
-from acp_pipes.fold.v1 import V1Lift
+from acp_pipes.fold.v1_lift import V1Lift
 from acp_pipes.fold.windows import Replays
 
 __all__ = ["Connection"]

@@ -25,7 +25,8 @@ from acp_pipes.fold.requests import Answers, Requests
 from acp_pipes.fold.session import Answer, Request
 from acp_pipes.fold.timeline import MAX_HELD, Record
 from acp_pipes.fold.updates import Updates
-from acp_pipes.fold.v1 import V1Lift, lift_initialize
+from acp_pipes.fold.v1 import lift_initialize
+from acp_pipes.fold.v1_lift import V1Lift
 from acp_pipes.protocol.jsonrpc import is_jsonrpc_id, why_not_jsonrpc
 
 __all__ = ["MAX_HELD", "Folder", "ProtocolVersionError"]
