@@ -198,7 +198,22 @@ def _tool(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     v = rec["value"]
     cid = rec["id"]
     final = rec["final"]
-    # ASR-702: toolCallId -> callId verbatim, callIdSource native
+    call = _call(cid, v, ctx)
+    content = _tool_content(v.get("content"))
+    ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
+    why = rec.get("why")
+    # a --snapshots checkpoint of an open call is partial (ASR-705): tool_call has no
+    # status, so the capture state says so; a call released open at the end of a turn
+    # is no snapshot but the call as it stands (dangling until its result comes)
+    out: Bodies = [(("tool_call", cid), _partial(_meta(call, v), why != "snapshot", False))]
+    if final:
+        _tool_ends(out, cid, v, content, why, ctx)
+    return out
+
+
+def _call(cid: Any, v: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
+    """The tool_call record: ASR-702, toolCallId -> callId verbatim, callIdSource
+    native; its locations' paths as PathRefs (ASR-711)."""
     call: dict[str, Any] = {"type": "tool_call", "callId": cid, "callIdSource": "native"}
     name = v.get("name")
     if name is None:
@@ -221,18 +236,20 @@ def _tool(rec: dict[str, Any], ctx: Ctx) -> Bodies:
             loc["path"] = _path(_str(loc.get("path"), "a location's path"), ctx)
             locs.append(loc)  # ASR-711
         call["locations"] = locs
-    content = _tool_content(v.get("content"))
-    ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
-    why = rec.get("why")
-    # a --snapshots checkpoint of an open call is partial (ASR-705): tool_call has no
-    # status, so the capture state says so; a call released open at the end of a turn
-    # is no snapshot but the call as it stands (dangling until its result comes)
-    out: Bodies = [(("tool_call", cid), _partial(_meta(call, v), why != "snapshot", False))]
+    return call
+
+
+#: A tool call's final status -> the status of the file changes its diffs become.
+_FC_STATUS: dict[Any, str] = {"completed": "applied", "failed": "failed", "cancelled": "unknown"}
+
+
+def _tool_ends(out: Bodies, cid: Any, v: dict[str, Any], content: list[Any], why: Any,
+               ctx: Ctx) -> None:
+    """A final tool call: its tool_result (ASR-714) and its diffs as file changes
+    (ASR-715), when its status or its turn says it ended."""
     status = v.get("status")
     if status is not None and (status.__class__ is not str or not status):
         status = "other"  # a status of another JSON type, or "": one ACP does not define
-    if not final:
-        return out
     # "at the end of the turn" (seed 000, tool_call_update row): a live turn ends at
     # idle (why turn_end); replayed history ends with its replay window (why replay), so
     # a replayed other/vendor status is written like a live one (ASR-717 -> ASR-707)
@@ -242,15 +259,14 @@ def _tool(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         out.append((("tool_result", cid), _result(cid, status, v, content)))
         ctx.losses.add("tool_result.content")
     # ASR-715: diffs in the final content become file changes
-    fc_status = {"completed": "applied", "failed": "failed", "cancelled": "unknown"}.get(
-        status, "proposed") if ended or why in ("close", "stop", "replay") else None
-    if fc_status is not None:
-        n = 0
-        for item in content:
-            if isinstance(item, dict) and item.get("type") == "diff":
-                out.append((("file_change", cid, n), _file_change(cid, item, fc_status, ctx)))
-                n += 1
-    return out
+    if not (ended or why in ("close", "stop", "replay")):
+        return
+    fc_status = _FC_STATUS.get(status, "proposed")
+    n = 0
+    for item in content:
+        if isinstance(item, dict) and item.get("type") == "diff":
+            out.append((("file_change", cid, n), _file_change(cid, item, fc_status, ctx)))
+            n += 1
 
 
 def _tool_content(content: Any) -> list[Any]:
@@ -539,60 +555,83 @@ def audit(kind: str, payload: Any) -> dict[str, Any]:
 
 
 def event_bodies(rec: dict[str, Any], ctx: Ctx) -> Bodies:
+    """An update that is no entity's, by its kind (:data:`EVENTS`); any other is kept as
+    an audit-only record (ASR-710)."""
     kind = rec.get("kind")
     u = rec.get("update")
     if not isinstance(u, dict):
         u = {}
-    if kind == "state_update":
-        body: dict[str, Any] = {"type": "state", "state": _str(u.get("state"), "state")}
-        _copy_str(body, u, ("stopReason",), "the update's")
-        for f in ("error", "usage"):
-            if u.get(f) is not None:
-                if u[f].__class__ is not dict:
-                    raise Unmappable(f"{f} is not an object")
-                body[f] = u[f]
-        return [(None, _meta(body, u))]
-    if kind == "usage_update":
-        used, size = u.get("used"), u.get("size")
-        if not (_int(used) and _int(size)):
-            raise Unmappable("used or size is not an integer")
-        body = {"type": "usage_summary", "scope": "session", "cumulative": True,
-                "includesChildren": None, "contextWindow": {"used": used, "size": size}}
-        cost = u.get("cost")
-        if cost is not None:
-            amount = cost.get("amount") if cost.__class__ is dict else None
-            if amount.__class__ not in (int, float) or cost.get("currency").__class__ is not str:
-                raise Unmappable("cost is not an amount and a currency")
-            body["cost"] = {"amount": amount, "currency": cost["currency"]}
-        return [(None, _meta(body, u))]  # ASR-720
-    if kind == "session_info_update":
-        folded = rec.get("folded") or {}
-        title = folded.get("title")
-        if title is not None:
-            _str(title, "title")
-        return [(None, _meta({"type": "session_info", "title": title}, u))]
-    if kind == "config_option_update" and isinstance(u.get("configOptions"), list):
-        body = {"type": "config_change", "options": u["configOptions"]}
-        for opt in u["configOptions"]:
-            if not isinstance(opt, dict):
-                continue
-            if opt.get("category") == "model" and "currentValue" in opt:
-                body["model"] = {"id": opt["currentValue"]}
-            elif opt.get("category") == "mode" and "currentValue" in opt:
-                body["mode"] = opt["currentValue"]
-        return [(None, _meta(body, u))]
-    if kind == "notice":
-        _str(u.get("title"), "the notice's title")
-        # message with a derived ID (acp-pipes choice: notice:<n>:<seq>), ASR-730
-        frames = rec.get("frames") or [0]
-        mid = f"notice:{ctx.conn}:{frames[0]}"
-        content = [{"type": "text", "text": u["title"]}]
-        if u.get("description") is not None:
-            content.append({"type": "text", "text": _str(u["description"], "description")})
-        body = {"type": "message", "messageId": mid, "idSource": "derived", "role": "system",
-                "author": "harness", "origin": "notice", "audience": "user",
-                "content": content}
-        _copy_str(body, u, ("severity",), "the notice's")
-        return [(("notice", mid), _meta(body, u))]
-    name = kind if isinstance(kind, str) and kind else "unknown"
-    return [(None, audit(name, u))]
+    build = EVENTS.get(kind) if kind.__class__ is str else None
+    if build is not None:
+        return build(rec, u, ctx)
+    return [(None, audit(kind if isinstance(kind, str) and kind else "unknown", u))]
+
+
+def _state(rec: dict[str, Any], u: dict[str, Any], ctx: Ctx) -> Bodies:
+    body: dict[str, Any] = {"type": "state", "state": _str(u.get("state"), "state")}
+    _copy_str(body, u, ("stopReason",), "the update's")
+    for f in ("error", "usage"):
+        if u.get(f) is not None:
+            if u[f].__class__ is not dict:
+                raise Unmappable(f"{f} is not an object")
+            body[f] = u[f]
+    return [(None, _meta(body, u))]
+
+
+def _usage(rec: dict[str, Any], u: dict[str, Any], ctx: Ctx) -> Bodies:
+    used, size = u.get("used"), u.get("size")
+    if not (_int(used) and _int(size)):
+        raise Unmappable("used or size is not an integer")
+    body = {"type": "usage_summary", "scope": "session", "cumulative": True,
+            "includesChildren": None, "contextWindow": {"used": used, "size": size}}
+    cost = u.get("cost")
+    if cost is not None:
+        amount = cost.get("amount") if cost.__class__ is dict else None
+        if amount.__class__ not in (int, float) or cost.get("currency").__class__ is not str:
+            raise Unmappable("cost is not an amount and a currency")
+        body["cost"] = {"amount": amount, "currency": cost["currency"]}
+    return [(None, _meta(body, u))]  # ASR-720
+
+
+def _session_info(rec: dict[str, Any], u: dict[str, Any], ctx: Ctx) -> Bodies:
+    folded = rec.get("folded") or {}
+    title = folded.get("title")
+    if title is not None:
+        _str(title, "title")
+    return [(None, _meta({"type": "session_info", "title": title}, u))]
+
+
+def _config(rec: dict[str, Any], u: dict[str, Any], ctx: Ctx) -> Bodies:
+    options = u.get("configOptions")
+    if not isinstance(options, list):
+        return [(None, audit("config_option_update", u))]
+    body: dict[str, Any] = {"type": "config_change", "options": options}
+    for opt in options:
+        if not isinstance(opt, dict):
+            continue
+        if opt.get("category") == "model" and "currentValue" in opt:
+            body["model"] = {"id": opt["currentValue"]}
+        elif opt.get("category") == "mode" and "currentValue" in opt:
+            body["mode"] = opt["currentValue"]
+    return [(None, _meta(body, u))]
+
+
+def _notice(rec: dict[str, Any], u: dict[str, Any], ctx: Ctx) -> Bodies:
+    _str(u.get("title"), "the notice's title")
+    # message with a derived ID (acp-pipes choice: notice:<n>:<seq>), ASR-730
+    frames = rec.get("frames") or [0]
+    mid = f"notice:{ctx.conn}:{frames[0]}"
+    content = [{"type": "text", "text": u["title"]}]
+    if u.get("description") is not None:
+        content.append({"type": "text", "text": _str(u["description"], "description")})
+    body = {"type": "message", "messageId": mid, "idSource": "derived", "role": "system",
+            "author": "harness", "origin": "notice", "audience": "user",
+            "content": content}
+    _copy_str(body, u, ("severity",), "the notice's")
+    return [(("notice", mid), _meta(body, u))]
+
+
+#: The updates that are no entity's and have a record type of their own, by kind.
+EVENTS: dict[str, Callable[[dict[str, Any], dict[str, Any], Ctx], Bodies]] = {
+    "state_update": _state, "usage_update": _usage, "session_info_update": _session_info,
+    "config_option_update": _config, "notice": _notice}
