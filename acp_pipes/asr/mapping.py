@@ -303,12 +303,20 @@ class Converter:
             seen = max(frames) if out["type"] == "tool_result" and frames else rec.get("pos")
             ctx.recent.append((rid, self.conn, seen))
 
-    def _entity(self, rec: dict[str, Any]) -> None:
+    def _of(self, rec: dict[str, Any]) -> _Stream | None:
+        """The stream of the session a fold record names (None: it names none that can
+        have one)."""
         sid = rec.get("session")
         if sid.__class__ is not str or not sid:
             self._no_stream(sid)
+            return None
+        return self._stream(sid)
+
+    def _entity(self, rec: dict[str, Any]) -> None:
+        st = self._of(rec)
+        if st is None:
             return
-        st = self._stream(sid)
+        sid = st.sid
         replayed = bool(rec.get("replayed"))
         write = self._write
         kind = rec.get("entity")
@@ -327,11 +335,10 @@ class Converter:
             child.lineage.setdefault("spawnedBy", {"session": sid, "evidence": "native_field"})
 
     def _event(self, rec: dict[str, Any]) -> None:
-        sid = rec.get("session")
-        if sid.__class__ is not str or not sid:
-            self._no_stream(sid)
+        st = self._of(rec)
+        if st is None:
             return
-        st = self._stream(sid)
+        sid = st.sid
         replayed = bool(rec.get("replayed"))
         try:
             bodies = event_bodies(rec, st.ctx)
