@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import blake3
 import orjson
 
+from acp_pipes.asr.events import event_bodies
 from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
-from acp_pipes.asr.records import BUILDERS, Ctx, Key, Unmappable, audit, event_bodies
+from acp_pipes.asr.records import BUILDERS, Ctx, Key, Unmappable, audit
 from acp_pipes.errors import InputError, Note, Warn
 from acp_pipes.fold import v1
 from acp_pipes.fold.core import ProtocolVersionError
