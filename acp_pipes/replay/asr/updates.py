@@ -128,19 +128,26 @@ class Replay:
         self.config_options: list[Any] | None = None  # the current config (for --serve)
         self.title: Any = None
         self.records: int | None = None  # how many the stream held (known once indexed)
+        self._calls: _Calls  # the tool calls of the replay under way (set by updates)
+        #: each slot's kind -> the updates its entity replays as (:meth:`updates`)
+        self._by_kind: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
+            "message": self._message, "tool_call": self._call_slot,
+            "tool_result": self._result_slot, "file_change": self._change_slot,
+            "plan": self._plan, "terminal": self._terminal, "compaction": self._compaction}
 
     # -- updates ----------------------------------------------------------------------
 
     def updates(self) -> Iterator[dict[str, Any]]:
         """The ``session/update`` payloads, in order: history, title, usage, state. Each
         entity is one whole upsert built from its latest revision (ASR-725: never its
-        chunks), made by the handler of its kind (:meth:`_by_kind`)."""
+        chunks), made by the handler of its kind (``_by_kind``)."""
         ix = self._index()
         self.losses.update(ix.losses)
         if ix.config_options is not None:
             self.config_options = ix.config_options
         self.records = ix.read
-        by_kind = self._by_kind(_Calls(ix)).get
+        self._calls = _Calls(ix)
+        by_kind = self._by_kind.get
         for kind, rec in ix.slots:
             entity = by_kind(kind)
             if entity is not None:
@@ -160,35 +167,35 @@ class Replay:
             return stream.index
         return index_stream(stream.header, stream.records)
 
-    def _by_kind(self, calls: _Calls) -> dict[str, Callable[[dict[str, Any]], list[Any]]]:
-        """Each slot's kind -> the updates its entity replays as. A tool call is sent
-        whole, once, at the first of its call, result and file changes (ASR-724)."""
-        return {
-            "message": self._message,
-            "tool_call": lambda rec: self._tools(calls, rec.get("callId"), rec),
-            "tool_result": lambda rec: self._tools(calls, rec.get("callId")),
-            "file_change": lambda rec: self._tools(
-                calls, (rec.get("cause") or {}).get("callId")),
-            "plan": lambda rec: [self._plan(rec)],
-            "terminal": lambda rec: [self._terminal(rec)],
-            "compaction": lambda rec: [self._compaction(rec)],
-        }
-
-    def _tools(self, calls: _Calls, cid: Any, call: dict[str, Any] | None = None
-               ) -> list[dict[str, Any]]:
-        """The tool call ``cid`` as one upsert, unless already sent; ``call``: its
-        tool_call record, when the slot is the call's own (else looked up: a result or
-        change before its call, or with no call in the stream)."""
+    def _call_slot(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
+        """A tool_call's slot: the call, its result and file changes as one upsert,
+        unless already sent where its result or change came first (ASR-724)."""
+        cid = rec.get("callId")
+        calls = self._calls
         if cid in calls.done:
-            return []  # already sent whole where its result or change came first
-        if call is None:
-            if not isinstance(cid, str):
-                self.losses["orphan"] += 1  # a change no call caused: nowhere to put it
-                return []
-            call = calls.call(cid)
+            return []
         calls.done.add(cid)
         ix = calls.ix
-        return [self._tool(cid, call, ix.results.get(cid), ix.changes.get(cid, ()),
+        return [self._tool(cid, rec, ix.results.get(cid), ix.changes.get(cid, ()), ix.slots)]
+
+    def _result_slot(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
+        return self._early_call(rec.get("callId"))
+
+    def _change_slot(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
+        return self._early_call((rec.get("cause") or {}).get("callId"))
+
+    def _early_call(self, cid: Any) -> list[dict[str, Any]]:
+        """A result or change before its call (or with no call in the stream): the call
+        is sent here, whole, once (ASR-724: at the entity's first record)."""
+        calls = self._calls
+        if cid in calls.done:
+            return []
+        if not isinstance(cid, str):
+            self.losses["orphan"] += 1  # a change no call caused: nowhere to put it
+            return []
+        calls.done.add(cid)
+        ix = calls.ix
+        return [self._tool(cid, calls.call(cid), ix.results.get(cid), ix.changes.get(cid, ()),
                            ix.slots)]
 
     def _usage(self, usage: dict[str, Any]) -> dict[str, Any]:
@@ -347,16 +354,16 @@ class Replay:
             d["patch"] = {"format": patch.get("format", "git_patch"), "text": patch["text"]}
         return _meta(d, fc)
 
-    def _plan(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def _plan(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
         plan = {"type": rec.get("planType"), "planId": rec.get("planId")}
         for k, v in rec.items():
             if k not in _PLAN_SKIP:
                 plan[k] = v
         # the plan's _meta is the plan's own (PlanItems._meta in the v2 schema), as the
         # fold keeps it; the update's (PlanUpdate._meta) was patched into it
-        return {"sessionUpdate": "plan_update", "plan": _meta(plan, rec)}
+        return [{"sessionUpdate": "plan_update", "plan": _meta(plan, rec)}]
 
-    def _terminal(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def _terminal(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
         """ASR-726: a display-only snapshot; nothing is started."""
         u: dict[str, Any] = {"sessionUpdate": "terminal_update",
                              "terminalId": rec.get("terminalId")}
@@ -378,9 +385,9 @@ class Replay:
             if rec.get("signal") is not None:
                 ex["signal"] = rec["signal"]
             u["exitStatus"] = ex
-        return _meta(u, rec)
+        return [_meta(u, rec)]
 
-    def _compaction(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def _compaction(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
         u: dict[str, Any] = {"sessionUpdate": "compaction_update",
                              "compactionId": rec.get("compactionId"),
                              "status": rec.get("status") or "completed"}
@@ -388,7 +395,7 @@ class Replay:
             u["summary"] = [b for b in rec["summary"] if isinstance(b, dict)]
         if rec.get("error") is not None:
             u["error"] = rec["error"]
-        return _meta(u, rec)
+        return [_meta(u, rec)]
 
     def _state(self, rec: dict[str, Any] | None) -> dict[str, Any]:
         """The current state only (table); ``unknown`` when the stream recorded none."""
