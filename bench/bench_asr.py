@@ -190,7 +190,7 @@ LIFT = """\
 import sys, time, gc, orjson
 from bench.bench_asr import v1_wire_log, wire_log
 from acp_pipes.fold import Folder
-from acp_pipes.fold.v1 import V1Lift
+from acp_pipes.fold.v1_lift import V1Lift
 
 def frames(path):
     out = []

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from acp_pipes.asr.reader import iter_streams, read_streams
-from acp_pipes.replay.asr.updates import Replay, read_indexed
+from acp_pipes.replay.asr.index import read_indexed
+from acp_pipes.replay.asr.updates import Replay
 from tests.acp_schema import FrameChecker
 from tests.conftest import REPO, run_tool
 

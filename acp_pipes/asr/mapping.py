@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import blake3
 import orjson
 
+from acp_pipes.asr.events import event_bodies
 from acp_pipes.asr.model import ALWAYS_LOST, ENVELOPE, agent_name, header, iso
 from acp_pipes.asr.paths import declare_roots
-from acp_pipes.asr.records import BUILDERS, Ctx, Key, Unmappable, audit, event_bodies
+from acp_pipes.asr.records import BUILDERS, Ctx, Key, Unmappable, audit
 from acp_pipes.errors import InputError, Note, Warn
 from acp_pipes.fold import v1
 from acp_pipes.fold.core import ProtocolVersionError
@@ -125,6 +126,19 @@ class _Lists:
 
     def get(self, sid: str, pos: int) -> dict[str, Any]:
         return self.lists[sid][pos]
+
+
+def _envelope(kind: Any, seq: int, rid: str, rec: dict[str, Any], replayed: bool
+              ) -> dict[str, Any]:
+    """A record's envelope: its type first, seq, id, and its time (ts_fields, inlined,
+    ASR-707: the entity's first sight gives the time, a revision's too; replayed
+    history has only an observedAt)."""
+    t = rec.get("t")
+    if t.__class__ is not int:  # no time (null; a fold stream's other values too)
+        return {"type": kind, "seq": seq, "id": rid}
+    if rec.get("firstReplayed", replayed):
+        return {"type": kind, "seq": seq, "id": rid, "observedAt": iso(t)}
+    return {"type": kind, "seq": seq, "id": rid, "ts": iso(t), "tsSource": "recorder"}
 
 
 class Converter:
@@ -251,23 +265,11 @@ class Converter:
                 prev_id = f"r{prev & 0xFFFFFFFF}"
         st.seq = seq = st.seq + 1
         rid = f"r{seq}"  # record_id
-        t = rec.get("t")
-        if t.__class__ is not int:  # no time (null; a fold stream's other values too)
-            out: dict[str, Any] = {"type": body["type"], "seq": seq, "id": rid}
-        elif rec.get("firstReplayed", replayed):  # ts_fields, inlined (ASR-707): the
-            # entity's first sight gives the time, a revision's too
-            out = {"type": body["type"], "seq": seq, "id": rid, "observedAt": iso(t)}
-        else:
-            out = {"type": body["type"], "seq": seq, "id": rid, "ts": iso(t),
-                   "tsSource": "recorder"}
+        out = _envelope(body["type"], seq, rid, rec, replayed)
         if prev_id is not None:
             out["supersedes"] = prev_id  # ASR-706 / ASR-717
         elif replayed and st.copying and st.parent is not None and key is not None:
-            src = index.get(key_digest((st.parent, key)))
-            if src is not None:  # ASR-718: history copied into the fork
-                out["copiedFrom"] = {"session": st.parent, "id": f"r{src & 0xFFFFFFFF}",
-                                     "proof": "native_id"}
-                st.local_through = rid
+            self._copied(st, out, key, rid)
         # body's "type" keeps its first place (update keeps a key where it is), native
         # comes last (ASR-723)
         ref = {"ref": {"connection": self.conn, "frames": rec.get("frames") or []}}
@@ -280,19 +282,42 @@ class Converter:
         if key is not None:
             index.put(digest, pos << 32 | seq)
         if out["type"] in CONTEXT_TYPES and out.get("origin") != "notice":
-            ctx = st.ctx
-            ctx.last_context = rid
-            if prev_id is None:  # where it came to be, for a compaction's extent (ASR-719)
-                frames = rec.get("frames")
-                seen = max(frames) if out["type"] == "tool_result" and frames else rec.get("pos")
-                ctx.recent.append((rid, self.conn, seen))
+            self._in_context(st, out, rec, rid, prev_id is None)
 
-    def _entity(self, rec: dict[str, Any]) -> None:
+    def _copied(self, st: _Stream, out: dict[str, Any], key: Key, rid: str) -> None:
+        """ASR-718: history replayed into a fork that its parent holds is copied from
+        the parent's record."""
+        src = self.index.get(key_digest((st.parent, key)))
+        if src is not None:
+            out["copiedFrom"] = {"session": st.parent, "id": f"r{src & 0xFFFFFFFF}",
+                                 "proof": "native_id"}
+            st.local_through = rid
+
+    def _in_context(self, st: _Stream, out: dict[str, Any], rec: dict[str, Any], rid: str,
+                    new: bool) -> None:
+        """A record of the model's context: the latest, and (a new entity) where it came
+        to be, for a compaction's extent (ASR-719)."""
+        ctx = st.ctx
+        ctx.last_context = rid
+        if new:
+            frames = rec.get("frames")
+            seen = max(frames) if out["type"] == "tool_result" and frames else rec.get("pos")
+            ctx.recent.append((rid, self.conn, seen))
+
+    def _of(self, rec: dict[str, Any]) -> _Stream | None:
+        """The stream of the session a fold record names (None: it names none that can
+        have one)."""
         sid = rec.get("session")
         if sid.__class__ is not str or not sid:
             self._no_stream(sid)
+            return None
+        return self._stream(sid)
+
+    def _entity(self, rec: dict[str, Any]) -> None:
+        st = self._of(rec)
+        if st is None:
             return
-        st = self._stream(sid)
+        sid = st.sid
         replayed = bool(rec.get("replayed"))
         write = self._write
         kind = rec.get("entity")
@@ -311,11 +336,10 @@ class Converter:
             child.lineage.setdefault("spawnedBy", {"session": sid, "evidence": "native_field"})
 
     def _event(self, rec: dict[str, Any]) -> None:
-        sid = rec.get("session")
-        if sid.__class__ is not str or not sid:
-            self._no_stream(sid)
+        st = self._of(rec)
+        if st is None:
             return
-        st = self._stream(sid)
+        sid = st.sid
         replayed = bool(rec.get("replayed"))
         try:
             bodies = event_bodies(rec, st.ctx)

@@ -3,8 +3,7 @@
 What every consumer of ASR streams shares (acp-replay's ASR modes, ``--compare``, the
 round trip): streams split at their headers, bad lines reported with file and line and
 skipped without losing what came before or after, and an input cut short kept up to the
-cut (:class:`UntilCut`). What a replay keeps of each record is
-:func:`acp_pipes.replay.asr.updates.read_indexed`'s business.
+cut (:class:`UntilCut`). What a consumer keeps of each record is its own business.
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ from acp_pipes.protocol.canonical import ParseError, parse_json, writable
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-    from acp_pipes.replay.asr.updates import _Index
 
 __all__ = ["AsrStream", "UntilCut", "iter_streams", "read_streams"]
 
@@ -78,14 +75,12 @@ def _not_a_string_id(rec: dict[str, Any]) -> str | None:
 
 @dataclass
 class AsrStream:
-    """One ASR stream: its header and records (parsed), and where it came from. A stream
-    from :func:`read_indexed` keeps only its replay index, not its records."""
+    """One ASR stream: its header and records (parsed), and where it came from."""
 
     header: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
     source: str = "-"
     line: int = 1  # the header's line number
-    index: _Index | None = None  # acp_pipes.replay.asr.updates' replay index
 
     @property
     def session_id(self) -> str:

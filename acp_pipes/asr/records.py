@@ -1,9 +1,10 @@
-"""Fold records -> ASR record bodies, one builder per ACP entity or event kind.
+"""Fold records -> ASR record bodies, one builder per ACP entity kind.
 
 A builder returns ``[(key, body), ...]``: ``key`` identifies the ASR entity (for
 duplicates, ASR-717, and superseding, ASR-706; None for events, which are never
 duplicates) and ``body`` is the record without its envelope (seq, id, times, native),
 which :mod:`acp_pipes.asr.mapping` adds. Each builder quotes the rule it implements.
+The updates that are no entity's are :mod:`acp_pipes.asr.events`, on the same checks.
 
 A builder never writes what ``acp-asr --validate`` rejects: a field the record copies
 that has a JSON type ACP does not allow there (a title that is a number, a content block
@@ -23,7 +24,8 @@ from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import LOSS_RELATIVE, path_ref
 from acp_pipes.protocol.redact import secret_fields
 
-__all__ = ["Ctx", "Unmappable", "audit", "entity_bodies", "event_bodies"]
+__all__ = ["BUILDERS", "Bodies", "Ctx", "Key", "Unmappable", "audit", "copy_str", "entity_bodies",
+           "is_int", "must_str", "with_meta"]
 
 TOOL_FINAL = frozenset({"completed", "failed", "cancelled"})
 TOOL_OPEN = frozenset({"pending", "in_progress"})
@@ -41,7 +43,7 @@ class Unmappable(Exception):
     """A value the ASR record cannot hold; ``str()`` says which (ASR-710)."""
 
 
-def _str(v: Any, what: str) -> Any:
+def must_str(v: Any, what: str) -> Any:
     """``v``, a string: or the record cannot be written."""
     if v.__class__ is not str:
         raise Unmappable(f"{what} is not a string")
@@ -60,7 +62,7 @@ def _blocks(v: Any, what: str) -> list[dict[str, Any]]:
     return v
 
 
-def _copy_str(body: dict[str, Any], v: dict[str, Any], fields: tuple[str, ...], what: str,
+def copy_str(body: dict[str, Any], v: dict[str, Any], fields: tuple[str, ...], what: str,
               null: bool = False) -> None:
     """Copy ``fields`` of ``v`` that are present (and not null, unless ``null``: then
     null is copied as null); each must be a string."""
@@ -85,7 +87,7 @@ def _path(path: Any, ctx: Ctx) -> Any:
     return ref
 
 
-def _int(v: Any) -> bool:
+def is_int(v: Any) -> bool:
     return v.__class__ is int  # JSON Schema's integer: not a bool
 
 
@@ -122,7 +124,7 @@ class Ctx:
 RECENT = 64
 
 
-def _meta(body: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+def with_meta(body: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
     m = value.get("_meta")
     if isinstance(m, dict) and m:
         body["_meta"] = m  # ASR-708: folded key by key by the fold
@@ -188,7 +190,7 @@ def _message(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         key = (role, mid)
     if "assembly" in rec:
         body["assembly"] = rec["assembly"]  # ASR-704
-    return [(key, _partial(_meta(body, v), final, False))]
+    return [(key, _partial(with_meta(body, v), final, False))]
 
 
 # -- tool calls ------------------------------------------------------------------------
@@ -198,14 +200,29 @@ def _tool(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     v = rec["value"]
     cid = rec["id"]
     final = rec["final"]
-    # ASR-702: toolCallId -> callId verbatim, callIdSource native
+    call = _call(cid, v, ctx)
+    content = _tool_content(v.get("content"))
+    ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
+    why = rec.get("why")
+    # a --snapshots checkpoint of an open call is partial (ASR-705): tool_call has no
+    # status, so the capture state says so; a call released open at the end of a turn
+    # is no snapshot but the call as it stands (dangling until its result comes)
+    out: Bodies = [(("tool_call", cid), _partial(with_meta(call, v), why != "snapshot", False))]
+    if final:
+        _tool_ends(out, cid, v, content, why, ctx)
+    return out
+
+
+def _call(cid: Any, v: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
+    """The tool_call record: ASR-702, toolCallId -> callId verbatim, callIdSource
+    native; its locations' paths as PathRefs (ASR-711)."""
     call: dict[str, Any] = {"type": "tool_call", "callId": cid, "callIdSource": "native"}
     name = v.get("name")
     if name is None:
         call["capture"] = {"name": {"state": "absent"}}
     else:
-        call["name"] = _str(name, "name")
-    _copy_str(call, v, ("title", "kind"), "the call's")
+        call["name"] = must_str(name, "name")
+    copy_str(call, v, ("title", "kind"), "the call's")
     if "rawInput" in v:
         call["input"] = v["rawInput"]
     locations = v.get("locations")
@@ -215,24 +232,26 @@ def _tool(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         locs = []
         for loc in locations:
             line = loc.get("line") if loc.__class__ is dict else None
-            if loc.__class__ is not dict or (line is not None and not _int(line)):
+            if loc.__class__ is not dict or (line is not None and not is_int(line)):
                 raise Unmappable("a location is not an object with a path and a line")
             loc = dict(loc)
-            loc["path"] = _path(_str(loc.get("path"), "a location's path"), ctx)
+            loc["path"] = _path(must_str(loc.get("path"), "a location's path"), ctx)
             locs.append(loc)  # ASR-711
         call["locations"] = locs
-    content = _tool_content(v.get("content"))
-    ctx.losses.add("_org.agent-session.acp/tool_status_transitions")  # ASR-722
-    why = rec.get("why")
-    # a --snapshots checkpoint of an open call is partial (ASR-705): tool_call has no
-    # status, so the capture state says so; a call released open at the end of a turn
-    # is no snapshot but the call as it stands (dangling until its result comes)
-    out: Bodies = [(("tool_call", cid), _partial(_meta(call, v), why != "snapshot", False))]
+    return call
+
+
+#: A tool call's final status -> the status of the file changes its diffs become.
+_FC_STATUS: dict[Any, str] = {"completed": "applied", "failed": "failed", "cancelled": "unknown"}
+
+
+def _tool_ends(out: Bodies, cid: Any, v: dict[str, Any], content: list[Any], why: Any,
+               ctx: Ctx) -> None:
+    """A final tool call: its tool_result (ASR-714) and its diffs as file changes
+    (ASR-715), when its status or its turn says it ended."""
     status = v.get("status")
     if status is not None and (status.__class__ is not str or not status):
         status = "other"  # a status of another JSON type, or "": one ACP does not define
-    if not final:
-        return out
     # "at the end of the turn" (seed 000, tool_call_update row): a live turn ends at
     # idle (why turn_end); replayed history ends with its replay window (why replay), so
     # a replayed other/vendor status is written like a live one (ASR-717 -> ASR-707)
@@ -242,15 +261,14 @@ def _tool(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         out.append((("tool_result", cid), _result(cid, status, v, content)))
         ctx.losses.add("tool_result.content")
     # ASR-715: diffs in the final content become file changes
-    fc_status = {"completed": "applied", "failed": "failed", "cancelled": "unknown"}.get(
-        status, "proposed") if ended or why in ("close", "stop", "replay") else None
-    if fc_status is not None:
-        n = 0
-        for item in content:
-            if isinstance(item, dict) and item.get("type") == "diff":
-                out.append((("file_change", cid, n), _file_change(cid, item, fc_status, ctx)))
-                n += 1
-    return out
+    if not (ended or why in ("close", "stop", "replay")):
+        return
+    fc_status = _FC_STATUS.get(status, "proposed")
+    n = 0
+    for item in content:
+        if isinstance(item, dict) and item.get("type") == "diff":
+            out.append((("file_change", cid, n), _file_change(cid, item, fc_status, ctx)))
+            n += 1
 
 
 def _tool_content(content: Any) -> list[Any]:
@@ -266,7 +284,7 @@ def _tool_content(content: Any) -> list[Any]:
         if t == "content":
             _blocks([item.get("content")], "a content item")
         elif t == "terminal":
-            _str(item.get("terminalId"), "a terminal item's terminalId")
+            must_str(item.get("terminalId"), "a terminal item's terminalId")
         elif t == "diff":
             changes = item.get("changes")
             if changes is not None and changes.__class__ is not list:
@@ -274,14 +292,14 @@ def _tool_content(content: Any) -> list[Any]:
             for ch in changes or ():
                 if ch.__class__ is not dict:
                     continue  # a change that is no object is not mapped
-                _str(ch.get("operation"), "a change's operation")
-                _str(ch.get("path"), "a change's path")
+                must_str(ch.get("operation"), "a change's operation")
+                must_str(ch.get("path"), "a change's path")
                 for f in ("oldPath", "fileType", "mimeType"):
                     if ch.get(f) is not None:
-                        _str(ch[f], f"a change's {f}")
+                        must_str(ch[f], f"a change's {f}")
             patch = item.get("patch")
             if patch.__class__ is dict and patch.get("text").__class__ is str:
-                _str(patch.get("format", "git_patch"), "a patch's format")
+                must_str(patch.get("format", "git_patch"), "a patch's format")
     return content
 
 
@@ -330,7 +348,7 @@ def _file_change(cid: str, diff: dict[str, Any], status: str, ctx: Ctx) -> dict[
     else:
         body["precision"] = "unknown"
     body["status"] = status
-    return _meta(body, diff)
+    return with_meta(body, diff)
 
 
 # -- requests ---------------------------------------------------------------------------
@@ -340,7 +358,7 @@ def _permission(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     """ASR-716."""
     v = rec["value"]
     body: dict[str, Any] = {"type": "permission", "requestId": rec["id"], "idSource": "derived"}
-    _copy_str(body, v, ("title", "description"), "the request's")
+    copy_str(body, v, ("title", "description"), "the request's")
     if v.get("options") is not None:
         if v["options"].__class__ is not list:
             raise Unmappable("options is not a list")
@@ -360,13 +378,13 @@ def _permission(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         body["status"] = "resolved"
         oc = outcome.get("outcome")
         if oc == "selected":
-            oid = _str(outcome.get("optionId"), "the selected optionId")
+            oid = must_str(outcome.get("optionId"), "the selected optionId")
             body["selectedOptionId"] = oid
             opts = v.get("options")
             for opt in opts if isinstance(opts, list) else ():
                 if isinstance(opt, dict) and opt.get("optionId") == oid:
                     # ASR-709: unchanged
-                    body["decision"] = _str(opt.get("kind"), "the selected option's kind")
+                    body["decision"] = must_str(opt.get("kind"), "the selected option's kind")
                     break
         elif oc == "cancelled":
             body["decision"] = "cancelled"
@@ -376,7 +394,7 @@ def _permission(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         body["status"] = "failed"
     else:
         body["status"] = "pending"
-    return [(("permission", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
+    return [(("permission", rec["id"]), _partial(with_meta(body, v), rec["final"], True))]
 
 
 _ACTION = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
@@ -390,13 +408,13 @@ def _elicitation(rec: dict[str, Any], ctx: Ctx) -> Bodies:
                             "idSource": v.get("idSource", "derived")}
     if isinstance(v.get("toolCallId"), str):
         body["callId"] = v["toolCallId"]
-    body["mode"] = _str(v.get("mode"), "mode")
-    _copy_str(body, v, ("message",), "the request's")
+    body["mode"] = must_str(v.get("mode"), "mode")
+    copy_str(body, v, ("message",), "the request's")
     if v.get("requestedSchema") is not None:
         if v["requestedSchema"].__class__ is not dict:
             raise Unmappable("requestedSchema is not an object")
         body["requestedSchema"] = v["requestedSchema"]
-    _copy_str(body, v, ("url",), "the request's")
+    copy_str(body, v, ("url",), "the request's")
     resp = v.get("response")
     if isinstance(resp, dict):
         action = resp.get("action")
@@ -413,7 +431,7 @@ def _elicitation(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         body["status"] = "failed"
     else:
         body["status"] = "pending"
-    return [(("input_request", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
+    return [(("input_request", rec["id"]), _partial(with_meta(body, v), rec["final"], True))]
 
 
 def redact_answer(content: dict[str, Any], schema: Any,
@@ -433,7 +451,7 @@ def redact_answer(content: dict[str, Any], schema: Any,
 def _plan(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     v = rec["value"]
     body: dict[str, Any] = {"type": "plan", "planId": rec["id"],  # ASR-702: verbatim
-                            "planType": _str(v.get("type"), "the plan's type")}
+                            "planType": must_str(v.get("type"), "the plan's type")}
     for k, x in v.items():
         if k not in ("type", "planId", "_meta") and x is not None:  # null: not there
             body[k] = x
@@ -441,24 +459,24 @@ def _plan(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         raise Unmappable("the plan's entries is not a list")
     for f in ("uri", "content"):
         if body.get(f) is not None:
-            _str(body[f], f"the plan's {f}")
-    return [(("plan", rec["id"]), _partial(_meta(body, v), rec["final"], False))]
+            must_str(body[f], f"the plan's {f}")
+    return [(("plan", rec["id"]), _partial(with_meta(body, v), rec["final"], False))]
 
 
 def _terminal(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     v = rec["value"]
     body: dict[str, Any] = {"type": "terminal", "terminalId": rec["id"]}  # ASR-702
-    _copy_str(body, v, ("command",), "the terminal's")
+    copy_str(body, v, ("command",), "the terminal's")
     if v.get("cwd") is not None:
-        body["cwd"] = _path(_str(v["cwd"], "cwd"), ctx)
+        body["cwd"] = _path(must_str(v["cwd"], "cwd"), ctx)
     ex = v.get("exitStatus")
     if ex.__class__ is dict:
         code = ex.get("exitCode")
         if code is not None:
-            if not _int(code):
+            if not is_int(code):
                 raise Unmappable("exitCode is not an integer")
             body["exitCode"] = code
-        _copy_str(body, ex, ("signal",), "the exit status's")
+        copy_str(body, ex, ("signal",), "the exit status's")
         body["status"] = "exited"
     elif ex is not None:
         raise Unmappable("exitStatus is not an object")
@@ -468,7 +486,7 @@ def _terminal(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     if isinstance(out, dict) and isinstance(out.get("data"), str):
         body["output"] = {"blob": out["data"], "encoding": "base64",
                           "assembly": rec.get("assembly", "folded")}
-    return [(("terminal", rec["id"]), _partial(_meta(body, v), rec["final"], True))]
+    return [(("terminal", rec["id"]), _partial(with_meta(body, v), rec["final"], True))]
 
 
 def _compaction(rec: dict[str, Any], ctx: Ctx) -> Bodies:
@@ -480,7 +498,7 @@ def _compaction(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     if rec["final"] and (status.__class__ is not str or not status):
         raise Unmappable("status is not a string" if status is not None else "no status")
     if v.get("error") is not None:
-        _str(v["error"], "the compaction's error")
+        must_str(v["error"], "the compaction's error")
     # ASR-702: the compactionId verbatim
     body: dict[str, Any] = {"type": "compaction", "compactionId": cid, "kind": "summary",
                             "status": status}
@@ -496,18 +514,18 @@ def _compaction(rec: dict[str, Any], ctx: Ctx) -> Bodies:
         body["replaces"] = {"throughId": ctx.compaction_through[cid]}
     if v.get("error") is not None:
         body["error"] = v["error"]
-    return [(("compaction", cid), _partial(_meta(body, v), rec["final"], True))]
+    return [(("compaction", cid), _partial(with_meta(body, v), rec["final"], True))]
 
 
 def _subagent(rec: dict[str, Any], ctx: Ctx) -> Bodies:
     """ASR-721: the association, in the parent's stream."""
     v = rec["value"]
     body: dict[str, Any] = {"type": "subagent", "childSession": rec["id"]}
-    _copy_str(body, v, ("title", "description"), "the subagent's", null=True)
+    copy_str(body, v, ("title", "description"), "the subagent's", null=True)
     for f in ("state", "capabilities"):
         if f in v:
             body[f] = v[f]
-    return [(("subagent", rec["id"]), _meta(body, v))]
+    return [(("subagent", rec["id"]), with_meta(body, v))]
 
 
 #: The builder of each fold entity kind (keyed by whatever JSON the record's entity is).
@@ -536,63 +554,3 @@ def audit(kind: str, payload: Any) -> dict[str, Any]:
     if not kind or "\n" in kind:
         kind = "unknown"
     return {"type": AUDIT_PREFIX + kind, "native": {"record": payload}}
-
-
-def event_bodies(rec: dict[str, Any], ctx: Ctx) -> Bodies:
-    kind = rec.get("kind")
-    u = rec.get("update")
-    if not isinstance(u, dict):
-        u = {}
-    if kind == "state_update":
-        body: dict[str, Any] = {"type": "state", "state": _str(u.get("state"), "state")}
-        _copy_str(body, u, ("stopReason",), "the update's")
-        for f in ("error", "usage"):
-            if u.get(f) is not None:
-                if u[f].__class__ is not dict:
-                    raise Unmappable(f"{f} is not an object")
-                body[f] = u[f]
-        return [(None, _meta(body, u))]
-    if kind == "usage_update":
-        used, size = u.get("used"), u.get("size")
-        if not (_int(used) and _int(size)):
-            raise Unmappable("used or size is not an integer")
-        body = {"type": "usage_summary", "scope": "session", "cumulative": True,
-                "includesChildren": None, "contextWindow": {"used": used, "size": size}}
-        cost = u.get("cost")
-        if cost is not None:
-            amount = cost.get("amount") if cost.__class__ is dict else None
-            if amount.__class__ not in (int, float) or cost.get("currency").__class__ is not str:
-                raise Unmappable("cost is not an amount and a currency")
-            body["cost"] = {"amount": amount, "currency": cost["currency"]}
-        return [(None, _meta(body, u))]  # ASR-720
-    if kind == "session_info_update":
-        folded = rec.get("folded") or {}
-        title = folded.get("title")
-        if title is not None:
-            _str(title, "title")
-        return [(None, _meta({"type": "session_info", "title": title}, u))]
-    if kind == "config_option_update" and isinstance(u.get("configOptions"), list):
-        body = {"type": "config_change", "options": u["configOptions"]}
-        for opt in u["configOptions"]:
-            if not isinstance(opt, dict):
-                continue
-            if opt.get("category") == "model" and "currentValue" in opt:
-                body["model"] = {"id": opt["currentValue"]}
-            elif opt.get("category") == "mode" and "currentValue" in opt:
-                body["mode"] = opt["currentValue"]
-        return [(None, _meta(body, u))]
-    if kind == "notice":
-        _str(u.get("title"), "the notice's title")
-        # message with a derived ID (acp-pipes choice: notice:<n>:<seq>), ASR-730
-        frames = rec.get("frames") or [0]
-        mid = f"notice:{ctx.conn}:{frames[0]}"
-        content = [{"type": "text", "text": u["title"]}]
-        if u.get("description") is not None:
-            content.append({"type": "text", "text": _str(u["description"], "description")})
-        body = {"type": "message", "messageId": mid, "idSource": "derived", "role": "system",
-                "author": "harness", "origin": "notice", "audience": "user",
-                "content": content}
-        _copy_str(body, u, ("severity",), "the notice's")
-        return [(("notice", mid), _meta(body, u))]
-    name = kind if isinstance(kind, str) and kind else "unknown"
-    return [(None, audit(name, u))]

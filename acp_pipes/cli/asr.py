@@ -10,7 +10,7 @@ from typing import BinaryIO
 
 import orjson
 
-from acp_pipes.asr.mapping import convert_paths
+from acp_pipes.asr.mapping import Converted, convert_paths
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import (
     EXIT_INTERRUPTED,
@@ -75,6 +75,21 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         return _validate(args, ctx)
     if args.fmt == "table":
         raise UsageError("--format table goes with --validate (the streams: json or pretty)")
+    done = _convert(args, ctx)
+    unreadable = done.unreadable
+    if (unreadable is None and not done.interrupted and args.session is not None
+            and args.session not in done.headers):
+        raise UsageError(f"no session {args.session!r} in the input")
+    if unreadable is None and not done.interrupted and args.session is None:
+        _no_session(done, ctx)
+    _write(done, args, ctx)
+    if unreadable is not None:
+        raise unreadable
+    return EXIT_INTERRUPTED if done.interrupted else 0
+
+
+def _convert(args: argparse.Namespace, ctx: Context) -> Converted:
+    """Every input converted (a line of progress on a terminal when there are several)."""
     # everything imported so far lives as long as the process: keep it out of the
     # collector's scans; records are many, short-lived and acyclic, so the young
     # generation is collected every 50,000 allocations, not every 700 (a few MB at most
@@ -99,28 +114,33 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                          note=ctx.note, directory=args.output, follow=args.follow)
     if progress and done.unreadable is None:
         print(file=sys.stderr)
-    spool, headers, unreadable = done.spool, done.headers, done.unreadable
-    if (unreadable is None and not done.interrupted and args.session is not None
-            and args.session not in headers):
-        raise UsageError(f"no session {args.session!r} in the input")
-    why = done.no_session() if unreadable is None and not done.interrupted else None
-    if why is not None and args.session is None:
-        if why.startswith("the recording"):  # no error to point at: name the input(s)
-            names = ", ".join("stdin" if f == "-" else f for f in ctx.files) or "stdin"
-            why = f"{names}: {why}"
-        ctx.note(why)  # read correctly, holding nothing to write: exit 0
-    if args.output:
-        written, failed = spool.write_dir(args.output, headers)
-        for sid, why in failed:
-            ctx.note(f"session {sid!r} not written: {why}")
-        if failed:
-            raise OutputError(f"{len(failed)} of {len(failed) + len(written)} sessions not "
-                              f"written (named above); the others are in {args.output}")
-    else:
+    return done
+
+
+def _no_session(done: Converted, ctx: Context) -> None:
+    """A recording read correctly that holds no session to write: why, said (exit 0)."""
+    why = done.no_session()
+    if why is None:
+        return
+    if why.startswith("the recording"):  # no error to point at: name the input(s)
+        names = ", ".join("stdin" if f == "-" else f for f in ctx.files) or "stdin"
+        why = f"{names}: {why}"
+    ctx.note(why)
+
+
+def _write(done: Converted, args: argparse.Namespace, ctx: Context) -> None:
+    """The streams: one file per session under ``-o``, else one after another on
+    stdout."""
+    spool, headers = done.spool, done.headers
+    if not args.output:
         spool.write_to(ctx.records_out(), headers)
-    if unreadable is not None:
-        raise unreadable
-    return EXIT_INTERRUPTED if done.interrupted else 0
+        return
+    written, failed = spool.write_dir(args.output, headers)
+    for sid, why in failed:
+        ctx.note(f"session {sid!r} not written: {why}")
+    if failed:
+        raise OutputError(f"{len(failed)} of {len(failed) + len(written)} sessions not "
+                          f"written (named above); the others are in {args.output}")
 
 
 def _validate(args: argparse.Namespace, ctx: Context) -> int:

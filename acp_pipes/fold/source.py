@@ -12,7 +12,7 @@ deeper than :data:`MAX_DEPTH`): the fold's output must stay writable JSONL.
 from __future__ import annotations
 
 import base64
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -227,101 +227,146 @@ def fold_paths(paths: Iterable[str], *, snapshots: bool = False, warn: Warn,
             own.close()
         return
     conn = connection
+    for path in paths:
+        conn = yield from _fold_path(path, conn, snapshots, warn, live, states)
+
+
+def _fold_path(path: str, conn: int, snapshots: bool, warn: Warn, live: Live | None,
+               states: States) -> Generator[Record, None, int]:
+    """One input of :func:`fold_paths`, its first new connection numbered ``conn``;
+    returns the number of the next."""
     loads = orjson.loads
     JSONDecodeError = orjson.JSONDecodeError
-    for path in paths:
-        source = display_name(path)
-        folder: Folder | None = None
-        feed = None
-        mode: str | None = None
-        number = last = 0
-        cut: InputError | KeyboardInterrupt | None
+    source = display_name(path)
+    number = last = 0
+    cut: InputError | KeyboardInterrupt | None
 
-        def fwarn(s: str, _line: int, msg: str) -> None:
-            warn(s, last, msg)  # noqa: B023 - late binding: the line of the frame being folded
+    def fwarn(s: str, _line: int, msg: str) -> None:
+        warn(s, last, msg)  # noqa: B023 - late binding: the line of the frame being folded
 
-        stream = open_source(path, live)
+    inp = _Input(source, conn, snapshots, warn, fwarn, states)
+    feed = mode = None
+    stream = open_source(path, live)
+    try:
+        for raw in stream:
+            number += 1
+            try:
+                rec = loads(raw)
+            except JSONDecodeError as e:  # as jsonl.records judges it
+                if raw.strip():
+                    _not_json(source, number, unparsable(raw.endswith(b"\n"), e),
+                              ValueError(json_error(raw, e)), mode, warn)
+                continue
+            if rec.__class__ is dict:
+                if feed is not None and "dir" in rec:
+                    # the hot path: one wire or frames record
+                    last = number
+                    out = _wire_frame(rec, feed, inp.folder, source, number, warn)
+                    if out:
+                        yield from out
+                    continue
+                if mode == FOLD and "ev" in rec:
+                    yield rec
+                    continue
+            yield from inp.other(rec, number)
+            feed, mode = inp.feed, inp.mode
+    except READ_ERRORS as e:  # a .gz cut short, a bad disk: the recorder stopped here
+        cut = InputError(source, number + 1, f"cannot read: {e}")
+    except KeyboardInterrupt as e:  # Ctrl-C, the end of --follow: as at the input's end
+        cut = e
+    else:
+        cut = None
+    finally:
+        if path != "-":
+            stream.close()
+    yield from inp.close()  # what was read is kept, as at "recorder stops"
+    if cut is not None:
+        raise cut
+    return inp.conn
+
+
+class _Input:
+    """What :func:`_fold_path` keeps between the headers of one input: the stream's
+    format, the connection being folded (its Folder), the next connection's number."""
+
+    __slots__ = ("conn", "feed", "folder", "fwarn", "mode", "snapshots", "source", "states",
+                 "warn")
+
+    def __init__(self, source: str, conn: int, snapshots: bool, warn: Warn, fwarn: Warn,
+                 states: States):
+        self.source = source
+        self.conn = conn
+        self.snapshots = snapshots
+        self.warn = warn
+        self.fwarn = fwarn  # says the line of the frame being folded
+        self.states = states
+        self.mode: str | None = None
+        self.folder: Folder | None = None
+        self.feed: Callable[[int, Any, str, Any], list[Record]] | None = None
+
+    def other(self, rec: Any, number: int) -> Iterator[Record]:
+        """A line that is no record of the connection being folded: the recorder's end
+        record, a header (a new connection; a fold stream passes through), or one that
+        is said and skipped (:func:`_other`)."""
+        if rec.__class__ is dict and rec.get("end") is True and self.folder is not None:
+            yield from self.close()  # the recorder's end record: it stopped
+            return
+        if header_format(rec) is None:
+            for _ in _other(rec, self.mode, self.source, number, self.warn):
+                pass
+            return
+        _, (mode, rec), _ = next(_other(rec, self.mode, self.source, number, self.warn))
+        self.mode = mode
+        yield from self.close()
+        if mode == FOLD:
+            yield rec
+            self.conn = max(self.conn, rec.get("connection", 0) + 1)
+            return
+        yield fold_header(self.conn, rec.get("source") if mode == FRAMES else rec,
+                          self.snapshots)
+        self.folder = Folder(self.conn, snapshots=self.snapshots, warn=self.fwarn,
+                             states=self.states, source=self.source)
+        self.feed = self.folder.feed
+        self.conn += 1
+
+    def close(self) -> Iterator[Record]:
+        """The connection being folded ends here: what it holds is written."""
+        if self.folder is not None:
+            yield from self.folder.finish()
+            self.folder = self.feed = None
+
+
+def _wire_frame(rec: dict[str, Any], feed: Callable[[int, Any, str, Any], list[Record]],
+                folder: Any, source: str, number: int, warn: Warn) -> list[Record] | None:
+    """One wire or frames record folded (its records, if it completes any); a record
+    that is no frame, or whose message no record could hold, is said and skipped."""
+    seq = rec.get("seq")
+    d = rec.get("dir")
+    t = rec.get("t")
+    if seq.__class__ is not int or (d != "a2c" and d != "c2a") or (
+            t is not None and t.__class__ is not int):
+        warn(source, number, "not a wire record (needs seq, t, dir), skipped")
+        return None
+    text = rec.get("raw")
+    if text.__class__ is str:
         try:
-            for raw in stream:
-                number += 1
-                try:
-                    rec = loads(raw)
-                except JSONDecodeError as e:  # as jsonl.records judges it
-                    if raw.strip():
-                        _not_json(source, number, unparsable(raw.endswith(b"\n"), e),
-                                  ValueError(json_error(raw, e)), mode, warn)
-                    continue
-                if rec.__class__ is dict:
-                    if feed is not None and "dir" in rec:
-                        # the hot path: one wire or frames record
-                        last = number
-                        seq = rec.get("seq")
-                        d = rec.get("dir")
-                        t = rec.get("t")
-                        if seq.__class__ is not int or (d != "a2c" and d != "c2a") or (
-                                t is not None and t.__class__ is not int):
-                            warn(source, number,
-                                 "not a wire record (needs seq, t, dir), skipped")
-                            continue
-                        text = rec.get("raw")
-                        if text.__class__ is str:
-                            try:
-                                msg = loads(text)
-                            except JSONDecodeError:
-                                msg, problem = parse_frame(rec)
-                            else:
-                                problem = too_deep(msg, text) if len(text) >= _DEEP else None
-                        else:
-                            msg, problem = parse_frame(rec)
-                        if problem is not None:
-                            if problem is not SURROGATES:
-                                warn(source, number, f"{problem}, skipped")
-                                continue
-                            warn(source, number, problem)
-                            out = feed(seq, t, d, msg)
-                            if folder is not None:  # always: feed is its feed
-                                folder.replaced(seq, t, msg)
-                        else:
-                            out = feed(seq, t, d, msg)
-                        if out:
-                            yield from out
-                        continue
-                    if mode == FOLD and "ev" in rec:
-                        yield rec
-                        continue
-                if rec.__class__ is dict and rec.get("end") is True and folder is not None:
-                    yield from folder.finish()  # the recorder's end record: it stopped
-                    folder = feed = None
-                    continue
-                if header_format(rec) is not None:
-                    _, (fmt, rec), _ = next(_other(rec, mode, source, number, warn))
-                    mode = fmt
-                    if folder is not None:
-                        yield from folder.finish()
-                        folder = feed = None
-                    if fmt == FOLD:
-                        yield rec
-                        conn = max(conn, rec.get("connection", 0) + 1)
-                        continue
-                    source_header = rec.get("source") if fmt == FRAMES else rec
-                    yield fold_header(conn, source_header, snapshots)
-                    folder = Folder(conn, snapshots=snapshots, warn=fwarn, states=states,
-                                    source=source)
-                    feed = folder.feed
-                    conn += 1
-                    continue
-                for _ in _other(rec, mode, source, number, warn):
-                    pass
-        except READ_ERRORS as e:  # a .gz cut short, a bad disk: the recorder stopped here
-            cut = InputError(source, number + 1, f"cannot read: {e}")
-        except KeyboardInterrupt as e:  # Ctrl-C, the end of --follow: as at the input's end
-            cut = e
+            msg = _loads(text)
+        except _JSONDecodeError:
+            msg, problem = parse_frame(rec)
         else:
-            cut = None
-        finally:
-            if path != "-":
-                stream.close()
-        if folder is not None:
-            yield from folder.finish()  # what was read is kept, as at "recorder stops"
-        if cut is not None:
-            raise cut
+            problem = too_deep(msg, text) if len(text) >= _DEEP else None
+    else:
+        msg, problem = parse_frame(rec)
+    if problem is None:
+        return feed(seq, t, d, msg)
+    if problem is not SURROGATES:
+        warn(source, number, f"{problem}, skipped")
+        return None
+    warn(source, number, problem)
+    out = feed(seq, t, d, msg)
+    folder.replaced(seq, t, msg)
+    return out
+
+
+_loads = orjson.loads
+_JSONDecodeError = orjson.JSONDecodeError

@@ -9,51 +9,22 @@ in a namespace of its own (``Session.replay_open``), from empty, and is final wh
 replay ends, where it meets what the session holds live (:meth:`Replays.end`).
 
 A resume the client sends while the session still has work (clients may pipeline) waits
-as a :class:`Deferred` until that work is done, so its replay does not swallow the
-earlier turn's updates. :class:`Replays` keeps this bookkeeping for one
+as a :class:`~acp_pipes.fold.session.Deferred` until that work is done, so its replay
+does not swallow the earlier turn's updates. :class:`Replays` keeps this bookkeeping for one
 :class:`~acp_pipes.fold.core.Folder`, which decides when each step happens.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
 from acp_pipes.fold.entities import keep_trace, settle
+from acp_pipes.fold.session import RpcKey, Session, Window
 from acp_pipes.fold.timeline import Record, Timeline
 
-if TYPE_CHECKING:
-    from acp_pipes.fold.core import Session
-
-__all__ = ["Deferred", "Replays", "RpcKey", "Window"]
-
-#: A JSON-RPC id with its type, so that ``1``, ``1.0``, ``True`` and ``"1"`` (equal or
-#: alike in Python) name different requests.
-RpcKey = tuple[type, Any]
+__all__ = ["Replays"]
 
 #: How many subagent ancestors :meth:`Replays.busy` looks through (and no loop forever
 #: on a cycle).
 _ANCESTORS = 16
-
-
-@dataclass(slots=True, eq=False)
-class Window:
-    """History an agent replays (ASR-707, ASR-717): ``kind`` ``resume`` (a request of the
-    connection, until its response) or ``fork`` (a fork's new session, until its first
-    prompt); ``sessions``: those whose updates it took. Compared by identity."""
-
-    kind: str
-    sessions: list[Session] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Deferred:
-    """A resume waiting for the session's earlier requests to be answered: its record
-    (written once the response says it succeeded), whether it replays, its request."""
-
-    record: Record
-    replay: bool
-    key: RpcKey
 
 
 class Replays:

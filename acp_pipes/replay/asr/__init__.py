@@ -6,6 +6,7 @@ the session.
 
 - :mod:`acp_pipes.replay.asr.updates`: the stream as ``session/update`` notifications, and
   the loss report (:class:`~acp_pipes.replay.asr.updates.Replay`).
+- :mod:`acp_pipes.replay.asr.index`: what a replay sends, found in one pass over a stream.
 - :mod:`acp_pipes.replay.asr.capture`: the captured agent frames resent from the wire logs
   the stream was recorded from (byte-level, ``--wire``).
 - :mod:`acp_pipes.replay.asr.serve`: a read-only ACP agent serving stored sessions.

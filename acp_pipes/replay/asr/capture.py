@@ -18,7 +18,7 @@ from acp_pipes.asr.reader import AsrStream
 from acp_pipes.errors import AcpPipesError, InputError
 from acp_pipes.io.lines import display_name
 from acp_pipes.io.wire import decode_raw
-from acp_pipes.replay.asr.updates import current_state
+from acp_pipes.replay.asr.index import current_state
 
 __all__ = ["NoCapture", "captured_frames", "referenced_frames"]
 

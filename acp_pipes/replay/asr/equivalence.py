@@ -30,12 +30,13 @@ order (an entity at its first record, with its latest revision):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from acp_pipes.asr.paths import resolve
 from acp_pipes.asr.reader import AsrStream, read_streams
-from acp_pipes.replay.asr.updates import message_space, thought_text
+from acp_pipes.replay.asr.index import message_space
+from acp_pipes.replay.asr.updates import thought_text
 
 __all__ = ["compare_streams", "compare_views", "context_view", "load_stream"]
 
@@ -68,118 +69,158 @@ def _blocks(parts: list[Any]) -> list[Any]:
 def context_view(stream: AsrStream) -> list[dict[str, Any]]:
     """The stream's context view: one normalised dict per entity, in path order."""
     roots = (stream.header.get("workspace") or {}).get("roots") or []
-    order: list[_Entity] = []
-    latest: dict[_Entity, dict[str, Any]] = {}
-    by_rid: dict[str, _Entity] = {}
-    results: dict[Any, dict[str, Any]] = {}
-    changes: dict[Any, list[_Entity]] = {}
-    key: _Entity | None
+    ents = _Entities()
+    by_type = ents.by_type.get
     for rec in stream.records:
-        t = rec.get("type")
-        if t == "message":
-            if rec.get("origin") in ("notice", "inter_session") or rec.get("role") == "system":
-                continue
-            # ASR-724: a prompt, a thought and an agent message may share an ID (ACP
-            # gives each message type its own ID space) and are three entities
-            key = ("message", message_space(rec), rec.get("messageId"))
-        elif t == "tool_call":
-            key = ("tool_call", rec.get("callId"))
-        elif t == "tool_result":
-            results[rec.get("callId")] = rec
-            if isinstance(rec.get("callId"), str) and ("tool_call", rec.get("callId")) \
-                    not in latest:
-                key = ("tool_call", rec.get("callId"))  # a result without its call
-                if key not in latest:
-                    order.append(key)
-                    latest[key] = {"type": "tool_call", "callId": rec.get("callId")}
-            continue
-        elif t == "file_change":
-            sup = rec.get("supersedes")
-            key = by_rid.get(sup) if sup is not None else None
-            if key is None:
-                key = ("file_change", rec.get("id") or len(latest))
-                cause = rec.get("cause")
-                if not isinstance(cause, dict):
-                    cause = {}
-                cid = cause.get("callId")
-                changes.setdefault(cid, []).append(key)
-                call = ("tool_call", cid)
-                if isinstance(cid, str) and call not in latest:  # a change before its call
-                    order.append(call)  # (or with none): replay sends the call here
-                    latest[call] = {"type": "tool_call", "callId": cid}
-            latest[key] = rec
-            if rec.get("id") is not None:
-                by_rid[rec["id"]] = key
-            continue
-        elif t == "compaction":
-            key = ("compaction", rec.get("compactionId"))
-        elif t == "plan":
-            key = ("plan", rec.get("planId"))
-        else:
-            continue
-        sup = rec.get("supersedes")
-        if sup is not None and sup in by_rid:
-            key = by_rid[sup]
-        if key not in latest:
-            order.append(key)
-        latest[key] = rec
-        if rec.get("id") is not None:
-            by_rid[rec["id"]] = key
-
+        add = by_type(rec.get("type"))
+        if add is not None:
+            add(rec)
     view: list[dict[str, Any]] = []
-    for key in order:
-        rec = latest[key]
-        kind = key[0]
-        if kind == "message":
-            parts = rec.get("content")
-            if not isinstance(parts, list):
-                parts = []
-            mid = rec.get("messageId")
-            # a thought of opaque reasoning only has no text: never sent, declared
-            texts = [thought_text(p) for p in parts
-                     if isinstance(p, dict) and p.get("type") == "reasoning"]
-            space = message_space(rec)  # the latest revision's, as replay sends it
-            if space == "thought":
-                if any(x is not None for x in texts):
-                    view.append({"entity": "thought", "id": mid,
-                                 "text": "".join(x for x in texts if x is not None)})
-                continue
-            if space == "agent":
-                for n, x in enumerate(texts):  # ASR-727
-                    if x is not None:
-                        view.append({"entity": "thought", "id": f"{mid}#thought-{n}",
-                                     "text": x})
-            view.append({"entity": "message", "id": mid, "role": rec.get("role"),
-                         "content": _blocks(parts)})
-        elif kind == "tool_call":
-            cid = rec.get("callId")
-            res = results.get(cid)
-            entry: dict[str, Any] = {"entity": "tool_call", "id": cid, "name": rec.get("name"),
-                                     "title": rec.get("title"), "kind": rec.get("kind"),
-                                     "input": rec.get("input"),
-                                     "status": _status(res.get("status")) if res else None}
-            shown = None
-            if res is not None:
-                shown = res.get("displayContent")
-                if shown is None:
-                    shown = res.get("content")
-            entry["display"] = list(shown or [])
-            ops = []
-            for ck in changes.get(cid, ()):
-                op = _operations(latest[ck], roots)
-                if op is not None:
-                    ops.append(op)
-            entry["fileChanges"] = ops
-            view.append(entry)
-        elif kind == "plan":
-            view.append({"entity": "plan", "id": rec.get("planId"),
-                         **{f: rec.get(f) for f in ("planType", "entries", "uri", "content")}})
-        else:
-            view.append({"entity": "compaction", "id": rec.get("compactionId"),
-                         "status": rec.get("status") or "completed",
-                         "summary": rec.get("summary") if isinstance(rec.get("summary"), list)
-                         else None})
+    for key in ents.order:
+        # (a record superseding another kind's takes that kind's key: shown as compaction)
+        _VIEWS.get(key[0], _compaction_view)(ents.latest[key], ents, roots, view)
     return view
+
+
+class _Entities:
+    """The entities of a stream at their first record with their latest revision, as
+    replay sends them (ASR-724), one handler per record type."""
+
+    __slots__ = ("by_rid", "by_type", "changes", "latest", "order", "results")
+
+    def __init__(self) -> None:
+        self.order: list[_Entity] = []
+        self.latest: dict[_Entity, dict[str, Any]] = {}
+        self.by_rid: dict[str, _Entity] = {}
+        self.results: dict[Any, dict[str, Any]] = {}
+        self.changes: dict[Any, list[_Entity]] = {}
+        self.by_type: dict[Any, Callable[[dict[str, Any]], None]] = {
+            "message": self.message, "tool_call": self.tool_call,
+            "tool_result": self.tool_result, "file_change": self.file_change,
+            "compaction": self.compaction, "plan": self.plan}
+
+    def place(self, rec: dict[str, Any], key: _Entity) -> None:
+        """The record is the latest revision of its entity: the one it supersedes, else
+        the one its key names, else a new one at the end."""
+        sup = rec.get("supersedes")
+        if sup is not None and sup in self.by_rid:
+            key = self.by_rid[sup]
+        if key not in self.latest:
+            self.order.append(key)
+        self.latest[key] = rec
+        if rec.get("id") is not None:
+            self.by_rid[rec["id"]] = key
+
+    def message(self, rec: dict[str, Any]) -> None:
+        if rec.get("origin") in ("notice", "inter_session") or rec.get("role") == "system":
+            return
+        # ASR-724: a prompt, a thought and an agent message may share an ID (ACP
+        # gives each message type its own ID space) and are three entities
+        self.place(rec, ("message", message_space(rec), rec.get("messageId")))
+
+    def tool_call(self, rec: dict[str, Any]) -> None:
+        self.place(rec, ("tool_call", rec.get("callId")))
+
+    def _call_here(self, cid: Any) -> None:
+        """A result or change before its call (or with none): replay sends the call
+        here."""
+        call = ("tool_call", cid)
+        if isinstance(cid, str) and call not in self.latest:
+            self.order.append(call)
+            self.latest[call] = {"type": "tool_call", "callId": cid}
+
+    def tool_result(self, rec: dict[str, Any]) -> None:
+        self.results[rec.get("callId")] = rec
+        self._call_here(rec.get("callId"))
+
+    def file_change(self, rec: dict[str, Any]) -> None:
+        sup = rec.get("supersedes")
+        key = self.by_rid.get(sup) if sup is not None else None
+        if key is None:
+            key = ("file_change", rec.get("id") or len(self.latest))
+            cause = rec.get("cause")
+            if not isinstance(cause, dict):
+                cause = {}
+            cid = cause.get("callId")
+            self.changes.setdefault(cid, []).append(key)
+            self._call_here(cid)
+        self.latest[key] = rec
+        if rec.get("id") is not None:
+            self.by_rid[rec["id"]] = key
+
+    def compaction(self, rec: dict[str, Any]) -> None:
+        self.place(rec, ("compaction", rec.get("compactionId")))
+
+    def plan(self, rec: dict[str, Any]) -> None:
+        self.place(rec, ("plan", rec.get("planId")))
+
+
+View = list[dict[str, Any]]
+Roots = list[dict[str, Any]]
+
+
+def _message_view(rec: dict[str, Any], ents: _Entities, roots: Roots, view: View) -> None:
+    """A message, its reasoning as thoughts (ASR-727), as replay sends it."""
+    parts = rec.get("content")
+    if not isinstance(parts, list):
+        parts = []
+    mid = rec.get("messageId")
+    # a thought of opaque reasoning only has no text: never sent, declared
+    texts = [thought_text(p) for p in parts
+             if isinstance(p, dict) and p.get("type") == "reasoning"]
+    space = message_space(rec)  # the latest revision's, as replay sends it
+    if space == "thought":
+        if any(x is not None for x in texts):
+            view.append({"entity": "thought", "id": mid,
+                         "text": "".join(x for x in texts if x is not None)})
+        return
+    if space == "agent":
+        for n, x in enumerate(texts):  # ASR-727
+            if x is not None:
+                view.append({"entity": "thought", "id": f"{mid}#thought-{n}", "text": x})
+    view.append({"entity": "message", "id": mid, "role": rec.get("role"),
+                 "content": _blocks(parts)})
+
+
+def _tool_view(rec: dict[str, Any], ents: _Entities, roots: Roots, view: View) -> None:
+    """A tool call with its result and file changes, as one entity (ASR-724)."""
+    cid = rec.get("callId")
+    res = ents.results.get(cid)
+    entry: dict[str, Any] = {"entity": "tool_call", "id": cid, "name": rec.get("name"),
+                             "title": rec.get("title"), "kind": rec.get("kind"),
+                             "input": rec.get("input"),
+                             "status": _status(res.get("status")) if res else None}
+    shown = None
+    if res is not None:
+        shown = res.get("displayContent")
+        if shown is None:
+            shown = res.get("content")
+    entry["display"] = list(shown or [])
+    ops = []
+    for ck in ents.changes.get(cid, ()):
+        op = _operations(ents.latest[ck], roots)
+        if op is not None:
+            ops.append(op)
+    entry["fileChanges"] = ops
+    view.append(entry)
+
+
+def _plan_view(rec: dict[str, Any], ents: _Entities, roots: Roots, view: View) -> None:
+    view.append({"entity": "plan", "id": rec.get("planId"),
+                 **{f: rec.get(f) for f in ("planType", "entries", "uri", "content")}})
+
+
+def _compaction_view(rec: dict[str, Any], ents: _Entities, roots: Roots, view: View) -> None:
+    view.append({"entity": "compaction", "id": rec.get("compactionId"),
+                 "status": rec.get("status") or "completed",
+                 "summary": rec.get("summary") if isinstance(rec.get("summary"), list)
+                 else None})
+
+
+#: Each entity kind's place in the view, by kind.
+_VIEWS: dict[str, Callable[[dict[str, Any], _Entities, Roots, View], None]] = {
+    "message": _message_view, "tool_call": _tool_view, "plan": _plan_view,
+    "compaction": _compaction_view}
 
 
 def _operations(fc: dict[str, Any], roots: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -228,9 +269,42 @@ def compare_views(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict
     - ``differs``: a field of an entity both have (``field``, ``a``, ``b``); an entity in
       the place of another of its kind that B does not know by the same key differs in
       ``id`` or ``role``."""
+    ka, kb = [_key(x) for x in a], [_key(y) for y in b]
+    pairs, gone, new = _align(ka, kb)
+    # an entity both have, at other places: moved (compared as well), not missing + extra
+    where_new = {kb[j]: j for j in new}
+    moved: dict[int, int] = {}
+    for i in gone:
+        to = where_new.pop(ka[i], None)
+        if to is not None:
+            moved[i] = to
+    gone = [i for i in gone if i not in moved]
+    new = sorted(where_new.values())
+    items: list[tuple[int, int, dict[str, Any]]] = []  # (place in A, order, difference)
+    for i, j in [*pairs, *moved.items()]:
+        if i in moved:
+            items.append((i, 0, {"op": "moved", "index": i, "to": j, **_who(a[i])}))
+        _differs(items, i, a[i], b[j])
+    for i in gone:
+        items.append((i, 0, {"op": "missing", "index": i, **_who(a[i])}))
+    # an extra entity is placed after the entities of A before it in B
+    before = {j: i for i, j in [*pairs, *moved.items()]}
+    prev = [-1] * (len(b) + 1)  # prev[j]: the last place in A of B's entities before j
+    for j in range(len(b)):
+        prev[j + 1] = max(prev[j], before.get(j, -1))
+    for j in new:
+        items.append((prev[j], 3, {"op": "extra", "index": j, **_who(b[j])}))
+    items.sort(key=lambda t: (t[0], t[1]))
+    return [d for _, _, d in items]
+
+
+def _align(ka: list[Any], kb: list[Any]) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Two views' keys aligned (a longest common subsequence): the pairs of places of one
+    entity, A's places without a pair, B's places without a pair. In a replaced run an
+    entity of B's in the place of one of A's of its kind, neither known by the other
+    view, is that entity changed."""
     from difflib import SequenceMatcher
 
-    ka, kb = [_key(x) for x in a], [_key(y) for y in b]
     in_a, in_b = set(ka), set(kb)
     pairs: list[tuple[int, int]] = []
     gone: list[int] = []
@@ -248,40 +322,22 @@ def compare_views(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict
                 new.append(j)
         gone.extend(range(i1 + n, i2))
         new.extend(range(j1 + n, j2))
-    # an entity both have, at other places: moved (compared as well), not missing + extra
-    where_new = {kb[j]: j for j in new}
-    moved: dict[int, int] = {}
-    for i in gone:
-        to = where_new.pop(ka[i], None)
-        if to is not None:
-            moved[i] = to
-    gone = [i for i in gone if i not in moved]
-    new = sorted(where_new.values())
-    items: list[tuple[int, int, dict[str, Any]]] = []  # (place in A, order, difference)
-    for i, j in [*pairs, *moved.items()]:
-        x, y = a[i], b[j]
-        if i in moved:
-            items.append((i, 0, {"op": "moved", "index": i, "to": j, **_who(x)}))
-        if x.get("id") != y.get("id"):
-            items.append((i, 1, {"op": "differs", "index": i, "entity": x["entity"],
-                                 "id": x.get("id"), "field": "id", "a": x.get("id"),
-                                 "b": y.get("id")}))
-        for f in sorted((set(x) | set(y)) - {"entity", "id"}):
-            if x.get(f) != y.get(f):
-                items.append((i, 2, {"op": "differs", "index": i, "entity": x["entity"],
-                                     "id": x.get("id"), "field": f, "a": x.get(f),
-                                     "b": y.get(f)}))
-    for i in gone:
-        items.append((i, 0, {"op": "missing", "index": i, **_who(a[i])}))
-    # an extra entity is placed after the entities of A before it in B
-    before = {j: i for i, j in [*pairs, *moved.items()]}
-    prev = [-1] * (len(b) + 1)  # prev[j]: the last place in A of B's entities before j
-    for j in range(len(b)):
-        prev[j + 1] = max(prev[j], before.get(j, -1))
-    for j in new:
-        items.append((prev[j], 3, {"op": "extra", "index": j, **_who(b[j])}))
-    items.sort(key=lambda t: (t[0], t[1]))
-    return [d for _, _, d in items]
+    return pairs, gone, new
+
+
+def _differs(items: list[tuple[int, int, dict[str, Any]]], i: int, x: dict[str, Any],
+             y: dict[str, Any]) -> None:
+    """The fields in which A's entity ``x`` (at ``i``) and B's ``y`` differ: its ID
+    first, then the others by name."""
+    if x.get("id") != y.get("id"):
+        items.append((i, 1, {"op": "differs", "index": i, "entity": x["entity"],
+                             "id": x.get("id"), "field": "id", "a": x.get("id"),
+                             "b": y.get("id")}))
+    for f in sorted((set(x) | set(y)) - {"entity", "id"}):
+        if x.get(f) != y.get(f):
+            items.append((i, 2, {"op": "differs", "index": i, "entity": x["entity"],
+                                 "id": x.get("id"), "field": f, "a": x.get(f),
+                                 "b": y.get(f)}))
 
 
 def compare_streams(a: AsrStream, b: AsrStream) -> list[dict[str, Any]]:

@@ -36,9 +36,9 @@ frames, so tests and the CLI share it; ``report`` gets the loss report of each r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from decimal import Decimal
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ClassVar
 
 import orjson
 
@@ -174,12 +174,32 @@ class Server:
     def feed(self, line: bytes) -> Iterator[bytes]:
         if not line.strip():
             return
+        req = yield from self._request(line)
+        if req is None:
+            return
+        rid, method, params = req
+        if method not in _KNOWN[self.protocol]:
+            yield _error(rid, METHOD_NOT_FOUND, f"Method not found: {method}")
+            return
+        answer = self._ANSWERS.get(method)
+        if answer is not None:
+            yield from answer(self, rid, params)
+        elif method in _MAKERS:
+            yield _error(rid, READ_ONLY, "acp-replay serves recorded sessions read-only: "
+                         f"{method} is not available", {"readOnly": True})
+        else:
+            yield from self._session_request(rid, method, params)
+
+    def _request(self, line: bytes
+                 ) -> Generator[bytes, None, tuple[Any, str, dict[str, Any]] | None]:
+        """A line as a request to answer: (its id's token, its method, its params); or
+        None, the error said (or nothing, for a response or a notification)."""
         deep = False
         try:
             msg = _parse(line)
         except ValueError:  # json.JSONDecodeError, NaN/Infinity, a UnicodeDecodeError
             yield _error(None, PARSE_ERROR, "Parse error: not JSON")
-            return
+            return None
         except _TooDeep:
             deep = True
             msg = _top_level(line)
@@ -189,54 +209,56 @@ class Server:
                 else:
                     yield _error(None, INVALID_REQUEST, "Invalid request: not a JSON-RPC "
                                  "2.0 object")
-                return
+                return None
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
             yield _error(None, INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 object")
-            return
+            return None
         method = msg.get("method")
         if not isinstance(method, str):
-            return  # a response to a request this agent never sends: ignored
+            return None  # a response to a request this agent never sends: ignored
         if "id" not in msg:
-            return  # notifications (session/cancel, unknown ones) need no answer
+            return None  # notifications (session/cancel, unknown ones) need no answer
         rid = _id_token(line, msg["id"])
         if rid is _INVALID:
             yield _error(None, INVALID_REQUEST, "Invalid request: the id must be a string, "
                          "a number or null")
-            return
+            return None
         if deep:
             yield _error(rid, INVALID_REQUEST, "Invalid request: nested deeper than "
                          "acp-replay reads")
-            return
+            return None
         params = msg.get("params")
-        if not isinstance(params, dict):
-            params = {}
-        if method not in _KNOWN[self.protocol]:
-            yield _error(rid, METHOD_NOT_FOUND, f"Method not found: {method}")
-            return
-        if method == "initialize":
-            yield _response(rid, self._initialize(params))
-            return
-        if method == "session/list":
-            want = params.get("cwd")
-            sessions = []
-            for listed, s in self.sessions.items():
-                cwd, more = self._cwd(s)
-                if isinstance(want, str) and want != cwd:
-                    continue
-                info: dict[str, Any] = {"sessionId": listed, "cwd": cwd}
-                if more:
-                    info["additionalDirectories"] = more
-                title = self._title(s)
-                if title is not None:
-                    info["title"] = title
-                sessions.append(info)
-            yield _response(rid, {"sessions": sessions})
-            return
+        return rid, method, params if isinstance(params, dict) else {}
+
+    def _initialized(self, rid: Any, params: dict[str, Any]) -> Iterator[bytes]:
+        yield _response(rid, self._initialize(params))
+
+    def _list(self, rid: Any, params: dict[str, Any]) -> Iterator[bytes]:
+        """session/list: the stored sessions (those in ``cwd``, when it is given)."""
+        want = params.get("cwd")
+        sessions = []
+        for listed, s in self.sessions.items():
+            cwd, more = self._cwd(s)
+            if isinstance(want, str) and want != cwd:
+                continue
+            info: dict[str, Any] = {"sessionId": listed, "cwd": cwd}
+            if more:
+                info["additionalDirectories"] = more
+            title = self._title(s)
+            if title is not None:
+                info["title"] = title
+            sessions.append(info)
+        yield _response(rid, {"sessions": sessions})
+
+    #: The requests answered whatever session they name.
+    _ANSWERS: ClassVar[dict[str, Callable[[Server, Any, dict[str, Any]], Iterator[bytes]]]] = {
+        "initialize": _initialized, "session/list": _list}
+
+    def _session_request(self, rid: Any, method: str, params: dict[str, Any]
+                         ) -> Iterator[bytes]:
+        """A request about a stored session: load, resume and close are answered; what
+        would run something is not (ASR-726)."""
         sid = params.get("sessionId")
-        if method in _MAKERS:
-            yield _error(rid, READ_ONLY, "acp-replay serves recorded sessions read-only: "
-                         f"{method} is not available", {"readOnly": True})
-            return
         if not isinstance(sid, str):
             yield _error(rid, INVALID_PARAMS, "Invalid params: sessionId is required")
             return

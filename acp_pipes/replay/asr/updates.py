@@ -12,8 +12,8 @@ acp-pipes streams are linear (no branch records): every record is on the active 
 the one head, in stream order. Entities are placed at their first record; a superseding
 record (``supersedes``) or a later record with the same native ID replaces the content
 (ASR-724: latest revision); messages have one ID space per ACP message type
-(:func:`message_space`), so a prompt, a thought and an agent message sharing an ID are
-three messages.
+(:func:`~acp_pipes.replay.asr.index.message_space`), so a prompt, a thought and an agent
+message sharing an ID are three messages.
 
     from acp_pipes.asr.reader import read_streams
     from acp_pipes.replay.asr.updates import Replay
@@ -26,33 +26,21 @@ three messages.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import orjson
 
-from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.paths import resolve
-from acp_pipes.asr.reader import AsrStream, iter_streams
-from acp_pipes.errors import Warn
+from acp_pipes.asr.reader import AsrStream
 from acp_pipes.io.lines import display_name
+from acp_pipes.replay.asr.index import IndexedStream, ReplayIndex, index_stream
 
-__all__ = ["ACP_STATES", "Replay", "STATUS", "current_state", "message_space", "notification",
-           "read_indexed", "replay_status", "thought_text"]
+__all__ = ["Replay", "STATUS", "notification", "replay_status", "thought_text"]
 
 #: ASR-728: tool_result.status -> ACP tool call status (a vendor value unchanged).
 STATUS = {"completed": "completed", "failed": "failed", "denied": "failed",
           "cancelled": "cancelled", "interrupted": "cancelled", "unknown": "other"}
-#: ACP v2 states a state_update can carry; ASR's own lifecycle states (resumed, ended)
-#: are history, not a current state.
-ACP_STATES = frozenset({"running", "idle", "requires_action", "unknown"})
-
-
-def current_state(state: Any) -> bool:
-    """Whether a recorded state can be the current ``state_update``: ACP's states, and
-    ``_``-prefixed vendor states, which ACP's state update is open to and ASR-709 records
-    unchanged (the replay table: the latest state, as it is)."""
-    return state in ACP_STATES or (isinstance(state, str) and state.startswith("_"))
 #: Declared losses (replay), in the seed's order, then the ones this mapping adds.
 LOSS_ORDER = (
     "inference", "vcs", "workspace_state", "checkpoint", "gap", "tombstone",
@@ -64,34 +52,6 @@ LOSS_ORDER = (
     "usage_history", "revisions", "reasoning_opaque", "opaque_thought", "content_parts",
     "orphan",
 )
-#: Record types that are not replayed, by the category they are reported under (looked
-#: up by whatever JSON a record's type is).
-_TYPE_LOSS: dict[object, str] = {
-    "inference": "inference", "vcs": "vcs", "commit": "vcs",
-    "workspace_state": "workspace_state", "checkpoint": "checkpoint", "gap": "gap",
-    "tombstone": "tombstone", "declaration": "declarations", "instruction": "instructions",
-    "config_change": "config_change", "turn": "turn_triggers", "trigger": "turn_triggers",
-    "permission": "permission", "input_request": "input_request", "hook": "hook",
-    "memory_change": "memory_change", "delivery": "delivery", "redaction": "redaction",
-    "subagent": "subagent", "branch": "off_path", "head": "off_path",
-}
-
-
-def message_space(rec: dict[str, Any]) -> str:
-    """The ACP message type a message record replays as, which is its ID space (ACP's
-    MessageId: "messages of different types may share an ID and remain distinct
-    messages"): ``user``, ``thought`` (an assistant message of reasoning parts only,
-    ASR-727) or ``agent``. Another role than user is replayed as an agent message."""
-    if rec.get("role") == "user":
-        return "user"
-    parts = rec.get("content")
-    thought = False
-    for p in parts if isinstance(parts, list) else ():
-        if isinstance(p, dict):
-            if p.get("type") != "reasoning":
-                return "agent"
-            thought = True
-    return "thought" if thought else "agent"
 
 
 def thought_text(part: dict[str, Any]) -> str | None:
@@ -111,164 +71,6 @@ def thought_text(part: dict[str, Any]) -> str | None:
 def replay_status(status: Any) -> Any:
     """ASR-728."""
     return STATUS.get(status, status) if isinstance(status, str) else status
-
-
-def read_indexed(lines: Iterable[bytes], source: str, warn: Warn | None = None
-                 ) -> Iterator[AsrStream]:
-    """ASR streams from raw lines with only what :class:`Replay` sends: each record is
-    indexed as it is parsed and dropped unless it is the latest revision of an entity, the
-    latest state, usage or title (a third of a typical stream is superseded states, usage
-    and plans: freed at once instead of kept, the allocation a replay need not pay)."""
-    for header, n, recs in iter_streams(lines, source, warn):
-        yield AsrStream(header, [], source, n, _index(header, recs, slim=True))
-
-
-class _Index(NamedTuple):
-    """What :class:`Replay` sends, found in one pass over a stream's records."""
-
-    slots: list[list[Any]]  # [kind, latest record] per entity, in path order
-    results: dict[Any, dict[str, Any]]  # callId -> latest tool_result
-    changes: dict[Any, list[int]]  # callId -> slots of its file changes
-    state: dict[str, Any] | None
-    usage: dict[str, Any] | None
-    info: dict[str, Any] | None
-    losses: Counter[str]
-    config_options: list[Any] | None
-    read: int  # records read
-
-
-def _index(header: dict[str, Any], records: Iterable[dict[str, Any]],
-           slim: bool = False) -> _Index:
-    """Entities at their first record with their latest revision (ASR-724), the latest
-    state, usage and title, and the losses the records show (ASR-731). ``slim``: the
-    records are the index's own, fields no update reads are dropped from them."""
-    losses: Counter[str] = Counter()
-    config_options = None
-    count = 0
-    slots: list[list[Any]] = []  # [kind, latest record]
-    by_rid: dict[str, int] = {}
-    # native ID -> slot, one table per kind (no key tuple to build and hash per record)
-    # (the reader drops a record whose native ID is no string; one without is None's)
-    by_msg: dict[str, dict[str | None, int]] = {"user": {}, "agent": {}, "thought": {}}
-    by_call: dict[str | None, int] = {}
-    by_result: dict[str | None, int] = {}
-    by_plan: dict[str | None, int] = {}
-    by_term: dict[str | None, int] = {}
-    by_comp: dict[str | None, int] = {}
-    keys: dict[str | None, int] | None
-    results: dict[Any, dict[str, Any]] = {}
-    changes: dict[Any, list[int]] = {}
-    state = usage = info = None
-    if header.get("lineage"):
-        losses["lineage"] += 1
-    stamped = captured = 0
-    get_rid = by_rid.get
-    for count, rec in enumerate(records, 1):  # noqa: B007 (the count, after the loop)
-        t = rec.get("type")
-        if "ts" in rec or "observedAt" in rec:
-            stamped += 1
-        if "capture" in rec:
-            captured += 1
-        if "copiedFrom" in rec:
-            losses["lineage"] += 1
-        if "conversationId" in rec or "conversation" in rec:
-            losses["conversations"] += 1
-        if slim:  # fields no update carries: freed now, their memory reused by the parse
-            rec.pop("native", None)
-            rec.pop("ts", None)
-        if t == "message":
-            origin = rec.get("origin")
-            if origin == "notice":
-                losses["notice"] += 1  # ASR-730
-                continue
-            if origin == "inter_session":
-                losses["inter_session"] += 1
-                continue
-            if rec.get("role") == "system":
-                losses["instructions"] += 1
-                continue
-            if "author" in rec or "from" in rec or "sender" in rec:
-                losses["senders"] += 1
-            # ASR-724: each message type has its own ID space (ACP's MessageId), so a
-            # prompt, a thought and an agent message may share an ID and stay three
-            keys, key = by_msg[message_space(rec)], rec.get("messageId")
-        elif t == "state":  # before the rarer kinds: two of a turn's records
-            if current_state(rec.get("state")):
-                if state is not None:
-                    losses["state_history"] += 1
-                state = rec
-            else:
-                losses["state_history"] += 1
-            continue
-        elif t == "tool_call":
-            keys, key = by_call, rec.get("callId")
-        elif t == "tool_result":
-            cid = rec.get("callId")
-            if cid in results:
-                losses["revisions"] += 1
-            results[cid] = rec
-            if cid in by_result:
-                continue
-            keys, key = by_result, cid
-        elif t == "file_change":
-            keys = None
-        elif t == "plan":
-            keys, key = by_plan, rec.get("planId")
-        elif t == "usage_summary":
-            if (rec.get("scope", "session") == "session" and rec.get("cumulative", True)
-                    and isinstance(rec.get("contextWindow"), dict)):
-                if usage is not None:
-                    losses["usage_history"] += 1
-                usage = rec
-            else:
-                losses["usage_history"] += 1
-            continue
-        elif t == "terminal":
-            keys, key = by_term, rec.get("terminalId")
-        elif t == "compaction":
-            keys, key = by_comp, rec.get("compactionId")
-        elif t == "session_info":
-            if info is not None:
-                losses["revisions"] += 1
-            info = rec
-            continue
-        elif t == "config_change":
-            losses["config_change"] += 1
-            if isinstance(rec.get("options"), list):
-                config_options = rec["options"]
-            continue
-        elif isinstance(t, str) and t.startswith(AUDIT_PREFIX):
-            losses["audit"] += 1
-            continue
-        else:
-            losses[_TYPE_LOSS.get(t, "off_path" if t in ("branch", "head") else str(t))] += 1
-            continue
-        sup = rec.get("supersedes")
-        slot = get_rid(sup) if sup is not None else None
-        if slot is None and keys is not None:
-            slot = keys.get(key)
-        if slot is None:
-            slot = len(slots)
-            slots.append([t, rec])
-            if keys is not None:
-                keys[key] = slot
-            if t == "file_change":
-                cause = rec.get("cause")
-                if not isinstance(cause, dict):
-                    cause = {}
-                changes.setdefault(cause.get("callId"), []).append(slot)
-        else:
-            losses["revisions"] += 1
-            slots[slot][1] = rec
-        rid = rec.get("id")
-        if rid is not None:
-            by_rid[rid] = slot
-    if stamped:
-        losses["timestamps"] += stamped
-    if captured:
-        losses["capture"] += captured
-    return _Index(slots, results, changes, state, usage, info, losses, config_options, count)
-
 
 
 def envelope(session_id: str) -> bytes:
@@ -295,6 +97,23 @@ def _meta(update: dict[str, Any], *records: dict[str, Any] | None) -> dict[str, 
     return update
 
 
+class _Calls:
+    """The tool calls of one replay: those sent, and (made once a call is due before
+    its own slot) each callId's tool_call record."""
+
+    __slots__ = ("by_id", "done", "ix")
+
+    def __init__(self, ix: ReplayIndex):
+        self.ix = ix
+        self.done: set[Any] = set()
+        self.by_id: dict[Any, dict[str, Any]] | None = None
+
+    def call(self, cid: str) -> dict[str, Any] | None:
+        if self.by_id is None:
+            self.by_id = {r.get("callId"): r for k, r in self.ix.slots if k == "tool_call"}
+        return self.by_id.get(cid)
+
+
 class Replay:
     """The replay of one stream: :meth:`updates` in order, :attr:`losses` as they are
     found (complete once :meth:`updates` is exhausted), :meth:`report` (ASR-731)."""
@@ -309,67 +128,84 @@ class Replay:
         self.config_options: list[Any] | None = None  # the current config (for --serve)
         self.title: Any = None
         self.records: int | None = None  # how many the stream held (known once indexed)
+        self._calls: _Calls  # the tool calls of the replay under way (set by updates)
+        #: each slot's kind -> the updates its entity replays as (:meth:`updates`)
+        self._by_kind: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
+            "message": self._message, "tool_call": self._call_slot,
+            "tool_result": self._result_slot, "file_change": self._change_slot,
+            "plan": self._plan, "terminal": self._terminal, "compaction": self._compaction}
 
     # -- updates ----------------------------------------------------------------------
 
     def updates(self) -> Iterator[dict[str, Any]]:
         """The ``session/update`` payloads, in order: history, title, usage, state. Each
         entity is one whole upsert built from its latest revision (ASR-725: never its
-        chunks)."""
-        stream = self.stream
-        ix = stream.index if stream.index is not None else _index(stream.header,
-                                                                   stream.records)
+        chunks), made by the handler of its kind (``_by_kind``)."""
+        ix = self._index()
         self.losses.update(ix.losses)
         if ix.config_options is not None:
             self.config_options = ix.config_options
-        slots, results, changes, state, usage, info = ix[:6]
         self.records = ix.read
-        done_calls: set[Any] = set()
-        # callId -> tool_call, once a call is due before its own
-        calls: dict[str, Any] | None = None
-        for kind, rec in slots:
-            if kind == "message":
-                yield from self._message(rec)  # a list: cheaper than a generator
-            elif kind == "tool_call":
-                cid = rec.get("callId")
-                if cid in done_calls:
-                    continue  # already sent whole where its result or change came first
-                done_calls.add(cid)
-                yield self._tool(cid, rec, results.get(cid), changes.get(cid, ()), slots)
-            elif kind in ("tool_result", "file_change"):
-                cid = rec.get("callId") if kind == "tool_result" else (
-                    rec.get("cause") or {}).get("callId")
-                if cid in done_calls:
-                    continue
-                if not isinstance(cid, str):
-                    self.losses["orphan"] += 1  # a change no call caused: nowhere to put it
-                    continue
-                # a result or change before its call (or with no call in the stream): the
-                # call is sent here, whole, once (ASR-724: at the entity's first record)
-                if calls is None:
-                    calls = {r.get("callId"): r for k, r in slots if k == "tool_call"}
-                done_calls.add(cid)
-                yield self._tool(cid, calls.get(cid), results.get(cid), changes.get(cid, ()),
-                                 slots)
-            elif kind == "plan":
-                yield self._plan(rec)
-            elif kind == "terminal":
-                yield self._terminal(rec)
-            elif kind == "compaction":
-                yield self._compaction(rec)
+        self._calls = _Calls(ix)
+        by_kind = self._by_kind.get
+        for kind, rec in ix.slots:
+            entity = by_kind(kind)
+            if entity is not None:
+                yield from entity(rec)  # a list: cheaper than a generator
+        info, usage = ix.info, ix.usage
         if info is not None:
             self.title = info.get("title")
             yield _meta({"sessionUpdate": "session_info_update", "title": info.get("title")},
                         info)
         if usage is not None:
-            cw = usage["contextWindow"]
-            u: dict[str, Any] = {"sessionUpdate": "usage_update", "used": cw.get("used"),
-                                 "size": cw.get("size")}
-            cost = usage.get("cost")
-            if isinstance(cost, dict) and cost.get("amount") is not None:
-                u["cost"] = {"amount": cost["amount"], "currency": cost.get("currency")}
-            yield _meta(u, usage)
-        yield self._state(state)
+            yield self._usage(usage)
+        yield self._state(ix.state)
+
+    def _index(self) -> ReplayIndex:
+        stream = self.stream
+        if isinstance(stream, IndexedStream) and stream.index is not None:
+            return stream.index
+        return index_stream(stream.header, stream.records)
+
+    def _call_slot(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
+        """A tool_call's slot: the call, its result and file changes as one upsert,
+        unless already sent where its result or change came first (ASR-724)."""
+        cid = rec.get("callId")
+        calls = self._calls
+        if cid in calls.done:
+            return []
+        calls.done.add(cid)
+        ix = calls.ix
+        return [self._tool(cid, rec, ix.results.get(cid), ix.changes.get(cid, ()), ix.slots)]
+
+    def _result_slot(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
+        return self._early_call(rec.get("callId"))
+
+    def _change_slot(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
+        return self._early_call((rec.get("cause") or {}).get("callId"))
+
+    def _early_call(self, cid: Any) -> list[dict[str, Any]]:
+        """A result or change before its call (or with no call in the stream): the call
+        is sent here, whole, once (ASR-724: at the entity's first record)."""
+        calls = self._calls
+        if cid in calls.done:
+            return []
+        if not isinstance(cid, str):
+            self.losses["orphan"] += 1  # a change no call caused: nowhere to put it
+            return []
+        calls.done.add(cid)
+        ix = calls.ix
+        return [self._tool(cid, calls.call(cid), ix.results.get(cid), ix.changes.get(cid, ()),
+                           ix.slots)]
+
+    def _usage(self, usage: dict[str, Any]) -> dict[str, Any]:
+        cw = usage["contextWindow"]
+        u: dict[str, Any] = {"sessionUpdate": "usage_update", "used": cw.get("used"),
+                             "size": cw.get("size")}
+        cost = usage.get("cost")
+        if isinstance(cost, dict) and cost.get("amount") is not None:
+            u["cost"] = {"amount": cost["amount"], "currency": cost.get("currency")}
+        return _meta(u, usage)
 
     def notifications(self) -> Iterator[bytes]:
         """:meth:`updates` as JSON-RPC lines (without LF)."""
@@ -441,22 +277,7 @@ class Replay:
         """``tool_call`` + paired ``tool_result`` (+ its file changes) as one upsert."""
         u: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": cid}
         if call is not None:
-            for f in ("name", "title", "kind"):
-                if f in call:
-                    u[f] = call[f]
-            if isinstance(call.get("locations"), list):
-                locs = []
-                for loc in call["locations"]:
-                    if not isinstance(loc, dict):
-                        continue
-                    path = self._abs(loc.get("path"))
-                    if path is None:
-                        self.losses["location"] += 1
-                        continue
-                    locs.append({**loc, "path": path})
-                u["locations"] = locs
-            if "input" in call:
-                u["rawInput"] = call["input"]
+            self._call_fields(u, call)
         content: list[Any] = []
         if result is not None:
             u["status"] = replay_status(result.get("status"))  # ASR-728
@@ -470,17 +291,43 @@ class Replay:
             if diff is not None:
                 content.append(diff)
         if result is not None:
-            term = (result.get("exec") or {}).get("terminalId") if isinstance(
-                result.get("exec"), dict) else None
-            if isinstance(term, str):
-                content.append({"type": "terminal", "terminalId": term})
-            content.extend(x for x in result.get("otherContent") or () if isinstance(x, dict))
-            if "raw" in result:
-                u["rawOutput"] = result["raw"]
+            self._result_tail(u, content, result)
         if content or result is not None:
             u["content"] = content
         # a dangling call (no result): no status at all, never a terminal one
         return _meta(u, call, result)
+
+    def _call_fields(self, u: dict[str, Any], call: dict[str, Any]) -> None:
+        """What the tool_call record gives the upsert: name, title, kind, locations
+        (absolute again, ASR-729), input."""
+        for f in ("name", "title", "kind"):
+            if f in call:
+                u[f] = call[f]
+        if isinstance(call.get("locations"), list):
+            locs = []
+            for loc in call["locations"]:
+                if not isinstance(loc, dict):
+                    continue
+                path = self._abs(loc.get("path"))
+                if path is None:
+                    self.losses["location"] += 1
+                    continue
+                locs.append({**loc, "path": path})
+            u["locations"] = locs
+        if "input" in call:
+            u["rawInput"] = call["input"]
+
+    @staticmethod
+    def _result_tail(u: dict[str, Any], content: list[Any], result: dict[str, Any]) -> None:
+        """What follows the diffs from the tool_result: its terminal, its other content,
+        its raw output."""
+        term = (result.get("exec") or {}).get("terminalId") if isinstance(
+            result.get("exec"), dict) else None
+        if isinstance(term, str):
+            content.append({"type": "terminal", "terminalId": term})
+        content.extend(x for x in result.get("otherContent") or () if isinstance(x, dict))
+        if "raw" in result:
+            u["rawOutput"] = result["raw"]
 
     def _diff(self, fc: dict[str, Any]) -> dict[str, Any] | None:
         """ASR-729: a file change as diff content with absolute paths, or None (and the
@@ -507,16 +354,16 @@ class Replay:
             d["patch"] = {"format": patch.get("format", "git_patch"), "text": patch["text"]}
         return _meta(d, fc)
 
-    def _plan(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def _plan(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
         plan = {"type": rec.get("planType"), "planId": rec.get("planId")}
         for k, v in rec.items():
             if k not in _PLAN_SKIP:
                 plan[k] = v
         # the plan's _meta is the plan's own (PlanItems._meta in the v2 schema), as the
         # fold keeps it; the update's (PlanUpdate._meta) was patched into it
-        return {"sessionUpdate": "plan_update", "plan": _meta(plan, rec)}
+        return [{"sessionUpdate": "plan_update", "plan": _meta(plan, rec)}]
 
-    def _terminal(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def _terminal(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
         """ASR-726: a display-only snapshot; nothing is started."""
         u: dict[str, Any] = {"sessionUpdate": "terminal_update",
                              "terminalId": rec.get("terminalId")}
@@ -538,9 +385,9 @@ class Replay:
             if rec.get("signal") is not None:
                 ex["signal"] = rec["signal"]
             u["exitStatus"] = ex
-        return _meta(u, rec)
+        return [_meta(u, rec)]
 
-    def _compaction(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def _compaction(self, rec: dict[str, Any]) -> list[dict[str, Any]]:
         u: dict[str, Any] = {"sessionUpdate": "compaction_update",
                              "compactionId": rec.get("compactionId"),
                              "status": rec.get("status") or "completed"}
@@ -548,7 +395,7 @@ class Replay:
             u["summary"] = [b for b in rec["summary"] if isinstance(b, dict)]
         if rec.get("error") is not None:
             u["error"] = rec["error"]
-        return _meta(u, rec)
+        return [_meta(u, rec)]
 
     def _state(self, rec: dict[str, Any] | None) -> dict[str, Any]:
         """The current state only (table); ``unknown`` when the stream recorded none."""
@@ -559,6 +406,13 @@ class Replay:
             if rec.get(f) is not None:
                 u[f] = rec[f]
         return _meta(u, rec)
+
+    def _read(self) -> int:
+        """How many records the stream held, before :meth:`updates` counted them."""
+        stream = self.stream
+        if isinstance(stream, IndexedStream) and stream.index is not None:
+            return stream.index.read
+        return len(stream.records)
 
     # -- the report ---------------------------------------------------------------------
 
@@ -572,9 +426,7 @@ class Replay:
                "sessionId": self.stream.session_id}
         if self.session_id != self.stream.session_id:
             out["replayedAs"] = self.session_id
-        out["records"] = self.records if self.records is not None else (
-            self.stream.index.read if self.stream.index is not None
-            else len(self.stream.records))
+        out["records"] = self.records if self.records is not None else self._read()
         out["updates"] = self.count
         out["losses"] = losses
         prod = self.stream.header.get("producer")
