@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from acp_pipes.asr.entities import entity_key
 from acp_pipes.asr.model import ALWAYS_LOST
 from acp_pipes.asr.output import is_provisional
 from acp_pipes.asr.paths import LOSS_RELATIVE, is_relative
@@ -40,7 +41,7 @@ from acp_pipes.fold import v1
 from acp_pipes.io.lines import display_name, json_error, read_lines, unparsable
 from acp_pipes.io.streams import ASR, ASR_MAJOR, asr_major, header_format, judge
 
-__all__ = ["NoteLine", "entity_key", "validate_paths", "validate_streams"]
+__all__ = ["NoteLine", "validate_paths", "validate_streams"]
 
 
 class NoteLine(str):
@@ -94,39 +95,6 @@ def _pathrefs(rec: dict[str, Any]) -> Iterator[tuple[str, Any]]:
                     yield f"/changes/{i}/oldPath", ch["oldPath"]
     elif t == "terminal" and "cwd" in rec:
         yield "/cwd", rec["cwd"]
-
-
-def entity_key(rec: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The entity a record records, as the recorder keys it: its type, and for a message
-    its ID space (ACP's message types each have their own, ASR-724); None for an event
-    (state, usage_summary, ...) or an audit record. A file change is its call's."""
-    t = rec.get("type")
-    if t == "message":
-        mid = rec.get("messageId")
-        origin = rec.get("origin")
-        if origin == "notice":
-            return ("notice", mid)
-        if origin == "inter_session":
-            return ("inter_session", mid)
-        if rec.get("role") == "assistant":
-            content = rec.get("content")
-            if isinstance(content, list) and content and all(
-                    isinstance(p, dict) and p.get("type") == "reasoning" for p in content):
-                return ("thought", mid)
-        return (rec.get("role"), mid)
-    field = _ENTITY_ID.get(t) if isinstance(t, str) else None
-    if field is None:
-        return None
-    if field == "cause":
-        cause = rec.get("cause")
-        return (t, cause.get("callId") if isinstance(cause, dict) else None)
-    return (t, rec.get(field))
-
-
-_ENTITY_ID = {"tool_call": "callId", "tool_result": "callId", "file_change": "cause",
-              "plan": "planId", "permission": "requestId", "input_request": "requestId",
-              "terminal": "terminalId", "compaction": "compactionId",
-              "subagent": "childSession"}
 
 
 def _content_digest(rec: dict[str, Any]) -> str | None:

@@ -33,9 +33,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from acp_pipes.asr.entities import message_space
 from acp_pipes.asr.paths import resolve
 from acp_pipes.asr.reader import AsrStream, read_streams
-from acp_pipes.replay.asr.index import message_space
+from acp_pipes.protocol.messages import is_reasoning
 from acp_pipes.replay.asr.updates import thought_text
 
 __all__ = ["compare_streams", "compare_views", "context_view", "load_stream"]
@@ -56,7 +57,7 @@ def _status(s: Any) -> Any:
 def _blocks(parts: list[Any]) -> list[Any]:
     out = []
     for p in parts:
-        if not isinstance(p, dict) or p.get("type") == "reasoning":
+        if not isinstance(p, dict) or is_reasoning(p):
             continue
         if p.get("type") == "refusal":
             text = p.get("text", p.get("refusal"))
@@ -166,8 +167,7 @@ def _message_view(rec: dict[str, Any], ents: _Entities, roots: Roots, view: View
         parts = []
     mid = rec.get("messageId")
     # a thought of opaque reasoning only has no text: never sent, declared
-    texts = [thought_text(p) for p in parts
-             if isinstance(p, dict) and p.get("type") == "reasoning"]
+    texts = [thought_text(p) for p in parts if is_reasoning(p)]
     space = message_space(rec)  # the latest revision's, as replay sends it
     if space == "thought":
         if any(x is not None for x in texts):

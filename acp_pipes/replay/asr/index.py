@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from acp_pipes.asr.entities import message_space
 from acp_pipes.asr.model import AUDIT_PREFIX
 from acp_pipes.asr.reader import AsrStream, iter_streams
 from acp_pipes.errors import Warn
 
 __all__ = ["ACP_STATES", "IndexedStream", "ReplayIndex", "current_state", "index_stream",
-           "message_space", "read_indexed"]
+           "read_indexed"]
 
 #: ACP v2 states a state_update can carry; ASR's own lifecycle states (resumed, ended)
 #: are history, not a current state.
@@ -44,23 +45,6 @@ def current_state(state: Any) -> bool:
     ``_``-prefixed vendor states, which ACP's state update is open to and ASR-709 records
     unchanged (the replay table: the latest state, as it is)."""
     return state in ACP_STATES or (isinstance(state, str) and state.startswith("_"))
-
-
-def message_space(rec: dict[str, Any]) -> str:
-    """The ACP message type a message record replays as, which is its ID space (ACP's
-    MessageId: "messages of different types may share an ID and remain distinct
-    messages"): ``user``, ``thought`` (an assistant message of reasoning parts only,
-    ASR-727) or ``agent``. Another role than user is replayed as an agent message."""
-    if rec.get("role") == "user":
-        return "user"
-    parts = rec.get("content")
-    thought = False
-    for p in parts if isinstance(parts, list) else ():
-        if isinstance(p, dict):
-            if p.get("type") != "reasoning":
-                return "agent"
-            thought = True
-    return "thought" if thought else "agent"
 
 
 class ReplayIndex(NamedTuple):

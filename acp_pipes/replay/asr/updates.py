@@ -12,7 +12,7 @@ acp-pipes streams are linear (no branch records): every record is on the active 
 the one head, in stream order. Entities are placed at their first record; a superseding
 record (``supersedes``) or a later record with the same native ID replaces the content
 (ASR-724: latest revision); messages have one ID space per ACP message type
-(:func:`~acp_pipes.replay.asr.index.message_space`), so a prompt, a thought and an agent
+(:func:`~acp_pipes.asr.entities.message_space`), so a prompt, a thought and an agent
 message sharing an ID are three messages.
 
     from acp_pipes.asr.reader import read_streams
