@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 
 import networkx as nx
 
-from acp_pipes.align.compare import Change, Comparison
+from acp_pipes.align.comparison import Change, Comparison
 from acp_pipes.align.dot import run_colour, run_light
 from acp_pipes.align.render import ABSENT, UNANSWERED_NOTE, show_values
 from acp_pipes.align.steps import Steps, StepTable

@@ -71,6 +71,11 @@ class _Costly(Exception):
     """The search went past its budget (:func:`align`'s ``try_first``)."""
 
 
+#: The edit script a subproblem is first searched for as it is, by callers comparing two
+#: runs of one script (they part in few places): :func:`align`'s ``try_first``.
+TRY_FIRST = 256
+
+
 def align(a: Sequence[int], b: Sequence[int], max_cost: int | None = None,
           try_first: int = 0) -> Alignment:
     """Align two sequences of small non-negative ints (steps mapped through a dict).

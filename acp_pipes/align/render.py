@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from acp_pipes.align.compare import Change, Comparison
+from acp_pipes.align.comparison import Change, Comparison
 from acp_pipes.align.steps import Steps, StepTable
 from acp_pipes.io.terminal import Terminal, printable
 from acp_pipes.sameness.jsondiff import dumps  # a lone surrogate stays its escape

@@ -39,9 +39,9 @@ from typing import Any
 import orjson
 
 from acp_pipes.align.minted import Found
-from acp_pipes.align.model import Volatile, frame_kind
 from acp_pipes.align.table import StepTable
 from acp_pipes.align.traces import trace_steps, until_cut
+from acp_pipes.align.volatile import Volatile, frame_kind
 from acp_pipes.align.words import (
     asr_kind,
     clip,
@@ -212,7 +212,7 @@ class Steps:
     def keys(self, indices: Iterable[int], table: StepTable
              ) -> dict[int, tuple[str | None, Found]]:
         """Under the model, the identity of each wanted step's frame as compared
-        (:meth:`acp_pipes.align.model.Volatile.key`), by step id: read back once per
+        (:meth:`acp_pipes.align.volatile.Volatile.key`), by step id: read back once per
         step id (its first wanted index), kept in ``table.masked``."""
         model = self.model
         known = table.masked

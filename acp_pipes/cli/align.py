@@ -192,7 +192,7 @@ def _model(args, ctx: Context):
             raise UsageError("--preset, --no-preset and --noise are the default "
                              "comparison's: --strict compares the bytes as sent")
         return None
-    from acp_pipes.align.model import Volatile
+    from acp_pipes.align.volatile import Volatile
     from acp_pipes.cli.replay_trace import presets_of
 
     return Volatile(presets_of(args.preset, args.no_preset), args.ignore)
