@@ -118,7 +118,7 @@ class Steps:
     agent: str | None = None  # the model: agentInfo.name of the initialize answer
     direction: str | None = None  # --dir, for a bare stream
     #: ``lines`` holds each step's byte offset in the input, not its line number (the
-    #: model's frames streams: :attr:`acp_pipes.align.traces._Builder.offsets`), so a
+    #: model's frames streams: :attr:`acp_pipes.align.builder.Builder.offsets`), so a
     #: step's line is read back by seeking to it
     offsets: bool = False
     _kept: dict[int, bytes] = field(default_factory=dict, repr=False)
