@@ -24,7 +24,7 @@ import orjson
 from blake3 import blake3
 
 from acp_pipes.errors import Note, Warn
-from acp_pipes.export.spans import DEFAULT_CAP, capped, ts_ns
+from acp_pipes.export.fields import DEFAULT_CAP, capped, ts_ns
 
 __all__ = ["LOSSES", "SCHEMA_VERSION", "Written", "export_trail", "trail_files", "trail_lines"]
 
