@@ -9,6 +9,7 @@ import heapq
 import operator
 from array import array
 from bisect import bisect_left
+from collections.abc import Callable
 from itertools import compress, islice, repeat
 
 from acp_pipes.align.comparison import Comparison, merge
@@ -21,10 +22,15 @@ from acp_pipes.align.table import REPLIES, StepTable
 __all__ = ["in_printed_order"]
 
 
+#: Where each op is: position in the merged order -> ``(step of A, step of B)``.
+OpsAt = dict[int, tuple[int, int]]
+Build = Callable[[], tuple[array, array]]
+
+
 def in_printed_order(a: Steps, b: Steps, table: StepTable, p: Pairs, approximate: bool
                      ) -> Comparison:
     """The ops in the order every format prints them (6. of the module), as a
-    :class:`~acp_pipes.align.compare.Comparison`."""
+    :class:`~acp_pipes.align.comparison.Comparison`."""
     n, m = len(a.seq), len(b.seq)
     mate_a, mate_b = p.mate_a, p.mate_b
     alone = list(compress(range(m), map(operator.lt, mate_b, repeat(0))))
@@ -32,33 +38,13 @@ def in_printed_order(a: Steps, b: Steps, table: StepTable, p: Pairs, approximate
     attached = sorted(zip([anchors[j] for j in alone], alone, strict=True))
     marked_a = sorted({*p.changed, *p.note_a,
                        *compress(range(n), map(operator.lt, mate_a, repeat(0)))})
-    ops_at: dict[int, tuple[int, int]] = {}
     if _in_b_order(b, table, p, anchors):
-        at = [x for x, _ in attached]
-        for i in marked_a:
-            ops_at[i + bisect_left(at, i)] = (i, mate_a[i])
-        for r, (x, j) in enumerate(attached):
-            ops_at[x + 1 + r] = (-1, j)
-        built: list[tuple[array, array]] = []
-
-        def build() -> tuple[array, array]:
-            if not built:
-                built.append(merge(n, mate_a, attached))
-            return built[0]
+        ops_at, build = _ops_in_a_order(n, mate_a, attached, marked_a)
     else:
-        oa, ob = _both_orders(a, b, p, *merge(n, mate_a, attached))
-        want = set(marked_a)
-        for k in range(len(oa)):
-            i = oa[k]
-            if i < 0 or i in want:
-                ops_at[k] = (i, ob[k])
-
-        def build() -> tuple[array, array]:
-            return oa, ob
+        ops_at, build = _ops_in_both_orders(a, b, p, attached, marked_a)
     notes: dict[int, str] = {}
     kinds: dict[int, str] = {}
     marks: dict[int, str] = {}
-    sa, sb = a.seq, b.seq
     whys: dict[int, str] = {}
     for k, (i, j) in ops_at.items():
         why = p.marks_a.get(i) if j < 0 else p.marks_b.get(j) if i < 0 else None
@@ -70,13 +56,8 @@ def in_printed_order(a: Steps, b: Steps, table: StepTable, p: Pairs, approximate
         elif i < 0 and j in p.note_b:
             notes[k] = p.note_b[j]
             whys[k] = p.why.get((1, j), "")
-        elif i >= 0 and j >= 0:
-            why = p.changed[i]
-            kinds[k] = "renaming" if why == "renaming" else kind_of(table, sa[i], "")
-        elif j < 0:
-            kinds[k] = "order" if i in p.order_a else kind_of(table, sa[i], "a")
         else:
-            kinds[k] = "order" if j in p.order_b else kind_of(table, sb[j], "b")
+            kinds[k] = _kind(a, b, table, p, i, j)
     differing = sorted(k for k in ops_at if k not in notes)
     cmp = Comparison(a, b, table, n + len(attached), p.equal, len(p.changed), approximate,
                      differing, ops_at, build, notes)
@@ -86,6 +67,52 @@ def in_printed_order(a: Steps, b: Steps, table: StepTable, p: Pairs, approximate
     if p.back:
         cmp.name_b = names_b(p.back)
     return cmp
+
+
+def _kind(a: Steps, b: Steps, table: StepTable, p: Pairs, i: int, j: int) -> str:
+    """The kind of difference of an op that is no note: ``(i, j)`` its steps."""
+    if i >= 0 and j >= 0:
+        why = p.changed[i]
+        return "renaming" if why == "renaming" else kind_of(table, a.seq[i], "")
+    if j < 0:
+        return "order" if i in p.order_a else kind_of(table, a.seq[i], "a")
+    return "order" if j in p.order_b else kind_of(table, b.seq[j], "b")
+
+
+def _ops_in_a_order(n: int, mate_a: array, attached: list[tuple[int, int]],
+                    marked_a: list[int]) -> tuple[OpsAt, Build]:
+    """The ops that are not equal when B's steps keep B's order: A's order, each step
+    only B has after its anchor; the whole order built only when asked for."""
+    ops_at: OpsAt = {}
+    at = [x for x, _ in attached]
+    for i in marked_a:
+        ops_at[i + bisect_left(at, i)] = (i, mate_a[i])
+    for r, (x, j) in enumerate(attached):
+        ops_at[x + 1 + r] = (-1, j)
+    built: list[tuple[array, array]] = []
+
+    def build() -> tuple[array, array]:
+        if not built:
+            built.append(merge(n, mate_a, attached))
+        return built[0]
+    return ops_at, build
+
+
+def _ops_in_both_orders(a: Steps, b: Steps, p: Pairs, attached: list[tuple[int, int]],
+                        marked_a: list[int]) -> tuple[OpsAt, Build]:
+    """The ops that are not equal when B's order would break: sorted to respect both
+    runs' happens-before (built at once)."""
+    oa, ob = _both_orders(a, b, p, *merge(len(a.seq), p.mate_a, attached))
+    want = set(marked_a)
+    ops_at: OpsAt = {}
+    for k in range(len(oa)):
+        i = oa[k]
+        if i < 0 or i in want:
+            ops_at[k] = (i, ob[k])
+
+    def build() -> tuple[array, array]:
+        return oa, ob
+    return ops_at, build
 
 
 def _anchors(a: Steps, b: Steps, table: StepTable, p: Pairs, alone: list[int]
@@ -182,6 +209,12 @@ def _both_orders(a: Steps, b: Steps, p: Pairs, oa: array, ob: array
     """The ops sorted to respect both runs' happens-before, A's order kept where they
     allow (a stable topological sort; where the runs contradict each other, B's order
     gives way)."""
+    order = _stable_sort(_op_preds(a, b, oa, ob))
+    return array("l", [oa[k] for k in order]), array("l", [ob[k] for k in order])
+
+
+def _op_preds(a: Steps, b: Steps, oa: array, ob: array) -> list[set[int]]:
+    """Each op's predecessors among the ops: its steps' in either run's happens-before."""
     pred_a = happens_before(a)
     pred_b = happens_before(b)
     total = len(oa)
@@ -195,6 +228,13 @@ def _both_orders(a: Steps, b: Steps, p: Pairs, oa: array, ob: array
         if j >= 0:
             preds[k].update(op_of_b[y] for y in pred_b[j] if y in op_of_b)
         preds[k].discard(k)
+    return preds
+
+
+def _stable_sort(preds: list[set[int]]) -> list[int]:
+    """The ops (0..len-1) in an order that puts each after its predecessors, the lowest
+    ready op first; where the predecessors form a cycle, the first op not placed."""
+    total = len(preds)
     succ: list[list[int]] = [[] for _ in range(total)]
     waiting = [0] * total
     for k, ps in enumerate(preds):
@@ -222,4 +262,4 @@ def _both_orders(a: Steps, b: Steps, p: Pairs, oa: array, ob: array
             waiting[s] -= 1
             if waiting[s] == 0 and not done[s]:
                 heapq.heappush(ready, s)
-    return array("l", [oa[k] for k in order]), array("l", [ob[k] for k in order])
+    return order

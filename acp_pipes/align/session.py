@@ -61,6 +61,12 @@ __all__ = ["compare_model"]
 _NONE = array("L")
 
 
+#: A chain's gap: ``(A's steps, B's steps, index of the chain pair)``.
+Gap = tuple[list[int], list[int], int]
+#: The floating notifications of a pair of sessions ``(A's, B's)``: A's steps, B's.
+Floats = dict[tuple[Any, Any], tuple[list[int], list[int]]]
+
+
 def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = None,
                   learned: Any = None) -> Comparison:
     """Compare two traces by the model (see the module)."""
@@ -68,18 +74,54 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
     b.model = vol  # one model for both runs: A's (load_steps was given one, or made it)
     vol.decide([a.agent, b.agent])
     vol.classify(table)
-    floating = table.floating
-    n, m = len(a.seq), len(b.seq)
     sa, sb = a.seq, b.seq
-    p = Pairs(n, m)
-    approximate = False
+    p = Pairs(len(sa), len(sb))
     chains = pair_chains(a, b, named=True)
-    # (a preset may make more kinds float than the reading set apart: those are split off)
-    more = bool(vol.rules.floating - FLOATING.keys())
     # 1. each chain's ordinary steps: the LCS of the frames as written; what is left
     # between its blocks are the chain's gaps
-    gaps: list[tuple[list[int], list[int], int]] = []  # (A's steps, B's, chain pair)
-    floats: dict[tuple[Any, Any], tuple[list[int], list[int]]] = {}
+    gaps, floats, approximate = _align_chains(a, b, table, chains, max_cost, p,
+                                              bool(vol.rules.floating - FLOATING.keys()))
+    # 2. the gaps again, each step as the model sees it
+    both = [(xa, xb) for xa, xb, _ in gaps if xa and xb]
+    if both:
+        _by_view(a, b, table, both, p)
+    # 3. floating notifications, in their windows
+    _float(a, b, table, floats, p)
+    # 2b. the renaming of minted identifiers, over every equal pair
+    renamed = _renaming(a, b, table, p)
+    # 5. changed steps in what is left of the gaps
+    _look_up_kinds(a, b, table, gaps, p)
+    for xa, xb, _ in gaps:
+        if xa and xb:
+            _changed(sa, sb, table, xa, xb, p)
+    # 4. replies pair only when their requests do; then what one run lacks
+    _replies(a, b, p)
+    _one_sided(a, b, table, gaps, p)
+    _unannounced(a, b, table, gaps, chains, p)
+    if learned is not None:
+        _tolerated(a, b, table, p, learned)
+    # 6. the printed order
+    cmp = in_printed_order(a, b, table, p, approximate)
+    cmp.renamed = renamed
+    cmp.rules = vol.summary()
+    if learned is not None:
+        cmp.learned = learned.summary()
+    return cmp
+
+
+def _align_chains(a: Steps, b: Steps, table: StepTable, chains: list[Any],
+                  max_cost: int | None, p: Pairs, more: bool
+                  ) -> tuple[list[Gap], Floats, bool]:
+    """1. of the module: each chain pair's ordinary steps aligned by the frames as
+    written, the pairs in ``p``; the gaps left, the floating steps set apart (``more``:
+    a preset makes kinds float that the reading did not set apart), and whether any
+    search was cut short."""
+    n, m = len(a.seq), len(b.seq)
+    sa, sb = a.seq, b.seq
+    floating = table.floating
+    approximate = False
+    gaps: list[Gap] = []
+    floats: Floats = {}
     ma: dict[int, int] = {}
     mb: dict[int, int] = {}
     for c, (pa, pb, name_a, name_b) in enumerate(chains):
@@ -108,24 +150,36 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
         al = align(list(map(sa.__getitem__, oa)), list(map(sb.__getitem__, ob)), max_cost,
                    TRY_FIRST)
         approximate |= al.approximate
-        i = j = 0
-        for a0, b0, size in (*al.blocks, (len(oa), len(ob), 0)):
-            if i < a0 or j < b0:
-                gaps.append((list(oa[i:a0]), list(ob[j:b0]), c))
-            if size:  # the pairs in bulk, in C (a dict each way, made arrays below)
-                xs, ys = oa[a0:a0 + size], ob[b0:b0 + size]
-                ma.update(zip(xs, ys, strict=True))
-                mb.update(zip(ys, xs, strict=True))
-            p.equal += size
-            i, j = a0 + size, b0 + size
+        p.equal += _blocks(oa, ob, al.blocks, c, gaps, ma, mb)
     if ma:
         p.mate_a = array("l", map(ma.get, range(n), repeat(-1, n)))
         p.mate_b = array("l", map(mb.get, range(m), repeat(-1, m)))
-    # 2. the gaps again, each step as the model sees it
-    both = [(xa, xb) for xa, xb, _ in gaps if xa and xb]
-    if both:
-        _by_view(a, b, table, both, p)
-    # 3. floating notifications, in their windows
+    return gaps, floats, approximate
+
+
+def _blocks(oa: Any, ob: Any, blocks: list[tuple[int, int, int]], c: int, gaps: list[Gap],
+            ma: dict[int, int], mb: dict[int, int]) -> int:
+    """A chain's LCS blocks: the pairs into ``ma``/``mb`` in bulk (in C; made arrays
+    once every chain is aligned), what is between them into ``gaps``; the pairs made."""
+    equal = 0
+    i = j = 0
+    for a0, b0, size in (*blocks, (len(oa), len(ob), 0)):
+        if i < a0 or j < b0:
+            gaps.append((list(oa[i:a0]), list(ob[j:b0]), c))
+        if size:
+            xs, ys = oa[a0:a0 + size], ob[b0:b0 + size]
+            ma.update(zip(xs, ys, strict=True))
+            mb.update(zip(ys, xs, strict=True))
+        equal += size
+        i, j = a0 + size, b0 + size
+    return equal
+
+
+def _float(a: Steps, b: Steps, table: StepTable, floats: Floats, p: Pairs) -> None:
+    """3. of the module: each pair of sessions' floating notifications matched in their
+    windows; where one run has none, the other's are notes."""
+    floating = table.floating
+    sa, sb = a.seq, b.seq
     for (sid_a, sid_b), (fa, fb) in floats.items():
         fa.sort()
         fb.sort()
@@ -136,26 +190,6 @@ def compare_model(a: Steps, b: Steps, table: StepTable, max_cost: int | None = N
                 p.floated(0, i, floating[sa[i]])
             for j in fb:
                 p.floated(1, j, floating[sb[j]])
-    # 2b. the renaming of minted identifiers, over every equal pair
-    renamed = _renaming(a, b, table, p)
-    # 5. changed steps in what is left of the gaps
-    _look_up_kinds(a, b, table, gaps, p)
-    for xa, xb, _ in gaps:
-        if xa and xb:
-            _changed(sa, sb, table, xa, xb, p)
-    # 4. replies pair only when their requests do; then what one run lacks
-    _replies(a, b, p)
-    _one_sided(a, b, table, gaps, p)
-    _unannounced(a, b, table, gaps, chains, p)
-    if learned is not None:
-        _tolerated(a, b, table, p, learned)
-    # 6. the printed order
-    cmp = in_printed_order(a, b, table, p, approximate)
-    cmp.renamed = renamed
-    cmp.rules = vol.summary()
-    if learned is not None:
-        cmp.learned = learned.summary()
-    return cmp
 
 
 def _split(pos: Any, seq: list[int], floating: dict[int, str]) -> tuple[list[int], list[int]]:
@@ -244,25 +278,9 @@ def _renaming(a: Steps, b: Steps, table: StepTable, p: Pairs) -> dict[str, dict[
         if not ta and not tb:
             ok.add(pair)
             continue
-        if len(ta) != len(tb):
-            broken.append(i)
-            continue
-        new: list[tuple[tuple[str, Any], tuple[str, Any]]] = []
-        good = True
-        for (kx, x), (ky, y) in zip(ta, tb, strict=True):
-            xk, yk = (kx, typed(x)), (ky, typed(y))
-            fx, by = fwd.get(xk), back.get(yk)
-            if fx is None and by is None and kx == ky:
-                new.append((xk, yk))
-                fwd[xk], back[yk] = yk, xk
-            elif fx != yk or by != xk:
-                good = False
-                break
-        if good:
+        if len(ta) == len(tb) and _rename(ta, tb, fwd, back):
             ok.add(pair)
         else:
-            for xk, yk in new:
-                del fwd[xk], back[yk]
             broken.append(i)
     for i in broken:
         j = mate_a[i]
@@ -273,6 +291,25 @@ def _renaming(a: Steps, b: Steps, table: StepTable, p: Pairs) -> dict[str, dict[
         renamed.setdefault(kind, {})[x] = y
         p.back[(kind, typed(y))] = x
     return renamed
+
+
+def _rename(ta: Any, tb: Any, fwd: dict[tuple[str, Any], Any],
+            back: dict[tuple[str, Any], Any]) -> bool:
+    """Pair the identifiers of two equal steps (``(kind, value)`` each, as many on both
+    sides) into the renaming ``fwd``/``back``: False, and the renaming as it was, when
+    one of them is already paired otherwise or the kinds differ."""
+    new: list[tuple[tuple[str, Any], tuple[str, Any]]] = []
+    for (kx, x), (ky, y) in zip(ta, tb, strict=True):
+        xk, yk = (kx, typed(x)), (ky, typed(y))
+        fx, by = fwd.get(xk), back.get(yk)
+        if fx is None and by is None and kx == ky:
+            new.append((xk, yk))
+            fwd[xk], back[yk] = yk, xk
+        elif fx != yk or by != xk:
+            for xk, yk in new:
+                del fwd[xk], back[yk]
+            return False
+    return True
 
 
 def _equal_steps(p: Pairs, a: Steps):
@@ -331,18 +368,12 @@ def _one_sided(a: Steps, b: Steps, table: StepTable, gaps: list, p: Pairs) -> No
     in the chain."""
     vol = model_of(a)
     sa, sb = a.seq, b.seq
-    meta = table.meta
     by_chain: dict[int, tuple[list[int], list[int]]] = {}
     for xa, xb, c in gaps:
         only_a = [i for i in xa if p.mate_a[i] < 0]
         only_b = [j for j in xb if p.mate_b[j] < 0]
-        for seq, only, note, why in ((sa, only_a, p.note_a, "optional_missing"),
-                                     (sb, only_b, p.note_b, "optional_extra")):
-            for x in only:
-                said = vol.optional(table, seq[x]) if meta[seq[x]][0] == "a2c" else None
-                if said:
-                    note[x] = why
-                    p.why[(0 if note is p.note_a else 1, x)] = said
+        _optional(vol, table, p, 0, sa, only_a)
+        _optional(vol, table, p, 1, sb, only_b)
         got = by_chain.setdefault(c, ([], []))
         got[0].extend(i for i in only_a if i not in p.note_a)
         got[1].extend(j for j in only_b if j not in p.note_b)
@@ -351,6 +382,19 @@ def _one_sided(a: Steps, b: Steps, table: StepTable, gaps: list, p: Pairs) -> No
         steps_a = {sa[i] for i in only_a}
         p.order_a.update(i for i in only_a if sa[i] in steps_b)
         p.order_b.update(j for j in only_b if sb[j] in steps_a)
+
+
+def _optional(vol: Any, table: StepTable, p: Pairs, side: int, seq: list[int],
+              only: list[int]) -> None:
+    """Of the steps only run A (``side`` 0) or B has, those a preset says the agent
+    sends only sometimes: notes, with why."""
+    note, why = (p.note_a, "optional_missing") if side == 0 else (p.note_b, "optional_extra")
+    meta = table.meta
+    for x in only:
+        said = vol.optional(table, seq[x]) if meta[seq[x]][0] == "a2c" else None
+        if said:
+            note[x] = why
+            p.why[(side, x)] = said
 
 
 #: How far after a tool call's creation its updates are looked for (:func:`_unannounced`).
@@ -397,26 +441,11 @@ def _tolerated(a: Steps, b: Steps, table: StepTable, p: Pairs, learned: Any) -> 
     """Learned noise (:class:`~acp_pipes.align.model.Learned`): a changed pair that
     differs only as another recording of A's script differed there is equal; a step of
     A another recording lacks, or one of B another recording has, is a note."""
-    from acp_pipes.sameness.jsondiff import pointer_diff
-
     noise = learned.noise
     seq_of = _seqs(a, [i for i in p.changed] + [i for i in range(len(a.seq))
                                                if p.mate_a[i] < 0 and i not in p.note_a])
     index = learned.index_of_seq
-    changed = {i: k for i, k in p.changed.items() if k != "renaming"}
-    if changed:
-        names = names_b(p.back)
-        va = dict(a.values(changed))
-        vb = dict(b.values([p.mate_a[i] for i in changed], names))
-        for i in changed:
-            k = index.get(seq_of.get(i))
-            if k is None or k not in noise.frames:
-                continue
-            r, x = noise.apply(k, va.get(i), vb.get(p.mate_a[i]))
-            if not pointer_diff(r, x, limit=1):
-                j = p.mate_a[i]
-                p.unpair(i)
-                p.pair(i, j)
+    _learned_equal(a, b, p, noise, index, seq_of)
     for i in range(len(a.seq)):
         if p.mate_a[i] >= 0 or i in p.note_a:
             continue
@@ -426,22 +455,49 @@ def _tolerated(a: Steps, b: Steps, table: StepTable, p: Pairs, learned: Any) -> 
             p.why[(0, i)] = f"learned: {noise.optional[k]}"
             p.order_a.discard(i)
     if noise.extras:
-        from acp_pipes.sameness.events import describe
-
-        only_b = [j for j in range(len(b.seq)) if p.mate_b[j] < 0 and j not in p.note_b]
-        view = a.model.view if a.model is not None else None
-        for got, raw in b.read(only_b):
-            d, frame = frame_of(raw, b)
-            if d is None:
-                continue
-            ev = describe(got[0], d, frame)
-            said = noise.extra(ev, view)
-            if said:
-                for j in got:
-                    p.note_b[j] = "optional_extra"
-                    p.why[(1, j)] = f"learned: {said}"
-                    p.order_b.discard(j)
+        _learned_extras(a, b, p, noise)
     del table
+
+
+def _learned_equal(a: Steps, b: Steps, p: Pairs, noise: Any, index: dict[Any, int],
+                   seq_of: dict[int, Any]) -> None:
+    """A changed pair (not of the renaming) whose values differ only as learned: equal."""
+    from acp_pipes.sameness.jsondiff import pointer_diff
+
+    changed = {i: k for i, k in p.changed.items() if k != "renaming"}
+    if not changed:
+        return
+    names = names_b(p.back)
+    va = dict(a.values(changed))
+    vb = dict(b.values([p.mate_a[i] for i in changed], names))
+    for i in changed:
+        k = index.get(seq_of.get(i))
+        if k is None or k not in noise.frames:
+            continue
+        r, x = noise.apply(k, va.get(i), vb.get(p.mate_a[i]))
+        if not pointer_diff(r, x, limit=1):
+            j = p.mate_a[i]
+            p.unpair(i)
+            p.pair(i, j)
+
+
+def _learned_extras(a: Steps, b: Steps, p: Pairs, noise: Any) -> None:
+    """A step only B has that another recording of A's script has too: a note."""
+    from acp_pipes.sameness.events import describe
+
+    only_b = [j for j in range(len(b.seq)) if p.mate_b[j] < 0 and j not in p.note_b]
+    view = a.model.view if a.model is not None else None
+    for got, raw in b.read(only_b):
+        d, frame = frame_of(raw, b)
+        if d is None:
+            continue
+        ev = describe(got[0], d, frame)
+        said = noise.extra(ev, view)
+        if said:
+            for j in got:
+                p.note_b[j] = "optional_extra"
+                p.why[(1, j)] = f"learned: {said}"
+                p.order_b.discard(j)
 
 
 def _seqs(steps: Steps, indices: list[int]) -> dict[int, Any]:
