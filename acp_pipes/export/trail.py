@@ -146,7 +146,7 @@ class _Trail:
         self.idle = False
         self.uid = _uid("session", sid)
         #: the events each type of record makes (any other type: :meth:`other`)
-        self.handlers: dict[str, Callable[[dict, int], Iterator[dict]]] = {
+        self.handlers: dict[str, Callable[[dict, int], Iterable[dict]]] = {
             "message": self.message, "tool_call": self.tool_call,
             "tool_result": self.tool_result, "permission": self.permission,
             "input_request": self.input_request, "state": self.state,
@@ -169,7 +169,8 @@ class _Trail:
             ev["meta"] = {_X + "replayed": True}  # history the agent replayed (ASR-707)
         return ev
 
-    def feed(self, rec: dict) -> Iterator[dict]:
+    def feed(self, rec: dict) -> Iterable[dict]:
+        """The events of one record (its handler's, made as they are taken)."""
         t = ts_ns(rec.get("ts"))
         if t is None:
             t = ts_ns(rec.get("observedAt"))
@@ -179,7 +180,8 @@ class _Trail:
             self.first = t
         typ = rec.get("type")
         if isinstance(typ, str):
-            yield from self.handlers.get(typ, self.other)(rec, t)
+            return self.handlers.get(typ, self.other)(rec, t)
+        return ()
 
     # -- one handler per record type (:attr:`handlers`), each the events it makes
 
@@ -291,10 +293,10 @@ class _Trail:
             self.model = model["id"]
             yield self.event("model_change", rec, t, payload)
 
-    def session_info(self, rec: dict, t: int) -> Iterator[dict]:
+    def session_info(self, rec: dict, t: int) -> Iterable[dict]:
         if isinstance(rec.get("title"), str):
             self.title = rec["title"]
-        return iter(())
+        return ()
 
     def subagent(self, rec: dict, t: int) -> Iterator[dict]:
         if rec.get("supersedes"):  # a revision: a record of its own kind, as any other
@@ -304,9 +306,9 @@ class _Trail:
         yield self.event("system_event", rec, t, {"kind": "subagent_start", "data": {
             "session_uid": _uid("session", str(child)), "acp_session_id": str(child)}})
 
-    def lost(self, rec: dict, t: int) -> Iterator[dict]:
+    def lost(self, rec: dict, t: int) -> Iterable[dict]:
         """A record Agent Trail cannot hold: declared lost (:data:`LOSSES`)."""
-        return iter(())
+        return ()
 
     def other(self, rec: dict, t: int) -> Iterator[dict]:
         """A record of a type Agent Trail has no event for: a system event named by it."""
