@@ -121,7 +121,7 @@ def test_turns_v1_request_to_response_with_the_stop_reason():
     assert turns[3]["attrs"]["error.type"] == "-32000"
     prompts = [r for r in recs if r.get("origin") == "prompt"]
     idles = [r for r in recs if r.get("state") == "idle"]
-    from acp_pipes.export.spans import ts_ns
+    from acp_pipes.export.fields import ts_ns
 
     for turn, prompt, idle in zip(turns, prompts, idles, strict=False):
         assert int(turn["startTimeUnixNano"]) == ts_ns(prompt["ts"])

@@ -26,13 +26,13 @@ from typing import Any, TypedDict
 
 import networkx as nx
 
-from acp_pipes.align.compare import Change, Comparison
+from acp_pipes.align.comparison import Change, Comparison
 from acp_pipes.align.dot import run_colour, run_light
 from acp_pipes.align.render import ABSENT, UNANSWERED_NOTE, show_values
 from acp_pipes.align.steps import Steps, StepTable
 from acp_pipes.io.terminal import printable
 
-__all__ = ["build_tree", "pair_graph", "tree_graph", "tree_json"]
+__all__ = ["build_tree", "first_branch", "pair_graph", "tree_graph", "tree_json"]
 
 SHARED = "#f0f0f0"
 HIGHLIGHT = "#ff7f00"
@@ -92,87 +92,148 @@ def _positions(runs: list[tuple[str, int, int]], tag: str) -> list[int]:
     return [k for t, lo, hi in runs if t == tag for k in range(lo, hi)]
 
 
+Segment = tuple[str, list[tuple[str, int, int]]]
+#: Edges waiting for the next node: ``(source node, edge attributes)``.
+Pending = list[tuple[str, dict[str, str]]]
+_GREY = {"color": "#777777"}
+
+
 def pair_graph(cmp: Comparison, max_places: int = MAX_PLACES) -> nx.DiGraph:
     """The two-way divergence graph (see the module docstring), at most ``max_places``
     places where the runs differ drawn: the rest is one node that says what it holds,
     so any comparison renders in seconds."""
-    a, b, table = cmp.a, cmp.b, cmp.table
-    oa, ob = cmp.oa, cmp.ob
     segments = _gaps(cmp)
     places = sum(1 for kind, _ in segments if kind == "gap")
     drawn = min(places, max_places)
-    title = f"acp-align: A = {printable(a.source)}   B = {printable(b.source)}"
+    g = _pair_canvas(cmp, places, drawn)
+    shown, rest = _cut(segments, drawn)
+    drawing = _PairDrawing(cmp, g, shown)
+    g.add_node("start", label="start", shape="circle", style="filled", fillcolor="white")
+    pending: Pending = [("start", _GREY)]  # edges into the next node
+    for n, (kind, runs) in enumerate(shown):
+        if kind == "equal":
+            pending = drawing.shared(n, runs[0], pending)
+        else:
+            pending = drawing.place(n, runs, pending[0][0])
+    if rest:
+        pending = _rest_node(g, cmp, rest, places - drawn, pending)
+    g.add_node("end", label="end", shape="doublecircle", style="filled", fillcolor="white")
+    for src, attrs in pending:
+        g.add_edge(src, "end", **attrs)
+    return g
+
+
+def _pair_canvas(cmp: Comparison, places: int, drawn: int) -> nx.DiGraph:
+    """The empty two-way graph: its title (the inputs, how many places drawn) and the
+    look of its nodes and edges."""
+    title = f"acp-align: A = {printable(cmp.a.source)}   B = {printable(cmp.b.source)}"
     if cmp.approximate:
         title += "   (approximate)"
     if drawn < places:
         title += f"   (the first {drawn:,} of {places:,} places where they differ drawn)"
-    g = nx.DiGraph(name="divergence")
+    return _canvas("divergence", title)
+
+
+def _canvas(name: str, title: str) -> nx.DiGraph:
+    """An empty graph with its title and the look of its nodes and edges."""
+    g = nx.DiGraph(name=name)
     g.graph["graph"] = {"rankdir": "TB", "fontname": "Helvetica", "labelloc": "t",
                         "label": title}
     g.graph["node"] = {"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
                        "fontsize": "10"}
     g.graph["edge"] = {"fontname": "Helvetica", "fontsize": "9"}
-    # what gets drawn: every segment up to the last drawn place, and the shared run after
-    shown: list[tuple[str, list[tuple[str, int, int]]]] = []
+    return g
+
+
+def _cut(segments: list[Segment], drawn: int) -> tuple[list[Segment], list[Segment]]:
+    """What gets drawn (every segment up to the last drawn place, and the shared run
+    after it), and the rest."""
+    shown: list[Segment] = []
     seen = 0
-    rest: list[tuple[str, list[tuple[str, int, int]]]] = []
     for n, seg in enumerate(segments):
         if seg[0] == "gap":
             if seen == drawn:
-                rest = segments[n:]
-                break
+                return shown, segments[n:]
             seen += 1
         shown.append(seg)
-    # the steps whose words are needed
-    want_a: list[int] = []
-    want_b: list[int] = []
-    want_changes: list[int] = []
-    for kind, runs in shown:
-        if kind == "equal":
-            _, lo, hi = runs[0]
-            want_a += [oa[lo + k] for k in _label_idx(hi - lo)]
-            continue
-        for tag in ("changed", "only-a", "only-b"):
-            pos = _positions(runs, tag)
-            pick = [pos[k] for k in _label_idx(len(pos))]
-            if tag == "only-b":
-                want_b += [ob[k] for k in pick]
-            else:
-                want_a += [oa[k] for k in pick]
-            if tag == "changed":
-                want_b += [ob[k] for k in pick]
-                want_changes += pick
-    ta, tb = a.describe(want_a), b.describe(want_b)
-    changes = cmp.changes(want_changes)
+    return shown, []
 
-    g.add_node("start", label="start", shape="circle", style="filled", fillcolor="white")
-    grey = {"color": "#777777"}
-    pending: list[tuple[str, dict[str, str]]] = [("start", grey)]  # edges into the next node
-    first = True
-    for n, (kind, runs) in enumerate(shown):
-        if kind == "equal":
-            _, lo, hi = runs[0]
-            node = f"n{n}"
-            idx = [oa[k] for k in range(lo, hi)] if hi - lo <= SHOW + 1 else \
-                [oa[k] for k in range(lo, lo + SHOW - 1)] + [oa[hi - 1]]
-            label = f"A and B: {hi - lo} shared step{'s' * (hi - lo != 1)}\n" + _lines(
-                a, table, idx, ta, hi - lo)
-            g.add_node(node, label=label, fillcolor=SHARED, color="#999999")
-            for src, attrs in pending:
-                g.add_edge(src, node, **attrs)
-            pending = [(node, grey)]
-            continue
-        base = pending[0][0]
-        new: list[tuple[str, dict[str, str]]] = []
+
+class _PairDrawing:
+    """The nodes of the two-way graph, one segment at a time; the words of the steps its
+    labels show are read once, up front."""
+
+    def __init__(self, cmp: Comparison, g: nx.DiGraph, shown: list[Segment]):
+        self.cmp, self.g = cmp, g
+        self.first = True  # the first divergence is still to be drawn
+        oa, ob = cmp.oa, cmp.ob
+        want_a: list[int] = []
+        want_b: list[int] = []
+        want_changes: list[int] = []
+        for kind, runs in shown:
+            if kind == "equal":
+                _, lo, hi = runs[0]
+                want_a += [oa[lo + k] for k in _label_idx(hi - lo)]
+                continue
+            for tag in ("changed", "only-a", "only-b"):
+                pos = _positions(runs, tag)
+                pick = [pos[k] for k in _label_idx(len(pos))]
+                if tag == "only-b":
+                    want_b += [ob[k] for k in pick]
+                else:
+                    want_a += [oa[k] for k in pick]
+                if tag == "changed":
+                    want_b += [ob[k] for k in pick]
+                    want_changes += pick
+        self.ta, self.tb = cmp.a.describe(want_a), cmp.b.describe(want_b)
+        self.changes = cmp.changes(want_changes)
+
+    def shared(self, n: int, run: tuple[str, int, int], pending: Pending) -> Pending:
+        """A run of shared steps: one grey node."""
+        _, lo, hi = run
+        oa = self.cmp.oa
+        node = f"n{n}"
+        idx = [oa[k] for k in range(lo, hi)] if hi - lo <= SHOW + 1 else \
+            [oa[k] for k in range(lo, lo + SHOW - 1)] + [oa[hi - 1]]
+        label = f"A and B: {hi - lo} shared step{'s' * (hi - lo != 1)}\n" + _lines(
+            self.cmp.a, self.cmp.table, idx, self.ta, hi - lo)
+        self.g.add_node(node, label=label, fillcolor=SHARED, color="#999999")
+        for src, attrs in pending:
+            self.g.add_edge(src, node, **attrs)
+        return [(node, _GREY)]
+
+    def place(self, n: int, runs: list[tuple[str, int, int]], base: str) -> Pending:
+        """A place where the runs differ: its branches from ``base``, drawn."""
+        new: Pending = []
+        for branch, label, who, colour, fill in self._branches(n, runs):
+            edge = {"color": colour, "label": who, "fontcolor": colour}
+            if branch is None:  # this side goes on without steps of its own
+                new.append((base, {**edge, "style": "dashed"}))
+                continue
+            self.g.add_node(branch, label=label, fillcolor=fill, color=colour)
+            if self.first:  # said once, as an edge label: dot keeps those clear of nodes
+                self.g.nodes[branch].update(penwidth="3", color=HIGHLIGHT)
+                edge.update(penwidth="3", label=f"first divergence\n{who}",
+                            fontcolor=HIGHLIGHT)
+                self.first = False
+            self.g.add_edge(base, branch, **edge)
+            new.append((branch, {"color": colour}))
+        return new
+
+    def _branches(self, n: int, runs: list[tuple[str, int, int]]
+                  ) -> list[tuple[str | None, str, str, str, str | None]]:
+        """A place's branches: ``(node, label, runs, colour, fill)``: its changed steps,
+        then each side's own steps (node None: a side that goes on without any)."""
+        cmp = self.cmp
         branches: list[tuple[str | None, str, str, str, str | None]] = []
         pos = _positions(runs, "changed")
         has_changed = bool(pos)
         if pos:
-            lines = _changed_lines(cmp, pos, ta, tb, changes)
+            lines = _changed_lines(cmp, pos, self.ta, self.tb, self.changes)
             branches.append((f"n{n}C", f"changed ({len(pos)})\n" + lines, "A, B",
                              CHANGED, CHANGED_LIGHT))
-        for side, tag, steps, texts, idx_of in ((0, "only-a", a, ta, oa),
-                                                (1, "only-b", b, tb, ob)):
+        for side, tag, steps, texts, idx_of in ((0, "only-a", cmp.a, self.ta, cmp.oa),
+                                                (1, "only-b", cmp.b, self.tb, cmp.ob)):
             name = "AB"[side]
             pos = _positions(runs, tag)
             if not pos:  # a side with no steps of its own: dashed, unless it went through
@@ -181,44 +242,31 @@ def pair_graph(cmp: Comparison, max_places: int = MAX_PLACES) -> nx.DiGraph:
                 continue
             idx = [idx_of[k] for k in pos]
             branches.append((f"n{n}{name}", f"only {name} ({len(pos)})\n"
-                             + _lines(steps, table, _shown(idx), texts, len(idx)), name,
+                             + _lines(steps, cmp.table, _shown(idx), texts, len(idx)), name,
                              run_colour(side), run_light(side)))
-        for branch, label, who, colour, fill in branches:
-            edge = {"color": colour, "label": who, "fontcolor": colour}
-            if branch is None:  # this side goes on without steps of its own
-                new.append((base, {**edge, "style": "dashed"}))
-                continue
-            g.add_node(branch, label=label, fillcolor=fill, color=colour)
-            if first:  # said once, as an edge label: dot keeps those clear of every node
-                g.nodes[branch].update(penwidth="3", color=HIGHLIGHT)
-                edge.update(penwidth="3", label=f"first divergence\n{who}",
-                            fontcolor=HIGHLIGHT)
-                first = False
-            g.add_edge(base, branch, **edge)
-            new.append((branch, {"color": colour}))
-        pending = new
-    if rest:
-        counts = {"changed": 0, "only-a": 0, "only-b": 0}
-        for _, runs in rest:
-            for tag, lo, hi in runs:
-                if tag != "equal":
-                    counts[tag] += hi - lo
-        a_from = _next_at(oa, rest[0][1][0][1])
-        label = (f"… {places - drawn:,} more place{'s' * (places - drawn != 1)} where "
-                 "the runs differ, not drawn:\n"
-                 f"{counts['changed']:,} changed, {counts['only-a']:,} only in A, "
-                 f"{counts['only-b']:,} only in B"
-                 + (f"\nfrom step {a_from} of A on" if a_from is not None else "")
-                 + "\n(--format diff or json lists them all)")
-        g.add_node("rest", label=label, style="rounded,dashed", fillcolor="white",
-                   color="#777777")
-        for src, attrs in pending:
-            g.add_edge(src, "rest", **attrs)
-        pending = [("rest", {**grey, "style": "dashed"})]
-    g.add_node("end", label="end", shape="doublecircle", style="filled", fillcolor="white")
+        return branches
+
+
+def _rest_node(g: nx.DiGraph, cmp: Comparison, rest: list[Segment], more: int,
+               pending: Pending) -> Pending:
+    """The places not drawn, summed up in one dashed node."""
+    counts = {"changed": 0, "only-a": 0, "only-b": 0}
+    for _, runs in rest:
+        for tag, lo, hi in runs:
+            if tag != "equal":
+                counts[tag] += hi - lo
+    a_from = _next_at(cmp.oa, rest[0][1][0][1])
+    label = (f"… {more:,} more place{'s' * (more != 1)} where "
+             "the runs differ, not drawn:\n"
+             f"{counts['changed']:,} changed, {counts['only-a']:,} only in A, "
+             f"{counts['only-b']:,} only in B"
+             + (f"\nfrom step {a_from} of A on" if a_from is not None else "")
+             + "\n(--format diff or json lists them all)")
+    g.add_node("rest", label=label, style="rounded,dashed", fillcolor="white",
+               color="#777777")
     for src, attrs in pending:
-        g.add_edge(src, "end", **attrs)
-    return g
+        g.add_edge(src, "rest", **attrs)
+    return [("rest", {**_GREY, "style": "dashed"})]
 
 
 def _shown(idx: list[int]) -> list[int]:
@@ -314,56 +362,26 @@ def build_tree(runs: Sequence[Steps], seqs: Sequence[Sequence[int]] | None = Non
 
 def tree_graph(runs: Sequence[Steps], table: StepTable, tree: TreeNode) -> nx.DiGraph:
     """The N-way divergence tree as a graph (see :func:`build_tree`)."""
-    g = nx.DiGraph(name="divergence_tree")
     legend = "   ".join(f"{_run_name(i)} = {printable(r.source)}"
                        + (f" ({printable(r.session)})" if r.session else "")
                        for i, r in enumerate(runs))
-    g.graph["graph"] = {"rankdir": "TB", "fontname": "Helvetica", "labelloc": "t",
-                        "label": "acp-align: " + legend}
-    g.graph["node"] = {"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
-                       "fontsize": "10"}
-    g.graph["edge"] = {"fontname": "Helvetica", "fontsize": "9"}
+    g = _canvas("divergence_tree", "acp-align: " + legend)
+    nodes, want = _tree_nodes(tree)
     # which steps need words: a node's shown steps, described from its first run
-    want: dict[int, list[int]] = {}
-    nodes: list[tuple[str, TreeNode, str | None]] = []
-    stack: list[tuple[TreeNode, str | None]] = [(tree, None)]
-    counter = 0
-    while stack:
-        node, parent = stack.pop()
-        name = f"t{counter}"
-        counter += 1
-        nodes.append((name, node, parent))
-        r0 = node["runs"][0]
-        want.setdefault(r0, []).extend(node["start"] + k for k in _label_idx(node["length"]))
-        for child in reversed(node["children"]):
-            stack.append((child, name))
     texts = {r: runs[r].describe(idx) for r, idx in want.items()}
-    first_branch = _first_branch(tree)
+    first_branch_node = first_branch(tree)
     for name, node, parent in nodes:
         members = node["runs"]
         r0 = members[0]
-        who = ", ".join(_run_name(r) for r in members)
-        idx = list(range(node["start"], node["start"] + node["length"]))
-        if parent is None and not idx:
-            label = "start"
-        else:
-            head = f"{who}: {len(idx)} step{'s' * (len(idx) != 1)}"
-            body = _lines(runs[r0], table, idx, texts.get(r0, {})) if idx else "(nothing)"
-            label = head + "\n" + body
-        if node["ended"] and node["children"]:
-            label += "\nends here: " + ", ".join(_run_name(r) for r in node["ended"])
-        fill = SHARED if len(members) > 1 else run_light(r0)
-        attrs: dict[str, Any] = {"label": label, "fillcolor": fill,
-                                 "color": "#999999" if len(members) > 1 else run_colour(r0),
-                                 "runs": members}
-        if node is first_branch:
+        attrs = _tree_node(runs, table, node, parent, texts.get(r0, {}))
+        if node is first_branch_node:
             # said inside the node, so it can overlap nothing
-            attrs.update(penwidth="3", color=HIGHLIGHT, label=label + "\n(first divergence)",
-                         first=True)
+            attrs.update(penwidth="3", color=HIGHLIGHT,
+                         label=attrs["label"] + "\n(first divergence)", first=True)
         g.add_node(name, **attrs)
         if parent is not None:
-            first_step = node["start"]
-            first = texts.get(r0, {}).get(first_step, "?") if node["length"] else "(ends)"
+            who = ", ".join(_run_name(r) for r in members)
+            first = texts.get(r0, {}).get(node["start"], "?") if node["length"] else "(ends)"
             colours = ":".join(run_colour(r) for r in members[:6])
             g.add_edge(parent, name, label=f"{who}\nfirst: {first}", color=colours,
                        fontcolor=run_colour(r0) if len(members) == 1 else "black",
@@ -372,7 +390,46 @@ def tree_graph(runs: Sequence[Steps], table: StepTable, tree: TreeNode) -> nx.Di
     return g
 
 
-def _first_branch(tree: TreeNode) -> TreeNode | None:
+def _tree_nodes(tree: TreeNode) -> tuple[list[tuple[str, TreeNode, str | None]],
+                                         dict[int, list[int]]]:
+    """The tree's nodes in drawing order, ``(name, node, parent's name)``, and the steps
+    their labels show, by the run they are read from (each node's first)."""
+    want: dict[int, list[int]] = {}
+    nodes: list[tuple[str, TreeNode, str | None]] = []
+    stack: list[tuple[TreeNode, str | None]] = [(tree, None)]
+    while stack:
+        node, parent = stack.pop()
+        name = f"t{len(nodes)}"
+        nodes.append((name, node, parent))
+        r0 = node["runs"][0]
+        want.setdefault(r0, []).extend(node["start"] + k for k in _label_idx(node["length"]))
+        for child in reversed(node["children"]):
+            stack.append((child, name))
+    return nodes, want
+
+
+def _tree_node(runs: Sequence[Steps], table: StepTable, node: TreeNode,
+               parent: str | None, texts: dict[int, str]) -> dict[str, Any]:
+    """A tree node's attributes: its label (its runs, its steps, who ends there) and
+    colours (grey when runs share it, else its run's)."""
+    members = node["runs"]
+    r0 = members[0]
+    idx = list(range(node["start"], node["start"] + node["length"]))
+    if parent is None and not idx:
+        label = "start"
+    else:
+        who = ", ".join(_run_name(r) for r in members)
+        head = f"{who}: {len(idx)} step{'s' * (len(idx) != 1)}"
+        body = _lines(runs[r0], table, idx, texts) if idx else "(nothing)"
+        label = head + "\n" + body
+    if node["ended"] and node["children"]:
+        label += "\nends here: " + ", ".join(_run_name(r) for r in node["ended"])
+    shared = len(members) > 1
+    return {"label": label, "fillcolor": SHARED if shared else run_light(r0),
+            "color": "#999999" if shared else run_colour(r0), "runs": members}
+
+
+def first_branch(tree: TreeNode) -> TreeNode | None:
     """The node where the runs first part ways: two or more children, or a run that ends
     while others go on."""
     node = tree
@@ -391,7 +448,7 @@ def _run_name(i: int) -> str:
 
 def tree_json(runs: Sequence[Steps], table: StepTable, tree: TreeNode) -> dict[str, Any]:
     """The N-way tree as JSON: runs, the nested tree, and the first divergence."""
-    first = _first_branch(tree)
+    first = first_branch(tree)
 
     def conv(node: TreeNode) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -71,6 +71,11 @@ class _Costly(Exception):
     """The search went past its budget (:func:`align`'s ``try_first``)."""
 
 
+#: The edit script a subproblem is first searched for as it is, by callers comparing two
+#: runs of one script (they part in few places): :func:`align`'s ``try_first``.
+TRY_FIRST = 256
+
+
 def align(a: Sequence[int], b: Sequence[int], max_cost: int | None = None,
           try_first: int = 0) -> Alignment:
     """Align two sequences of small non-negative ints (steps mapped through a dict).
@@ -151,59 +156,40 @@ def _merge(blocks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
 
 
 def _fwd(ab: bytes, bb: bytes, x: int, y: int, xe: int, ye: int) -> int:
-    """The end of the snake from (x, y) (given a[x] == b[y]): gallop with memcmp."""
-    x += 1
-    y += 1
-    k = 16
-    while True:
-        lim = xe - x
-        if ye - y < lim:
-            lim = ye - y
-        if lim <= 0:
-            return x
-        if k > lim:
-            k = lim
-        if ab[x * _W : (x + k) * _W] == bb[y * _W : (y + k) * _W]:
-            x += k
-            y += k
-            k <<= 1
-            continue
-        lo, hi = 0, k  # a[x:x+lo] matches, a[x:x+hi] does not
-        while hi - lo > 1:
-            mid = (lo + hi) >> 1
-            if ab[x * _W : (x + mid) * _W] == bb[y * _W : (y + mid) * _W]:
-                lo = mid
-            else:
-                hi = mid
-        return x + lo
+    """The end of the snake from (x, y) (given a[x] == b[y])."""
+    return x + 1 + _common(ab, bb, x + 1, y + 1, min(xe - x, ye - y) - 1, False)
 
 
 def _bwd(ab: bytes, bb: bytes, x: int, y: int, xs: int, ys: int) -> int:
     """The start of the snake ending at (x, y) (given a[x-1] == b[y-1])."""
-    x -= 1
-    y -= 1
+    return x - 1 - _common(ab, bb, x - 1, y - 1, min(x - xs, y - ys) - 1, True)
+
+
+def _common(ab: bytes, bb: bytes, x: int, y: int, lim: int, back: bool) -> int:
+    """How many elements ``a`` and ``b`` (packed in ``ab``, ``bb``) have in common from
+    x and y on (``back``: up to x and y), at most ``lim``: a gallop with memcmp, then a
+    bisection of the last step."""
+    got = 0
     k = 16
     while True:
-        lim = x - xs
-        if y - ys < lim:
-            lim = y - ys
-        if lim <= 0:
-            return x
-        if k > lim:
-            k = lim
-        if ab[(x - k) * _W : x * _W] == bb[(y - k) * _W : y * _W]:
-            x -= k
-            y -= k
+        if lim - got <= 0:
+            return got
+        if k > lim - got:
+            k = lim - got
+        i, j = (x - got - k, y - got - k) if back else (x + got, y + got)
+        if ab[i * _W : (i + k) * _W] == bb[j * _W : (j + k) * _W]:
+            got += k
             k <<= 1
             continue
-        lo, hi = 0, k
+        lo, hi = 0, k  # lo elements in common, hi not
         while hi - lo > 1:
             mid = (lo + hi) >> 1
-            if ab[(x - mid) * _W : x * _W] == bb[(y - mid) * _W : y * _W]:
+            i, j = (x - got - mid, y - got - mid) if back else (x + got, y + got)
+            if ab[i * _W : (i + mid) * _W] == bb[j * _W : (j + mid) * _W]:
                 lo = mid
             else:
                 hi = mid
-        return x - lo
+        return got + lo
 
 
 def _lcs_blocks(a: list[int], b: list[int], max_cost: int | None, budget: int = 0):
@@ -267,8 +253,6 @@ def _middle(a, b, ab, bb, a0, a1, b0, b1, max_cost, budget=0):
     """
     n = a1 - a0
     m = b1 - b0
-    delta = n - m
-    odd = delta & 1
     dmax = (n + m + 1) // 2
     cap = min(dmax + 1, 64)
     # Indexed by diagonal with Python's negative wrap-around; -1 = not reached yet.
@@ -276,6 +260,7 @@ def _middle(a, b, ab, bb, a0, a1, b0, b1, max_cost, budget=0):
     vr = [-1] * (2 * cap + 3)
     vf[1] = 0
     vr[1] = 0
+    box = (a, b, ab, bb, a0, a1, b0, b1)
     fs = fe = rs = re_ = 0  # diagonals pruned at the start/end of each pass
     for d in range(dmax + 1):
         if d + 1 >= cap:
@@ -289,51 +274,54 @@ def _middle(a, b, ab, bb, a0, a1, b0, b1, max_cost, budget=0):
             return _furthest(vf, d, n, m, a0, b0)
         if budget and d > budget:
             raise _Costly
-        # forward pass
-        for k in range(-d + fs, d + 1 - fe, 2):
-            if k == -d or (k != d and vf[k - 1] < vf[k + 1]):
-                x = vf[k + 1]
-            else:
-                x = vf[k - 1] + 1
-            y = x - k
-            if x < n and y < m and a[a0 + x] == b[b0 + y]:
+        hit, fs, fe = _pass(box, vf, vr, d, fs, fe, False)
+        if hit is not None:
+            return hit
+        hit, rs, re_ = _pass(box, vr, vf, d, rs, re_, True)
+        if hit is not None:
+            return hit
+    raise AssertionError("middle snake not found")  # pragma: no cover
+
+
+def _pass(box, v, other, d, s, e, back):
+    """The D-paths of cost ``d`` one way into ``v`` (forward; ``back``: reverse, in
+    mirrored coordinates, distance from the end): the split point where one meets a
+    path of the other way (``other``; forward when the lengths differ by an odd number,
+    reverse when even), or None; and the diagonals pruned at the start and the end."""
+    a, b, ab, bb, a0, a1, b0, b1 = box
+    n = a1 - a0
+    m = b1 - b0
+    delta = n - m
+    meets = not (delta & 1) if back else delta & 1
+    wide = 1 if back else 0  # the reverse pass meets on the end diagonals too
+    for k in range(-d + s, d + 1 - e, 2):
+        if k == -d or (k != d and v[k - 1] < v[k + 1]):
+            x = v[k + 1]
+        else:
+            x = v[k - 1] + 1
+        y = x - k
+        if x < n and y < m:
+            if back:
+                if a[a1 - 1 - x] == b[b1 - 1 - y]:
+                    x = a1 - _bwd(ab, bb, a1 - x, b1 - y, a0, b0)
+                    y = x - k
+            elif a[a0 + x] == b[b0 + y]:
                 x = _fwd(ab, bb, a0 + x, b0 + y, a1, b1) - a0
                 y = x - k
-            vf[k] = x
-            if x > n:
-                fe += 2
-            elif y > m:
-                fs += 2
-            elif odd:
-                c = delta - k
-                if -d < c < d:
-                    r = vr[c]
-                    if r != -1 and x >= n - r:
-                        return a0 + x, b0 + y, False
-        # reverse pass (mirrored coordinates)
-        for c in range(-d + rs, d + 1 - re_, 2):
-            if c == -d or (c != d and vr[c - 1] < vr[c + 1]):
-                x = vr[c + 1]
-            else:
-                x = vr[c - 1] + 1
-            y = x - c
-            if x < n and y < m and a[a1 - 1 - x] == b[b1 - 1 - y]:
-                x = a1 - _bwd(ab, bb, a1 - x, b1 - y, a0, b0)
-                y = x - c
-            vr[c] = x
-            if x > n:
-                re_ += 2
-            elif y > m:
-                rs += 2
-            elif not odd:
-                k = delta - c
-                if -d <= k <= d:
-                    f = vf[k]
-                    if f != -1 and f >= n - x:
-                        # the middle snake is the reverse path's last snake; its
-                        # lower end lies on a minimal path
-                        return a1 - x, b1 - y, False
-    raise AssertionError("middle snake not found")  # pragma: no cover
+        v[k] = x
+        if x > n:
+            e += 2
+        elif y > m:
+            s += 2
+        elif meets:
+            c = delta - k
+            if -d - wide < c < d + wide:
+                r = other[c]
+                if r != -1 and x >= n - r:
+                    # reverse: the middle snake is the reverse path's last snake; its
+                    # lower end lies on a minimal path
+                    return ((a1 - x, b1 - y, False) if back else (a0 + x, b0 + y, False)), s, e
+    return None, s, e
 
 
 def _furthest(vf, d, n, m, a0, b0):

@@ -7,10 +7,10 @@ both values, in every format.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from acp_pipes.align.compare import Change, Comparison
+from acp_pipes.align.comparison import Change, Comparison
 from acp_pipes.align.steps import Steps, StepTable
 from acp_pipes.io.terminal import Terminal, printable
 from acp_pipes.sameness.jsondiff import dumps  # a lone surrogate stays its escape
@@ -76,21 +76,12 @@ def ops(cmp: Comparison, changes: dict[int, Change] | None = None
                 rec = {"op": "equal", "a": i, "b": ob[k]}
                 rec.update(tail(sa[i]))
                 yield rec
-        elif tag == "only-a":
+        elif tag in ("only-a", "only-b"):
+            in_a = tag == "only-a"
             for k in range(lo, hi):
-                i = oa[k]
-                rec = {"op": "only-a", "a": i, "b": None}
-                rec.update(tail(sa[i]))
-                if kinds:
-                    rec["difference"] = kinds[k]
-                    if k in cmp.marks:
-                        rec["sometimes"] = cmp.marks[k]
-                yield rec
-        elif tag == "only-b":
-            for k in range(lo, hi):
-                j = ob[k]
-                rec = {"op": "only-b", "a": None, "b": j}
-                rec.update(tail(sb[j]))
+                x = oa[k] if in_a else ob[k]
+                rec = {"op": tag, "a": x if in_a else None, "b": None if in_a else x}
+                rec.update(tail(sa[x] if in_a else sb[x]))
                 if kinds:
                     rec["difference"] = kinds[k]
                     if k in cmp.marks:
@@ -249,33 +240,46 @@ def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | N
     steps of each run in it and starts at the first of them. Coloured as ``term`` says
     (plain without one)."""
     paint = term.paint if term is not None else _plain
-    a, b, table = cmp.a, cmp.b, cmp.table
-    oa, ob = cmp.oa, cmp.ob
+    a, b = cmp.a, cmp.b
     groups = hunks(cmp, context)
-    want_a: list[int] = []
-    want_b: list[int] = []
-    for lo, hi in groups:
-        for k in range(lo, hi):
-            if oa[k] >= 0:
-                want_a.append(oa[k])
-            else:
-                want_b.append(ob[k])
-    if changes is None:
-        changes = cmp.changes()
-    text_a = a.describe(want_a)
-    text_b = b.describe(want_b)
+    # the inputs read back before a line is written
+    writer = _DiffWriter(cmp, groups, cmp.changes() if changes is None else changes, paint)
     yield paint(f"--- {a.source}" + (f" (session {a.session})" if a.session else ""), "heading")
     yield paint(f"+++ {b.source}" + (f" (session {b.session})" if b.session else ""), "heading")
     if cmp.approximate:
         yield "# approximate: --max-cost cut the search; the script may not be minimal"
-
-    def line(sign: str, steps: Steps, i: int, texts: dict[int, str]) -> str:
-        step = steps.seq[i]
-        lead = ARROWS.get(table.meta[step][0], "") if steps.kind == "trace" else ""
-        note = UNANSWERED_NOTE if steps.kind == "trace" and table.unanswered(step) else ""
-        return f"{sign}{lead}{' ' if lead else ''}{texts.get(i, '?')}{note}"
-
     for lo, hi in groups:
+        yield writer.header(lo, hi)
+        for k in range(lo, hi):
+            yield from writer.ops[cmp.tag(k)](k)
+
+
+class _DiffWriter:
+    """The lines of :func:`diff_lines`' hunks: a hunk's header, and each op's lines by
+    its tag (:attr:`ops`); the words of the steps shown are read once, up front."""
+
+    def __init__(self, cmp: Comparison, groups: list[tuple[int, int]],
+                 changes: dict[int, Change], paint: Callable[[str, str], str]):
+        self.cmp, self.changes, self.paint = cmp, changes, paint
+        oa, ob = cmp.oa, cmp.ob
+        want_a: list[int] = []
+        want_b: list[int] = []
+        for lo, hi in groups:
+            for k in range(lo, hi):
+                if oa[k] >= 0:
+                    want_a.append(oa[k])
+                else:
+                    want_b.append(ob[k])
+        self.text_a = cmp.a.describe(want_a)
+        self.text_b = cmp.b.describe(want_b)
+        self.ops: dict[str, Callable[[int], Iterator[str]]] = {
+            "equal": self.equal, "note": self.note, "only-a": self.only_a,
+            "only-b": self.only_b, "changed": self.changed}
+
+    def header(self, lo: int, hi: int) -> str:
+        """A hunk's ``@@`` line: where it starts in each run and how many steps."""
+        cmp = self.cmp
+        a, b, table, oa, ob = cmp.a, cmp.b, cmp.table, cmp.oa, cmp.ob
         ia = [oa[k] for k in range(lo, hi) if oa[k] >= 0]
         jb = [ob[k] for k in range(lo, hi) if ob[k] >= 0]
         a_start = ia[0] if ia else _next_index(oa, hi, cmp.n)
@@ -287,31 +291,50 @@ def diff_lines(cmp: Comparison, context: int = 3, changes: dict[int, Change] | N
             b_start = _start(jb, b.seq, table.floating, ob, hi, cmp.m)
         else:
             b_start = min(jb) if jb else _next_index(ob, hi, cmp.m)
-        yield paint(f"@@ -{_range(a_start, len(ia))} +{_range(b_start, len(jb))} @@", "heading")
-        for k in range(lo, hi):
-            tag = cmp.tag(k)
-            if tag == "equal":
-                yield line(" ", a, oa[k], text_a)
-            elif tag == "note":
-                i = oa[k]
-                side = line("~", a, i, text_a) if i >= 0 else line("~", b, ob[k], text_b)
-                yield paint(f"{side} (note: {cmp.notes[k]})", "context")
-            elif tag == "only-a":
-                yield paint(line("-", a, oa[k], text_a) + _marked(cmp, k), "removed")
-            elif tag == "only-b":
-                yield paint(line("+", b, ob[k], text_b) + _marked(cmp, k), "added")
-            else:
-                yield paint(line("!", a, oa[k], text_a), "warning")
-                change = changes.get(k)
-                if change is None:
-                    continue
-                for d in change.diff:
-                    va, vb = show_values(d.get("a", ABSENT), d.get("b", ABSENT))
-                    path = printable(d["path"]) or "(the whole value)"
-                    yield (paint("!", "warning") + f"     {path}: " + paint(va, "removed")
-                           + " → " + paint(vb, "added"))
-                if change.cut:
-                    yield paint("!", "warning") + "     … and more differences"
+        return self.paint(f"@@ -{_range(a_start, len(ia))} +{_range(b_start, len(jb))} @@",
+                          "heading")
+
+    def line(self, sign: str, steps: Steps, i: int, texts: dict[int, str]) -> str:
+        table = self.cmp.table
+        step = steps.seq[i]
+        lead = ARROWS.get(table.meta[step][0], "") if steps.kind == "trace" else ""
+        note = UNANSWERED_NOTE if steps.kind == "trace" and table.unanswered(step) else ""
+        return f"{sign}{lead}{' ' if lead else ''}{texts.get(i, '?')}{note}"
+
+    def equal(self, k: int) -> Iterator[str]:
+        yield self.line(" ", self.cmp.a, self.cmp.oa[k], self.text_a)
+
+    def note(self, k: int) -> Iterator[str]:
+        cmp = self.cmp
+        i = cmp.oa[k]
+        side = self.line("~", cmp.a, i, self.text_a) if i >= 0 else \
+            self.line("~", cmp.b, cmp.ob[k], self.text_b)
+        yield self.paint(f"{side} (note: {cmp.notes[k]})", "context")
+
+    def only_a(self, k: int) -> Iterator[str]:
+        cmp = self.cmp
+        yield self.paint(self.line("-", cmp.a, cmp.oa[k], self.text_a) + _marked(cmp, k),
+                         "removed")
+
+    def only_b(self, k: int) -> Iterator[str]:
+        cmp = self.cmp
+        yield self.paint(self.line("+", cmp.b, cmp.ob[k], self.text_b) + _marked(cmp, k),
+                         "added")
+
+    def changed(self, k: int) -> Iterator[str]:
+        """The step as in A, then each pointer that differs with both values."""
+        paint = self.paint
+        yield paint(self.line("!", self.cmp.a, self.cmp.oa[k], self.text_a), "warning")
+        change = self.changes.get(k)
+        if change is None:
+            return
+        for d in change.diff:
+            va, vb = show_values(d.get("a", ABSENT), d.get("b", ABSENT))
+            path = printable(d["path"]) or "(the whole value)"
+            yield (paint("!", "warning") + f"     {path}: " + paint(va, "removed")
+                   + " → " + paint(vb, "added"))
+        if change.cut:
+            yield paint("!", "warning") + "     … and more differences"
 
 
 def _marked(cmp: Comparison, k: int) -> str:

@@ -39,9 +39,9 @@ from typing import Any
 import orjson
 
 from acp_pipes.align.minted import Found
-from acp_pipes.align.model import Volatile, frame_kind
 from acp_pipes.align.table import StepTable
 from acp_pipes.align.traces import trace_steps, until_cut
+from acp_pipes.align.volatile import Volatile, frame_kind
 from acp_pipes.align.words import (
     asr_kind,
     clip,
@@ -117,7 +117,7 @@ class Steps:
     agent: str | None = None  # the model: agentInfo.name of the initialize answer
     direction: str | None = None  # --dir, for a bare stream
     #: ``lines`` holds each step's byte offset in the input, not its line number (the
-    #: model's frames streams: :attr:`acp_pipes.align.traces._Builder.offsets`), so a
+    #: model's frames streams: :attr:`acp_pipes.align.builder.Builder.offsets`), so a
     #: step's line is read back by seeking to it
     offsets: bool = False
     _kept: dict[int, bytes] = field(default_factory=dict, repr=False)
@@ -211,7 +211,7 @@ class Steps:
     def keys(self, indices: Iterable[int], table: StepTable
              ) -> dict[int, tuple[str | None, Found]]:
         """Under the model, the identity of each wanted step's frame as compared
-        (:meth:`acp_pipes.align.model.Volatile.key`), by step id: read back once per
+        (:meth:`acp_pipes.align.volatile.Volatile.key`), by step id: read back once per
         step id (its first wanted index), kept in ``table.masked``."""
         model = self.model
         known = table.masked

@@ -18,7 +18,7 @@ from typing import Any
 from acp_pipes import __version__
 from acp_pipes.batch.modes import MODES, input_error
 from acp_pipes.batch.places import Dest, fetch, local_copy
-from acp_pipes.errors import AcpPipesError, InputError
+from acp_pipes.errors import AcpPipesError, InputError, Warn
 from acp_pipes.io.filenames import fold
 from acp_pipes.io.output import made_from
 from acp_pipes.io.settings import MAX_LINE_BYTES, RUN
@@ -105,8 +105,7 @@ def run_job(job: Job) -> dict[str, Any]:
     entry: dict[str, Any] = {"input": job.name, "hash": None, "version": VERSION,
                              "config": job.config, "outputs": [], "status": "failed",
                              "error": None}
-    warnings: list[str] = []
-    count = [0]
+    warned = _Warned(job)
     dest = _dest(job.dest)
     # the driver's --max-line-bytes, in a worker that did not fork from it (Dask)
     RUN.max_line_bytes = job.options.get("max_line_bytes", MAX_LINE_BYTES)
@@ -115,51 +114,77 @@ def run_job(job: Job) -> dict[str, Any]:
             entry["hash"] = digest
             if job.reusable(digest, dest):
                 return {**job.prev, "skipped": True}  # type: ignore[dict-item]  # reusable: a prev
-
-            def warn(source: str, line: int, message: str) -> None:
-                count[0] += 1
-                if len(warnings) < KEPT_WARNINGS:
-                    shown = job.name if source == path else source
-                    warnings.append(f"{shown}:{line}: {message}" if line
-                                    else f"{shown}: {message}")
-
-            options = job.options
-            if job.mode == "align":
-                options = {**options, "baseline_path": _baseline(options["baseline_at"])}
-            made_from([job.location, options.get("baseline_at", "")])  # a URL: not private
-            try:
-                done = MODES[job.mode].run(path, job.name, job.stem, dest, options, warn)
-            except InputError as e:
-                entry["error"] = input_error(e, path, job.name)
-            else:
-                error = done.error
-                if error is not None and path != job.name and error.startswith(path + ":"):
-                    error = job.name + error[len(path):]  # the input as it was given
-                entry.update(outputs=done.outputs, status=done.status, error=error)
-                if done.info is not None:
-                    entry["info"] = done.info
-    except AcpPipesError as e:
-        entry["error"] = str(e)
-    except OSError as e:
-        where = f" {e.filename}" if e.filename else ""
-        entry["error"] = f"cannot read or write{where}: {e.strerror or e}"
-    except (ValueError, RecursionError, MemoryError) as e:  # input the readers refuse
-        entry["error"] = f"{type(e).__name__}: {e}"
-    except Exception as e:  # a bug: said, and the batch goes on with the next input
-        entry["error"] = f"internal error: {type(e).__name__}: {e}"
-    if job.prev is not None:  # outputs the previous run wrote that this one did not
-        owns = MODES[job.mode].owns  # and only this input's: a manifest is input too
-        written = {fold(rel): rel for rel in entry["outputs"]}
-        for rel in set(job.prev.get("outputs", ())) - set(entry["outputs"]):
-            now = written.get(fold(rel))  # where case is ignored, the same file?
-            if owns(job.stem, rel) and not (now is not None and dest.same(rel, now)):
-                with contextlib.suppress(OSError):
-                    dest.remove(rel)
-    if count[0]:
-        entry["warnings"] = count[0]
-        entry["warned"] = warnings
+            warned.path = path
+            _run_mode(job, path, dest, entry, warned.warn)
+    except Exception as e:  # said in the entry: the batch goes on with the next input
+        entry["error"] = _error_of(e)
+    if job.prev is not None:
+        _drop_stale(job, job.prev, entry, dest)
+    if warned.count:
+        entry["warnings"] = warned.count
+        entry["warned"] = warned.kept
     entry["duration"] = round(time.perf_counter() - started, 6)
     return entry
+
+
+class _Warned:
+    """A job's warnings: how many, and the first :data:`KEPT_WARNINGS` as said (the
+    input named as the job names it, not as its local copy)."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.path = ""  # the local copy read
+        self.count = 0
+        self.kept: list[str] = []
+
+    def warn(self, source: str, line: int, message: str) -> None:
+        self.count += 1
+        if len(self.kept) < KEPT_WARNINGS:
+            shown = self.job.name if source == self.path else source
+            self.kept.append(f"{shown}:{line}: {message}" if line else f"{shown}: {message}")
+
+
+def _run_mode(job: Job, path: str, dest: Dest, entry: dict[str, Any], warn: Warn) -> None:
+    """Run the job's mode on the local copy ``path``; what it made into ``entry``."""
+    options = job.options
+    if job.mode == "align":
+        options = {**options, "baseline_path": _baseline(options["baseline_at"])}
+    made_from([job.location, options.get("baseline_at", "")])  # a URL: not private
+    try:
+        done = MODES[job.mode].run(path, job.name, job.stem, dest, options, warn)
+    except InputError as e:
+        entry["error"] = input_error(e, path, job.name)
+        return
+    error = done.error
+    if error is not None and path != job.name and error.startswith(path + ":"):
+        error = job.name + error[len(path):]  # the input as it was given
+    entry.update(outputs=done.outputs, status=done.status, error=error)
+    if done.info is not None:
+        entry["info"] = done.info
+
+
+def _error_of(e: Exception) -> str:
+    """What a job's entry says of the error that ended it."""
+    if isinstance(e, AcpPipesError):
+        return str(e)
+    if isinstance(e, OSError):
+        where = f" {e.filename}" if e.filename else ""
+        return f"cannot read or write{where}: {e.strerror or e}"
+    if isinstance(e, (ValueError, RecursionError, MemoryError)):  # input the readers refuse
+        return f"{type(e).__name__}: {e}"
+    return f"internal error: {type(e).__name__}: {e}"  # a bug
+
+
+def _drop_stale(job: Job, prev: dict[str, Any], entry: dict[str, Any], dest: Dest) -> None:
+    """Remove the outputs the previous run (``prev``) wrote that this one did not, and
+    only this input's: a manifest is input too."""
+    owns = MODES[job.mode].owns
+    written = {fold(rel): rel for rel in entry["outputs"]}
+    for rel in set(prev.get("outputs", ())) - set(entry["outputs"]):
+        now = written.get(fold(rel))  # where case is ignored, the same file?
+        if owns(job.stem, rel) and not (now is not None and dest.same(rel, now)):
+            with contextlib.suppress(OSError):
+                dest.remove(rel)
 
 
 def run_jobs(jobs: list[Job]) -> list[dict[str, Any]]:

@@ -192,7 +192,7 @@ def _model(args, ctx: Context):
             raise UsageError("--preset, --no-preset and --noise are the default "
                              "comparison's: --strict compares the bytes as sent")
         return None
-    from acp_pipes.align.model import Volatile
+    from acp_pipes.align.volatile import Volatile
     from acp_pipes.sameness.volatile import presets_of
 
     return Volatile(presets_of(args.preset, args.no_preset), args.ignore)
@@ -343,9 +343,9 @@ def _nway(args, ctx: Context, runs, table) -> int:
         ctx.out.write(json_line(rec))
         return EXIT_OK if rec["equal"] else EXIT_DIFFERENT
     _write_graph(ctx, tree_graph(runs, table, tree), fmt)
-    from acp_pipes.align.graph import _first_branch
+    from acp_pipes.align.graph import first_branch
 
-    return EXIT_OK if _first_branch(tree) is None else EXIT_DIFFERENT
+    return EXIT_OK if first_branch(tree) is None else EXIT_DIFFERENT
 
 
 def _write_graph(ctx: Context, g, fmt: str) -> None:

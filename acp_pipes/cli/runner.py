@@ -264,53 +264,16 @@ class Tool:
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Parse ``argv``, run the tool, map every outcome to an exit status."""
         RUN.prog = self.prog
-        parser = self.parser()
-        argv = list(sys.argv[1:] if argv is None else argv)
-        command: list[str] = []
-        if self.takes_command and "--" in argv:
-            cut = argv.index("--")
-            argv, command = argv[:cut], argv[cut + 1 :]
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit as e:  # argparse: --help/--version (0) or usage error (2)
-            return int(e.code or 0)
-        if self.takes_command:
-            args.command = command
+        args = self._parse(list(sys.argv[1:] if argv is None else argv))
+        if isinstance(args, int):
+            return args
         RUN.max_line_bytes = getattr(args, "max_line_bytes", MAX_LINE_BYTES)
         files = list(getattr(args, "files", None) or ["-"])  # "-": stdin
         out: BinaryIO | None = None
         sink: Output | None = None
         try:
-            inputs = (files if self.takes_files else []) + list(self.inputs(args))
-            made_from(inputs)  # an output is as private as the most private input
-            target = getattr(args, "output", None) if self.takes_output else None
-            for extra in self.outputs(args):
-                if extra and extra != "-":
-                    refuse_input_as_output(extra, file_id(extra), inputs)
-            if target and target != "-":
-                refuse_input_as_output(target, file_id(target), inputs)
-                sink = Output(target)
-                out = sink.stream
-            elif sys.stdout is not None:
-                refuse_input_as_output("stdout", file_id(stdout_fd()), inputs)
-                out = stdout_sink()
-            else:  # fd 1 was closed at start: nothing written there can arrive anywhere
-                sink = Output(os.devnull)
-                out = sink.stream
-            term = Terminal.decide(out, sys.stderr, getattr(args, "color", "auto"))
-            fmt = getattr(args, "fmt", None) or (
-                self.formats[0] if self.formats and term.tty else "json")
-            ctx = Context(prog=self.prog, files=files, out=out, term=term, fmt=fmt)
-            try:
-                status = self.run(args, ctx)
-            finally:  # before the error that ended the run, if one did: it is said last
-                ctx.counted()
-            if sink is None:
-                out.flush()
-            elif status in (EXIT_OK, EXIT_DIFFERENT) or (
-                    status == EXIT_INTERRUPTED and _following(args)):  # a run that finished
-                sink.commit()
-            return status
+            out, sink = self._open_output(args, files)
+            return self._run(args, files, out, sink)
         except AcpPipesError as e:  # InputError, UsageError and the library's own
             _say(self.prog, str(e))
             _flush_quietly(out, sink)
@@ -319,14 +282,7 @@ class Tool:
             silence_stdout()
             return EXIT_OK
         except KeyboardInterrupt:
-            if sink is not None and _following(args):
-                try:
-                    sink.commit()
-                except AcpPipesError as e:
-                    _say(self.prog, str(e))
-                    return e.status
-            _flush_quietly(out, sink)
-            return EXIT_INTERRUPTED
+            return self._interrupted(args, out, sink)
         except Exception as e:  # a bug, not the user's input
             if os.environ.get("ACP_PIPES_DEBUG"):
                 import traceback
@@ -341,6 +297,74 @@ class Tool:
                 sink.discard()  # nothing left to drop once committed
             # a run in-process leaves the library's defaults behind it (RUN is a RunSettings)
             RUN.__init__()  # type: ignore[misc]
+
+    def _parse(self, argv: list[str]) -> argparse.Namespace | int:
+        """The arguments (a command after ``--`` for a tool that takes one), or the exit
+        status of ``--help``, ``--version`` (0) or a usage error (2)."""
+        parser = self.parser()
+        command: list[str] = []
+        if self.takes_command and "--" in argv:
+            cut = argv.index("--")
+            argv, command = argv[:cut], argv[cut + 1 :]
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # argparse: --help/--version (0) or usage error (2)
+            return int(e.code or 0)
+        if self.takes_command:
+            args.command = command
+        return args
+
+    def _open_output(self, args: argparse.Namespace, files: list[str]
+                     ) -> tuple[BinaryIO, Output | None]:
+        """Where the output goes (``-o FILE`` through an :class:`Output` committed at the
+        end, else stdout), refused when it is one of the inputs."""
+        inputs = (files if self.takes_files else []) + list(self.inputs(args))
+        made_from(inputs)  # an output is as private as the most private input
+        target = getattr(args, "output", None) if self.takes_output else None
+        for extra in self.outputs(args):
+            if extra and extra != "-":
+                refuse_input_as_output(extra, file_id(extra), inputs)
+        if target and target != "-":
+            refuse_input_as_output(target, file_id(target), inputs)
+            sink = Output(target)
+            return sink.stream, sink
+        if sys.stdout is not None:
+            refuse_input_as_output("stdout", file_id(stdout_fd()), inputs)
+            return stdout_sink(), None
+        # fd 1 was closed at start: nothing written there can arrive anywhere
+        sink = Output(os.devnull)
+        return sink.stream, sink
+
+    def _run(self, args: argparse.Namespace, files: list[str], out: BinaryIO,
+             sink: Output | None) -> int:
+        """Run the tool on its context; the output flushed, or committed when the run
+        finished."""
+        term = Terminal.decide(out, sys.stderr, getattr(args, "color", "auto"))
+        fmt = getattr(args, "fmt", None) or (
+            self.formats[0] if self.formats and term.tty else "json")
+        ctx = Context(prog=self.prog, files=files, out=out, term=term, fmt=fmt)
+        try:
+            status = self.run(args, ctx)
+        finally:  # before the error that ended the run, if one did: it is said last
+            ctx.counted()
+        if sink is None:
+            out.flush()
+        elif status in (EXIT_OK, EXIT_DIFFERENT) or (
+                status == EXIT_INTERRUPTED and _following(args)):  # a run that finished
+            sink.commit()
+        return status
+
+    def _interrupted(self, args: argparse.Namespace, out: BinaryIO | None,
+                     sink: Output | None) -> int:
+        """^C: a following run's output is kept (it finished as far as it could)."""
+        if sink is not None and _following(args):
+            try:
+                sink.commit()
+            except AcpPipesError as e:
+                _say(self.prog, str(e))
+                return e.status
+        _flush_quietly(out, sink)
+        return EXIT_INTERRUPTED
 
 
 def run(tool: Tool, argv: Sequence[str] | None = None,

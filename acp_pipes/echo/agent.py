@@ -65,13 +65,21 @@ longer waits for) are ignored and reported to the optional ``warn`` callback (a
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 import orjson
 
 from acp_pipes import __version__
+from acp_pipes.echo.session import (
+    Session,
+    Turn,
+    is_block,
+    prompt_text,
+    split_text,
+    tool_patch,
+    upsert,
+)
 from acp_pipes.errors import Warn
 from acp_pipes.protocol.jsonrpc import (
     INVALID_PARAMS,
@@ -121,88 +129,6 @@ _IDLE = {"sessionUpdate": "state_update", "state": "idle"}
 _CONTEXT_SIZE = 200_000
 
 
-def _upsert(kind: str, key: str, ident: str, content: Any) -> dict:
-    return {"sessionUpdate": kind, key: ident, "content": content}
-
-
-def _tool_patch(call_id: str, status: str, **fields: Any) -> dict:
-    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status, **fields}
-
-
-def _split(text: str, parts: int) -> list[str]:
-    """Split text into at most ``parts`` non-empty pieces that concatenate to it."""
-    if not text:
-        return []
-    size = -(-len(text) // parts)
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _is_block(block: Any) -> bool:
-    """Enough of a ContentBlock to echo it back schema-valid: a type, and text if text."""
-    if not isinstance(block, dict) or not isinstance(kind := block.get("type"), str):
-        return False
-    return kind != "text" or isinstance(block.get("text"), str)
-
-
-def _prompt_text(prompt: list) -> str:
-    """The text of a prompt: its text blocks joined by newlines (other blocks ignored)."""
-    return "\n".join(b["text"] for b in prompt if b["type"] == "text")
-
-
-def _flags(text: str) -> frozenset[str]:
-    """The leading ``/words`` of a prompt: ``"/elicit /permission hi"`` has two."""
-    flags = []
-    for word in text.split():
-        if not word.startswith("/"):
-            break
-        flags.append(word)
-    return frozenset(flags)
-
-
-class _Session:
-    __slots__ = ("sid", "cwd", "prefix", "turns", "history", "used", "closed", "turn", "queue")
-
-    def __init__(self, sid: str, cwd: str):
-        self.sid = sid
-        self.cwd = cwd
-        # The session/update envelope up to the update object, built once per session.
-        self.prefix = (
-            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-            + _dumps(sid)
-            + b',"update":'
-        )
-        self.turns = 0
-        self.history: list[dict] = []  # final whole-entity upserts, for replay on resume
-        self.used = 0
-        self.closed = False
-        self.turn: _Turn | None = None  # a turn waiting for the client
-        self.queue: deque = deque()  # prompts received while a turn waits
-
-    def update(self, upd: dict) -> bytes:
-        return self.prefix + _dumps(upd) + b"}}"
-
-
-class _Turn:
-    """A turn in progress; kept while it waits for the client, to resume where it paused."""
-
-    __slots__ = tuple(
-        "n text echo flags fail rejected tool tool_at plan_at stage request_id".split()
-    )
-
-    def __init__(self, n: int, text: str):
-        self.n = n
-        self.text = text
-        self.echo = "Echo: " + text
-        self.flags = _flags(text)
-        self.fail = "echo failed" if "/fail" in self.flags else ""
-        self.rejected = False  # permission refused: the tool fails without running
-        self.tool: dict | None = None  # the tool call as first announced
-        self.tool_at = 0  # where the tool call and the plan sit in the session history
-        self.plan_at = 0
-        self.stage = ""  # "elicit" or "permission" while waiting
-        self.request_id = 0
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -239,10 +165,10 @@ class EchoAgent:
     the frames to send (bytes, no LF), in order."""
 
     def __init__(self, warn: Warn | None = None, source: str = "stdin"):
-        self.sessions: dict[str, _Session] = {}
+        self.sessions: dict[str, Session] = {}
         self.session_count = 0
         self.request_count = 0
-        self.waiting: dict[Any, _Session] = {}  # agent request id -> session whose turn waits
+        self.waiting: dict[Any, Session] = {}  # agent request id -> session whose turn waits
         self.warn = warn
         self.source = source
         self.line = 0
@@ -348,7 +274,7 @@ class EchoAgent:
                 return rid
         return None
 
-    def _session(self, rid: Any, params: dict, replies: list[bytes]) -> _Session | None:
+    def _session(self, rid: Any, params: dict, replies: list[bytes]) -> Session | None:
         sid = params.get("sessionId")
         s = self.sessions.get(sid) if isinstance(sid, str) else None
         if s is None:
@@ -367,7 +293,7 @@ class EchoAgent:
             return
         self.session_count += 1
         sid = f"sess-{self.session_count}"
-        self.sessions[sid] = _Session(sid, cwd)
+        self.sessions[sid] = Session(sid, cwd)
         replies.append(_response(rid, {"sessionId": sid}))
 
     def _list(self, rid, params, out, replies) -> None:
@@ -413,7 +339,7 @@ class EchoAgent:
         if s is None:
             return
         prompt = params.get("prompt")
-        if not isinstance(prompt, list) or not all(map(_is_block, prompt)):
+        if not isinstance(prompt, list) or not all(map(is_block, prompt)):
             message = "Invalid params: prompt must be an array of content blocks"
             replies.append(_error(rid, INVALID_PARAMS, message))
             return
@@ -436,18 +362,18 @@ class EchoAgent:
 
     # -- the turn ---------------------------------------------------------------------
 
-    def _start_turn(self, s: _Session, rid: Any, prompt: list, out, replies) -> None:
+    def _start_turn(self, s: Session, rid: Any, prompt: list, out, replies) -> None:
         s.turns += 1
         n = s.turns
-        text = _prompt_text(prompt)
+        text = prompt_text(prompt)
         user_id = f"msg-user-{n}"
         replies.append(_response(rid, {"messageId": user_id}))
-        user = _upsert("user_message", "messageId", user_id, prompt)
+        user = upsert("user_message", "messageId", user_id, prompt)
         s.history.append(user)
         out.append(s.update(user))
         out.append(s.update(_RUNNING))
         s.used += len(text)
-        turn = _Turn(n, text)
+        turn = Turn(n, text)
         if "/error" in turn.flags:
             self._finish(s, turn, out, "error")
             return
@@ -460,16 +386,16 @@ class EchoAgent:
             return
         self._echo(s, turn, out)
 
-    def _echo(self, s: _Session, turn: _Turn, out: list[bytes]) -> None:
+    def _echo(self, s: Session, turn: Turn, out: list[bytes]) -> None:
         """Stream the agent message, then announce the tool call (and maybe ask first)."""
         n = turn.n
         agent_id = f"msg-agent-{n}"
         update = s.update
-        for piece in _split(turn.echo, 3):
+        for piece in split_text(turn.echo, 3):
             chunk = {"type": "text", "text": piece}
-            out.append(update(_upsert("agent_message_chunk", "messageId", agent_id, chunk)))
+            out.append(update(upsert("agent_message_chunk", "messageId", agent_id, chunk)))
         whole = [{"type": "text", "text": turn.echo}]
-        s.history.append(_upsert("agent_message", "messageId", agent_id, whole))
+        s.history.append(upsert("agent_message", "messageId", agent_id, whole))
         s.used += len(turn.echo)
         tool = {
             "sessionUpdate": "tool_call_update",
@@ -489,31 +415,31 @@ class EchoAgent:
             return
         self._run_tool(s, turn, out)
 
-    def _run_tool(self, s: _Session, turn: _Turn, out: list[bytes]) -> None:
+    def _run_tool(self, s: Session, turn: Turn, out: list[bytes]) -> None:
         call_id = f"call-{turn.n}"
         update = s.update
         if not turn.rejected:
-            out.append(update(_tool_patch(call_id, "in_progress")))
+            out.append(update(tool_patch(call_id, "in_progress")))
         if turn.fail:
             content = [{"type": "content", "content": {"type": "text", "text": turn.fail}}]
-            final = _tool_patch(call_id, "failed", content=content, rawOutput={"error": turn.fail})
+            final = tool_patch(call_id, "failed", content=content, rawOutput={"error": turn.fail})
             out.append(update(final))
             self._settle_tool(s, turn, final)
             self._finish(s, turn, out, "end_turn", "cancelled")
             return
         content = []
-        for piece in _split(turn.text, 2):
+        for piece in split_text(turn.text, 2):
             item = {"type": "content", "content": {"type": "text", "text": piece}}
             content.append(item)
-            out.append(update(_upsert("tool_call_content_chunk", "toolCallId", call_id, item)))
-        final = _tool_patch(call_id, "completed", rawOutput={"text": turn.text})
+            out.append(update(upsert("tool_call_content_chunk", "toolCallId", call_id, item)))
+        final = tool_patch(call_id, "completed", rawOutput={"text": turn.text})
         out.append(update(final))
         final["content"] = content
         self._settle_tool(s, turn, final)
         self._finish(s, turn, out, "end_turn", "completed")
 
     @staticmethod
-    def _settle_tool(s: _Session, turn: _Turn, final: dict) -> None:
+    def _settle_tool(s: Session, turn: Turn, final: dict) -> None:
         """Fold the tool call's final patch into its history entry (a whole upsert)."""
         tool = dict(turn.tool)  # type: ignore[arg-type]  # settled: a turn with a tool call
         tool.update(final)
@@ -534,7 +460,7 @@ class EchoAgent:
         }
 
     def _finish(
-        self, s: _Session, turn: _Turn, out: list[bytes], stop: str, tool_status: str = ""
+        self, s: Session, turn: Turn, out: list[bytes], stop: str, tool_status: str = ""
     ) -> None:
         """End the turn: final plan, usage, idle; then run the next queued prompt."""
         if stop == "error":
@@ -562,7 +488,7 @@ class EchoAgent:
 
     # -- waiting for the client ---------------------------------------------------------
 
-    def _wait(self, s: _Session, turn: _Turn, stage: str, out: list[bytes]) -> None:
+    def _wait(self, s: Session, turn: Turn, stage: str, out: list[bytes]) -> None:
         self.request_count += 1
         rid = self.request_count
         turn.stage = stage
@@ -626,12 +552,12 @@ class EchoAgent:
         if s is not None and s.turn is not None:
             self._end_waiting(s, s.turn, out)
 
-    def _end_waiting(self, s: _Session, turn: _Turn, out: list[bytes]) -> None:
+    def _end_waiting(self, s: Session, turn: Turn, out: list[bytes]) -> None:
         """End ``turn``, the session's waiting one, as cancelled: close its tool call,
         then report idle."""
         self.waiting.pop(turn.request_id, None)
         if turn.tool is not None:
-            final = _tool_patch(f"call-{turn.n}", "cancelled")
+            final = tool_patch(f"call-{turn.n}", "cancelled")
             out.append(s.update(final))
             self._settle_tool(s, turn, final)
         self._finish(s, turn, out, "cancelled", "cancelled")

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from acp_pipes.errors import Note, Warn
-from acp_pipes.export.spans import DEFAULT_CAP, Ids, Span, session_spans
+from acp_pipes.export.fields import DEFAULT_CAP, Ids
+from acp_pipes.export.spans import Span, session_spans
 
 __all__ = ["BATCH_SPANS", "DEFAULT_CAP", "Exported", "export_otlp", "resource_of"]
 
@@ -53,7 +54,7 @@ def export_otlp(paths: list[str], deliver: Callable[[list[Any]], object], *, war
     """Read ``paths`` (any stage), map every session and hand ``deliver`` the SDK's
     ReadableSpans, at most :data:`BATCH_SPANS` at a time (a turn is never split);
     ``resource`` adds attributes to every session's resource; ``namespace`` goes into
-    every derived ID (:class:`~acp_pipes.export.spans.Ids`)."""
+    every derived ID (:class:`~acp_pipes.export.fields.Ids`)."""
     from acp_pipes.export.otlp import Encoder
     from acp_pipes.export.sources import asr_sources
 

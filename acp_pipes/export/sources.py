@@ -21,7 +21,7 @@ import orjson
 
 from acp_pipes.asr.reader import UntilCut, iter_streams
 from acp_pipes.errors import InputError, Note, Warn
-from acp_pipes.export.spans import parse_traceparent
+from acp_pipes.export.fields import parse_traceparent
 from acp_pipes.io.lines import STDIN, display_name, read_lines
 from acp_pipes.io.streams import ASR, describe
 

@@ -18,21 +18,13 @@ given out; nothing else grows with the stream but the map of calls still open.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-import orjson
-from blake3 import blake3
+from acp_pipes.export.fields import DEFAULT_CAP, Ids, capped, ts_ns
 
-__all__ = ["DEFAULT_CAP", "Event", "Ids", "Link", "Span", "session_spans", "trace_context",
-           "ts_ns"]
-
-#: The most bytes of a tool call's input or output kept in an attribute (UTF-8, cut at a
-#: character boundary): a trace store is for finding and timing, the ASR stream keeps it all.
-DEFAULT_CAP = 4096
-
+__all__ = ["Event", "Link", "Span", "session_spans"]
 
 @dataclass
 class Event:
@@ -70,115 +62,6 @@ class Span:
     _result: bool = False  # a tool call's result was seen (else it ends with its turn)
 
 
-def _digest(*parts: str, size: int) -> int:
-    h = blake3(b"acp-export\0" + "\0".join(parts).encode("utf-8", "surrogatepass"))
-    n = int.from_bytes(h.digest(size), "big")
-    return n or 1  # an all-zero ID is invalid in OpenTelemetry
-
-
-class Ids:
-    """Deterministic trace and span IDs for the sessions of one export.
-
-    ``traces`` maps a session to the trace context its own records carry (the first
-    ``_meta.traceparent``), so a session whose agent or client sent one joins that
-    trace, and a link to it from another session points into it."""
-
-    def __init__(self, traces: dict[str, tuple[int, int]] | None = None,
-                 namespace: str = ""):
-        self.traces = traces or {}
-        #: kept apart: sessions of other recordings that have the same IDs (fixtures,
-        #: an agent that numbers its sessions from 1) get other trace and span IDs
-        self.namespace = namespace
-
-    def trace(self, sid: str) -> int:
-        got = self.traces.get(sid)
-        return got[0] if got else _digest("trace", self.namespace, sid, size=16)
-
-    def remote_parent(self, sid: str) -> int | None:
-        got = self.traces.get(sid)
-        return got[1] if got else None
-
-    def span(self, sid: str, key: str) -> int:
-        return _digest("span", self.namespace, sid, key, size=8)
-
-
-def parse_traceparent(value: Any) -> tuple[int, int] | None:
-    """(trace ID, parent span ID) of a W3C ``traceparent`` (version 00), or None for a
-    value that is not one (an invalid one is ignored, as W3C Trace Context says)."""
-    if not isinstance(value, str):
-        return None
-    parts = value.strip().split("-")
-    if len(parts) < 4 or len(parts[0]) != 2 or parts[0] == "ff":
-        return None
-    version, tid, sid = parts[0], parts[1], parts[2]
-    if len(tid) != 32 or len(sid) != 16 or (version == "00" and len(parts) != 4):
-        return None
-    try:
-        t, s = int(tid, 16), int(sid, 16)
-        int(version, 16)
-    except ValueError:
-        return None
-    if tid != tid.lower() or sid != sid.lower() or not t or not s:
-        return None
-    return t, s
-
-
-def trace_context(records: Iterable[dict]) -> tuple[int, int] | None:
-    """The first valid ``_meta.traceparent`` among a session's records (ASR-708 keeps
-    trace context on every entity and event it came with)."""
-    for rec in records:
-        meta = rec.get("_meta")
-        if type(meta) is dict and "traceparent" in meta:
-            got = parse_traceparent(meta["traceparent"])
-            if got is not None:
-                return got
-    return None
-
-
-_EPOCH_CACHE: dict[str, int] = {}
-
-
-def ts_ns(value: Any) -> int | None:
-    """An ASR time (RFC 3339 UTC, microseconds) as ns since the epoch; None if not one."""
-    if not isinstance(value, str):
-        return None
-    # the date and hour change rarely: parse them once, add the minutes and seconds
-    head = value[:13]
-    base = _EPOCH_CACHE.get(head)
-    try:
-        if base is None:
-            base = int(datetime.fromisoformat(head + ":00:00+00:00").timestamp()) * 10**9
-            if len(_EPOCH_CACHE) > 4096:
-                _EPOCH_CACHE.clear()
-            _EPOCH_CACHE[head] = base
-        if (len(value) >= 20 and value[13] == ":" and value[16] == ":"
-                and value[-1] in "Zz"):
-            mins, secs = int(value[14:16]), value[17:-1]
-            whole, _, frac = secs.partition(".")
-            return (base + (mins * 60 + int(whole)) * 10**9
-                    + int((frac + "000000000")[:9]) if frac else
-                    base + (mins * 60 + int(whole)) * 10**9)
-        return int(datetime.fromisoformat(value).timestamp() * 10**9)
-    except ValueError:
-        return None
-
-
-def capped(value: Any, cap: int) -> tuple[str, int] | None:
-    """``value`` as text for an attribute (a string as it is, anything else as JSON), at
-    most ``cap`` bytes of UTF-8, and its whole size in bytes; None for no value."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        data = value.encode("utf-8", "surrogatepass")
-    else:
-        try:
-            data = orjson.dumps(value)
-        except TypeError:
-            data = orjson.dumps(str(value))
-    size = len(data)
-    if size > cap:
-        data = data[:cap]
-    return data.decode("utf-8", "ignore"), size
 
 
 def _frames(rec: dict) -> tuple[int, int, int] | None:
@@ -287,6 +170,14 @@ class _Session:
         self.orphans: list[Span] = []
         self.turns = 0
         self.replayed = 0
+        #: what each type of record does to the spans
+        self.handlers: dict[str, Callable[[dict, int], list[Span] | None]] = {
+            "message": self.message, "tool_call": self.tool_call,
+            "tool_result": self.tool_result, "state": self.state,
+            "permission": self.permission, "input_request": self.input_request,
+            "usage_summary": self.usage_summary, "config_change": self.config_change,
+            "subagent": self.subagent, "session_info": self.session_info,
+        }
 
     def _lineage(self, header: dict) -> None:
         """A fork and a subagent link to the session they came from (ASR-718, ASR-721)."""
@@ -455,7 +346,7 @@ class _Session:
             a["acp.tool.terminal_id"] = exec_["terminalId"]
         self._ends_after(span, rec, t)
 
-    def state(self, rec: dict, t: int) -> Iterator[list[Span]]:
+    def state(self, rec: dict, t: int) -> list[Span] | None:
         state = rec.get("state")
         if state == "running":
             if self.turn is None:
@@ -464,43 +355,47 @@ class _Session:
                 # v2: the turn runs from `running` to `idle`
                 self.turn.start = t
                 self.turn.attributes["acp.turn.running"] = True
-            return
+            return None
         if state == "idle":
-            turn = self.turn
-            if turn is None:  # no prompt record: a subagent's turn, or a prompt
-                # answered with an error; it started with the first record since the
-                # last turn (or, with none, is known only by its end)
-                turn = self.open_turn(self.idle_since if self.idle_since is not None
-                                      else t, rec, None)
-                turn.attributes["acp.turn.prompted"] = False
-                for o in self.orphans:
-                    o.parent_id = turn.span_id
-                    self.loose.remove(o)
-                    self.turn_tools.append(o)
-            a = turn.attributes
-            stop = rec.get("stopReason")
-            if isinstance(stop, str):
-                a["gen_ai.response.finish_reasons"] = [stop]
-                a["acp.stop_reason"] = stop
-                if stop == "refusal":
-                    turn.status = "error"
-                    turn.status_message = "refusal"
-                    a["error.type"] = "refusal"
-            err = rec.get("error")
-            if type(err) is dict:
-                turn.status = "error"
-                msg = err.get("message")
-                turn.status_message = msg if isinstance(msg, str) else "error"
-                a["error.type"] = str(err.get("code", "error"))
-            elif turn.status == "unset":
-                turn.status = "ok"
-            a.update(_tokens(rec.get("usage")))
-            yield self.close_turn(turn, t)
-            return
+            return self.idle(rec, t)
         if state in ("resumed", "ended"):
             self.root.events.append(Event(f"acp.session.{state}", t))
         else:  # requires_action, a vendor state: on the turn
             self.parent().events.append(Event("acp.state", t, {"acp.state": str(state)}))
+        return None
+
+    def idle(self, rec: dict, t: int) -> list[Span]:
+        """The turn ends (one opened here when no prompt record began it)."""
+        turn = self.turn
+        if turn is None:  # no prompt record: a subagent's turn, or a prompt
+            # answered with an error; it started with the first record since the
+            # last turn (or, with none, is known only by its end)
+            turn = self.open_turn(self.idle_since if self.idle_since is not None
+                                  else t, rec, None)
+            turn.attributes["acp.turn.prompted"] = False
+            for o in self.orphans:
+                o.parent_id = turn.span_id
+                self.loose.remove(o)
+                self.turn_tools.append(o)
+        a = turn.attributes
+        stop = rec.get("stopReason")
+        if isinstance(stop, str):
+            a["gen_ai.response.finish_reasons"] = [stop]
+            a["acp.stop_reason"] = stop
+            if stop == "refusal":
+                turn.status = "error"
+                turn.status_message = "refusal"
+                a["error.type"] = "refusal"
+        err = rec.get("error")
+        if type(err) is dict:
+            turn.status = "error"
+            msg = err.get("message")
+            turn.status_message = msg if isinstance(msg, str) else "error"
+            a["error.type"] = str(err.get("code", "error"))
+        elif turn.status == "unset":
+            turn.status = "ok"
+        a.update(_tokens(rec.get("usage")))
+        return self.close_turn(turn, t)
 
     def feed(self, rec: dict) -> Iterator[list[Span]]:
         t = ts_ns(rec.get("ts"))
@@ -513,81 +408,92 @@ class _Session:
         self.seen(t, rec)
         if self.turn is None and self.idle_since is None and typ in _ACTIVITY:
             self.idle_since = t
-        if typ == "message":
-            if rec.get("role") == "user" and rec.get("origin") == "prompt":
-                if self.turn is not None:  # the last prompt was never answered
-                    yield self.close_turn(self.turn, None)
-                self.open_turn(t, rec, rec)
-            elif self.turn is not None and rec.get("role") == "assistant":
-                a = self.turn.attributes
-                content = rec.get("content")
-                reasoning = (type(content) is list and content
-                             and type(content[0]) is dict
-                             and content[0].get("type") == "reasoning")
-                key = "acp.turn.reasoning_messages" if reasoning else "acp.turn.messages"
-                a[key] = a.get(key, 0) + 1
-                if not reasoning:
-                    size = _text_size(content)
-                    a["acp.turn.output.size"] = a.get("acp.turn.output.size", 0) + size
-        elif typ == "tool_call":
-            self.tool_call(rec, t)
-        elif typ == "tool_result":
-            self.tool_result(rec, t)
-        elif typ == "state":
-            yield from self.state(rec, t)
-        elif typ == "permission":
-            attrs = {"acp.permission.request_id": str(rec.get("requestId"))}
-            for k, name in (("title", "acp.permission.title"),
-                            ("status", "acp.permission.status"),
-                            ("decision", "acp.permission.decision"),
-                            ("selectedOptionId", "acp.permission.selected_option_id")):
-                if isinstance(rec.get(k), str):
-                    attrs[name] = rec[k]
-            subject = rec.get("subject")
-            if type(subject) is not dict:
-                subject = {}
-            if isinstance(subject.get("callId"), str):
-                attrs["gen_ai.tool.call.id"] = subject["callId"]
-            if isinstance(subject.get("command"), str):
-                attrs["acp.permission.command"] = subject["command"]
-            self.event_target(subject.get("callId")).events.append(
-                Event("acp.permission", t, attrs))
-        elif typ == "input_request":
-            attrs = {"acp.elicitation.request_id": str(rec.get("requestId"))}
-            for k, name in (("mode", "acp.elicitation.mode"),
-                            ("message", "acp.elicitation.message"),
-                            ("status", "acp.elicitation.status")):
-                if isinstance(rec.get(k), str):
-                    attrs[name] = rec[k]
-            if isinstance(rec.get("callId"), str):
-                attrs["gen_ai.tool.call.id"] = rec["callId"]
-            self.event_target(rec.get("callId")).events.append(
-                Event("acp.elicitation", t, attrs))
-        elif typ == "usage_summary":
-            got = _usage_summary(rec)
-            self.root.attributes.update(got)
+        handle = self.handlers.get(typ) if typ.__class__ is str else None
+        if handle is not None:
+            done = handle(rec, t)
+            if done is not None:
+                yield done
+
+    # -- one handler per record type (:attr:`handlers`); each returns the spans it ended
+
+    def message(self, rec: dict, t: int) -> list[Span] | None:
+        if rec.get("role") == "user" and rec.get("origin") == "prompt":
+            ended = None
+            if self.turn is not None:  # the last prompt was never answered
+                ended = self.close_turn(self.turn, None)
+            self.open_turn(t, rec, rec)
+            return ended
+        if self.turn is not None and rec.get("role") == "assistant":
+            a = self.turn.attributes
+            content = rec.get("content")
+            reasoning = (type(content) is list and content
+                         and type(content[0]) is dict
+                         and content[0].get("type") == "reasoning")
+            key = "acp.turn.reasoning_messages" if reasoning else "acp.turn.messages"
+            a[key] = a.get(key, 0) + 1
+            if not reasoning:
+                size = _text_size(content)
+                a["acp.turn.output.size"] = a.get("acp.turn.output.size", 0) + size
+        return None
+
+    def permission(self, rec: dict, t: int) -> None:
+        attrs = {"acp.permission.request_id": str(rec.get("requestId"))}
+        for k, name in (("title", "acp.permission.title"),
+                        ("status", "acp.permission.status"),
+                        ("decision", "acp.permission.decision"),
+                        ("selectedOptionId", "acp.permission.selected_option_id")):
+            if isinstance(rec.get(k), str):
+                attrs[name] = rec[k]
+        subject = rec.get("subject")
+        if type(subject) is not dict:
+            subject = {}
+        if isinstance(subject.get("callId"), str):
+            attrs["gen_ai.tool.call.id"] = subject["callId"]
+        if isinstance(subject.get("command"), str):
+            attrs["acp.permission.command"] = subject["command"]
+        self.event_target(subject.get("callId")).events.append(
+            Event("acp.permission", t, attrs))
+
+    def input_request(self, rec: dict, t: int) -> None:
+        attrs = {"acp.elicitation.request_id": str(rec.get("requestId"))}
+        for k, name in (("mode", "acp.elicitation.mode"),
+                        ("message", "acp.elicitation.message"),
+                        ("status", "acp.elicitation.status")):
+            if isinstance(rec.get(k), str):
+                attrs[name] = rec[k]
+        if isinstance(rec.get("callId"), str):
+            attrs["gen_ai.tool.call.id"] = rec["callId"]
+        self.event_target(rec.get("callId")).events.append(
+            Event("acp.elicitation", t, attrs))
+
+    def usage_summary(self, rec: dict, t: int) -> None:
+        got = _usage_summary(rec)
+        self.root.attributes.update(got)
+        if self.turn is not None:
+            self.turn.attributes.update(got)
+
+    def config_change(self, rec: dict, t: int) -> None:
+        model = rec.get("model")
+        if type(model) is dict and isinstance(model.get("id"), str):
+            self.model = model["id"]
+            self.root.attributes["gen_ai.request.model"] = self.model
             if self.turn is not None:
-                self.turn.attributes.update(got)
-        elif typ == "config_change":
-            model = rec.get("model")
-            if type(model) is dict and isinstance(model.get("id"), str):
-                self.model = model["id"]
-                self.root.attributes["gen_ai.request.model"] = self.model
-                if self.turn is not None:
-                    self.turn.attributes["gen_ai.request.model"] = self.model
-            if isinstance(rec.get("mode"), str):
-                self.parent().attributes["acp.mode"] = rec["mode"]
-        elif typ == "subagent":
-            child = rec.get("childSession")
-            if isinstance(child, str) and rec.get("supersedes") is None:
-                attrs = {"acp.link.type": "subagent", "gen_ai.conversation.id": child}
-                if isinstance(rec.get("title"), str):
-                    attrs["acp.subagent.title"] = rec["title"]
-                self.parent().links.append(Link(self.ids.trace(child),
-                                                self.ids.span(child, "session"), attrs))
-        elif typ == "session_info":
+                self.turn.attributes["gen_ai.request.model"] = self.model
+        if isinstance(rec.get("mode"), str):
+            self.parent().attributes["acp.mode"] = rec["mode"]
+
+    def subagent(self, rec: dict, t: int) -> None:
+        child = rec.get("childSession")
+        if isinstance(child, str) and rec.get("supersedes") is None:
+            attrs = {"acp.link.type": "subagent", "gen_ai.conversation.id": child}
             if isinstance(rec.get("title"), str):
-                self.root.attributes["acp.session.title"] = rec["title"]
+                attrs["acp.subagent.title"] = rec["title"]
+            self.parent().links.append(Link(self.ids.trace(child),
+                                            self.ids.span(child, "session"), attrs))
+
+    def session_info(self, rec: dict, t: int) -> None:
+        if isinstance(rec.get("title"), str):
+            self.root.attributes["acp.session.title"] = rec["title"]
 
     def finish(self) -> list[Span]:
         out: list[Span] = []

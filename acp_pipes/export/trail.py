@@ -16,7 +16,7 @@ themselves are kept beside them (``semantic.call_id``, the header's meta).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC
 from typing import Any
 
@@ -24,7 +24,7 @@ import orjson
 from blake3 import blake3
 
 from acp_pipes.errors import Note, Warn
-from acp_pipes.export.spans import DEFAULT_CAP, capped, ts_ns
+from acp_pipes.export.fields import DEFAULT_CAP, capped, ts_ns
 
 __all__ = ["LOSSES", "SCHEMA_VERSION", "Written", "export_trail", "trail_files", "trail_lines"]
 
@@ -145,6 +145,16 @@ class _Trail:
         self.ended = False
         self.idle = False
         self.uid = _uid("session", sid)
+        #: the events each type of record makes (any other type: :meth:`other`)
+        self.handlers: dict[str, Callable[[dict, int], Iterable[dict]]] = {
+            "message": self.message, "tool_call": self.tool_call,
+            "tool_result": self.tool_result, "permission": self.permission,
+            "input_request": self.input_request, "state": self.state,
+            "config_change": self.config_change, "session_info": self.session_info,
+            "subagent": self.subagent,
+            **dict.fromkeys(("plan", "compaction", "terminal", "file_change",
+                             "usage_summary"), self.lost),
+        }
 
     def event(self, typ: str, rec: dict, t: int, payload: dict, key: str = "",
               **more: Any) -> dict:
@@ -159,7 +169,8 @@ class _Trail:
             ev["meta"] = {_X + "replayed": True}  # history the agent replayed (ASR-707)
         return ev
 
-    def feed(self, rec: dict) -> Iterator[dict]:
+    def feed(self, rec: dict) -> Iterable[dict]:
+        """The events of one record (its handler's, made as they are taken)."""
         t = ts_ns(rec.get("ts"))
         if t is None:
             t = ts_ns(rec.get("observedAt"))
@@ -168,122 +179,144 @@ class _Trail:
         if self.first is None:
             self.first = t
         typ = rec.get("type")
-        if typ == "message":
-            text, other = _text(rec.get("content"))
-            self.dropped_blocks |= other
-            role, origin = rec.get("role"), rec.get("origin")
-            content = rec.get("content")
-            if (role == "assistant" and type(content) is list and content
-                    and type(content[0]) is dict and content[0].get("type") == "reasoning"):
-                yield self.event("agent_thinking", rec, t,
-                                 {"text": str(content[0].get("text", ""))})
-            elif role == "assistant":
-                payload: dict[str, Any] = {"text": text}
-                if self.model:
-                    payload["model"] = self.model
-                yield self.event("agent_message", rec, t, payload)
-            elif role == "user":
-                payload = {"text": text}
-                if origin not in (None, "prompt"):
-                    payload["origin"] = "injected"  # another session's message (ASR-735)
-                yield self.event("user_message", rec, t, payload)
-            else:  # a notice: the harness speaking
-                yield self.event("system_event", rec, t,
-                                 {"kind": _X + "notice", "text": text})
-        elif typ == "tool_call":
-            call_id = rec.get("callId")
-            if isinstance(call_id, str) and call_id in self.calls and rec.get("supersedes"):
-                return  # a revision of a call already written: Agent Trail has no patch
-            kind, args, extras = _tool(rec, self.cap)
-            ev = self.event("tool_call", rec, t, {"tool": kind, "args": args, **extras})
-            if isinstance(call_id, str):
-                ev["semantic"] = {"call_id": call_id, "tool_kind": kind}
-                self.calls[call_id] = self.open[call_id] = ev["id"]
-            yield ev
-        elif typ == "tool_result":
-            call_id = rec.get("callId")
-            for_id = self.open.pop(call_id, None) if isinstance(call_id, str) else None
-            if for_id is None:
-                return  # a revised result of a call already answered
-            status = rec.get("status")
-            if status == "cancelled":
-                yield self.event("tool_call_aborted", rec, t, {
-                    "scope": "tool_call", "for_id": for_id, "reason": "user_interrupt"})
-                return
-            payload = {"for_id": for_id, "ok": status == "completed"}
-            out: Any = rec.get("raw")
-            display = rec.get("displayContent")
-            if display is not None:
-                text, _ = _text(display)
-                out = text or out
-            got = capped(out, self.cap)
-            if got is not None:
-                payload["output"], size = got
-                if size > self.cap:
-                    payload.update(truncated=True, output_size=size)
-            if status != "completed":
-                payload["error"] = f"status {status}"
-            yield self.event("tool_result", rec, t, payload,
-                             semantic={"call_id": call_id})
-        elif typ == "permission":
-            data = {k: rec[k] for k in ("requestId", "title", "description", "subject")
-                    if k in rec}
-            yield self.event("system_event", rec, t, {"kind": "permission_request",
-                                                      "data": data})
-            if rec.get("status") in ("resolved", "failed"):
-                decision = {k: rec[k] for k in ("requestId", "status", "decision",
-                                                "selectedOptionId") if k in rec}
-                yield self.event("system_event", rec, t, {"kind": "permission_decision",
-                                                          "data": decision}, "decision")
-        elif typ == "input_request":
-            qid = str(rec.get("requestId"))
-            q = self.event("user_query", rec, t, {"questions": [
-                {"id": qid, "question": str(rec.get("message", ""))}]})
-            yield q
-            if rec.get("status") == "answered":
-                answer: dict[str, Any] = {"selected": []}
-                if rec.get("response") is not None:
-                    answer["other"] = orjson.dumps(rec["response"]).decode()
-                yield self.event("user_query_response", rec, t, {
-                    "for_id": q["id"], "answers": {qid: answer}}, "answer")
-        elif typ == "state":
-            state = rec.get("state")
-            if state == "idle":
-                data = {k: rec[k] for k in ("stopReason", "error") if k in rec}
-                self.idle = True
-                yield self.event("system_event", rec, t, {"kind": "turn_end", "data": data})
-                yield from self._turn_over(rec, t)
-            elif state == "running":
-                self.idle = False
-                yield self.event("system_event", rec, t, {"kind": "turn_start"})
-            elif state == "ended":
-                self.ended = True
-            else:
-                yield self.event("system_event", rec, t, {"kind": _X + "state",
-                                                          "data": {"state": str(state)}})
-        elif typ == "config_change":
-            model = rec.get("model")
-            if type(model) is dict and isinstance(model.get("id"), str):
-                payload = {"to_model": model["id"], "trigger": "external"}
-                if self.model:
-                    payload["from_model"] = self.model
-                self.model = model["id"]
-                yield self.event("model_change", rec, t, payload)
-        elif typ == "session_info":
-            if isinstance(rec.get("title"), str):
-                self.title = rec["title"]
-        elif typ == "subagent" and not rec.get("supersedes"):
-            child = rec.get("childSession")
-            yield self.event("system_event", rec, t, {"kind": "subagent_start", "data": {
-                "session_uid": _uid("session", str(child)), "acp_session_id": str(child)}})
-        elif typ in ("plan", "compaction", "terminal", "file_change", "usage_summary"):
-            return  # declared lost (LOSSES)
-        elif isinstance(typ, str):
-            name = typ.rsplit("/", 1)[-1].lower()
-            clean = "".join(c if c.isalnum() or c in "_-" else "_" for c in name) or "record"
-            if not clean[0].isalnum():
-                clean = "r" + clean
-            yield self.event("system_event", rec, t, {"kind": _X + clean})
+        if isinstance(typ, str):
+            return self.handlers.get(typ, self.other)(rec, t)
+        return ()
+
+    # -- one handler per record type (:attr:`handlers`), each the events it makes
+
+    def message(self, rec: dict, t: int) -> Iterator[dict]:
+        text, other = _text(rec.get("content"))
+        self.dropped_blocks |= other
+        role, origin = rec.get("role"), rec.get("origin")
+        content = rec.get("content")
+        if (role == "assistant" and type(content) is list and content
+                and type(content[0]) is dict and content[0].get("type") == "reasoning"):
+            yield self.event("agent_thinking", rec, t,
+                             {"text": str(content[0].get("text", ""))})
+        elif role == "assistant":
+            payload: dict[str, Any] = {"text": text}
+            if self.model:
+                payload["model"] = self.model
+            yield self.event("agent_message", rec, t, payload)
+        elif role == "user":
+            payload = {"text": text}
+            if origin not in (None, "prompt"):
+                payload["origin"] = "injected"  # another session's message (ASR-735)
+            yield self.event("user_message", rec, t, payload)
+        else:  # a notice: the harness speaking
+            yield self.event("system_event", rec, t,
+                             {"kind": _X + "notice", "text": text})
+
+    def tool_call(self, rec: dict, t: int) -> Iterator[dict]:
+        call_id = rec.get("callId")
+        if isinstance(call_id, str) and call_id in self.calls and rec.get("supersedes"):
+            return  # a revision of a call already written: Agent Trail has no patch
+        kind, args, extras = _tool(rec, self.cap)
+        ev = self.event("tool_call", rec, t, {"tool": kind, "args": args, **extras})
+        if isinstance(call_id, str):
+            ev["semantic"] = {"call_id": call_id, "tool_kind": kind}
+            self.calls[call_id] = self.open[call_id] = ev["id"]
+        yield ev
+
+    def tool_result(self, rec: dict, t: int) -> Iterator[dict]:
+        call_id = rec.get("callId")
+        for_id = self.open.pop(call_id, None) if isinstance(call_id, str) else None
+        if for_id is None:
+            return  # a revised result of a call already answered
+        status = rec.get("status")
+        if status == "cancelled":
+            yield self.event("tool_call_aborted", rec, t, {
+                "scope": "tool_call", "for_id": for_id, "reason": "user_interrupt"})
+            return
+        payload = {"for_id": for_id, "ok": status == "completed"}
+        out: Any = rec.get("raw")
+        display = rec.get("displayContent")
+        if display is not None:
+            text, _ = _text(display)
+            out = text or out
+        got = capped(out, self.cap)
+        if got is not None:
+            payload["output"], size = got
+            if size > self.cap:
+                payload.update(truncated=True, output_size=size)
+        if status != "completed":
+            payload["error"] = f"status {status}"
+        yield self.event("tool_result", rec, t, payload,
+                         semantic={"call_id": call_id})
+
+    def permission(self, rec: dict, t: int) -> Iterator[dict]:
+        data = {k: rec[k] for k in ("requestId", "title", "description", "subject")
+                if k in rec}
+        yield self.event("system_event", rec, t, {"kind": "permission_request",
+                                                  "data": data})
+        if rec.get("status") in ("resolved", "failed"):
+            decision = {k: rec[k] for k in ("requestId", "status", "decision",
+                                            "selectedOptionId") if k in rec}
+            yield self.event("system_event", rec, t, {"kind": "permission_decision",
+                                                      "data": decision}, "decision")
+
+    def input_request(self, rec: dict, t: int) -> Iterator[dict]:
+        qid = str(rec.get("requestId"))
+        q = self.event("user_query", rec, t, {"questions": [
+            {"id": qid, "question": str(rec.get("message", ""))}]})
+        yield q
+        if rec.get("status") == "answered":
+            answer: dict[str, Any] = {"selected": []}
+            if rec.get("response") is not None:
+                answer["other"] = orjson.dumps(rec["response"]).decode()
+            yield self.event("user_query_response", rec, t, {
+                "for_id": q["id"], "answers": {qid: answer}}, "answer")
+
+    def state(self, rec: dict, t: int) -> Iterator[dict]:
+        state = rec.get("state")
+        if state == "idle":
+            data = {k: rec[k] for k in ("stopReason", "error") if k in rec}
+            self.idle = True
+            yield self.event("system_event", rec, t, {"kind": "turn_end", "data": data})
+            yield from self._turn_over(rec, t)
+        elif state == "running":
+            self.idle = False
+            yield self.event("system_event", rec, t, {"kind": "turn_start"})
+        elif state == "ended":
+            self.ended = True
+        else:
+            yield self.event("system_event", rec, t, {"kind": _X + "state",
+                                                      "data": {"state": str(state)}})
+
+    def config_change(self, rec: dict, t: int) -> Iterator[dict]:
+        model = rec.get("model")
+        if type(model) is dict and isinstance(model.get("id"), str):
+            payload = {"to_model": model["id"], "trigger": "external"}
+            if self.model:
+                payload["from_model"] = self.model
+            self.model = model["id"]
+            yield self.event("model_change", rec, t, payload)
+
+    def session_info(self, rec: dict, t: int) -> Iterable[dict]:
+        if isinstance(rec.get("title"), str):
+            self.title = rec["title"]
+        return ()
+
+    def subagent(self, rec: dict, t: int) -> Iterator[dict]:
+        if rec.get("supersedes"):  # a revision: a record of its own kind, as any other
+            yield from self.other(rec, t)
+            return
+        child = rec.get("childSession")
+        yield self.event("system_event", rec, t, {"kind": "subagent_start", "data": {
+            "session_uid": _uid("session", str(child)), "acp_session_id": str(child)}})
+
+    def lost(self, rec: dict, t: int) -> Iterable[dict]:
+        """A record Agent Trail cannot hold: declared lost (:data:`LOSSES`)."""
+        return ()
+
+    def other(self, rec: dict, t: int) -> Iterator[dict]:
+        """A record of a type Agent Trail has no event for: a system event named by it."""
+        name = rec["type"].rsplit("/", 1)[-1].lower()
+        clean = "".join(c if c.isalnum() or c in "_-" else "_" for c in name) or "record"
+        if not clean[0].isalnum():
+            clean = "r" + clean
+        yield self.event("system_event", rec, t, {"kind": _X + clean})
 
     def _turn_over(self, rec: dict, t: int) -> Iterator[dict]:
         """Calls still open when their turn ends never got a result (ASR-705): aborted."""

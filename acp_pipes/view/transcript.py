@@ -40,20 +40,49 @@ def items(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     records = [r for r in records if isinstance(r, dict)]
     named = {_hashable(_terminal_of(r)) for r in records
              if r.get("type") == "tool_result" and _terminal_of(r) is not None}
-    out: list[dict[str, Any]] = []
-    tools: dict[Any, dict[str, Any]] = {}  # callId -> its card
-    shown: dict[Any, list[dict[str, Any]]] = {}  # terminalId a result names -> its records
-    where: dict[str, tuple[dict[str, Any], str, int | None]] = {}  # record id -> its slot
+    t = _Transcript()
+    for rec in records:
+        rtype = rec.get("type")
+        if not isinstance(rtype, str):
+            continue
+        if rtype == "terminal" and _hashable(rec.get("terminalId")) in named:
+            t.shown.setdefault(_hashable(rec.get("terminalId")), []).append(rec)
+            continue
+        if rec.get("supersedes") is not None and t.superseded(rec):
+            continue
+        t.handlers.get(rtype, t.simple)(rec, rtype)
+    for card in t.tools.values():  # a terminal's last record is its final state
+        tid = _terminal_of(card["result"]) if card["result"] is not None else None
+        recs = t.shown.get(_hashable(tid)) if tid is not None else None
+        if recs:
+            card["terminals"].append(recs[-1])
+    return t.out
 
-    def place(rec: dict[str, Any], item: dict[str, Any], key: str, pos: int | None) -> None:
+
+class _Transcript:
+    """The items being made (``out``), and where each record went (so a revision takes
+    its place): one handler per record type that is not an item of its own."""
+
+    def __init__(self) -> None:
+        self.out: list[dict[str, Any]] = []
+        self.tools: dict[Any, dict[str, Any]] = {}  # callId -> its card
+        #: terminalId a result names -> its records
+        self.shown: dict[Any, list[dict[str, Any]]] = {}
+        #: record id -> its slot: (item, key, position in the key's list or None)
+        self.where: dict[str, tuple[dict[str, Any], str, int | None]] = {}
+        self.handlers = {"tool_call": self.call_or_result, "tool_result": self.call_or_result,
+                         "file_change": self.file_change}
+
+    def place(self, rec: dict[str, Any], item: dict[str, Any], key: str, pos: int | None
+              ) -> None:
         rid = rec.get("id")
         if isinstance(rid, str):
-            where[rid] = (item, key, pos)
+            self.where[rid] = (item, key, pos)
 
-    def superseded(rec: dict[str, Any]) -> bool:
+    def superseded(self, rec: dict[str, Any]) -> bool:
         """Put ``rec`` where the record it supersedes is; False when there is none."""
         old = rec.get("supersedes")
-        slot = where.get(old) if isinstance(old, str) else None
+        slot = self.where.get(old) if isinstance(old, str) else None
         if slot is None:
             return False
         item, key, pos = slot
@@ -62,54 +91,44 @@ def items(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             item[key][pos] = rec
         item["revised"] = item.get("revised", 0) + 1
-        place(rec, item, key, pos)
+        self.place(rec, item, key, pos)
         return True
 
-    def tool(call_id: Any) -> dict[str, Any]:
+    def tool(self, call_id: Any) -> dict[str, Any]:
+        """The card of a tool call (made at its first record)."""
         key = _hashable(call_id)
-        card = tools.get(key)
+        card = self.tools.get(key)
         if card is None:
-            card = tools[key] = {"k": "tool", "call": None, "result": None, "changes": [],
-                                 "terminals": []}
-            out.append(card)
+            card = self.tools[key] = {"k": "tool", "call": None, "result": None,
+                                      "changes": [], "terminals": []}
+            self.out.append(card)
         return card
 
-    for rec in records:
-        rtype = rec.get("type")
-        if not isinstance(rtype, str):
-            continue
-        if rtype == "terminal" and _hashable(rec.get("terminalId")) in named:
-            shown.setdefault(_hashable(rec.get("terminalId")), []).append(rec)
-            continue
-        if rec.get("supersedes") is not None and superseded(rec):
-            continue
-        if rtype in ("tool_call", "tool_result"):
-            card = tool(rec.get("callId"))
-            key = "call" if rtype == "tool_call" else "result"
-            card[key] = rec
-            place(rec, card, key, None)
-        elif rtype == "file_change":
-            cause = rec.get("cause")
-            call_id = cause.get("callId") if isinstance(cause, dict) else None
-            if call_id is None:
-                item: dict[str, Any] = {"k": "changes", "changes": [rec]}
-                out.append(item)
-                place(rec, item, "changes", 0)
-                continue
-            card = tool(call_id)
-            card["changes"].append(rec)
-            place(rec, card, "changes", len(card["changes"]) - 1)
-        else:
-            item = {"k": _SIMPLE.get(rtype, "audit" if rtype != "terminal" else "terminal"),
-                    "r": rec}
-            out.append(item)
-            place(rec, item, "r", None)
-    for card in tools.values():  # a terminal's last record is its final state
-        tid = _terminal_of(card["result"]) if card["result"] is not None else None
-        recs = shown.get(_hashable(tid)) if tid is not None else None
-        if recs:
-            card["terminals"].append(recs[-1])
-    return out
+    def call_or_result(self, rec: dict[str, Any], rtype: str) -> None:
+        card = self.tool(rec.get("callId"))
+        key = "call" if rtype == "tool_call" else "result"
+        card[key] = rec
+        self.place(rec, card, key, None)
+
+    def file_change(self, rec: dict[str, Any], rtype: str) -> None:
+        """On its call's card (ASR-715), or an item of its own when no call caused it."""
+        cause = rec.get("cause")
+        call_id = cause.get("callId") if isinstance(cause, dict) else None
+        if call_id is None:
+            item: dict[str, Any] = {"k": "changes", "changes": [rec]}
+            self.out.append(item)
+            self.place(rec, item, "changes", 0)
+            return
+        card = self.tool(call_id)
+        card["changes"].append(rec)
+        self.place(rec, card, "changes", len(card["changes"]) - 1)
+
+    def simple(self, rec: dict[str, Any], rtype: str) -> None:
+        """An item of its own, of the kind its type says (an unknown type: audit)."""
+        item = {"k": _SIMPLE.get(rtype, "audit" if rtype != "terminal" else "terminal"),
+                "r": rec}
+        self.out.append(item)
+        self.place(rec, item, "r", None)
 
 
 def _terminal_of(result: dict[str, Any]) -> Any:
