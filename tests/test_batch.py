@@ -181,6 +181,7 @@ def test_a_corrupt_input_is_reported_while_the_rest_convert(corpus):
     assert f"{n} of {n} recordings: {n - 2} done, 0 skipped (done before), 2 failed" in err
 
 
+@pytest.mark.slow  # acp-batch's worker pool run five times
 def test_a_rerun_skips_what_is_done_and_redoes_what_changed(corpus):
     root, names = corpus
     assert batch(root, "asr", "runs", "-o", "out").returncode == 0
@@ -277,6 +278,7 @@ def _batch_running(root: Path, jobs: int, lines: int, **popen) -> subprocess.Pop
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+@pytest.mark.slow  # a pool of worker processes, killed and run again
 def test_a_batch_killed_half_way_then_rerun_ends_as_one_never_stopped(tmp_path, sig):
     n = 240
     _copies(tmp_path, n)
@@ -341,6 +343,7 @@ def _workers(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow  # a pool of worker processes, one killed
 def test_a_worker_process_killed_mid_batch_costs_nothing(tmp_path):
     """A local worker killed (the OOM killer, a stray kill -9): the pool is started again,
     the jobs it held are given once more, and the batch ends as one where none died."""

@@ -14,6 +14,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from tests.conftest import REPO, tool_env
 
 
@@ -40,6 +42,7 @@ def console_sessions(text: str) -> list[tuple[str, str]]:
     return [(c.replace("\\ ", " "), o) for c, o in pairs]
 
 
+@pytest.mark.slow  # every README pipeline, each tool a real process
 def test_readme_console_examples_run_as_shown(tmp_path):
     """In an empty scratch directory, as the README says to run them: they need nothing
     from the checkout but the tools."""
