@@ -16,7 +16,7 @@ NODE_STAMP := tests/clients/node_modules/.installed-stamp
 # Real ACP agents the tests run as peers (fast-agent), each in its own environment.
 PEERS_STAMP := .peers/.installed-stamp
 
-.PHONY: install peers demo check test test-agents test-export fuzz bench lint clean tools \
+.PHONY: install peers demo check test test-agents test-export fuzz bench lint layers clean tools \
         prereqs-demo prereqs-check prereqs-test manuals install-manuals
 
 # .venv: acp-pipes (editable) with its test and dev tools; pip alone, nothing else.
@@ -128,6 +128,10 @@ lint: install
 	$(BIN)/ruff check acp_pipes tests bench
 	for f in acp_pipes/view/static/*.js; do node --check "$$f" || exit 1; done
 	$(BIN)/mypy
+
+# The floors of the house and no import circles ([tool.importlinter] in pyproject.toml).
+layers: install
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(OUT) .pytest_cache .hypothesis .peers .mypy_cache

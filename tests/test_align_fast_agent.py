@@ -47,8 +47,9 @@ def runs(tmp_path_factory) -> dict:
 
 def align(*args) -> tuple[int, dict]:
     p = run_tool("align", *map(str, args), "--format", "json")
-    assert p.returncode in (0, 1), p.stderr
-    return p.returncode, orjson.loads(p.stdout)
+    s = orjson.loads(p.stdout)
+    assert p.returncode == (0 if s["equal"] else 1), p.stderr  # 0 the same, 1 they differ
+    return p.returncode, s
 
 
 def test_two_identical_runs_align_with_no_difference_and_no_flag(runs):

@@ -56,13 +56,15 @@ def edited(recs: list[dict], at: int, fn) -> list[dict]:
 
 def run(*args) -> tuple[int, dict, str]:
     p = run_tool("align", *map(str, args), "--format", "json")
-    assert p.returncode in (0, 1), p.stderr
-    return p.returncode, orjson.loads(p.stdout), p.stderr.decode()
+    s = orjson.loads(p.stdout)
+    assert p.returncode == (0 if s["equal"] else 1), p.stderr  # 0 the same, 1 they differ
+    return p.returncode, s, p.stderr.decode()
 
 
-def ops_of(*args) -> list[dict]:
+def ops_of(*args, status: int) -> list[dict]:
+    """The ops acp-align prints, its exit status ``status`` (0 the same, 1 they differ)."""
     p = run_tool("align", *map(str, args), "--format", "ops")
-    assert p.returncode in (0, 1), p.stderr
+    assert p.returncode == status, p.stderr
     return [orjson.loads(x) for x in p.stdout.splitlines()]
 
 
@@ -118,7 +120,7 @@ def test_a_floating_notification_one_run_lacks_is_a_note(echo, tmp_path):
     assert note["why"].startswith("it floats: RFD session-usage")
     assert s["counts"]["notes"] == 1 and s["counts"]["only-a"] == 0
     assert "1 step one run lacks, tolerated by the model of the same session" in err
-    ops = ops_of(echo["wire"], b)
+    ops = ops_of(echo["wire"], b, status=0)
     framed = run_tool("frame", str(echo["wire"])).stdout.splitlines()[1:]
     own = orjson.loads(framed[u])["hash"]  # under the model, an op's hash is the frame's own
     assert [o for o in ops if o["op"] != "equal"] == [
@@ -189,7 +191,7 @@ def test_an_answer_is_printed_after_the_request_it_answers(echo, tmp_path):
              edited(recs, ans, lambda m: {**m, "id": 900})[ans]]
     more = recs[:ans + 1] + again + recs[ans + 1:]
     b = write(tmp_path / "more.wire.jsonl", echo["head"], more)
-    ops = ops_of(echo["wire"], b)
+    ops = ops_of(echo["wire"], b, status=1)
     assert_order_kept(ops, recs, more)
     own = [o for o in ops if o["op"] != "equal"]
     assert [(o["op"], o["b"], o["dir"], o["kind"], o["difference"]) for o in own] == [
@@ -212,7 +214,7 @@ def test_the_order_printed_keeps_both_runs_happens_before(echo, tmp_path):
     a = write(tmp_path / "late.wire.jsonl", echo["head"], late)
     status, s, _ = run(a, echo["wire"])
     assert (status, s["distance"]) == (0, 0)
-    ops = ops_of(a, echo["wire"])
+    ops = ops_of(a, echo["wire"], status=0)
     assert all(o["op"] == "equal" for o in ops)
     assert_order_kept(ops, late, recs)
     assert [o["b"] for o in ops].index(ans) < [o["b"] for o in ops].index(upd)

@@ -162,4 +162,4 @@ def test_truncated_gz_keeps_what_came_before_the_cut(tmp_path):
         assert got[0] == records(full.stdout)[0]  # the same header
         assert len(got) > 20  # the prompts before the cut are there
     asr = records(run_tool("asr", str(cut)).stdout)
-    assert sum(1 for x in asr if x.get("type") == "message" and x.get("role") == "user") >= 5
+    assert sum(1 for x in asr if x.get("type") == "message" and x.get("role") == "user") >= 5  # where the cut falls depends on the zlib build

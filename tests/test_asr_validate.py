@@ -133,6 +133,7 @@ def test_each_file_starts_a_stream(tmp_path):
     assert got.stderr.decode().startswith(f"{b}:1: : no header: a stream must start")
 
 
+@pytest.mark.slow  # real acp-asr processes over a large stream, stopped early
 def test_invalid_stays_invalid_when_the_reader_stops_early(tmp_path):
     """``acp-asr --validate F 2>&1 | head``: once the reader has gone, the verdict is
     still 1 (not the quiet 0 of a tool whose output was cut), with no complaint at exit

@@ -86,7 +86,16 @@ def test_asr_mode_writes_what_acp_asr_writes(corpus):
     for name in names:
         assert tool(root, "asr", "-o", f"ref/{stem(name)}", name).returncode == 0
     expected = tree(root / "ref")
-    assert len(expected) >= 10  # every input has a stream, several have two or more
+    # every input has a stream, several have two or more
+    assert sorted(expected) == [
+        "ASR-701-one-stream-per-session/s-a.asr.jsonl",
+        "ASR-701-one-stream-per-session/s-b.asr.jsonl",
+        "ASR-702-identifiers-verbatim/sess%2F%C3%BC%201.asr.jsonl",
+        "ASR-705-final-and-cut-off/s.asr.jsonl",
+        "ASR-718-fork-lineage/child.asr.jsonl", "ASR-718-fork-lineage/parent.asr.jsonl",
+        "v1/ASR-700-v1-and-v2-together/v1-session.asr.jsonl",
+        "v1/ASR-700-v1-and-v2-together/v2-session.asr.jsonl",
+        "v1/ASR-701-v1-real-shapes/s-one.asr.jsonl", "v1/ASR-701-v1-real-shapes/s-two.asr.jsonl"]
     assert tree(root / "out") == expected
     entries = manifest(root / "out")
     assert sorted(entries) == names
@@ -130,9 +139,9 @@ def test_align_mode_writes_each_runs_diff_and_one_table(corpus, fmt):
     assert head[:2] == ["run", "status"] and len(rows) == len(names) + 1
     for name, row in zip(names, rows[1:], strict=True):
         ref = tool(root, "align", "--format", fmt, BASELINE, name)
-        assert ref.returncode in (0, 1), ref.stderr.decode()
         assert (root / "out" / (stem(name) + suffix)).read_bytes() == ref.stdout
         summary = json.loads(tool(root, "align", "--format", "json", BASELINE, name).stdout)
+        assert ref.returncode == (0 if summary["equal"] else 1), ref.stderr.decode()
         cells = dict(zip(head, row.split("\t"), strict=True))
         first = summary["first_divergence"]
         assert cells["run"] == name
@@ -172,6 +181,7 @@ def test_a_corrupt_input_is_reported_while_the_rest_convert(corpus):
     assert f"{n} of {n} recordings: {n - 2} done, 0 skipped (done before), 2 failed" in err
 
 
+@pytest.mark.slow  # acp-batch's worker pool run five times
 def test_a_rerun_skips_what_is_done_and_redoes_what_changed(corpus):
     root, names = corpus
     assert batch(root, "asr", "runs", "-o", "out").returncode == 0
@@ -268,6 +278,7 @@ def _batch_running(root: Path, jobs: int, lines: int, **popen) -> subprocess.Pop
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+@pytest.mark.slow  # a pool of worker processes, killed and run again
 def test_a_batch_killed_half_way_then_rerun_ends_as_one_never_stopped(tmp_path, sig):
     n = 240
     _copies(tmp_path, n)
@@ -332,6 +343,7 @@ def _workers(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow  # a pool of worker processes, one killed
 def test_a_worker_process_killed_mid_batch_costs_nothing(tmp_path):
     """A local worker killed (the OOM killer, a stray kill -9): the pool is started again,
     the jobs it held are given once more, and the batch ends as one where none died."""
@@ -467,7 +479,10 @@ def test_a_dask_worker_lost_mid_batch_costs_nothing(tmp_path):
 def test_file_urls_read_as_their_paths(corpus):
     root, names = corpus
     r = batch(root, "validate", f"file://{root}/runs", "-o", f"file://{root}/out")
-    assert r.returncode in (0, 1), r.stderr.decode()
+    # ASR-718-fork-lineage breaks the spec (acp-frame --validate exits 1 on it alone)
+    assert r.returncode == 1, r.stderr.decode()
+    assert [n for n, e in manifest(root / "out").items() if e["status"] == "invalid"] == [
+        f"file://{root}/runs/ASR-718-fork-lineage.jsonl"]
     for name in names:  # the URL is the source name the report gives
         got = (root / "out" / f"{stem(name)}.validate.jsonl").read_bytes()
         ref = tool(root, "frame", "--validate", str(root / name)).stdout

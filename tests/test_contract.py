@@ -154,7 +154,12 @@ def test_o_refuses_to_overwrite_an_input(case, rec, tmp_path):
         assert victim.read_bytes() == before
 
 
-@pytest.mark.parametrize("case", WRITES_O)
+#: Cases of -o whose real processes run more than a second (three runs each).
+SLOW_O = {"export otlp", "view"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_O
+                                  else c for c in WRITES_O])
 def test_o_replaces_the_file_only_when_the_run_succeeds(case, rec, tmp_path):
     files = _copy_inputs(rec, tmp_path)
     name, args = case.split()[0], [a.format(**files) for a in WRITES_O[case]]
@@ -162,7 +167,7 @@ def test_o_replaces_the_file_only_when_the_run_succeeds(case, rec, tmp_path):
     out.write_bytes(b"the previous run\n")
     out.chmod(0o640)
     ok = run_tool(name, *args, "-o", str(out))
-    assert ok.returncode in (0, 1), ok.stderr
+    assert ok.returncode == 0, ok.stderr  # (align: a recording and its own frames, the same)
     assert out.read_bytes() == run_tool(name, *args).stdout  # the same bytes as on stdout
     assert stat.S_IMODE(out.stat().st_mode) == 0o640  # the mode of the file it replaced
     out.write_bytes(b"the previous run\n")
@@ -338,7 +343,13 @@ def test_every_tool_is_held_to_the_contract():
     assert {c.split()[0] for c in BIG_OUTPUT} == set(EVERY_TOOL) - NO_STDOUT
 
 
-@pytest.mark.parametrize("name", EVERY_TOOL)
+#: Tools whose every exit status takes real processes more than a second to make happen
+#: (acp-batch's worker pool; acp-tee in front of an agent; acp-export's OTLP exporter).
+SLOW_STATUSES = {"batch", "tee", "export"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_STATUSES
+                                  else n for n in EVERY_TOOL])
 def test_every_documented_exit_status_happens(name, rec, tmp_path):
     """The exit statuses --help lists are the ones the tool returns: acp-fold and
     acp-asr used to list "1 a difference found", which they never return."""

@@ -482,6 +482,7 @@ def test_replay_as_the_agent_answers_before_the_trace_is_read_whole(tmp_path):
         p.wait()
 
 
+@pytest.mark.slow  # --client waits out its --timeout (10 s) of silence after the trace
 def test_client_mode_starts_before_the_trace_is_read_whole(tmp_path):
     """--client sends the first recorded client frame, and compares the agent's answer,
     while the rest of the trace is still to come."""

@@ -137,6 +137,7 @@ def tee_stdio(log: Path, stdin: bytes) -> subprocess.CompletedProcess:
 # -- stdio client, remote agent --------------------------------------------------------
 
 
+@pytest.mark.slow  # acp-tee, acpremote and an agent: real processes for seconds
 def test_connect_to_acpremote_is_the_stdio_session(tmp_path):
     """An editor on stdio reaching the echo agent served by acpremote gets the bytes it
     gets from the agent on stdio, and the log holds the same frames, which convert,
@@ -199,6 +200,7 @@ def test_an_unreachable_agent_is_said_and_logged(tmp_path):
     assert recs[-1]["end"] is True and recs[-1]["status"] == 126
 
 
+@pytest.mark.slow  # acp-tee, acpremote and an agent: real processes for seconds
 def test_credentials_pass_through_and_are_redacted_in_the_log(tmp_path):
     """acpremote refuses a client without its bearer token; with --header the token
     reaches it (the session runs), and the log holds a redaction token in its place."""
@@ -220,6 +222,7 @@ def test_credentials_pass_through_and_are_redacted_in_the_log(tmp_path):
         "Authorization": f"Bearer {SECRET}"}
 
 
+@pytest.mark.slow  # acp-tee, acpremote and an agent: real processes for seconds
 def test_credentials_in_urls_and_the_agents_command_line_are_redacted_in_the_log(tmp_path):
     """A password and a token parameter in the --connect URL reach the agent (the
     session runs) and are tokens in the header's transport and the ws-open event; the
@@ -714,6 +717,7 @@ def test_an_http_listener_refuses_what_the_rfd_refuses_and_goes_on(tmp_path):
     assert framed.returncode == 0 and b"not JSON" in framed.stderr
 
 
+@pytest.mark.slow  # a listener and its agents: real processes for seconds
 def test_a_log_that_fails_mid_session_never_breaks_it(tmp_path):
     """-o /dev/full: every write fails (ENOSPC); said once, the session goes on."""
     stdin = _client_frames()
@@ -823,6 +827,7 @@ def test_a_large_frame_and_a_last_line_without_lf_cross_exactly(tmp_path):
         [None, None, True]
 
 
+@pytest.mark.slow  # a listener and its agents: real processes for seconds
 def test_a_clients_view_through_the_proxy_is_its_view_without_it(tmp_path):
     """The same frames to acpremote directly and through acp-tee --listen --connect:
     the client receives the same bytes, and the log holds them as they crossed."""

@@ -168,6 +168,7 @@ def test_connect_http2_reaches_a_server_that_speaks_only_http2(tmp_path):
     assert {r["http"] for r in recs[1:]} == {"2"}
 
 
+@pytest.mark.slow  # a large frame through acp-tee over HTTP/2 both ways (seconds of real processes)
 def test_a_large_frame_crosses_http2_both_ways(tmp_path):
     """stdio -> acp-tee --connect --http2 -> acp-tee --listen -- echo-agent: a 3 MiB
     prompt (past every flow control window: 1 MiB a stream) goes up as one POST body

@@ -37,7 +37,7 @@ def _v1_table() -> list[str]:
 
 def test_every_v1_choice_names_its_fixture_and_every_fixture_a_choice():
     rows = _v1_table()
-    assert len(rows) >= 12
+    assert len(rows) >= 12  # a floor: the table was found (it grows); what it names is exact below
     named = set()
     for row in rows:
         fixtures = re.findall(r"`(ASR-[^`]+)`", row.rsplit("|", 2)[-2])
@@ -46,7 +46,7 @@ def test_every_v1_choice_names_its_fixture_and_every_fixture_a_choice():
     assert named <= {p.name for p in V1_CASES}, named - {p.name for p in V1_CASES}
     assert {p.name for p in V1_CASES} <= named
     choices = [r for r in rows if "(acp-pipes choice" in r]
-    assert len(choices) >= 9
+    assert len(choices) >= 9  # a floor, as the table grows
 
 
 @pytest.mark.parametrize("case", V1_CASES, ids=[p.name for p in V1_CASES])

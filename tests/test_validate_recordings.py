@@ -34,8 +34,10 @@ def tee(log, *agent: str) -> list[str]:
 
 def validate(*args: str) -> tuple[int, list[dict]]:
     r = run_tool("frame", "--validate", *args)
-    assert r.returncode in (0, 1), r.stderr
-    return r.returncode, [orjson.loads(x) for x in r.stdout.splitlines()]
+    out = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert out[-1]["type"] == "summary", out[-1]
+    assert r.returncode == (1 if out[-1]["violations"] else 0), r.stderr  # 1: a violation
+    return r.returncode, out
 
 
 def edit(log, seq: int, fn) -> None:
