@@ -124,7 +124,7 @@ bench: install tools
 
 # The pages' own scripts (acp_pipes/view/static) are parsed by node, as the browser would.
 # mypy checks acp_pipes as [tool.mypy] in pyproject.toml says (its cache in .mypy_cache).
-lint: install
+lint: install layers
 	$(BIN)/ruff check acp_pipes tests bench
 	for f in acp_pipes/view/static/*.js; do node --check "$$f" || exit 1; done
 	$(BIN)/mypy

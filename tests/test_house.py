@@ -6,6 +6,8 @@ runner; docs/ and --help are made from it)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -131,3 +133,16 @@ def test_argparse_is_imported_in_cli_alone():
              for f in argparse_imports(path, tree)]
     assert found == [], "argparse outside acp_pipes/cli:\n" + "\n".join(found)
     assert any(argparse_imports(p, t) for p, _n, t in sources() if cli in p.parents)
+
+
+def test_the_floors_hold_and_no_package_has_a_circle():
+    """The layers contract of pyproject.toml ([tool.importlinter]: cli over batch over
+    export and testing over replay, view and align over asr and sameness over fold,
+    frame, tee and echo over io over protocol over errors), and no import circle inside
+    any package: import-linter itself, as `make layers` runs it."""
+    tool = Path(sys.executable).with_name("lint-imports")
+    assert tool.is_file(), f"{tool} is missing: make install (the dev extra) installs it"
+    p = subprocess.run([str(tool), "--no-cache"], cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "2 kept, 0 broken" in p.stdout, p.stdout

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from acp_pipes.align.steps import Steps
 from acp_pipes.align.table import REPLIES, StepTable
 from acp_pipes.align.volatile import Volatile
-from acp_pipes.errors import Warn
 
 if TYPE_CHECKING:
     from acp_pipes.sameness.noise import Noise
@@ -107,20 +106,18 @@ class Learned:
         return self.noise.summary()
 
 
-def learn(path: str, others: Sequence[tuple[str, str]], volatile: Volatile,
-          warn: Warn | None = None) -> Learned:
-    """What differs between the trace ``path`` (run A) and each of ``others`` (``(name,
-    path)``), by the model, under ``volatile``'s rules."""
-    from acp_pipes.replay.trace import open_trace
+Frames = list[tuple[dict[str, Any], bytes]]
+
+
+def learn(primary: Frames, others: Sequence[tuple[str, Frames]], volatile: Volatile
+          ) -> Learned:
+    """What differs between the frames of run A and each of ``others`` (``(name,
+    frames)``), by the model, under ``volatile``'s rules. The frames are read by the
+    caller (a trace's reader is the replay's, a floor above this one)."""
     from acp_pipes.sameness.runs import learn_noise
 
-    def frames(p: str) -> list[tuple[dict[str, Any], bytes]]:
-        return list(open_trace(p, warn=warn))
-
-    primary = frames(path)
     rules = volatile.rules
-    noise = learn_noise(primary, [(name, frames(p)) for name, p in others],
-                        rules_for=lambda _name: rules)
+    noise = learn_noise(primary, list(others), rules_for=lambda _name: rules)
     return Learned(noise, primary)
 
 

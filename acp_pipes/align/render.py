@@ -13,7 +13,7 @@ from typing import Any
 from acp_pipes.align.comparison import Change, Comparison
 from acp_pipes.align.steps import Steps, StepTable
 from acp_pipes.io.terminal import Terminal, printable
-from acp_pipes.sameness.jsondiff import dumps  # a lone surrogate stays its escape
+from acp_pipes.protocol.jsontext import dumps  # a lone surrogate stays its escape
 
 __all__ = ["ABSENT", "ARROWS", "diff_lines", "ops", "show_values", "step_info", "summary"]
 

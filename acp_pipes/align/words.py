@@ -15,7 +15,7 @@ import orjson
 from acp_pipes.io.terminal import printable
 from acp_pipes.io.wire import decode_raw
 from acp_pipes.protocol.canonical import parse_json
-from acp_pipes.sameness.jsondiff import dumps as _dumps  # lone surrogates escaped, not refused
+from acp_pipes.protocol.jsontext import dumps as _dumps  # lone surrogates escaped, not refused
 
 __all__ = ["asr_kind", "clip", "message_of_record", "summarize_message",
            "summarize_record", "summary_of_line", "text_of"]

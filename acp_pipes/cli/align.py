@@ -12,7 +12,7 @@ import orjson
 from acp_pipes.cli.manual import page
 from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, Context, Tool, UsageError, run
 from acp_pipes.io.lines import STDIN
-from acp_pipes.sameness.jsondiff import dumps
+from acp_pipes.protocol.jsontext import dumps
 
 DESCRIPTION = """\
 Aligns two recordings step by step with an exact longest common subsequence (Myers'
@@ -301,12 +301,16 @@ def _learned(args, ctx: Context, a, b):
     """The noise between A and each --noise recording (by the model, under the rules
     both runs are compared by), said on stderr before the comparison."""
     from acp_pipes.align.model import learn
+    from acp_pipes.replay.trace import open_trace
 
     if a.kind != "trace" or a.model is None:
         raise UsageError("--noise learns from traces (wire logs, frames streams), not "
                          "ASR streams")
     a.model.decide([a.agent, b.agent])
-    learned = learn(a.path, [(n, n) for n in args.noise], a.model, ctx.warn)
+    def frames(path: str) -> list:
+        return list(open_trace(path, warn=ctx.warn))
+
+    learned = learn(frames(a.path), [(n, frames(n)) for n in args.noise], a.model)
     s = learned.summary()
     ctx.note(s["message"])
     for v in s.get("values") or []:

@@ -15,10 +15,10 @@ from acp_pipes.cli.runner import EXIT_DIFFERENT, EXIT_OK, UsageError
 from acp_pipes.errors import InputError
 from acp_pipes.io.lines import display_name, raw_lines
 from acp_pipes.io.output import create
+from acp_pipes.protocol.jsontext import dumps  # lone surrogates stay escapes
 from acp_pipes.replay.asr.index import read_indexed
 from acp_pipes.replay.asr.updates import Replay
 from acp_pipes.replay.asr.v1 import V1Replay
-from acp_pipes.sameness.jsondiff import dumps  # lone surrogates stay escapes
 
 __all__ = ["compare", "replay", "serve"]
 

@@ -46,8 +46,8 @@ class Reporter:
     def _say(self, event: dict[str, Any]) -> None:
         # imported when there is something to say (acp-replay --client starts its agent
         # before it loads them)
+        from acp_pipes.protocol.jsontext import dumps
         from acp_pipes.replay.reports import readable
-        from acp_pipes.sameness.jsondiff import dumps
 
         if not self.term.err_tty:
             err = sys.stderr

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from acp_pipes.sameness.jsondiff import dumps as _dumps
+from acp_pipes.protocol.jsontext import dumps as _dumps
 
 # JSON-RPC 2.0's own codes, and the ACP ones acp-pipes uses.
 PARSE_ERROR = -32700

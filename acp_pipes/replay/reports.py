@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from acp_pipes.io.terminal import printable
-from acp_pipes.sameness.jsondiff import dumps
+from acp_pipes.protocol.jsontext import dumps
 
 __all__ = ["readable"]
 

@@ -25,7 +25,7 @@ import base64
 import hashlib
 from typing import Any
 
-from acp_pipes.sameness.jsondiff import dumps
+from acp_pipes.protocol.jsontext import dumps
 
 __all__ = ["csp", "embed_json", "html_page"]
 

@@ -45,6 +45,7 @@ from typing import Any, BinaryIO
 
 from acp_pipes.io.wire import A2C, C2A
 from acp_pipes.protocol.jsonrpc import id_key
+from acp_pipes.protocol.jsontext import dumps
 from acp_pipes.replay.trace.answers import ClientSide
 from acp_pipes.replay.trace.ids import frame_value, splice_id, top_id_span
 from acp_pipes.replay.trace.options import ReplayOptions
@@ -61,7 +62,6 @@ from acp_pipes.replay.trace.recording import (
 )
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 from acp_pipes.replay.trace.tracefile import Trace, TraceReader
-from acp_pipes.sameness.jsondiff import dumps
 from acp_pipes.sameness.slots import Matched, Slot
 from acp_pipes.sameness.verdicts import Difference, Note
 from acp_pipes.tee.logfile import WireLog

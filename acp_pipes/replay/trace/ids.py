@@ -17,8 +17,8 @@ import re
 from typing import Any
 
 from acp_pipes.protocol.jsonrpc import IdKey, id_key, id_span
+from acp_pipes.protocol.jsontext import dumps
 from acp_pipes.sameness.events import UNPARSED, parse
-from acp_pipes.sameness.jsondiff import dumps
 
 __all__ = ["frame_value", "id_span", "note_live_id", "splice_id", "top_id_span"]
 
