@@ -28,7 +28,7 @@ from acp_pipes.lazy import lazy_names
 
 #: public name -> the module that defines it
 _HOME = {
-    "DriveResult": "client",
+    "DriveResult": "report",
     "drive_agent": "client",
     "ReplayOptions": "options",
     "ReplayResult": "agent",

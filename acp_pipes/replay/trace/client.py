@@ -40,7 +40,6 @@ import subprocess
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from acp_pipes.io.wire import A2C, C2A
@@ -60,6 +59,7 @@ from acp_pipes.replay.trace.recording import (
     asks,
     described,
 )
+from acp_pipes.replay.trace.report import DriveResult
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 from acp_pipes.replay.trace.tracefile import Trace, TraceReader
 from acp_pipes.sameness.slots import Matched, Slot
@@ -67,27 +67,6 @@ from acp_pipes.sameness.verdicts import Difference, Note
 from acp_pipes.tee.logfile import WireLog
 
 __all__ = ["DriveResult", "drive_agent"]
-
-@dataclass
-class DriveResult:
-    """``status``: ``ok`` (no difference; notes may say what was tolerated),
-    ``stopped`` (at the first difference, or with ``--keep-going`` after the last:
-    each is reported), ``agent_exited`` (the agent ended before the recorded session
-    did) or ``agent_failed`` (it exited before it sent anything: it did not start).
-    ``sent`` and ``received`` count the frames of the run each way."""
-
-    status: str
-    differences: int
-    sent: int
-    received: int
-    returncode: int | None
-    reports: list[dict[str, Any]] = field(default_factory=list)
-    notes: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
 
 class _Driver:
     """One run (see :func:`drive_agent`), on the calling thread alone: the agent's pipes
