@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_pipes.export.fields import DEFAULT_CAP, Ids, capped, ts_ns
+from acp_pipes.protocol.messages import is_reasoning, texts_of
 
 __all__ = ["Event", "Link", "Span", "session_spans"]
 
@@ -80,13 +81,8 @@ def _frames(rec: dict) -> tuple[int, int, int] | None:
 
 
 def _text_size(blocks: Any) -> int:
-    if type(blocks) is not list:
-        return 0
-    n = 0
-    for b in blocks:
-        if type(b) is dict and isinstance(b.get("text"), str):
-            n += len(b["text"].encode("utf-8", "surrogatepass"))
-    return n
+    """The UTF-8 size of the texts of ACP content (lone surrogates as they were sent)."""
+    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts_of(blocks)[0])
 
 
 # ACP's token usage (state.usage, the unstable per-turn usage) -> GenAI's names; the
@@ -426,9 +422,7 @@ class _Session:
         if self.turn is not None and rec.get("role") == "assistant":
             a = self.turn.attributes
             content = rec.get("content")
-            reasoning = (type(content) is list and content
-                         and type(content[0]) is dict
-                         and content[0].get("type") == "reasoning")
+            reasoning = type(content) is list and content and is_reasoning(content[0])
             key = "acp.turn.reasoning_messages" if reasoning else "acp.turn.messages"
             a[key] = a.get(key, 0) + 1
             if not reasoning:

@@ -25,6 +25,7 @@ from blake3 import blake3
 
 from acp_pipes.errors import Note, Warn
 from acp_pipes.export.fields import DEFAULT_CAP, capped, ts_ns
+from acp_pipes.protocol.messages import block_text, is_reasoning
 
 __all__ = ["LOSSES", "SCHEMA_VERSION", "Written", "export_trail", "trail_files", "trail_lines"]
 
@@ -87,19 +88,6 @@ def _agent_name(header: dict) -> str:
     if not clean[0].isalnum():
         clean = "a" + clean
     return f"x-acp/{clean}"
-
-
-def _text(blocks: Any) -> tuple[str, bool]:
-    """The text blocks of ACP content joined, and whether other blocks were left out."""
-    if type(blocks) is not list:
-        return "", False
-    texts, other = [], False
-    for b in blocks:
-        if type(b) is dict and isinstance(b.get("text"), str):
-            texts.append(b["text"])
-        else:
-            other = True
-    return "".join(texts), other
 
 
 def _tool(rec: dict, cap: int) -> tuple[str, dict, dict]:
@@ -186,12 +174,12 @@ class _Trail:
     # -- one handler per record type (:attr:`handlers`), each the events it makes
 
     def message(self, rec: dict, t: int) -> Iterator[dict]:
-        text, other = _text(rec.get("content"))
+        text, other = block_text(rec.get("content"))
         self.dropped_blocks |= other
         role, origin = rec.get("role"), rec.get("origin")
         content = rec.get("content")
         if (role == "assistant" and type(content) is list and content
-                and type(content[0]) is dict and content[0].get("type") == "reasoning"):
+                and is_reasoning(content[0])):
             yield self.event("agent_thinking", rec, t,
                              {"text": str(content[0].get("text", ""))})
         elif role == "assistant":
@@ -233,7 +221,7 @@ class _Trail:
         out: Any = rec.get("raw")
         display = rec.get("displayContent")
         if display is not None:
-            text, _ = _text(display)
+            text, _ = block_text(display)
             out = text or out
         got = capped(out, self.cap)
         if got is not None:
