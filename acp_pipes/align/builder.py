@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from acp_pipes.align.table import FLOATS, REPLIES, StepTable
+from acp_pipes.protocol.jsonrpc import id_key
 from acp_pipes.protocol.redact import may_hold_secrets
 from acp_pipes.sameness.floating import FLOATING, FLOATING_METHODS
 
@@ -418,9 +419,3 @@ def agent_of(rec: dict[str, Any]) -> str | None:
     from acp_pipes.sameness.volatile import agent_name
 
     return agent_name(msg)
-
-
-def id_key(rid: Any) -> tuple[str, Any]:
-    """A JSON-RPC id as a dict key (``1`` and ``"1"`` are two ids)."""
-    return (rid.__class__.__name__, rid if rid.__class__ is not list and
-            rid.__class__ is not dict else repr(rid))
