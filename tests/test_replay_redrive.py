@@ -686,3 +686,56 @@ def test_a_request_matched_by_its_bytes_is_answered_whatever_was_read_ahead(tmp_
         notes = [("note", "floating_missing")] if trace is a else []
         assert [(e["event"], e["kind"]) for e in _events(p)] == notes
         assert b'"optionId":"ok"' in b"".join(_frames(tmp_path / "o.jsonl", "c2a"))
+
+
+# a client that piped its whole script at once: its answers are in its stream before the
+# agent asked, and the recorded agent read them in that order
+
+
+def _record_piped(script: bytes, wire: Path) -> Path:
+    """Record ``script`` piped whole into the echo agent through the real acp-tee."""
+    import subprocess
+
+    from tests.conftest import tool_env
+
+    proc = subprocess.run(tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host",
+                                    "--", *tool_argv("echo-agent")),
+                          input=script, capture_output=True, env=tool_env(), timeout=60)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode()
+    return wire
+
+
+def _answered_ahead(wire: Path) -> int:
+    """How many recorded client answers were written before the agent asked."""
+    asked: set = set()
+    ahead = 0
+    for r in _records(wire)[1:]:
+        if "dir" not in r:
+            continue
+        v = orjson.loads(decode_raw(r))
+        if r["dir"] == "a2c" and "method" in v and "id" in v:
+            asked.add(v["id"])
+        elif r["dir"] == "c2a" and "method" not in v:
+            ahead += v["id"] not in asked
+    return ahead
+
+
+@pytest.mark.parametrize("script", [
+    pytest.param(lambda: (Path(__file__).parent.parent / "examples/hello/client.jsonl")
+                 .read_bytes(), id="hello"),
+    pytest.param(lambda: b"".join(x + b"\n" for x in client_session(
+        6, permission_every=2, elicit_every=3)), id="permissions-and-elicitations"),
+])
+@pytest.mark.parametrize("order", [[], ["--strict-order"]], ids=["model", "strict-order"])
+def test_a_piped_recording_redrives_in_the_recorded_clients_own_order(script, order,
+                                                                       tmp_path):
+    wire = _record_piped(script(), tmp_path / "piped.wire.jsonl")
+    assert _answered_ahead(wire) > 0  # (the case: answers recorded before their requests)
+    out = tmp_path / "rerun.jsonl"
+    p = run_tool("replay", "--client", str(wire), "-o", str(out), "--timeout", "20",
+                 *order, "--", *tool_argv("echo-agent"))
+    assert p.returncode == 0, p.stderr.decode()
+    # each step after an answer went after it, as the recorded client wrote them: the
+    # agent read the same stream and answered the same
+    assert _frames(out, "c2a") == _frames(wire, "c2a")
+    assert _frames(out, "a2c") == _frames(wire, "a2c")
