@@ -692,16 +692,23 @@ def test_a_request_matched_by_its_bytes_is_answered_whatever_was_read_ahead(tmp_
 # agent asked, and the recorded agent read them in that order
 
 
-def _record_piped(script: bytes, wire: Path) -> Path:
-    """Record ``script`` piped whole into the echo agent through the real acp-tee."""
+def _tee(wire: Path, *how: str, script: bytes = b"") -> bytes:
+    """Record the echo agent through the real acp-tee (``how``: its options, ``script``
+    its input); returns what it said on stderr."""
     import subprocess
 
     from tests.conftest import tool_env
 
-    proc = subprocess.run(tool_argv("tee", "-o", str(wire), "--clock", "epoch", "--no-host",
-                                    "--", *tool_argv("echo-agent")),
+    proc = subprocess.run(tool_argv("tee", *how, "-o", str(wire), "--clock", "epoch",
+                                    "--no-host", "--", *tool_argv("echo-agent")),
                           input=script, capture_output=True, env=tool_env(), timeout=60)
-    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stderr
+
+
+def _record_piped(script: bytes, wire: Path) -> Path:
+    """Record ``script`` piped whole into the echo agent through the real acp-tee."""
+    assert _tee(wire, script=script) == b""
     return wire
 
 
@@ -738,4 +745,23 @@ def test_a_piped_recording_redrives_in_the_recorded_clients_own_order(script, or
     # each step after an answer went after it, as the recorded client wrote them: the
     # agent read the same stream and answered the same
     assert _frames(out, "c2a") == _frames(wire, "c2a")
+    assert _frames(out, "a2c") == _frames(wire, "a2c")
+
+
+def test_an_answer_to_no_request_holds_no_step_back(tmp_path):
+    """A recorded client answer the agent never asked for (none in the whole recording)
+    is never sent, and the step the client wrote after it still goes."""
+    script = [x for x in (Path(__file__).parent.parent / "examples/hello/client.jsonl")
+              .read_bytes().splitlines() if b"/permission" not in x and b'"result"' not in x]
+    script.insert(len(script) - 1, b'{"jsonrpc":"2.0","id":99,"result":{}}')
+    wire, client = tmp_path / "stray.wire.jsonl", tmp_path / "stray.client.jsonl"
+    client.write_bytes(b"".join(x + b"\n" for x in script))
+    said = _tee(wire, "--script", str(client))  # (each frame once the one before went)
+    assert said == b"acp-echo-agent: stdin:4: response to unknown request id 99, ignored\n"
+    assert _answered_ahead(wire) == 1
+    out = tmp_path / "rerun.jsonl"
+    p = _redrive(wire, out, timeout="5")
+    assert p.returncode == 0, p.stderr.decode()
+    stray = b'{"jsonrpc":"2.0","id":99,"result":{}}'
+    assert _frames(out, "c2a") == [x for x in _frames(wire, "c2a") if x != stray]
     assert _frames(out, "a2c") == _frames(wire, "a2c")

@@ -171,9 +171,8 @@ class _Driver:
     def read_for_live(self) -> None:
         """Admit the recording as far as a live agent frame can reach: through the
         second client step not sent yet (a floating notification may come a step
-        early), and on while an answer read has its agent request still to read (a
-        client that answered ahead, its script piped in whole: its steps come before
-        the agent's frames, which go on to that request), or to its end."""
+        early), on to the request of an answer read before it (a script piped in
+        whole), or to its end."""
         pending, early = self.pending, self.client.early
         while (len(pending) < 2 or early) and self.admit() is not None:
             pass
@@ -196,13 +195,15 @@ class _Driver:
         return self.may_send(self.pending[0])
 
     def may_send(self, slot: Slot) -> bool:
-        """Whether the next recorded client step may go: after the agent frames it waits
-        for (:meth:`Matcher.may_send`; ``--strict-order``: all recorded before it), and
-        after the client frames recorded before it, which are one stream
-        (:meth:`ClientSide.holds`)."""
-        m = self.m
+        """Whether the next client step may go: after the agent frames it waits for
+        (``--strict-order``: all before it) and the client frames before it (holds)."""
+        m, client = self.m, self.client
         ok = m.in_order_sendable(slot) if self.opt.strict_order else m.may_send(slot)
-        return ok and (not m.open_c2a or not self.client.holds(slot, self.recording.more))
+        if not ok or not m.open_c2a:
+            return ok
+        if client.early:
+            self.read_for_live()  # on to the request of an answer read (or the end)
+        return not client.holds(slot, self.recording.more)
 
     def due(self) -> Slot | None:
         """The recorded agent frame the run waits for (admitted to the matcher first,
