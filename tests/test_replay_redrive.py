@@ -686,3 +686,82 @@ def test_a_request_matched_by_its_bytes_is_answered_whatever_was_read_ahead(tmp_
         notes = [("note", "floating_missing")] if trace is a else []
         assert [(e["event"], e["kind"]) for e in _events(p)] == notes
         assert b'"optionId":"ok"' in b"".join(_frames(tmp_path / "o.jsonl", "c2a"))
+
+
+# a client that piped its whole script at once: its answers are in its stream before the
+# agent asked, and the recorded agent read them in that order
+
+
+def _tee(wire: Path, *how: str, script: bytes = b"") -> bytes:
+    """Record the echo agent through the real acp-tee (``how``: its options, ``script``
+    its input); returns what it said on stderr."""
+    import subprocess
+
+    from tests.conftest import tool_env
+
+    proc = subprocess.run(tool_argv("tee", *how, "-o", str(wire), "--clock", "epoch",
+                                    "--no-host", "--", *tool_argv("echo-agent")),
+                          input=script, capture_output=True, env=tool_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stderr
+
+
+def _record_piped(script: bytes, wire: Path) -> Path:
+    """Record ``script`` piped whole into the echo agent through the real acp-tee."""
+    assert _tee(wire, script=script) == b""
+    return wire
+
+
+def _answered_ahead(wire: Path) -> int:
+    """How many recorded client answers were written before the agent asked."""
+    asked: set = set()
+    ahead = 0
+    for r in _records(wire)[1:]:
+        if "dir" not in r:
+            continue
+        v = orjson.loads(decode_raw(r))
+        if r["dir"] == "a2c" and "method" in v and "id" in v:
+            asked.add(v["id"])
+        elif r["dir"] == "c2a" and "method" not in v:
+            ahead += v["id"] not in asked
+    return ahead
+
+
+@pytest.mark.parametrize("script", [
+    pytest.param(lambda: (Path(__file__).parent.parent / "examples/hello/client.jsonl")
+                 .read_bytes(), id="hello"),
+    pytest.param(lambda: b"".join(x + b"\n" for x in client_session(
+        6, permission_every=2, elicit_every=3)), id="permissions-and-elicitations"),
+])
+@pytest.mark.parametrize("order", [[], ["--strict-order"]], ids=["model", "strict-order"])
+def test_a_piped_recording_redrives_in_the_recorded_clients_own_order(script, order,
+                                                                       tmp_path):
+    wire = _record_piped(script(), tmp_path / "piped.wire.jsonl")
+    assert _answered_ahead(wire) > 0  # (the case: answers recorded before their requests)
+    out = tmp_path / "rerun.jsonl"
+    p = run_tool("replay", "--client", str(wire), "-o", str(out), "--timeout", "20",
+                 *order, "--", *tool_argv("echo-agent"))
+    assert p.returncode == 0, p.stderr.decode()
+    # each step after an answer went after it, as the recorded client wrote them: the
+    # agent read the same stream and answered the same
+    assert _frames(out, "c2a") == _frames(wire, "c2a")
+    assert _frames(out, "a2c") == _frames(wire, "a2c")
+
+
+def test_an_answer_to_no_request_holds_no_step_back(tmp_path):
+    """A recorded client answer the agent never asked for (none in the whole recording)
+    is never sent, and the step the client wrote after it still goes."""
+    script = [x for x in (Path(__file__).parent.parent / "examples/hello/client.jsonl")
+              .read_bytes().splitlines() if b"/permission" not in x and b'"result"' not in x]
+    script.insert(len(script) - 1, b'{"jsonrpc":"2.0","id":99,"result":{}}')
+    wire, client = tmp_path / "stray.wire.jsonl", tmp_path / "stray.client.jsonl"
+    client.write_bytes(b"".join(x + b"\n" for x in script))
+    said = _tee(wire, "--script", str(client))  # (each frame once the one before went)
+    assert said == b"acp-echo-agent: stdin:4: response to unknown request id 99, ignored\n"
+    assert _answered_ahead(wire) == 1
+    out = tmp_path / "rerun.jsonl"
+    p = _redrive(wire, out, timeout="5")
+    assert p.returncode == 0, p.stderr.decode()
+    stray = b'{"jsonrpc":"2.0","id":99,"result":{}}'
+    assert _frames(out, "c2a") == [x for x in _frames(wire, "c2a") if x != stray]
+    assert _frames(out, "a2c") == _frames(wire, "a2c")

@@ -179,6 +179,24 @@ def test_a_client_answer_is_after_the_request_it_answers_and_chains_its_entity()
     assert preds[9] == [4, 5, 6, 8]  # the turn's answer: after all of the turn
 
 
+def test_prompts_sent_at_once_open_their_turns_one_after_another():
+    """A script piped in whole sends every prompt before the agent said anything: the
+    frames before the first prompt's answer are its turn's, not the last prompt's."""
+    prompt = [("c2a", req(n, "session/prompt", sessionId=SID, prompt=[])) for n in (2, 3)]
+    frames = [*session()[:4:2], *prompt, *session()[1:4:2],
+              a2c(chunk("one")), a2c(res(2, stopReason="end_turn")),
+              a2c(chunk("two")), a2c(res(3, stopReason="end_turn"))]
+    order = Order()
+    preds = [order.add(describe(i, r["dir"], raw)) for i, (r, raw) in
+             enumerate(run(*frames))]
+    assert [d for d, _ in frames] == ["c2a"] * 4 + ["a2c"] * 6
+    assert preds[6] == [2]  # the first chunk: the first prompt's
+    assert preds[7] == [2, 6]
+    assert preds[8] == [3]  # the second prompt's turn opens when the first one ends
+    assert preds[9] == [3, 8]
+    assert compare(frames, frames).same
+
+
 def test_minted_identifiers_are_a_renaming_and_must_stay_one_to_one():
     a = session([a2c(upd("tool_call", "s-a", toolCallId="t1", title="x"))], sid="s-a")
     b = session([a2c(upd("tool_call", "s-b", toolCallId="zz", title="x"))], sid="s-b")

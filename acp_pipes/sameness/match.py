@@ -26,7 +26,8 @@ The client's side: a re-drive sends the recorded client frames and says so
 (:meth:`Matcher.sent`); a client step may go once every recorded agent frame before it
 that the run must wait for (not floating, not optional) has matched
 (:meth:`Matcher.may_send`): what the client waited for is not in a log, so a step
-waits for all it had seen.
+waits for all it had seen; and after the client frames recorded before it
+(:meth:`Matcher.unsent_before`: an answer the agent has not asked for yet).
 
 Most frames of a run that goes as recorded match by their bytes, in the recorded order
 (:meth:`Matcher.fast`): a frame matched that way before the order was built past it is
@@ -331,18 +332,37 @@ class Matcher:
         for s in front:
             if s.index > slot.index:
                 return True
-            if s.state == DONE:
-                continue
-            if s.state == UNBUILT:
-                if self.holds(s.raw):
-                    return False
-                ev = s.event()
-                if not (ev.floating or ev.update in self.floating_extra
-                        or self._optional(s, ev) is not None):
-                    return False
-            elif s.gates:
+            if self.gates(s):
                 return False
         return True
+
+    def gates(self, s: Slot) -> bool:
+        """Whether the recorded agent frame ``s`` is one a client step after it waits for
+        and has not come: not floating, not optional, not matched (or given up)."""
+        state = s.state
+        if state == DONE:
+            return False
+        if state == UNBUILT:
+            if self.holds(s.raw):
+                return True
+            ev = s.event()
+            return not (ev.floating or ev.update in self.floating_extra
+                        or self._optional(s, ev) is not None)
+        return s.gates
+
+    def unsent_before(self, slot: Slot) -> list[Slot]:
+        """The recorded client frames before ``slot`` not sent (a client's bytes are one
+        stream: a re-drive sends none after them)."""
+        opened = self.c2a_open
+        while opened and opened[0].sent:
+            opened.popleft()
+        out = []
+        for s in opened:
+            if s.index >= slot.index:
+                break
+            if not s.sent:
+                out.append(s)
+        return out
 
     def waiting_for(self) -> Slot | None:
         """The first recorded agent frame the run waits for (for a timeout's report)."""

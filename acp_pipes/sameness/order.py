@@ -10,7 +10,9 @@ Two runs of one script agree on this partial order, not on the sequence:
    and the requests that make an agent send a session's history or its first frames:
    ``session/new``, ``load``, ``resume``, ``fork``), and before the frame that closes
    it: the answer to that request, or in ACP v2 a prompt's ``state_update`` ``idle``
-   (v2 answers a prompt at once and reports the turn's end as state);
+   (v2 answers a prompt at once and reports the turn's end as state); a session's turns
+   one after another: a prompt the client sent while a turn ran (a script piped in
+   whole sends them all at once) opens its turn when the one before it has ended;
 3. one entity's frames come in their order: one tool call's creation, updates,
    permission request (and the client's answer to it), one message's chunks (in v1,
    which has no ``messageId``, the turn's stream of each chunk kind), one terminal's
@@ -72,14 +74,15 @@ class Order:
     [[], [0], [], [0, 1]]
     """
 
-    __slots__ = ("version", "asked", "turns", "creating", "by_request", "tails", "member_of",
-                 "steps", "sessions")
+    __slots__ = ("version", "asked", "turns", "queued", "creating", "by_request", "tails",
+                 "member_of", "steps", "sessions")
 
     def __init__(self) -> None:
         self.version = 1  # the protocol version negotiated (initialize)
         # open requests: (direction, id key) -> (index, its chain key or None)
         self.asked: dict[tuple[str, Any], tuple[int, tuple | None]] = {}
         self.turns: dict[str, _Turn] = {}  # session -> its open turn
+        self.queued: dict[str, list[_Turn]] = {}  # session -> the turns it opens next
         self.creating: list[_Turn] = []  # session/new, fork not answered yet
         self.by_request: dict[Any, _Turn] = {}  # a turn by its request's id key
         self.tails: dict[tuple, int] = {}  # chain key -> its last frame
@@ -158,7 +161,10 @@ class Order:
             if ev.method in _CREATES or ev.session is None:
                 self.creating.append(turn)
             else:
-                self.turns[ev.session] = turn
+                if ev.session in self.turns:  # one runs: this one opens when it ends
+                    self.queued.setdefault(ev.session, []).append(turn)
+                else:
+                    self.turns[ev.session] = turn
                 self.sessions.add(ev.session)
         return []
 
@@ -244,8 +250,17 @@ class Order:
         for i in turn.members:
             self.member_of.pop(i, None)
         turn.members.clear()
-        if turn.session is not None and self.turns.get(turn.session) is turn:
-            del self.turns[turn.session]
+        session = turn.session
+        if session is not None:
+            queued = self.queued.get(session)
+            if self.turns.get(session) is turn:
+                del self.turns[session]
+                if queued:  # the next turn the client asked for opens
+                    self.turns[session] = queued.pop(0)
+            elif queued and turn in queued:  # ended before its turn came (refused)
+                queued.remove(turn)
+            if queued is not None and not queued:
+                del self.queued[session]
         if ev is not None and ev.update == "state_update":  # v2: the state is a chain too
             chain = (ev.session, "state", None)
             tail = self.tails.get(chain)

@@ -1,9 +1,11 @@
 """What a re-drive (:mod:`acp_pipes.replay.trace.client`) sends in the recorded client's
 place, besides its steps: the recorded answers to the agent's requests, kept by the
-recorded request's id until the live agent asks; each recorded client frame as it goes
-now (the minted names learned, the recorded working directory mapped onto
-``--workspace``); and the file writes the recorded client performed, performed under
-``--workspace`` (:mod:`acp_pipes.replay.trace.workspace`) or listed as not performed."""
+recorded request's id until the live agent asks (each paired with its recorded request,
+which a client that piped its whole script wrote after it, and holding back the client
+steps recorded after it); each recorded client frame as it goes now (the minted names
+learned, the recorded working directory mapped onto ``--workspace``); and the file
+writes the recorded client performed, performed under ``--workspace``
+(:mod:`acp_pipes.replay.trace.workspace`) or listed as not performed."""
 
 from __future__ import annotations
 
@@ -33,6 +35,12 @@ class ClientSide:
         # recorded request id -> its recorded answers, in order (an id can come again once
         # answered, and the trace is read ahead)
         self.answers: dict[IdKey, deque[Slot]] = {}
+        # the recorded agent requests read whose answer is not read yet, by id; the
+        # answers read before their request (a client that answered ahead: its script
+        # piped in whole), by id; a kept answer's index -> its request
+        self.unanswered: dict[IdKey, deque[Slot]] = {}
+        self.early: dict[IdKey, deque[Slot]] = {}
+        self.request_of: dict[int, Slot] = {}
         self.workspace: Workspace | None = None
         self.cwd: str | None = None  # the recorded session's working directory
         self.unwritten: list[dict[str, Any]] = []  # writes not performed (no workspace)
@@ -42,24 +50,57 @@ class ClientSide:
             self.workspace = Workspace(workspace)
 
     def keep(self, slot: Slot) -> None:
-        """A recorded answer (to an agent request), kept by the request's id."""
+        """A recorded answer (to an agent request), kept by the request's id, and paired
+        with that request when it was read (else it is an early one: :meth:`asked`
+        pairs it)."""
         key = id_key(slot.event().rid)
-        if key in self.answers:
-            self.answers[key].append(slot)
+        _push(self.answers, key, slot)
+        request = _pop(self.unanswered, key)
+        if request is None:
+            _push(self.early, key, slot)
         else:
-            self.answers[key] = deque((slot,))
+            self.request_of[slot.index] = request
+
+    def asked(self, slot: Slot) -> None:
+        """A recorded agent request read: paired with its answer when that was read
+        first, else waiting for it."""
+        key = id_key(slot.event().rid)
+        answer = _pop(self.early, key)
+        if answer is None:
+            _push(self.unanswered, key, slot)
+        else:
+            self.request_of[answer.index] = slot
+
+    def holds(self, step: Slot, more: bool) -> bool:
+        """Whether a recorded answer before the client step ``step`` is still to go (the
+        client wrote the step after it, and the recorded agent read them in that order;
+        ``more``: the recording has frames not read yet). An answer no longer holds a
+        step once its request came, or when it never can: given up, sent only sometimes
+        (optional), or not in the rest of the recording."""
+        m = self.m
+        for answer in m.unsent_before(step):
+            request = self.request_of.get(answer.index)
+            if request is None:
+                if more:
+                    return True  # its request is still to be read
+            elif m.gates(request):
+                return True
+        return False
 
     def has_answer(self, key: IdKey) -> bool:
         return key in self.answers
 
     def answer_to(self, key: IdKey) -> Slot | None:
         """The recorded answer to the request of id ``key`` (:func:`id_key`), taken."""
-        queued = self.answers.get(key)
-        if queued is None:
+        got = _pop(self.answers, key)
+        if got is None:
             return None
-        got = queued.popleft()
-        if not queued:
-            del self.answers[key]
+        if self.request_of.pop(got.index, None) is None:
+            early = self.early.get(key)
+            if early is not None and got in early:
+                early.remove(got)
+                if not early:
+                    del self.early[key]
         return got
 
     def mapped(self, slot: Slot) -> None:
@@ -123,3 +164,21 @@ class ClientSide:
     def close(self) -> None:
         if self.workspace is not None:
             self.workspace.close()
+
+
+def _push(table: dict[IdKey, deque[Slot]], key: IdKey, slot: Slot) -> None:
+    queued = table.get(key)
+    if queued is None:
+        table[key] = deque((slot,))
+    else:
+        queued.append(slot)
+
+
+def _pop(table: dict[IdKey, deque[Slot]], key: IdKey) -> Slot | None:
+    queued = table.get(key)
+    if queued is None:
+        return None
+    got = queued.popleft()
+    if not queued:
+        del table[key]
+    return got

@@ -12,13 +12,15 @@ re-drive did before the model.
 
 Pacing is the protocol's: a recorded client request or notification is sent once the
 agent frames recorded before it that a client waits for have come (so a prompt goes when
-the turn before it has ended; a floating notification is waited for by nobody), and the
-recorded client answers are not sent in their place: when the live agent asks
-(permission, elicitation, ``fs/*``, ``terminal/*``) and its request is the recorded one
-(method and content, under the view), the recorded answer to that request is sent with
-the live request's id. With ``--workspace DIR`` the recorded session's working directory
-is DIR in everything sent and compared, and a recorded ``fs/write_text_file`` the
-recorded client performed is performed under DIR
+the turn before it has ended; a floating notification is waited for by nobody) and the
+client frames recorded before it went (a client's bytes are one stream: a script piped
+in whole answers a permission ahead of the agent's request, and its next step goes after
+that answer); the recorded client answers are not sent in their place: when the live
+agent asks (permission, elicitation, ``fs/*``, ``terminal/*``) and its request is the
+recorded one (method and content, under the view), the recorded answer to that request
+is sent with the live request's id. With ``--workspace DIR`` the recorded session's
+working directory is DIR in everything sent and compared, and a recorded
+``fs/write_text_file`` the recorded client performed is performed under DIR
 (:mod:`acp_pipes.replay.trace.workspace`). The timeout is only for an agent that goes
 silent.
 
@@ -162,13 +164,17 @@ class _Driver:
                 self.pending.append(slot)
             if self.client.cwd is None and b'"cwd"' in raw:
                 self.client.mapped(slot)
+        elif asks(raw) and slot.event().kind == "request":
+            self.client.asked(slot)
         return slot
 
     def read_for_live(self) -> None:
         """Admit the recording as far as a live agent frame can reach: through the
         second client step not sent yet (a floating notification may come a step
-        early), or to its end."""
-        while len(self.pending) < 2 and self.admit() is not None:
+        early), on to the request of an answer read before it (a script piped in
+        whole), or to its end."""
+        pending, early = self.pending, self.client.early
+        while (len(pending) < 2 or early) and self.admit() is not None:
             pass
 
     def step_ready(self) -> bool:
@@ -189,9 +195,15 @@ class _Driver:
         return self.may_send(self.pending[0])
 
     def may_send(self, slot: Slot) -> bool:
-        if self.opt.strict_order:
-            return self.m.in_order_sendable(slot)
-        return self.m.may_send(slot)
+        """Whether the next client step may go: after the agent frames it waits for
+        (``--strict-order``: all before it) and the client frames before it (holds)."""
+        m, client = self.m, self.client
+        ok = m.in_order_sendable(slot) if self.opt.strict_order else m.may_send(slot)
+        if not ok or not m.open_c2a:
+            return ok
+        if client.early:
+            self.read_for_live()  # on to the request of an answer read (or the end)
+        return not client.holds(slot, self.recording.more)
 
     def due(self) -> Slot | None:
         """The recorded agent frame the run waits for (admitted to the matcher first,
@@ -397,6 +409,8 @@ class _Driver:
         ev = described(rec, raw) if asks(raw) else None
         m = self.m
         slot = m.take(rec, raw, ev)
+        if ev is not None and ev.kind == "request":
+            self.client.asked(slot)
         if len(m.unbuilt) > 2 * BACKLOG:  # an agent faster than the run: it never idles
             m.build_some(BACKLOG)
         return ev is None or ev.kind != "request" or self.answer(slot, raw)
