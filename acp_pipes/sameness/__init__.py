@@ -16,7 +16,8 @@ plugin, ``acp-align``). The reasoning is in docs/sameness.md.
 - :mod:`~acp_pipes.sameness.match`: a run matched online against a recording as a
   partial order (:class:`Matcher`), its recorded frames held as
   :mod:`~acp_pipes.sameness.slots`, what a frame that is not the same is named in
-  :mod:`~acp_pipes.sameness.mismatch`; :mod:`~acp_pipes.sameness.runs`: two finished
+  :mod:`~acp_pipes.sameness.mismatch`, ``--strict-order``'s sequence in
+  :mod:`~acp_pipes.sameness.strict`; :mod:`~acp_pipes.sameness.runs`: two finished
   recordings compared (:func:`compare_runs`).
 - :mod:`~acp_pipes.sameness.verdicts`: what a comparison finds: a :class:`Difference`
   (real) or a :class:`Note` (tolerated), each one JSON event.

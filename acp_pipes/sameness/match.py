@@ -414,37 +414,6 @@ class Matcher:
             opened.popleft()
         return not opened or opened[0].index > slot.index
 
-    def in_order(self, raw: bytes, seq: Any = None) -> Matched | Difference:
-        """A frame of the run against the first recorded agent frame not matched,
-        floating or not, as every re-drive compared before the model
-        (``--strict-order``)."""
-        self.build()
-        slot = next(self.unmatched(), None)
-        ev = describe(self.live_n, A2C, raw, parse(raw), seq=seq)
-        self.live_n += 1
-        if slot is None:
-            return Difference("extra", f"the agent sent frame live seq {seq}, more than "
-                              "was recorded", None, ev, None,
-                              self.view.live(ev.value, ev.kind == "request"))
-        trial = self._same(slot, ev)
-        if trial is not None:
-            return self._matched(slot, ev, trial)
-        d = mismatch.differs(self, slot, ev)
-        if slot.cls != ev.cls():  # another kind of frame where this one was recorded
-            rec = slot.event()
-            d.kind = "order"
-            d.message = (f"agent frame seq {rec.seq} ({rec.label}) was recorded next; the "
-                         f"agent sent {ev.label} (live seq {ev.seq})")
-        return d
-
-    def in_order_sendable(self, slot: Slot) -> bool:
-        """``--strict-order``: the client step ``slot`` goes once every agent frame
-        recorded before it came."""
-        front = self.front
-        while front and front[0].state == DONE:
-            front.popleft()
-        return not front or front[0].index > slot.index
-
     def live(self, raw: bytes, seq: Any = None) -> Matched | Difference | Note | None:
         """Match one frame of the run: :class:`Matched`, a :class:`Difference`, a
         :class:`Note` (an extra frame tolerated), or None (a floating notification held
@@ -460,11 +429,11 @@ class Matcher:
         if not self.renamed:  # the same bytes first: many frames of one class can be due
             for slot in cands:
                 if slot.raw == raw and not slot.rec.get("redacted"):
-                    return self._matched(slot, ev, ({}, {}))
+                    return self.matched(slot, ev, ({}, {}))
         for slot in cands:
-            trial = self._same(slot, ev)
+            trial = self.same(slot, ev)
             if trial is not None:
-                return self._matched(slot, ev, trial)
+                return self.matched(slot, ev, trial)
         return self._not_enabled(ev, cands)
 
     def _not_enabled(self, ev: Event, cands: list[Slot]) -> Matched | Difference | Note:
@@ -478,11 +447,11 @@ class Matcher:
         near = [s for s in ordered(self.waiting.get(cls))
                 if all(self.slots[p].dir == A2C for p in s.preds if p in self.slots)]
         for slot in near:
-            trial = self._same(slot, ev)
+            trial = self.same(slot, ev)
             if trial is not None:
                 return mismatch.out_of_order(self, slot, ev, trial)
         for slot in ordered(self.late.get(cls)):
-            trial = self._same(slot, ev)
+            trial = self.same(slot, ev)
             if trial is not None:
                 return mismatch.late(self, slot, ev, trial)
         paired = mismatch.pair(self, ev, cands) or mismatch.pair(self, ev, near)
@@ -493,7 +462,7 @@ class Matcher:
             return mismatch.differs(self, paired, ev)
         return mismatch.extra(self, ev)
 
-    def _same(self, slot: Slot, ev: Event) -> Trial | None:
+    def same(self, slot: Slot, ev: Event) -> Trial | None:
         """The names a match of ``slot`` with ``ev`` would learn, when they are the same
         frame under the view; None when they are not."""
         rec = slot.event()
@@ -522,7 +491,7 @@ class Matcher:
             if not self.renamed:
                 self.renamed = any(k != v for k, v in names.items())
 
-    def _matched(self, slot: Slot, ev: Event, trial: Trial) -> Matched:
+    def matched(self, slot: Slot, ev: Event, trial: Trial) -> Matched:
         self.commit(trial)
         self.mark_done(slot)
         if ev.kind == "request":
@@ -534,9 +503,9 @@ class Matcher:
         now = self.steps_sent
         for slot in ordered(self.floats.get(cls)):
             if slot.steps - WINDOW <= now <= slot.steps + WINDOW:
-                trial = self._same(slot, ev)
+                trial = self.same(slot, ev)
                 if trial is not None:
-                    return self._matched(slot, ev, trial)
+                    return self.matched(slot, ev, trial)
         self.held.append((ev, now))
         return None
 
@@ -567,9 +536,9 @@ class Matcher:
                     self.mark_done(slot)
                     continue
                 ev, _ = self.held.pop(pick)
-                trial = self._same(slot, ev)
+                trial = self.same(slot, ev)
                 if trial is not None:
-                    out.append(self._matched(slot, ev, trial))
+                    out.append(self.matched(slot, ev, trial))
                     continue
                 d = mismatch.differs(self, slot, ev)
                 d.message += " (a floating notification, in its window)"

@@ -64,6 +64,7 @@ from acp_pipes.replay.trace.recording import (
 from acp_pipes.replay.trace.report import DriveResult
 from acp_pipes.replay.trace.spawn import end_agent, start_agent
 from acp_pipes.replay.trace.tracefile import Trace, TraceReader
+from acp_pipes.sameness import strict
 from acp_pipes.sameness.slots import Matched, Slot
 from acp_pipes.sameness.verdicts import Difference, Note
 from acp_pipes.tee.logfile import WireLog
@@ -198,7 +199,7 @@ class _Driver:
         """Whether the next client step may go: after the agent frames it waits for
         (``--strict-order``: all before it) and the client frames before it (holds)."""
         m, client = self.m, self.client
-        ok = m.in_order_sendable(slot) if self.opt.strict_order else m.may_send(slot)
+        ok = strict.sendable(m, slot) if self.opt.strict_order else m.may_send(slot)
         if not ok or not m.open_c2a:
             return ok
         if client.early:
@@ -253,7 +254,7 @@ class _Driver:
         self.checked += 1
         got: Matched | Difference | Note | None
         if self.opt.strict_order:
-            got = self.m.in_order(raw, seq)
+            got = strict.in_order(self.m, raw, seq)
         else:
             got = self.m.live(raw, seq)
         if got is None:
