@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Marks the copy of a permission request's toolCall among the updates (not sent as one).
+PERMISSION = "_fromPermissionRequest"
+
 
 class Editor:
     """The SDK's client side, as an editor with a file system and terminals: allows every
@@ -25,7 +28,7 @@ class Editor:
         self.asked.append(call)
         # a v1 client shows the request's tool call as the call's new state (fast-agent
         # asks for its terminal calls under a toolCallId "pending" it never announced)
-        self.updates.append({"sessionUpdate": "tool_call_update", **call})
+        self.updates.append({"sessionUpdate": "tool_call_update", **call, PERMISSION: True})
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
 
@@ -71,9 +74,13 @@ class Editor:
 
 def seen_by_client(updates: list[dict]) -> dict:
     """What the client was sent, folded by the v1 rules: a run of chunks of one kind is
-    one message; a tool call is its announcement patched by its updates."""
+    one message; a tool call is its announcement patched by its updates (a permission
+    request's toolCall among them, as a v1 client shows it). ``announced``: the calls
+    the agent's own updates named (ASR stores a call a permission alone names as the
+    permission's subject only: docs/asr.md, the v1 mapping)."""
     messages: list[tuple[str, str]] = []
     calls: dict[str, dict] = {}
+    announced: set[str] = set()
     last = None
     for u in updates:
         kind = u["sessionUpdate"]
@@ -87,7 +94,9 @@ def seen_by_client(updates: list[dict]) -> dict:
             continue
         if kind in ("tool_call", "tool_call_update"):
             calls.setdefault(u["toolCallId"], {}).update(
-                {k: v for k, v in u.items() if k != "sessionUpdate"})
+                {k: v for k, v in u.items() if k not in ("sessionUpdate", PERMISSION)})
+            if not u.get(PERMISSION):
+                announced.add(u["toolCallId"])
         if kind in ("tool_call", "tool_call_update", "turn_end"):
             last = None
-    return {"messages": messages, "calls": calls}
+    return {"messages": messages, "calls": calls, "announced": announced}

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.sdk_editor import Editor
+from tests.sdk_editor import PERMISSION, Editor
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -366,7 +366,7 @@ class ScriptClient(Editor):
 
         call = tool_call.model_dump(by_alias=True, exclude_none=True)
         self.asked.append(call)
-        self.updates.append({"sessionUpdate": "tool_call_update", **call})
+        self.updates.append({"sessionUpdate": "tool_call_update", **call, PERMISSION: True})
         want = "reject" if self.reject and self.plant == "permission" else "allow"
         chosen = next((o for o in options if o.kind == f"{want}_once"), None) or next(
             (o for o in options if o.kind.startswith(want)), options[0])
