@@ -133,6 +133,26 @@ def test_how_far_ahead_a_client_wrote_is_no_difference(pair):
     assert not piped.get("notes")  # none for where the prompts landed
 
 
+def test_a_script_written_ahead_is_the_session_sent_turn_by_turn(tmp_path):
+    """A client that wrote its whole script at once, its permission answers and its
+    session/close before the agent asked (piped), against the same script sent turn by
+    turn: one client stream, read in the order written, so the same session (exit 0);
+    the close is not moved ahead of the answer it was written after."""
+    client = list(client_session(4, permission_every=2, elicit_every=3))
+    piped, lockstep = tmp_path / "piped.wire.jsonl", tmp_path / "lockstep.wire.jsonl"
+    record_piped(client, piped)
+    record_lockstep(client, lockstep)
+    _, recs = records(piped)
+    asks = [i for i, r in enumerate(recs)
+            if message(r).get("method") == "session/request_permission"]
+    answers = [i for i, r in enumerate(recs) if r["dir"] == "c2a" and "result" in message(r)]
+    assert asks and answers and answers[0] < asks[0]  # written ahead, as logged
+    for a, b in ((piped, lockstep), (lockstep, piped)):
+        status, s = summary(a, b)
+        assert status == 0, s
+        assert s["counts"]["only-a"] == s["counts"]["only-b"] == s["counts"]["changed"] == 0
+
+
 def test_a_response_before_its_request_differs(tmp_path):
     """With --strict the order as logged counts: the client's answer to a permission
     request logged before the agent asked is not the same run."""

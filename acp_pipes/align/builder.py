@@ -60,6 +60,7 @@ class Builder:
         #: index of the request it follows (causal order, see :func:`causal_order`)
         self.waiting: dict[tuple[str, Any], int] = {}
         self.moves: dict[int, tuple[int, str | None]] = {}
+        self.anchored: set[int] = set()  # steps put elsewhere by _reorder
         #: the model: requests not answered yet, per direction ``id -> index``, and each
         #: reply's request, ``reply index -> request index``
         self.asked: dict[str, dict[Any, int]] = {"c2a": {}, "a2c": {}}
@@ -348,18 +349,20 @@ class Builder:
 
     def _reorder(self) -> None:
         """Each reply logged before the request it answers, put right after it, keyed as
-        a reply to it (see :func:`causal_order`), its chain the request's session."""
-        n = len(self.seq)
-        after: dict[int, list[int]] = {}
-        for reply, (request, _) in self.moves.items():
-            after.setdefault(request, []).append(reply)
+        a reply to it (see :func:`causal_order`), its chain the request's session; and
+        what its side wrote after it and before that request, behind it: one side's
+        frames are one stream, read in the order written (a client that wrote its answer
+        and then session/close ahead of the agent's request closed after answering)."""
+        after = self._anchors()
         order: list[int] = []
-        for i in range(n):
-            if i in self.moves:
+        for i in range(len(self.seq)):
+            if i in self.anchored:
                 continue
-            order.append(i)
-            if i in after:
-                order.extend(sorted(after[i]))
+            todo = [i]  # a step, then what goes after it (which may have its own)
+            while todo:
+                k = todo.pop()
+                order.append(k)
+                todo.extend(reversed(after.get(k, ())))
         table, seq = self.table, self.seq
         for reply, (request, sid) in self.moves.items():
             step = seq[reply]
@@ -383,6 +386,30 @@ class Builder:
         self.frame_chain = {where[i]: c for i, c in self.frame_chain.items()}
         self.replies = {where[r]: where[q] for r, q in self.replies.items()}
         self.moves = {}
+        self.anchored = set()
+
+    def _anchors(self) -> dict[int, list[int]]:
+        """Where each step that moves goes: ``request index -> steps put after it``, in
+        the order written. A moved reply goes after its request, and after wherever the
+        frames of its direction written before it went; a step of that direction written
+        after a moved reply goes there too, while that request is still ahead of it."""
+        meta, seq = self.table.meta, self.seq
+        floor: dict[str, int] = {}  # per direction: the latest request a step waits for
+        after: dict[int, list[int]] = {}
+        self.anchored = set()
+        first = min(self.moves)
+        for i in range(first, len(seq)):
+            d = meta[seq[i]][0]
+            move = self.moves.get(i)
+            at = floor.get(d, -1)
+            if move is not None:
+                at = max(at, move[0])
+            elif at <= i:
+                continue
+            floor[d] = at
+            after.setdefault(at, []).append(i)
+            self.anchored.add(i)
+        return after
 
 
 def update_kind(raw: Any) -> str | None:
