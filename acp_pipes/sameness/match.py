@@ -353,11 +353,8 @@ class Matcher:
     def unsent_before(self, slot: Slot) -> list[Slot]:
         """The recorded client frames before ``slot`` not sent (a client's bytes are one
         stream: a re-drive sends none after them)."""
-        opened = self.c2a_open
-        while opened and opened[0].sent:
-            opened.popleft()
         out = []
-        for s in opened:
+        for s in self._unsent():
             if s.index >= slot.index:
                 break
             if not s.sent:
@@ -409,10 +406,16 @@ class Matcher:
 
     def fast_clients(self, slot: Slot) -> bool:
         """Whether every recorded client frame before ``slot`` was sent."""
+        opened = self._unsent()
+        return not opened or opened[0].index > slot.index
+
+    def _unsent(self) -> deque[Slot]:
+        """The recorded client frames not sent, the first of them first: those sent
+        are let go from its head (one sent later than a frame after it stays till then)."""
         opened = self.c2a_open
         while opened and opened[0].sent:
             opened.popleft()
-        return not opened or opened[0].index > slot.index
+        return opened
 
     def live(self, raw: bytes, seq: Any = None) -> Matched | Difference | Note | None:
         """Match one frame of the run: :class:`Matched`, a :class:`Difference`, a
